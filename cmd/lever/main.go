@@ -1,0 +1,13 @@
+// Command lever is the host operator: it builds the jail, its egress firewall and the
+// broker, and starts lev inside it.
+package main
+
+import (
+	"os"
+
+	"github.com/lever-jail/lever/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+}

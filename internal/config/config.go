@@ -1,0 +1,75 @@
+// Package config loads and validates lever.yaml.
+//
+// Shape of the API (kept stable for the rest of lever): Load reads, decodes strictly,
+// fills defaults and validates; the returned Config is ready to use.
+package config
+
+// Config is lever.yaml.
+type Config struct {
+	// Name names the instance; the guest machine is "lever-<name>".
+	Name string `yaml:"name"`
+	// Backend is orbstack, lima or netns (netns only with LEVER_DEV_NETNS=1).
+	Backend string `yaml:"backend"`
+	// Tree is the only host directory mounted into the jail, at /lever. Relative paths
+	// resolve against the config file's directory.
+	Tree string `yaml:"tree"`
+	// Egress is the posture: open (default) or closed.
+	Egress     string   `yaml:"egress"`
+	NestedVirt bool     `yaml:"nested_virt"`
+	Disk       string   `yaml:"disk"`
+	Manager    Manager  `yaml:"manager"`
+	Workers    []Worker `yaml:"workers"`
+	Broker     Broker   `yaml:"broker"`
+	Lev        Lev      `yaml:"lev"`
+	Lima       Lima     `yaml:"lima"`
+
+	// Path is the absolute path of the file this was loaded from (not a YAML key).
+	Path string `yaml:"-"`
+	// Dir is the directory of Path; relative paths in the file resolve against it.
+	Dir string `yaml:"-"`
+}
+
+// Manager is the manager container's settings.
+type Manager struct {
+	// AllowPorts are the host loopback ports reachable on the host alias.
+	AllowPorts []int    `yaml:"allow_ports"`
+	ReadOnly   []string `yaml:"read_only"`
+	Image      string   `yaml:"image"`
+}
+
+// Worker is one worker container, confined to its own dir inside the tree.
+type Worker struct {
+	Name    string `yaml:"name"`
+	Dir     string `yaml:"dir"`
+	Image   string `yaml:"image"`
+	LLMAuth string `yaml:"llm_auth"`
+}
+
+// Broker is the host-side mTLS broker.
+type Broker struct {
+	LLMAuth     string `yaml:"llm_auth"` // api-key | subscription
+	APIKeyFile  string `yaml:"api_key_file"`
+	LLMUpstream string `yaml:"llm_upstream"`
+	JailPort    int    `yaml:"jail_port"`
+	AdminPort   int    `yaml:"admin_port"`
+}
+
+// Lev is how lev is started inside the jail.
+type Lev struct {
+	Image        string `yaml:"image"`
+	ImageTarball string `yaml:"image_tarball"`
+	Blueprint    string `yaml:"blueprint"`
+}
+
+// Lima holds settings only the lima backend reads (a local guest image, for machines that
+// cannot download one).
+type Lima struct {
+	Image  string `yaml:"image"`
+	Kernel string `yaml:"kernel"`
+	Initrd string `yaml:"initrd"`
+	CPUs   int    `yaml:"cpus"`
+	Memory string `yaml:"memory"`
+}
+
+// MachineName is the guest's name: lever-<name>.
+func (c *Config) MachineName() string { return "lever-" + c.Name }
