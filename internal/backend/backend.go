@@ -4,7 +4,11 @@ package backend
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 
+	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
 )
 
@@ -36,4 +40,64 @@ type Profile struct {
 	EgressEnforced     string   `json:"egress_enforced"`
 	RootlessRuntime    string   `json:"rootless_runtime"`
 	Caveats            []string `json:"caveats"`
+}
+
+// Availability says whether a backend can be used on this host right now.
+type Availability struct {
+	Usable  bool   `json:"usable"`
+	Tool    string `json:"tool,omitempty"`    // the binary it drives, as found on PATH
+	Version string `json:"version,omitempty"` // that binary's version
+	Reason  string `json:"reason,omitempty"`  // why not, when not usable
+}
+
+// Descriptor is what a backend package registers: its matrix row, a probe of the host,
+// and a constructor from lever.yaml.
+type Descriptor struct {
+	Profile Profile
+	Probe   func(ctx context.Context) Availability
+	New     func(cfg *config.Config) (Backend, error)
+}
+
+var registry = map[string]Descriptor{}
+
+// Register adds a backend. Backend packages call it from init; internal/backend/all
+// imports every one of them, so importing that package yields the complete set.
+func Register(d Descriptor) {
+	if _, dup := registry[d.Profile.Name]; dup {
+		panic("backend registered twice: " + d.Profile.Name)
+	}
+	registry[d.Profile.Name] = d
+}
+
+// Lookup returns the registered backend named name.
+func Lookup(name string) (Descriptor, bool) {
+	d, ok := registry[name]
+	return d, ok
+}
+
+// All returns every registered backend, sorted by name.
+func All() []Descriptor {
+	out := make([]Descriptor, 0, len(registry))
+	for _, d := range registry {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Profile.Name < out[j].Profile.Name })
+	return out
+}
+
+// New builds the backend cfg selects. An unknown name is refused, never substituted.
+func New(cfg *config.Config) (Backend, error) {
+	d, ok := registry[cfg.Backend]
+	if !ok {
+		return nil, fmt.Errorf("backend %q is not implemented (known: %s)", cfg.Backend, strings.Join(names(), ", "))
+	}
+	return d.New(cfg)
+}
+
+func names() []string {
+	var n []string
+	for _, d := range All() {
+		n = append(n, d.Profile.Name)
+	}
+	return n
 }

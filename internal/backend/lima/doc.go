@@ -1,0 +1,2 @@
+// Package lima is the lima backend (being built).
+package lima

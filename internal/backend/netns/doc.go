@@ -1,0 +1,2 @@
+// Package netns is the netns backend (being built).
+package netns

@@ -1,0 +1,2 @@
+// Package orbstack is the orbstack backend (being built).
+package orbstack
