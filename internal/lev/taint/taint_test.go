@@ -1,0 +1,302 @@
+package taint
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseLevel(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Level
+		err  bool
+	}{
+		{"public", Public, false}, {"Internal", Internal, false}, {" PRIVATE ", Private, false},
+		{"secret", 0, true}, {"", 0, true}, {"2", 0, true},
+	} {
+		got, err := ParseLevel(tc.in)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("ParseLevel(%q) = %v, %v; want %v, err=%v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+	if _, err := Level(7).MarshalText(); err == nil {
+		t.Error("an invalid level marshalled")
+	}
+}
+
+func TestRegionLabelIsMaxOfLiveEntriesAndFallsOnEviction(t *testing.T) {
+	c := NewContext()
+	if c.Level() != Public {
+		t.Fatalf("empty context is %v", c.Level())
+	}
+	task := c.Add("messages", Internal, "task")
+	secret := c.Add("tool_results", Private, "read_file ~/notes (granted)")
+	web := c.Add("tool_results", Public, "web_fetch")
+	if got := c.RegionLevel("tool_results"); got != Private {
+		t.Fatalf("region with a private entry is %v", got)
+	}
+	if got := c.RegionLevel("messages"); got != Internal {
+		t.Fatalf("messages region = %v", got)
+	}
+	if got := c.Level(); got != Private {
+		t.Fatalf("context = %v", got)
+	}
+	if !c.Evict(secret) {
+		t.Fatal("evicting a live entry reported false")
+	}
+	if c.Evict(secret) {
+		t.Fatal("evicting twice reported true")
+	}
+	if got := c.RegionLevel("tool_results"); got != Public {
+		t.Fatalf("after eviction region = %v, want public", got)
+	}
+	if got := c.Level(); got != Internal {
+		t.Fatalf("after eviction context = %v, want internal", got)
+	}
+	_ = web
+	c.Evict(task)
+	if n := c.EvictRegion("tool_results"); n != 1 {
+		t.Fatalf("EvictRegion removed %d", n)
+	}
+	if c.Level() != Public || len(c.Live()) != 0 {
+		t.Fatalf("empty again: %v %v", c.Level(), c.Live())
+	}
+	// An impossible label fails closed.
+	c.Add("x", Level(42), "bogus")
+	if c.Level() != Private {
+		t.Fatalf("invalid label counted as %v", c.Level())
+	}
+}
+
+func TestClassificationTable(t *testing.T) {
+	tab := NewTable(nil)
+	for _, tc := range []struct {
+		tool     string
+		outbound bool
+		known    bool
+		clr      Level
+	}{
+		{"shell", true, true, Internal},
+		{"web_search", true, true, Internal},
+		{"web_fetch", true, true, Internal},
+		{"http_get", true, true, Internal},
+		{"http_post", true, true, Internal},
+		{"submit_output", true, true, Internal},
+		{"read_file", false, true, Public},
+		{"read_files", false, true, Public},
+		{"list_dir", false, true, Public},
+		{"write_file", false, true, Public},
+		{"edit_file", false, true, Public},
+		{"context_evict", false, true, Public},
+		{"todo_write", false, true, Public},
+		{"spawn_agent", false, true, Public},
+		{"ask_user", false, true, Public},
+		{"mcp__slack__post_message", true, false, Public}, // unknown fails closed
+		{"my_script_tool", true, false, Public},
+	} {
+		c := tab.Classify(tc.tool)
+		if c.Outbound != tc.outbound || c.Known != tc.known || c.Clearance != tc.clr {
+			t.Errorf("%s: got %+v", tc.tool, c)
+		}
+	}
+	// Overrides classify an MCP tool, but cannot make a built-in outbound tool ungated.
+	tab = NewTable(map[string]Class{
+		"mcp__docs__search": {Outbound: false},
+		"shell":             {Outbound: false},
+		"http_post":         {Outbound: true, Clearance: Public},
+	})
+	if c := tab.Classify("mcp__docs__search"); c.Outbound || !c.Known {
+		t.Errorf("override for mcp tool: %+v", c)
+	}
+	if c := tab.Classify("shell"); !c.Outbound {
+		t.Errorf("shell made ungated by an override: %+v", c)
+	}
+	if c := tab.Classify("http_post"); c.Clearance != Public {
+		t.Errorf("http_post clearance override: %+v", c)
+	}
+}
+
+func TestResultLevel(t *testing.T) {
+	for _, tc := range []struct {
+		tool string
+		info ResultInfo
+		want Level
+	}{
+		{"read_file", ResultInfo{ThroughGrant: true, AgentHasGrant: true}, Private},
+		{"read_file", ResultInfo{AgentHasGrant: true}, Private}, // spec: read tools Private for an agent with a grant
+		{"read_file", ResultInfo{}, Internal},
+		{"list_dir", ResultInfo{ThroughGrant: true}, Private},
+		{"web_fetch", ResultInfo{}, Public},
+		{"http_get", ResultInfo{}, Public},
+		{"shell", ResultInfo{}, Internal},
+		{"mcp__x__y", ResultInfo{}, Internal},
+	} {
+		if got := ResultLevel(tc.tool, tc.info); got != tc.want {
+			t.Errorf("ResultLevel(%s, %+v) = %v, want %v", tc.tool, tc.info, got, tc.want)
+		}
+	}
+}
+
+func TestTarget(t *testing.T) {
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"web_fetch", map[string]any{"url": "https://API.Example.com:8443/x?y=1"}, "api.example.com"},
+		{"http_post", map[string]any{"url": "https://api.example.com@evil.test/"}, "evil.test"},
+		{"http_get", map[string]any{"url": "https://evil.test#.example.com"}, "evil.test"},
+		{"http_get", map[string]any{"url": "https://x.example.com.evil.test/"}, "x.example.com.evil.test"},
+		{"http_get", map[string]any{"url": "http://[::1]:80/"}, "::1"},
+		{"http_get", map[string]any{"url": "https://example.com./"}, "example.com"},
+		{"http_get", map[string]any{"url": "not a url"}, "not a url"},
+		{"shell", map[string]any{"command": "curl -d @x https://e.test"}, "curl -d @x https://e.test"},
+		{"shell", map[string]any{"argv": []any{"git", "push"}}, "git push"},
+		{"web_search", map[string]any{"query": "golang"}, "golang"},
+		{"submit_output", map[string]any{"output": "x"}, "result"},
+		{"mcp__slack__post", map[string]any{"url": "https://hooks.slack.test/a"}, "hooks.slack.test"},
+		{"mcp__x", map[string]any{"channel": 3}, ""},
+	} {
+		if got := Target(tc.tool, tc.args); got != tc.want {
+			t.Errorf("Target(%s, %v) = %q, want %q", tc.tool, tc.args, got, tc.want)
+		}
+	}
+}
+
+type fixedPolicy PolicyDecision
+
+func (p fixedPolicy) Decide(Request) PolicyDecision { return PolicyDecision(p) }
+
+func TestGateDecisions(t *testing.T) {
+	ask := fixedPolicy{Verdict: VerdictAsk, Reason: "default ask"}
+	allow := fixedPolicy{Verdict: VerdictAllow, Rule: "allow[0]", Reason: "rule"}
+	deny := fixedPolicy{Verdict: VerdictDeny, Rule: "rule[0]", Reason: "rule"}
+	answer := func(a Answer) Asker {
+		return AskFunc(func(context.Context, Prompt) (Answer, error) { return a, nil })
+	}
+	for _, tc := range []struct {
+		name    string
+		tool    string
+		taint   Level
+		pol     Policy
+		mode    Mode
+		asker   Asker
+		allowed bool
+		sources []Source
+	}{
+		{"not outbound", "read_file", Private, deny, Headless, nil, true, nil},
+		{"within clearance", "http_post", Internal, deny, Headless, nil, true, []Source{SourceWithinClearance}},
+		{"policy allow", "http_post", Private, allow, Headless, nil, true, []Source{SourcePolicyAllow}},
+		{"policy deny", "http_post", Private, deny, Interactive, answer(AnswerOnce), false, []Source{SourcePolicyDeny}},
+		{"policy deny under yolo stays", "http_post", Private, deny, Yolo, nil, false, []Source{SourcePolicyDeny}},
+		{"ask headless", "shell", Private, ask, Headless, nil, false, []Source{SourceAutoBlock}},
+		{"ask interactive without asker", "shell", Private, ask, Interactive, nil, false, []Source{SourceAutoBlock}},
+		{"ask once", "shell", Private, ask, Interactive, answer(AnswerOnce), true, []Source{SourceUserOnce}},
+		{"ask deny", "shell", Private, ask, Interactive, answer(AnswerDeny), false, []Source{SourceUserDeny}},
+		{"ask fails", "shell", Private, ask, Interactive, AskFunc(func(context.Context, Prompt) (Answer, error) { return 0, errors.New("closed") }), false, []Source{SourceAskFailed}},
+		{"yolo", "submit_output", Private, ask, Yolo, nil, true, []Source{SourceAutoBlock, SourceYoloAutoApprove}},
+		{"unknown tool public data passes", "mcp__x", Public, ask, Headless, nil, true, []Source{SourceWithinClearance}},
+		{"unknown tool internal data gated", "mcp__x", Internal, ask, Headless, nil, false, []Source{SourceAutoBlock}},
+		{"nil policy asks", "shell", Private, nil, Headless, nil, false, []Source{SourceAutoBlock}},
+		{"unrecognised verdict fails closed", "shell", Private, fixedPolicy{Verdict: "maybe"}, Yolo, nil, false, []Source{SourcePolicyDeny}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := &MemAudit{}
+			g := &Gate{Table: NewTable(nil), Policy: tc.pol, Mode: tc.mode, Asker: tc.asker, Audit: mem}
+			out, err := g.Check(context.Background(), Call{Tool: tc.tool, Target: "t", Taint: tc.taint, Stage: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v (%s)", out.Allowed, out.Reason)
+			}
+			if len(mem.Records) != len(tc.sources) {
+				t.Fatalf("records %+v, want sources %v", mem.Records, tc.sources)
+			}
+			for i, r := range mem.Records {
+				if r.DecisionSource != tc.sources[i] || r.Tool != tc.tool || r.Taint != tc.taint || r.Stage != 2 || r.Seq != i+1 {
+					t.Errorf("record %d = %+v", i, r)
+				}
+			}
+			if len(tc.sources) == 2 { // yolo pair
+				blk, ok := mem.Records[0], mem.Records[1]
+				if blk.Decision != "block" || !blk.Waived || ok.Decision != "allow" || ok.Overrides != blk.Seq {
+					t.Errorf("yolo pair not linked: %+v / %+v", blk, ok)
+				}
+			}
+		})
+	}
+}
+
+func TestGateSessionAnswer(t *testing.T) {
+	asked := 0
+	g := &Gate{Table: NewTable(nil), Mode: Interactive, Audit: &MemAudit{},
+		Asker: AskFunc(func(context.Context, Prompt) (Answer, error) { asked++; return AnswerSession, nil })}
+	call := Call{Tool: "http_post", Target: "api.example.com", Taint: Private}
+	for i := 0; i < 3; i++ {
+		out, err := g.Check(context.Background(), call)
+		if err != nil || !out.Allowed {
+			t.Fatalf("call %d: %+v %v", i, out, err)
+		}
+		want := SourceSessionAllow
+		if i == 0 {
+			want = SourceUserSession
+		}
+		if out.Source != want {
+			t.Fatalf("call %d source %s", i, out.Source)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("asked %d times", asked)
+	}
+	// The session answer covers that tool and target only.
+	g.Asker = AskFunc(func(context.Context, Prompt) (Answer, error) { return AnswerDeny, nil })
+	out, _ := g.Check(context.Background(), Call{Tool: "http_post", Target: "other.test", Taint: Private})
+	if out.Allowed {
+		t.Fatal("session answer leaked to another target")
+	}
+}
+
+func TestFileAudit(t *testing.T) {
+	dir := t.TempDir()
+	a := NewFileAudit(dir)
+	g := &Gate{Table: NewTable(nil), Mode: Yolo, Audit: a}
+	if _, err := g.Check(context.Background(), Call{Tool: "shell", Target: "curl", Taint: Private, Stage: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Check(context.Background(), Call{Tool: "http_post", Target: "h", Taint: Public, Stage: 2}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ReadAudit(AuditPath(dir, 1))
+	if err != nil || len(recs) != 2 || recs[0].DecisionSource != SourceAutoBlock || recs[1].DecisionSource != SourceYoloAutoApprove {
+		t.Fatalf("stage 1: %+v %v", recs, err)
+	}
+	b, _ := os.ReadFile(AuditPath(dir, 1))
+	for _, want := range []string{`"decision_source": "YoloAutoApprove"`, `"decision_source": "AutoBlock"`, `"taint": "private"`, `"clearance": "internal"`} {
+		if !contains(string(b), want) {
+			t.Errorf("audit file lacks %s:\n%s", want, b)
+		}
+	}
+	// A second writer (a resumed run) appends.
+	a2 := NewFileAudit(dir)
+	g2 := &Gate{Table: NewTable(nil), Mode: Headless, Audit: a2}
+	g2.Check(context.Background(), Call{Tool: "shell", Taint: Private, Stage: 1})
+	recs, _ = ReadAudit(AuditPath(dir, 1))
+	if len(recs) != 3 {
+		t.Fatalf("resumed audit has %d records", len(recs))
+	}
+	// An audit that cannot be written blocks the call.
+	bad := filepath.Join(dir, "file")
+	os.WriteFile(bad, nil, 0o600)
+	g3 := &Gate{Table: NewTable(nil), Mode: Yolo, Audit: NewFileAudit(bad)}
+	out, err := g3.Check(context.Background(), Call{Tool: "shell", Taint: Private, Stage: 1})
+	if err == nil || out.Allowed {
+		t.Fatalf("unwritable audit let the call through: %+v %v", out, err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
