@@ -1,0 +1,143 @@
+package ca
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+)
+
+// IssueServerCertSANs mints a fresh key and a server certificate for the broker naming
+// every DNS name and IP address a client may dial. Under closed egress an agent cannot
+// resolve the alias name and dials the alias IP, so that IP must be an IP SAN or TLS fails.
+func (c *CA) IssueServerCertSANs(names []string, ips []net.IP, ttl time.Duration) (*tls.Certificate, error) {
+	if len(names) == 0 && len(ips) == 0 {
+		return nil, errors.New("ca: a server certificate needs at least one DNS name or IP SAN")
+	}
+	if ttl <= 0 {
+		ttl = DefaultServerTTL
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("ca: generating server key: %w", err)
+	}
+	now := c.Now()
+	cn := "lever broker"
+	if len(names) > 0 {
+		cn = names[0]
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: mustSerial(),
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"lever"}},
+		NotBefore:    now.Add(-backdate),
+		NotAfter:     now.Add(ttl),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     names,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, key.Public(), c.key)
+	if err != nil {
+		return nil, fmt.Errorf("ca: signing server certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Certificate{Certificate: [][]byte{der, c.Cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+var agentName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidAgentName reports whether name can be a certificate's CN and a ticket's owner.
+func ValidAgentName(name string) error {
+	if !agentName.MatchString(name) {
+		return fmt.Errorf("agent name %q is not valid (want lower-case letters, digits, '.', '_', '-'; at most 63 characters)", name)
+	}
+	return nil
+}
+
+// IssueClient signs a client certificate for agent (CN) in role (OU) over the public key
+// of csr. The CSR's own subject is ignored: identity comes from the ticket or the current
+// certificate, never from what the client asks for. The key was made by the client and
+// never leaves it. Every issued certificate is recorded so an agent can be revoked by name.
+func (c *CA) IssueClient(csr *x509.CertificateRequest, agent, role string, ttl time.Duration) ([]byte, *x509.Certificate, error) {
+	if err := ValidAgentName(agent); err != nil {
+		return nil, nil, fmt.Errorf("ca: %w", err)
+	}
+	if role != RoleManager && role != RoleWorker {
+		return nil, nil, fmt.Errorf("ca: role %q is not %s or %s", role, RoleManager, RoleWorker)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, nil, fmt.Errorf("ca: CSR signature: %w", err)
+	}
+	if err := checkLeafKey(csr.PublicKey); err != nil {
+		return nil, nil, fmt.Errorf("ca: CSR key: %w", err)
+	}
+	if ttl <= 0 {
+		ttl = DefaultClientTTL
+	}
+	now := c.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: mustSerial(),
+		Subject:      pkix.Name{CommonName: agent, OrganizationalUnit: []string{role}, Organization: []string{"lever"}},
+		NotBefore:    now.Add(-backdate),
+		NotAfter:     now.Add(ttl),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, csr.PublicKey, c.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ca: signing client certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.record(leaf, agent, role); err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), leaf, nil
+}
+
+// NewKeyAndCSR makes a P-256 key and a CSR for it: what a worker runs on its own side.
+func NewKeyAndCSR(agent string) (keyPEM, csrPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating key: %w", err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: agent}}, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("making CSR: %w", err)
+	}
+	keyPEM, err = MarshalKeyPEM(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keyPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}), nil
+}
+
+// ParseCSRPEM parses a CERTIFICATE REQUEST block.
+func ParseCSRPEM(data []byte) (*x509.CertificateRequest, error) {
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != "CERTIFICATE REQUEST" {
+		return nil, errors.New("no CERTIFICATE REQUEST PEM block")
+	}
+	return x509.ParseCertificateRequest(b.Bytes)
+}
+
+// Role returns the role (OU) of a client certificate lever issued.
+func Role(cert *x509.Certificate) string {
+	if len(cert.Subject.OrganizationalUnit) == 1 {
+		return cert.Subject.OrganizationalUnit[0]
+	}
+	return ""
+}
