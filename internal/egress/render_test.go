@@ -1,0 +1,134 @@
+package egress
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/render")
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden file: %v (run go test -update once to create it)", err)
+	}
+	if d := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")); d != "" {
+		t.Errorf("%s differs (-golden +rendered):\n%s", path, d)
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, tc := range renderCases {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Render(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range Families {
+				golden(t, filepath.Join("testdata", "render", tc.name+"."+fam(f)+".restore"), ChainRestore(rs.Rules(f)))
+			}
+			if got, want := rs.Closed(), tc.in.Posture == Closed; got != want {
+				t.Errorf("Closed() = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func fam(f Family) string {
+	if f == V6 {
+		return "v6"
+	}
+	return "v4"
+}
+
+func TestJumpRestoreGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		exists bool
+		copies int
+	}{
+		{"jump-chain-missing", false, 0},
+		{"jump-none", true, 0},
+		{"jump-one", true, 1},
+		{"jump-three", true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			golden(t, filepath.Join("testdata", "render", tc.name+".restore"), JumpRestore(tc.exists, tc.copies))
+		})
+	}
+}
+
+// TestRenderOrder checks DESIGN.md's order independently of the goldens, so that a golden
+// regenerated from a wrong renderer cannot pass.
+func TestRenderOrder(t *testing.T) {
+	rs, err := Render(Inputs{Posture: Closed, AliasV4: a("10.77.0.1"), AliasV6: a("fd4c:7600::1"), Ports: []int{80}, DNAT: []ProtoPort{{"udp", 53}}, ReplyPorts: []int{22}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := func(rules []string, sub string) int {
+		for i, r := range rules {
+			if strings.Contains(r, sub) {
+				return i
+			}
+		}
+		return -1
+	}
+	v4 := rs.V4
+	order := []string{"-o lo -j ACCEPT", "--dport 80 -j ACCEPT", "--sport 22", "--icmp-type 3/10", "-d 10.77.0.1/32 -j DROP", "-d 10.0.0.0/8", "-d 172.16.0.0/12", "-d 192.168.0.0/16", "169.254.169.254/32 -j REJECT", "-d 169.254.0.0/16", "-d 100.64.0.0/10", "LEVER_EGRESS -j DROP"}
+	last := -1
+	for _, o := range order {
+		i := idx(v4, o)
+		if i <= last {
+			t.Fatalf("IPv4 rule %q at %d, want after %d:\n%s", o, i, last, strings.Join(v4, "\n"))
+		}
+		last = i
+	}
+	if i := idx(v4, "--dport 53"); i >= 0 {
+		t.Errorf("closed posture emitted the resolver DNAT target: %s", v4[i])
+	}
+	if n := strings.Count(strings.Join(v4, "\n"), "REJECT"); n != 1 {
+		t.Errorf("IPv4 has %d REJECTs, want exactly 1", n)
+	}
+	v6 := rs.V6
+	if idx(v6, "fd4c:7600::1/128 -p tcp -m tcp --dport 80 -j ACCEPT") > idx(v6, "-d fc00::/7 -j DROP") {
+		t.Errorf("IPv6 alias ACCEPT after the ULA DROP:\n%s", strings.Join(v6, "\n"))
+	}
+	if idx(v6, "REJECT") >= 0 || idx(v6, "icmp") >= 0 {
+		t.Errorf("IPv6 carries a REJECT or ICMP exception:\n%s", strings.Join(v6, "\n"))
+	}
+}
+
+func TestRenderRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Inputs
+		want string
+	}{
+		{"posture", Inputs{Posture: "half", AliasV4: a("10.0.0.1")}, `egress posture "half"`},
+		{"no v4 alias", Inputs{Posture: Open}, "host alias IPv4 address"},
+		{"v6 as v4", Inputs{Posture: Open, AliasV4: a("fd00::1")}, "host alias IPv4 address"},
+		{"v4 as v6", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), AliasV6: a("10.0.0.2")}, "host alias IPv6 address"},
+		{"port 0", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), Ports: []int{0}}, "allowed port 0"},
+		{"port 65536", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), Ports: []int{80, 65536}}, "allowed port 65536"},
+		{"dnat proto", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), DNAT: []ProtoPort{{"sctp", 53}}}, "resolver DNAT target sctp:53"},
+		{"reply port", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), ReplyPorts: []int{-1}}, "reply port -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Render(tc.in)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

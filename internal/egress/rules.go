@@ -1,0 +1,231 @@
+// Package egress is the pure part of lever's egress firewall: it renders the desired
+// LEVER_EGRESS ruleset per address family, the iptables-restore input that commits it,
+// parses `iptables -S` listings and compares live chains with the desired ones rule for
+// rule. It does no I/O; internal/guest runs what it plans.
+package egress
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+)
+
+// Chain is the one chain lever owns in the filter table of each family.
+const Chain = "LEVER_EGRESS"
+
+// JumpRule is OUTPUT's jump to the chain exactly as `iptables -S OUTPUT` prints it.
+const JumpRule = "-A OUTPUT -j " + Chain
+
+// Family is an address family: iptables (IPv4) or ip6tables (IPv6).
+type Family int
+
+const (
+	V4 Family = iota
+	V6
+)
+
+// Families lists both families in commit order: IPv6 first, IPv4 last, so that a failure
+// of the first commit changes nothing and a failure of the last leaves IPv6 new, IPv4 old.
+var Families = []Family{V6, V4}
+
+func (f Family) String() string {
+	if f == V6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// Posture is the jail-wide egress knob.
+type Posture string
+
+const (
+	Open   Posture = "open"
+	Closed Posture = "closed"
+)
+
+// ProtoPort is one of the Lima resolver's DNAT targets (read from the LIMADNS nat chain).
+type ProtoPort struct {
+	Proto string `json:"proto"` // tcp or udp
+	Port  int    `json:"port"`
+}
+
+func (p ProtoPort) String() string { return p.Proto + ":" + strconv.Itoa(p.Port) }
+
+// Inputs is everything the ruleset depends on.
+type Inputs struct {
+	Posture Posture
+	// AliasV4 is the host alias's IPv4 address; required.
+	AliasV4 netip.Addr
+	// AliasV6 is the host alias's IPv6 address; optional (Lima's alias is usually IPv4
+	// only). Without it no IPv6 alias rules are emitted.
+	AliasV6 netip.Addr
+	// Ports are the host loopback ports reachable on the alias (manager.allow_ports).
+	Ports []int
+	// DNAT are the resolver's DNAT targets on the alias (Lima, open posture only).
+	DNAT []ProtoPort
+	// ReplyPorts are guest TCP ports whose ESTABLISHED replies to the alias are accepted:
+	// Lima's host-to-guest SSH arrives from the alias, so sshd's answers go to it (22).
+	ReplyPorts []int
+}
+
+// Ruleset is the desired chain per family: each element a full `-A LEVER_EGRESS ...` line
+// in the exact form `iptables -S` prints it back.
+type Ruleset struct {
+	V4 []string `json:"ipv4"`
+	V6 []string `json:"ipv6"`
+}
+
+// Rules returns the family's rules.
+func (r Ruleset) Rules(f Family) []string {
+	if f == V6 {
+		return r.V6
+	}
+	return r.V4
+}
+
+// Closed reports whether the ruleset carries the closed catch-all DROP in both families.
+func (r Ruleset) Closed() bool { return IsClosed(r.V4) && IsClosed(r.V6) }
+
+var (
+	privateV4 = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
+	// metadataV4 is REJECTed (the only REJECT) just before the link-local DROP so that a
+	// cloud metadata lookup fails at once instead of timing out.
+	metadataV4 = "169.254.169.254/32"
+	lateV4     = []string{"169.254.0.0/16", "100.64.0.0/10"}
+	privateV6  = []string{"fe80::/10", "fc00::/7"}
+)
+
+const (
+	catchAll = "-A " + Chain + " -j DROP"
+	loAccept = "-A " + Chain + " -o lo -j ACCEPT"
+	// icmpException lets the REJECT's own answer (from and to the guest's address, over
+	// lo, usually a private address) through the private-range DROPs. IPv4 only: IPv6 has
+	// no REJECT, so it needs no exception.
+	icmpException = "-A " + Chain + " -o lo -p icmp -m icmp --icmp-type 3/10 -m conntrack --ctstate RELATED -j ACCEPT"
+	rejectRule    = "-A " + Chain + " -d " + "169.254.169.254/32" + " -j REJECT --reject-with icmp-host-prohibited"
+)
+
+// Validate checks the inputs and says which one is bad.
+func (in Inputs) Validate() error {
+	switch in.Posture {
+	case Open, Closed:
+	default:
+		return fmt.Errorf("egress posture %q: must be open or closed", in.Posture)
+	}
+	if !in.AliasV4.IsValid() || !in.AliasV4.Is4() {
+		return fmt.Errorf("host alias IPv4 address %q: not an IPv4 address", in.AliasV4)
+	}
+	if in.AliasV6.IsValid() && (!in.AliasV6.Is6() || in.AliasV6.Is4In6()) {
+		return fmt.Errorf("host alias IPv6 address %q: not an IPv6 address", in.AliasV6)
+	}
+	for _, p := range in.Ports {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("allowed port %d: out of range 1-65535", p)
+		}
+	}
+	for _, p := range in.ReplyPorts {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("reply port %d: out of range 1-65535", p)
+		}
+	}
+	for _, d := range in.DNAT {
+		if d.Proto != "tcp" && d.Proto != "udp" {
+			return fmt.Errorf("resolver DNAT target %s: protocol must be tcp or udp", d)
+		}
+		if d.Port < 1 || d.Port > 65535 {
+			return fmt.Errorf("resolver DNAT target %s: port out of range 1-65535", d)
+		}
+	}
+	return nil
+}
+
+// Render produces the desired ruleset per family, in DESIGN.md's order.
+func Render(in Inputs) (Ruleset, error) {
+	if err := in.Validate(); err != nil {
+		return Ruleset{}, err
+	}
+	return Ruleset{V4: renderFamily(in, V4), V6: renderFamily(in, V6)}, nil
+}
+
+func renderFamily(in Inputs, f Family) []string {
+	alias, host := in.AliasV4, "/32"
+	if f == V6 {
+		alias, host = in.AliasV6, "/128"
+	}
+	rules := make([]string, 0, len(in.Ports)+16)
+	add := func(s string) { rules = append(rules, "-A "+Chain+" "+s) }
+	if in.Posture == Closed {
+		rules = append(rules, loAccept)
+	}
+	if alias.IsValid() {
+		d := "-d " + alias.String() + host
+		for _, p := range uniqSorted(in.Ports) {
+			add(d + " -p tcp -m tcp --dport " + strconv.Itoa(p) + " -j ACCEPT")
+		}
+		// The resolver lives behind the IPv4 alias only (LIMADNS is an IPv4 nat chain),
+		// and is never opened in the closed posture.
+		if in.Posture == Open && f == V4 {
+			for _, t := range uniqDNAT(in.DNAT) {
+				add(d + " -p " + t.Proto + " -m " + t.Proto + " --dport " + strconv.Itoa(t.Port) + " -j ACCEPT")
+			}
+		}
+		for _, p := range uniqSorted(in.ReplyPorts) {
+			add(d + " -p tcp -m tcp --sport " + strconv.Itoa(p) + " -m conntrack --ctstate ESTABLISHED -j ACCEPT")
+		}
+	}
+	if f == V4 {
+		rules = append(rules, icmpException)
+	}
+	if alias.IsValid() {
+		add("-d " + alias.String() + host + " -j DROP")
+	}
+	if f == V4 {
+		for _, n := range privateV4 {
+			add("-d " + n + " -j DROP")
+		}
+		rules = append(rules, rejectRule)
+		for _, n := range lateV4 {
+			add("-d " + n + " -j DROP")
+		}
+	} else {
+		for _, n := range privateV6 {
+			add("-d " + n + " -j DROP")
+		}
+	}
+	if in.Posture == Closed {
+		rules = append(rules, catchAll)
+	}
+	return rules
+}
+
+func uniqSorted(ps []int) []int {
+	out := append([]int(nil), ps...)
+	sort.Ints(out)
+	w := 0
+	for i, p := range out {
+		if i == 0 || p != out[w-1] {
+			out[w] = p
+			w++
+		}
+	}
+	return out[:w]
+}
+
+func uniqDNAT(ts []ProtoPort) []ProtoPort {
+	out := append([]ProtoPort(nil), ts...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Proto != out[j].Proto {
+			return out[i].Proto < out[j].Proto
+		}
+		return out[i].Port < out[j].Port
+	})
+	w := 0
+	for i, t := range out {
+		if i == 0 || t != out[w-1] {
+			out[w] = t
+			w++
+		}
+	}
+	return out[:w]
+}
