@@ -1,0 +1,280 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/taint"
+)
+
+// NewCommand builds `lev policy` (list, add, test). lev's root adds it as is.
+func NewCommand() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "policy",
+		Short: "Show, extend and dry-run the taint policy",
+		Long: `The taint policy decides what happens when an outbound tool (shell, web_search,
+web_fetch, the HTTP tools, submit_output, any unclassified MCP or script tool) is about to
+carry data more sensitive than its clearance: allow, deny, or ask.`,
+		SilenceUsage: true,
+	}
+	cmd.PersistentFlags().StringVar(&path, "policy", "", "policy file (default $LEV_POLICY, $LEV_HOME/policy.toml or ~/.lev/policy.toml)")
+	file := func() string {
+		if path != "" {
+			return path
+		}
+		return DefaultPath()
+	}
+	cmd.AddCommand(newListCmd(file), newAddCmd(file), newTestCmd(file))
+	return cmd
+}
+
+func newListCmd(file func() string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the outbound tools' clearances, the allowlist and the rules",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := Load(file())
+			if err != nil {
+				return err
+			}
+			return p.List(cmd.OutOrStdout())
+		},
+	}
+}
+
+// List prints the policy the way `lev policy list` shows it.
+func (p *Policy) List(w io.Writer) error {
+	fmt.Fprintf(w, "policy file: %s\n", p.Path)
+	fmt.Fprintf(w, "default above clearance: %s\n", p.def)
+	fmt.Fprintln(w, "gated tools (clearance):")
+	for _, t := range p.table.Outbound() {
+		fmt.Fprintf(w, "  %-16s %s\n", t, p.table.Classify(t).Clearance)
+	}
+	fmt.Fprintln(w, "  (any other tool)  public: unclassified tools are treated as outbound")
+	if len(p.File.Tools) > 0 {
+		names := make([]string, 0, len(p.File.Tools))
+		for n := range p.File.Tools {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fmt.Fprintln(w, "classified by this policy:")
+		for _, n := range names {
+			c := p.table.Classify(n)
+			if c.Outbound {
+				fmt.Fprintf(w, "  %s: outbound, clearance %s\n", n, c.Clearance)
+			} else {
+				fmt.Fprintf(w, "  %s: not outbound\n", n)
+			}
+		}
+	}
+	fmt.Fprintln(w, "allowlist:")
+	if len(p.File.Allow) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for i, a := range p.File.Allow {
+		fmt.Fprintf(w, "  allow[%d] %s --target %q --max-sensitivity %s\n", i, a.Tool, orAny(a.Target), p.max[i])
+	}
+	fmt.Fprintln(w, "rules:")
+	if len(p.File.Rules) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	for i, r := range p.File.Rules {
+		fmt.Fprintf(w, "  %s: %s when %s\n", p.ruleName(i), r.Action, r.When)
+	}
+	return nil
+}
+
+func newAddCmd(file func() string) *cobra.Command {
+	var target, maxS string
+	c := &cobra.Command{
+		Use:   "add <tool> --target PATTERN --max-sensitivity LEVEL",
+		Short: "Add an allowlist entry",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			idx, err := AddAllow(file(), AllowEntry{Tool: args[0], Target: target, MaxSensitivity: maxS})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "added allow[%d] to %s: %s may send up to %s to %q\n",
+				idx, file(), args[0], strings.ToLower(maxS), orAny(target))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&target, "target", "", `target pattern, * globs (e.g. "*.example.com"); empty matches any target`)
+	c.Flags().StringVar(&maxS, "max-sensitivity", "", "highest label the tool may carry there: public, internal or private")
+	_ = c.MarkFlagRequired("max-sensitivity")
+	return c
+}
+
+// AddAllow appends an [[allow]] entry to the policy file at path, keeping the file's text
+// (comments included) and validating the result before it replaces the file; on any error
+// the file is unchanged. It returns the new entry's index.
+func AddAllow(path string, a AllowEntry) (int, error) {
+	if a.Tool == "" || strings.ContainsAny(a.Tool, "\n\"") {
+		return 0, fmt.Errorf("tool name %q is not valid", a.Tool)
+	}
+	if _, err := taint.ParseLevel(a.MaxSensitivity); err != nil {
+		return 0, fmt.Errorf("--max-sensitivity: %w", err)
+	}
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return 0, fmt.Errorf("reading policy: %w", err)
+	}
+	if _, err := Parse(old, path); err != nil {
+		return 0, fmt.Errorf("not changing a policy file that does not load: %w", err)
+	}
+	var b strings.Builder
+	b.Write(old)
+	if len(old) > 0 && !strings.HasSuffix(string(old), "\n") {
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "\n[[allow]]\ntool = %s\n", strconv.Quote(a.Tool))
+	if a.Target != "" {
+		fmt.Fprintf(&b, "target = %s\n", strconv.Quote(a.Target))
+	}
+	fmt.Fprintf(&b, "max_sensitivity = %s\n", strconv.Quote(strings.ToLower(a.MaxSensitivity)))
+	p, err := Parse([]byte(b.String()), path)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return 0, fmt.Errorf("creating policy dir: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return 0, fmt.Errorf("writing policy: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("writing policy: %w", err)
+	}
+	return len(p.File.Allow) - 1, nil
+}
+
+func newTestCmd(file func() string) *cobra.Command {
+	var target, level string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "test <tool> --target T [--taint LEVEL]",
+		Short: "Dry-run the taint gate for one call and say why",
+		Long: `Runs the gate's own decision code for one call, as interactive, headless and --yolo runs
+would see it, without running anything. --taint defaults to private: what the tool would do
+with data read through a granted read path.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := Load(file())
+			if err != nil {
+				return err
+			}
+			l, err := taint.ParseLevel(level)
+			if err != nil {
+				return fmt.Errorf("--taint: %w", err)
+			}
+			res, err := p.DryRun(cmd.Context(), args[0], target, l)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			res.Print(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	c.Flags().StringVar(&target, "target", "", "the call's target: host for web/HTTP tools, command line for shell")
+	c.Flags().StringVar(&level, "taint", "private", "label of the data in context: public, internal or private")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the audit records each mode would write")
+	return c
+}
+
+// DryRunResult is what `lev policy test` reports: per mode, the gate's outcome and the
+// audit records it would have written.
+type DryRunResult struct {
+	Tool   string                   `json:"tool"`
+	Target string                   `json:"target"`
+	Taint  taint.Level              `json:"taint"`
+	Class  taint.Class              `json:"-"`
+	Policy taint.PolicyDecision     `json:"-"`
+	Modes  map[string]taint.Outcome `json:"modes"`
+	Asked  bool                     `json:"asked"`
+}
+
+// DryRun runs the real gate (taint.Gate.Check) for the call in each mode, with the audit
+// kept in memory and, in interactive mode, a prompt that is noted and answered "deny".
+func (p *Policy) DryRun(ctx context.Context, tool, target string, l taint.Level) (*DryRunResult, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	res := &DryRunResult{Tool: tool, Target: target, Taint: l, Class: p.table.Classify(tool), Modes: map[string]taint.Outcome{}}
+	res.Policy = p.Decide(taint.Request{Tool: tool, Target: target, Taint: l, Class: res.Class})
+	for _, m := range []taint.Mode{taint.Interactive, taint.Headless, taint.Yolo} {
+		g := &taint.Gate{Table: p.table, Policy: p, Mode: m, Audit: &taint.MemAudit{}}
+		if m == taint.Interactive {
+			g.Asker = taint.AskFunc(func(context.Context, taint.Prompt) (taint.Answer, error) {
+				res.Asked = true
+				return taint.AnswerDeny, nil
+			})
+		}
+		out, err := g.Check(ctx, taint.Call{Tool: tool, Target: target, Taint: l})
+		if err != nil {
+			return nil, err
+		}
+		res.Modes[m.String()] = out
+	}
+	return res, nil
+}
+
+// Print writes the human form.
+func (r *DryRunResult) Print(w io.Writer) {
+	kind := "built-in"
+	if !r.Class.Known {
+		kind = "unclassified, so treated as outbound (fails closed)"
+	}
+	if !r.Class.Outbound {
+		fmt.Fprintf(w, "%s (%s) cannot send data off the machine: not gated, runs in every mode\n", r.Tool, kind)
+		return
+	}
+	fmt.Fprintf(w, "tool:      %s (%s, clearance %s)\n", r.Tool, kind, r.Class.Clearance)
+	fmt.Fprintf(w, "target:    %q\n", r.Target)
+	fmt.Fprintf(w, "taint:     %s\n", r.Taint)
+	if r.Taint <= r.Class.Clearance {
+		fmt.Fprintf(w, "decision:  runs in every mode: %s\n", r.Modes["headless"].Reason)
+		return
+	}
+	rule := r.Policy.Rule
+	if rule == "" {
+		rule = "default"
+	}
+	fmt.Fprintf(w, "policy:    %s (%s): %s\n", r.Policy.Verdict, rule, r.Policy.Reason)
+	line := func(name string, o taint.Outcome) {
+		srcs := make([]string, 0, len(o.Records))
+		for _, rec := range o.Records {
+			srcs = append(srcs, string(rec.DecisionSource))
+		}
+		verdict := "BLOCKED before it fires"
+		if o.Allowed {
+			verdict = "runs"
+		}
+		fmt.Fprintf(w, "  %-12s %s; audited as %s\n", name+":", verdict, strings.Join(srcs, " + "))
+	}
+	if r.Asked {
+		fmt.Fprintf(w, "  %-12s asks you: allow once / allow for session / deny\n", "interactive:")
+	} else {
+		line("interactive", r.Modes["interactive"])
+	}
+	line("headless", r.Modes["headless"])
+	line("--yolo", r.Modes["yolo"])
+}

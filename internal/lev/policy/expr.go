@@ -1,0 +1,61 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/lever-jail/lever/internal/lev/taint"
+)
+
+// env is what a rule's `when` expression sees. Levels are given both as names (taint ==
+// "private") and as ranks (taint_level > clearance_level), with PUBLIC, INTERNAL and
+// PRIVATE as the rank constants.
+type env struct {
+	Tool           string `expr:"tool"`
+	Target         string `expr:"target"`
+	Taint          string `expr:"taint"`
+	Clearance      string `expr:"clearance"`
+	TaintLevel     int    `expr:"taint_level"`
+	ClearanceLevel int    `expr:"clearance_level"`
+	Classified     bool   `expr:"classified"`
+	Stage          int    `expr:"stage"`
+	PUBLIC         int    `expr:"PUBLIC"`
+	INTERNAL       int    `expr:"INTERNAL"`
+	PRIVATE        int    `expr:"PRIVATE"`
+}
+
+func newEnv(r taint.Request) env {
+	return env{
+		Tool: r.Tool, Target: r.Target, Taint: r.Taint.String(), Clearance: r.Class.Clearance.String(),
+		TaintLevel: int(r.Taint), ClearanceLevel: int(r.Class.Clearance), Classified: r.Class.Known,
+		Stage: r.Stage, PUBLIC: int(taint.Public), INTERNAL: int(taint.Internal), PRIVATE: int(taint.Private),
+	}
+}
+
+// maxNodes bounds a rule's size; rules are short predicates, not programs.
+const maxNodes = 500
+
+func compileExpr(src string) (*vm.Program, error) {
+	return expr.Compile(src,
+		expr.Env(env{}),
+		expr.AsBool(),
+		expr.MaxNodes(maxNodes),
+		expr.Function("glob", func(params ...any) (any, error) {
+			return Glob(params[0].(string), params[1].(string)), nil
+		}, new(func(string, string) bool)),
+	)
+}
+
+func runExpr(p *vm.Program, e env) (bool, error) {
+	v, err := expr.Run(p, e)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("rule returned %T, not bool", v)
+	}
+	return b, nil
+}

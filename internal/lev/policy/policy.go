@@ -1,0 +1,302 @@
+// Package policy is the user's taint policy: what the gate does when an outbound tool is
+// about to carry data above its clearance. It reads a TOML file of allowlist entries and
+// expression rules (github.com/expr-lang/expr), and implements taint.Policy.
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/expr-lang/expr/vm"
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/lever-jail/lever/internal/lev/taint"
+)
+
+// File is the policy file as written.
+type File struct {
+	// Default is the verdict when no entry or rule decides: ask (the default), deny, allow.
+	Default string `toml:"default,omitempty"`
+	// Tools classifies MCP and script tools (or changes a built-in's clearance).
+	Tools map[string]ToolClass `toml:"tools,omitempty"`
+	Allow []AllowEntry         `toml:"allow,omitempty"`
+	Rules []Rule               `toml:"rule,omitempty"`
+}
+
+// ToolClass is a [tools.NAME] table.
+type ToolClass struct {
+	Outbound  *bool  `toml:"outbound,omitempty"`
+	Clearance string `toml:"clearance,omitempty"`
+}
+
+// AllowEntry is one [[allow]] entry: tool may carry data up to MaxSensitivity to targets
+// matching Target.
+type AllowEntry struct {
+	Tool           string `toml:"tool"`
+	Target         string `toml:"target,omitempty"`
+	MaxSensitivity string `toml:"max_sensitivity"`
+}
+
+// Rule is one [[rule]]: when When (an expression) is true, Action applies.
+type Rule struct {
+	Name   string `toml:"name,omitempty"`
+	When   string `toml:"when"`
+	Action string `toml:"action"`
+}
+
+// Policy is a loaded, validated policy file.
+type Policy struct {
+	Path  string
+	File  File
+	def   taint.Verdict
+	max   []taint.Level
+	rules []*vm.Program
+	table *taint.Table
+}
+
+// hostTargeted tools have a host as their target, which is matched lower-case.
+var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true, "http_request": true}
+
+// DefaultPath is the policy file lev uses when no --policy is given: $LEV_POLICY, else
+// $LEV_HOME/policy.toml, else ~/.lev/policy.toml.
+func DefaultPath() string {
+	if p := os.Getenv("LEV_POLICY"); p != "" {
+		return p
+	}
+	if h := os.Getenv("LEV_HOME"); h != "" {
+		return filepath.Join(h, "policy.toml")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "policy.toml"
+	}
+	return filepath.Join(home, ".lev", "policy.toml")
+}
+
+// Load reads and validates the policy file at path. A missing file is the empty policy
+// (every call above clearance is an ask).
+func Load(path string) (*Policy, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Parse(nil, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading policy: %w", err)
+	}
+	return Parse(b, path)
+}
+
+// Parse validates policy file contents. Unknown keys and bad values are errors naming the
+// key (and the line, where the TOML decoder reports one).
+func Parse(data []byte, name string) (*Policy, error) {
+	var f File
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %s", name, describeTOMLError(err))
+	}
+	p, err := compile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	p.Path = name
+	return p, nil
+}
+
+func describeTOMLError(err error) string {
+	var sm *toml.StrictMissingError
+	if errors.As(err, &sm) {
+		var parts []string
+		for _, e := range sm.Errors {
+			row, _ := e.Position()
+			parts = append(parts, fmt.Sprintf("line %d: unknown key %q", row, strings.Join(e.Key(), ".")))
+		}
+		return strings.Join(parts, "; ")
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, col := de.Position()
+		return fmt.Sprintf("line %d column %d: %s", row, col, de.Error())
+	}
+	return err.Error()
+}
+
+func compile(f File) (*Policy, error) {
+	p := &Policy{File: f}
+	switch strings.ToLower(f.Default) {
+	case "", "ask":
+		p.def = taint.VerdictAsk
+	case "deny":
+		p.def = taint.VerdictDeny
+	case "allow":
+		p.def = taint.VerdictAllow
+	default:
+		return nil, fmt.Errorf("default: %q is not ask, deny or allow", f.Default)
+	}
+	over := map[string]taint.Class{}
+	for name, tc := range f.Tools {
+		c := taint.Class{Outbound: true, Clearance: taint.Public}
+		if tc.Outbound != nil {
+			c.Outbound = *tc.Outbound
+		}
+		if tc.Clearance != "" {
+			l, err := taint.ParseLevel(tc.Clearance)
+			if err != nil {
+				return nil, fmt.Errorf("tools.%s.clearance: %w", name, err)
+			}
+			c.Clearance = l
+		} else if c.Outbound {
+			return nil, fmt.Errorf("tools.%s: an outbound tool needs a clearance", name)
+		}
+		over[name] = c
+	}
+	p.table = taint.NewTable(over)
+	for i := range f.Allow {
+		a := &p.File.Allow[i]
+		if a.Tool == "" {
+			return nil, fmt.Errorf("allow[%d].tool: missing", i)
+		}
+		if a.MaxSensitivity == "" {
+			return nil, fmt.Errorf("allow[%d].max_sensitivity: missing", i)
+		}
+		l, err := taint.ParseLevel(a.MaxSensitivity)
+		if err != nil {
+			return nil, fmt.Errorf("allow[%d].max_sensitivity: %w", i, err)
+		}
+		if hostTargeted[a.Tool] {
+			a.Target = strings.ToLower(a.Target)
+		}
+		p.max = append(p.max, l)
+	}
+	for i, r := range f.Rules {
+		switch r.Action {
+		case "allow", "deny", "ask":
+		default:
+			return nil, fmt.Errorf("rule[%d].action: %q is not allow, deny or ask", i, r.Action)
+		}
+		if strings.TrimSpace(r.When) == "" {
+			return nil, fmt.Errorf("rule[%d].when: missing", i)
+		}
+		prog, err := compileExpr(r.When)
+		if err != nil {
+			return nil, fmt.Errorf("rule[%d].when: %w", i, err)
+		}
+		p.rules = append(p.rules, prog)
+	}
+	return p, nil
+}
+
+// Table is the tool classification with this policy's [tools] applied.
+func (p *Policy) Table() *taint.Table { return p.table }
+
+func (p *Policy) ruleName(i int) string {
+	if n := p.File.Rules[i].Name; n != "" {
+		return fmt.Sprintf("rule[%d] %q", i, n)
+	}
+	return fmt.Sprintf("rule[%d]", i)
+}
+
+// Decide implements taint.Policy. Precedence: a matching deny rule beats everything (and a
+// rule that fails to evaluate counts as a deny); then the first matching allowlist entry or
+// allow rule; then an ask rule; then the file's default.
+func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
+	env := newEnv(r)
+	var allow, ask *taint.PolicyDecision
+	for i, prog := range p.rules {
+		ok, err := runExpr(prog, env)
+		name := p.ruleName(i)
+		if err != nil {
+			return taint.PolicyDecision{Verdict: taint.VerdictDeny, Rule: name,
+				Reason: fmt.Sprintf("%s failed to evaluate (%v), which counts as deny", name, err)}
+		}
+		if !ok {
+			continue
+		}
+		d := taint.PolicyDecision{Verdict: taint.Verdict(p.File.Rules[i].Action), Rule: name,
+			Reason: fmt.Sprintf("%s matched: %s", name, p.File.Rules[i].When)}
+		switch d.Verdict {
+		case taint.VerdictDeny:
+			return d
+		case taint.VerdictAllow:
+			if allow == nil {
+				allow = &d
+			}
+		case taint.VerdictAsk:
+			if ask == nil {
+				ask = &d
+			}
+		}
+	}
+	var near []string
+	for i, a := range p.File.Allow {
+		if !Glob(a.Tool, r.Tool) || (a.Target != "" && !Glob(a.Target, r.Target)) {
+			continue
+		}
+		if r.Taint > p.max[i] {
+			near = append(near, fmt.Sprintf("allow[%d] (%s %q) stops at %s", i, a.Tool, a.Target, p.max[i]))
+			continue
+		}
+		return taint.PolicyDecision{Verdict: taint.VerdictAllow, Rule: fmt.Sprintf("allow[%d]", i),
+			Reason: fmt.Sprintf("allow[%d] lets %s send up to %s to %q", i, a.Tool, p.max[i], orAny(a.Target))}
+	}
+	if allow != nil {
+		return *allow
+	}
+	if ask != nil {
+		return *ask
+	}
+	why := "no allowlist entry or rule matched"
+	if len(near) > 0 {
+		why = strings.Join(near, "; ")
+	}
+	return taint.PolicyDecision{Verdict: p.def, Reason: fmt.Sprintf("%s; the default is %s", why, p.def)}
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "*"
+	}
+	return s
+}
+
+// Glob matches s against pattern, where * is any run of characters (dots and slashes
+// included) and ? is one character. Matching is exact otherwise and anchored at both ends,
+// so "*.example.com" matches "api.example.com" and "a.b.example.com" but neither
+// "example.com" nor "example.com.evil.test".
+func Glob(pattern, s string) bool {
+	px, sx := 0, 0
+	starP, starS := -1, 0
+	for sx < len(s) {
+		switch {
+		case px < len(pattern) && (pattern[px] == '?' || pattern[px] == s[sx]):
+			px++
+			sx++
+		case px < len(pattern) && pattern[px] == '*':
+			starP, starS = px, sx
+			px++
+		case starP >= 0:
+			starS++
+			px, sx = starP+1, starS
+		default:
+			return false
+		}
+	}
+	for px < len(pattern) && pattern[px] == '*' {
+		px++
+	}
+	return px == len(pattern)
+}
+
+// Encode renders f as TOML (used by `lev policy add` to check the file it will write).
+func Encode(f File) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := toml.NewEncoder(&buf)
+	if err := enc.Encode(f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

