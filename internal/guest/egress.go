@@ -1,0 +1,272 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/egress"
+)
+
+// EgressSpec is what the configuration asks of the egress firewall.
+type EgressSpec struct {
+	Posture egress.Posture
+	// Alias is the host alias name the guest resolves (host.orb.internal, ...).
+	Alias string
+	// Ports are manager.allow_ports.
+	Ports []int
+	// Lima: read LIMADNS and, in the open posture, ACCEPT its DNAT targets on the alias.
+	Lima bool
+	// ReplyPorts: guest TCP ports whose ESTABLISHED replies to the alias are accepted
+	// (Lima's host-to-guest SSH: 22).
+	ReplyPorts []int
+	Tools      Tools
+}
+
+func (s EgressSpec) snapshotRequest() SnapshotRequest {
+	return SnapshotRequest{Tools: s.Tools, Alias: s.Alias, LimaDNS: s.Lima}
+}
+
+// Alias sources.
+const (
+	AliasFromLookup    = "lookup"
+	AliasFromLiveChain = "live-chain"
+)
+
+// Desired is the resolved plan: the inputs the ruleset was rendered from, and how the
+// alias was obtained.
+type Desired struct {
+	Inputs      egress.Inputs  `json:"-"`
+	Ruleset     egress.Ruleset `json:"ruleset"`
+	AliasV4     string         `json:"alias_v4"`
+	AliasV6     string         `json:"alias_v6,omitempty"`
+	AliasSource string         `json:"alias_source"`
+	Warnings    []string       `json:"warnings,omitempty"`
+}
+
+// PlanEgress turns the spec and a snapshot into the desired ruleset. The alias comes from
+// the lookup made under the old chain; when that lookup failed and the live IPv4 chain is
+// closed (its catch-all DROP blocks DNS by design), the aliases are read back from the
+// live rules, each from its own family, with a warning naming them. With an open or
+// absent chain a failed lookup is an error.
+func PlanEgress(spec EgressSpec, snap Snapshot) (Desired, error) {
+	d := Desired{AliasSource: AliasFromLookup}
+	in := egress.Inputs{Posture: spec.Posture, Ports: spec.Ports, ReplyPorts: spec.ReplyPorts}
+	if snap.ResolvedV4.IsValid() {
+		in.AliasV4, in.AliasV6 = snap.ResolvedV4, snap.ResolvedV6
+	} else {
+		if !snap.V4.ChainExists || !egress.IsClosed(snap.V4.Chain) {
+			state := "open"
+			if !snap.V4.ChainExists {
+				state = "absent"
+			}
+			return Desired{}, fmt.Errorf("resolving host alias %s in the guest failed (%s) and the live IPv4 chain is %s, so nothing can be read back: refusing to apply", spec.Alias, snap.LookupError, state)
+		}
+		a4, err := egress.ReadAlias(egress.V4, snap.V4.Chain)
+		if err != nil {
+			return Desired{}, fmt.Errorf("reading the host alias back from the live chain: %w", err)
+		}
+		if !a4.IsValid() {
+			return Desired{}, fmt.Errorf("resolving host alias %s failed (%s) and the closed IPv4 chain names no alias to read back", spec.Alias, snap.LookupError)
+		}
+		a6, err := egress.ReadAlias(egress.V6, snap.V6.Chain)
+		if err != nil {
+			return Desired{}, fmt.Errorf("reading the host alias back from the live chain: %w", err)
+		}
+		in.AliasV4, in.AliasV6 = a4, a6
+		d.AliasSource = AliasFromLiveChain
+		names := "IPv4 " + a4.String()
+		if a6.IsValid() {
+			names += ", IPv6 " + a6.String()
+		}
+		d.Warnings = append(d.Warnings, fmt.Sprintf("resolving %s failed under the closed chain (%s); using the aliases the live chains name: %s", spec.Alias, snap.LookupError, names))
+	}
+	if spec.Lima && spec.Posture == egress.Open {
+		if !snap.LimaDNSFound {
+			d.Warnings = append(d.Warnings, "Lima's LIMADNS nat chain is absent: no resolver DNAT target is allowed, so DNS through the host resolver will not work")
+		}
+		in.DNAT = snap.LimaDNS
+		for _, ad := range snap.LimaDNSAddrs {
+			if ad != in.AliasV4 {
+				d.Warnings = append(d.Warnings, fmt.Sprintf("LIMADNS rewrites to %s, not the alias %s; its ports are allowed on the alias only", ad, in.AliasV4))
+			}
+		}
+	}
+	rs, err := egress.Render(in)
+	if err != nil {
+		return Desired{}, err
+	}
+	d.Inputs, d.Ruleset = in, rs
+	d.AliasV4 = in.AliasV4.String()
+	if in.AliasV6.IsValid() {
+		d.AliasV6 = in.AliasV6.String()
+	}
+	return d, nil
+}
+
+// Outcome of an EnsureEgress.
+const (
+	Unchanged = "unchanged"
+	Rebuilt   = "rebuilt"
+)
+
+// Report says what EnsureEgress found and did.
+type Report struct {
+	Outcome string      `json:"outcome"` // unchanged | rebuilt
+	Diff    egress.Diff `json:"diff"`    // what differed before (empty when unchanged)
+	Lines   []string    `json:"differences,omitempty"`
+	Desired Desired     `json:"desired"`
+	// LiveClosedBefore: the live chains carried the closed catch-all DROP in both families.
+	LiveClosedBefore bool `json:"live_closed_before"`
+}
+
+// VerifyEgress reads the live state (one guest call) and compares it with what spec asks
+// for. It changes nothing.
+func VerifyEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error) {
+	snap, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
+	if err != nil {
+		return Report{}, err
+	}
+	return verify(spec, snap)
+}
+
+func verify(spec EgressSpec, snap Snapshot) (Report, error) {
+	want, err := PlanEgress(spec, snap)
+	if err != nil {
+		return Report{}, err
+	}
+	diff := snap.VerifyEgress(want.Ruleset)
+	rep := Report{Outcome: Unchanged, Diff: diff, Desired: want, LiveClosedBefore: egress.LiveClosed(snap.V4, snap.V6)}
+	if !diff.Match() {
+		rep.Outcome = ""
+		rep.Lines = diff.Lines()
+	}
+	return rep, nil
+}
+
+// EnsureEgress is the bring-up's egress step: it verifies the live chains and leaves them
+// alone when they match exactly (one guest call), and otherwise rebuilds them with
+// ApplyEgress and verifies the result.
+func EnsureEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error) {
+	snap, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
+	if err != nil {
+		return Report{}, err
+	}
+	rep, err := verify(spec, snap)
+	if err != nil {
+		return Report{}, err
+	}
+	if rep.Outcome == Unchanged {
+		return rep, nil
+	}
+	if err := ApplyEgress(ctx, r, spec.Tools, snap, rep.Desired.Ruleset); err != nil {
+		return rep, err
+	}
+	after, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
+	if err != nil {
+		return rep, fmt.Errorf("verifying after the rebuild: %w", err)
+	}
+	if d := after.VerifyEgress(rep.Desired.Ruleset); !d.Match() {
+		return rep, fmt.Errorf("after the rebuild the live chains still differ from the desired ones: %s", strings.Join(d.Lines(), "; "))
+	}
+	rep.Outcome = Rebuilt
+	return rep, nil
+}
+
+// Apply steps, in order. j = the jump made first and unique; c = the chain commit.
+var applySteps = []struct {
+	id   string
+	fam  egress.Family
+	jump bool
+}{
+	{"j6", egress.V6, true}, {"j4", egress.V4, true}, {"c6", egress.V6, false}, {"c4", egress.V4, false},
+}
+
+// ApplyScript is the one guest script ApplyEgress runs: per family (IPv6 first) a restore
+// commit that makes the jump OUTPUT's first and only copy, then per family (IPv6 first,
+// IPv4 last) a restore commit that replaces the whole chain. It stops at the first failed
+// commit and says which one.
+func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
+	t := tools.orDefault()
+	var b strings.Builder
+	b.WriteString(`step() { n=$1; shift; if out=$("$@" 2>&1); then echo "` + marker + `ok $n"; else rc=$?; echo "` + marker + `fail $n $rc"; printf '%s\n' "$out"; exit 0; fi; }` + "\n")
+	for _, s := range applySteps {
+		var input string
+		if s.jump {
+			live := snap.Family(s.fam)
+			copies := 0
+			for _, r := range live.Output {
+				if r == egress.JumpRule {
+					copies++
+				}
+			}
+			input = egress.JumpRestore(live.ChainExists, copies)
+		} else {
+			input = egress.ChainRestore(desired.Rules(s.fam))
+		}
+		b.WriteString("step " + s.id + " " + shq(t.restore(s.fam)) + " -w --noflush <<'LEVER_EOF'\n" + input + "LEVER_EOF\n")
+	}
+	return b.String()
+}
+
+// ErrApply is wrapped by every ApplyEgress failure.
+var ErrApply = errors.New("applying egress")
+
+// ApplyEgress commits the desired ruleset, given the snapshot it was planned from (the
+// snapshot says how many jump copies to delete and whether the chain exists). One guest
+// call. Its error says which family holds which chain.
+func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desired egress.Ruleset) error {
+	res, err := r.Run(ctx, Cmd{Argv: []string{"sh", "-s"}, As: Root, Stdin: []byte(ApplyScript(tools, snap, desired))})
+	if err != nil {
+		return fmt.Errorf("%w: the guest call failed (%v); state unknown: IPv6 may hold the new chain and IPv4 the old; the next apply verifies and repairs", ErrApply, err)
+	}
+	done := map[string]bool{}
+	var failed, rc, msg string
+	lines := strings.Split(string(res.Stdout), "\n")
+	for i, line := range lines {
+		if strings.HasPrefix(line, marker+"ok ") {
+			done[strings.TrimPrefix(line, marker+"ok ")] = true
+		}
+		if strings.HasPrefix(line, marker+"fail ") {
+			f := strings.Fields(strings.TrimPrefix(line, marker+"fail "))
+			if len(f) == 2 {
+				failed, rc = f[0], f[1]
+			}
+			msg = strings.TrimSpace(strings.Join(lines[i+1:], "\n"))
+			break
+		}
+	}
+	if failed == "" && done["c4"] {
+		return nil
+	}
+	if failed == "" {
+		// Interrupted: name the last step that is known to have committed.
+		failed, msg = "interrupted", fmt.Sprintf("sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	} else {
+		msg = fmt.Sprintf("%s exited %s: %s", restoreName(tools, failed), rc, msg)
+	}
+	switch {
+	case failed == "j6":
+		return fmt.Errorf("%w: making the jump first and unique in IPv6 OUTPUT: %s; nothing changed", ErrApply, msg)
+	case failed == "j4":
+		return fmt.Errorf("%w: making the jump first and unique in IPv4 OUTPUT: %s; IPv6's jump is first and unique, both families hold their old chains", ErrApply, msg)
+	case failed == "c6":
+		return fmt.Errorf("%w: committing the IPv6 chain: %s; both families hold their old chains (the jumps are first and unique)", ErrApply, msg)
+	case failed == "c4":
+		return fmt.Errorf("%w: committing the IPv4 chain: %s; IPv6 holds the new rules and IPv4 the old", ErrApply, msg)
+	case done["c6"]:
+		return fmt.Errorf("%w: interrupted after the IPv6 commit (%s): IPv6 holds the new rules and IPv4 the old", ErrApply, msg)
+	default:
+		return fmt.Errorf("%w: interrupted before the chain commits (%s): both families hold their old chains", ErrApply, msg)
+	}
+}
+
+func restoreName(tools Tools, step string) string {
+	for _, s := range applySteps {
+		if s.id == step {
+			return tools.orDefault().restore(s.fam)
+		}
+	}
+	return "restore"
+}

@@ -1,0 +1,236 @@
+package guest
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/egress"
+)
+
+// Tools names the iptables binaries in the guest. The defaults are the distribution's
+// (`iptables`, nft on Debian); tests name iptables-legacy's or wrappers that count and
+// fail commits.
+type Tools struct {
+	IPTables         string
+	IP6Tables        string
+	IPTablesRestore  string
+	IP6TablesRestore string
+}
+
+// DefaultTools is the guest's default iptables.
+func DefaultTools() Tools {
+	return Tools{IPTables: "iptables", IP6Tables: "ip6tables", IPTablesRestore: "iptables-restore", IP6TablesRestore: "ip6tables-restore"}
+}
+
+// LegacyTools names iptables-legacy, for guests (and tests) that use the legacy backend.
+func LegacyTools() Tools {
+	return Tools{IPTables: "iptables-legacy", IP6Tables: "ip6tables-legacy", IPTablesRestore: "iptables-legacy-restore", IP6TablesRestore: "ip6tables-legacy-restore"}
+}
+
+func (t Tools) orDefault() Tools {
+	d := DefaultTools()
+	if t.IPTables == "" {
+		t.IPTables = d.IPTables
+	}
+	if t.IP6Tables == "" {
+		t.IP6Tables = d.IP6Tables
+	}
+	if t.IPTablesRestore == "" {
+		t.IPTablesRestore = d.IPTablesRestore
+	}
+	if t.IP6TablesRestore == "" {
+		t.IP6TablesRestore = d.IP6TablesRestore
+	}
+	return t
+}
+
+func (t Tools) list(f egress.Family) string {
+	if f == egress.V6 {
+		return t.IP6Tables
+	}
+	return t.IPTables
+}
+
+func (t Tools) restore(f egress.Family) string {
+	if f == egress.V6 {
+		return t.IP6TablesRestore
+	}
+	return t.IPTablesRestore
+}
+
+// SnapshotRequest says what one Snapshot reads.
+type SnapshotRequest struct {
+	Tools Tools
+	// Alias is the host alias name, resolved with getent inside the guest, under the
+	// chains as they are (before anything changes).
+	Alias string
+	// LimaDNS also reads Lima's LIMADNS nat chain (the resolver's DNAT targets).
+	LimaDNS bool
+}
+
+// Snapshot is everything verification needs, read in ONE guest call.
+type Snapshot struct {
+	V4 egress.FamilyState `json:"ipv4"`
+	V6 egress.FamilyState `json:"ipv6"`
+	// ResolvedV4 / ResolvedV6 are getent's answers (zero Addr when the lookup failed).
+	ResolvedV4 netip.Addr `json:"resolved_v4"`
+	ResolvedV6 netip.Addr `json:"resolved_v6"`
+	// LookupError says why the IPv4 lookup gave nothing.
+	LookupError string `json:"lookup_error,omitempty"`
+	// LimaDNSFound says the LIMADNS chain exists; LimaDNS are its DNAT targets.
+	LimaDNSFound bool               `json:"limadns_found,omitempty"`
+	LimaDNS      []egress.ProtoPort `json:"limadns,omitempty"`
+	LimaDNSAddrs []netip.Addr       `json:"limadns_addrs,omitempty"`
+}
+
+// Family returns one family's live state.
+func (s Snapshot) Family(f egress.Family) egress.FamilyState {
+	if f == egress.V6 {
+		return s.V6
+	}
+	return s.V4
+}
+
+// VerifyEgress compares the snapshot with the desired ruleset, rule for rule, in order.
+func (s Snapshot) VerifyEgress(desired egress.Ruleset) egress.Diff {
+	return egress.Compare(desired, s.V4, s.V6)
+}
+
+const marker = "@@lever-"
+
+// shq quotes s for POSIX sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func snapshotScript(req SnapshotRequest) string {
+	t := req.Tools.orDefault()
+	var b strings.Builder
+	// Each section prints a begin marker, the command's output (stderr folded in: a
+	// diagnostic is then part of the error we report), and an end marker with its status.
+	b.WriteString(`sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>&1; echo "` + marker + `end $n $?"; }` + "\n")
+	b.WriteString("sec filter4 " + shq(t.IPTables) + " -w -S\n")
+	b.WriteString("sec filter6 " + shq(t.IP6Tables) + " -w -S\n")
+	b.WriteString("sec alias4 getent ahostsv4 " + shq(req.Alias) + "\n")
+	b.WriteString("sec alias6 getent ahostsv6 " + shq(req.Alias) + "\n")
+	if req.LimaDNS {
+		b.WriteString("sec limadns " + shq(t.IPTables) + " -w -t nat -S LIMADNS\n")
+	}
+	return b.String()
+}
+
+type section struct {
+	out string
+	rc  int
+}
+
+func parseSections(out string) (map[string]section, error) {
+	secs := map[string]section{}
+	var cur string
+	var body []string
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, marker+"begin "):
+			cur, body = strings.TrimPrefix(line, marker+"begin "), nil
+		case strings.HasPrefix(line, marker+"end "):
+			f := strings.Fields(strings.TrimPrefix(line, marker+"end "))
+			if len(f) != 2 || f[0] != cur {
+				return nil, fmt.Errorf("guest script output: bad end marker %q", line)
+			}
+			rc, err := strconv.Atoi(f[1])
+			if err != nil {
+				return nil, fmt.Errorf("guest script output: bad status in %q", line)
+			}
+			secs[cur] = section{out: strings.Join(body, "\n"), rc: rc}
+			cur = ""
+		case cur != "":
+			body = append(body, line)
+		}
+	}
+	return secs, nil
+}
+
+// TakeSnapshot reads both families' filter tables (LEVER_EGRESS and OUTPUT), resolves the
+// alias and, when asked, reads LIMADNS: one guest call, so an unchanged bring-up costs one
+// round-trip.
+func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot, error) {
+	script := snapshotScript(req)
+	res, err := r.Run(ctx, Cmd{Argv: []string{"sh", "-s"}, As: Root, Stdin: []byte(script)})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("reading egress state from the guest: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return Snapshot{}, fmt.Errorf("reading egress state from the guest: sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	secs, err := parseSections(string(res.Stdout))
+	if err != nil {
+		return Snapshot{}, err
+	}
+	var s Snapshot
+	for _, f := range []egress.Family{egress.V4, egress.V6} {
+		name := "filter4"
+		if f == egress.V6 {
+			name = "filter6"
+		}
+		sec, ok := secs[name]
+		if !ok {
+			return Snapshot{}, fmt.Errorf("reading egress state: no %s listing in the guest's answer", f)
+		}
+		if sec.rc != 0 {
+			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, strings.TrimSpace(sec.out))
+		}
+		st, err := egress.ParseFamily(f, sec.out)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		if f == egress.V6 {
+			s.V6 = st
+		} else {
+			s.V4 = st
+		}
+	}
+	if sec := secs["alias4"]; sec.rc == 0 {
+		s.ResolvedV4 = firstAddr(sec.out, egress.V4)
+	}
+	if !s.ResolvedV4.IsValid() {
+		s.LookupError = fmt.Sprintf("getent ahostsv4 %s: no IPv4 address (exit %d)", req.Alias, secs["alias4"].rc)
+	}
+	if sec := secs["alias6"]; sec.rc == 0 {
+		s.ResolvedV6 = firstAddr(sec.out, egress.V6)
+	}
+	if req.LimaDNS {
+		sec := secs["limadns"]
+		if sec.rc == 0 {
+			s.LimaDNSFound = true
+			s.LimaDNS, s.LimaDNSAddrs, err = egress.ParseLimaDNS(sec.out)
+			if err != nil {
+				return Snapshot{}, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// firstAddr takes the first address of family f from getent ahosts output. getent
+// ahostsv6 answers an IPv4-only name with IPv4-mapped addresses; those are not an IPv6
+// alias.
+func firstAddr(out string, f egress.Family) netip.Addr {
+	for _, line := range strings.Split(out, "\n") {
+		fs := strings.Fields(line)
+		if len(fs) == 0 {
+			continue
+		}
+		a, err := netip.ParseAddr(fs[0])
+		if err != nil {
+			continue
+		}
+		if f == egress.V4 && a.Is4() {
+			return a
+		}
+		if f == egress.V6 && a.Is6() && !a.Is4In6() {
+			return a
+		}
+	}
+	return netip.Addr{}
+}
