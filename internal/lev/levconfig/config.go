@@ -1,0 +1,183 @@
+// Package levconfig loads the user's lev config.toml (strict: unknown keys and bad values
+// name the key and line) and watches it, keeping the last good version when a reload
+// fails.
+package levconfig
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/readpaths"
+	"github.com/lever-jail/lever/internal/lev/sandbox"
+	"github.com/lever-jail/lever/internal/lev/tomlx"
+)
+
+// Daemon is [daemon].
+type Daemon struct {
+	Listen    string `toml:"listen"`     // default 127.0.0.1:7447
+	TokenFile string `toml:"token_file"` // default <home>/token
+}
+
+// Provider is [provider]: which model API lev talks to and how.
+type Provider struct {
+	Kind      string `toml:"kind"` // openai (default) | anthropic | scripted
+	BaseURL   string `toml:"base_url"`
+	Model     string `toml:"model"`
+	APIKeyEnv string `toml:"api_key_env"` // env var holding the key; none = no key sent
+	Stream    *bool  `toml:"stream"`
+	MaxTokens int    `toml:"max_tokens"`
+	// Client certificate and CA for an mTLS endpoint (lever's broker /llm/ route).
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	TLSCA   string `toml:"tls_ca"`
+	// Script is the scripted provider's rules file.
+	Script string `toml:"script"`
+}
+
+// Security is [security].
+type Security struct {
+	ReadPaths               []string `toml:"read_paths"`
+	AllowBlueprintReadPaths bool     `toml:"allow_blueprint_read_paths"`
+	CredentialStore         string   `toml:"credential_store"`
+	// PolicyFile is the taint policy file (issue 6's policy package reads it).
+	PolicyFile string `toml:"policy_file"`
+}
+
+// AgentReadPaths is one [agent_read_paths.NAME] table.
+type AgentReadPaths struct {
+	Allow []string `toml:"allow"`
+}
+
+// Config is config.toml.
+type Config struct {
+	Daemon          Daemon                    `toml:"daemon"`
+	Provider        Provider                  `toml:"provider"`
+	Security        Security                  `toml:"security"`
+	AgentReadPaths  map[string]AgentReadPaths `toml:"agent_read_paths"`
+	ToolPermissions map[string]string         `toml:"tool_permissions"`
+	Sandbox         *sandbox.Config           `toml:"sandbox"`
+	TaintTracking   *blueprint.TaintTracking  `toml:"taint_tracking"`
+
+	// Derived.
+	File   string                          `toml:"-"`
+	Perms  map[string]blueprint.Permission `toml:"-"`
+	Grants readpaths.Grants                `toml:"-"`
+}
+
+// DefaultListen is loopback only.
+const DefaultListen = "127.0.0.1:7447"
+
+// Home is lev's state directory: $LEV_HOME, else ~/.leviath.
+func Home() string {
+	if h := os.Getenv("LEV_HOME"); h != "" {
+		return h
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ".leviath"
+	}
+	return filepath.Join(h, ".leviath")
+}
+
+// Path is the config file: $LEV_CONFIG, else <home>/config.toml.
+func Path() string {
+	if p := os.Getenv("LEV_CONFIG"); p != "" {
+		return p
+	}
+	return filepath.Join(Home(), "config.toml")
+}
+
+// Load reads file; a missing file is the empty config. Environment overrides apply.
+func Load(file string) (*Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(file, data)
+}
+
+// Parse validates config text and applies environment overrides.
+func Parse(file string, data []byte) (*Config, error) {
+	c := &Config{}
+	doc, err := tomlx.Decode(file, data, c)
+	if err != nil {
+		return nil, err
+	}
+	c.File = file
+	c.applyEnv()
+	if c.Daemon.Listen == "" {
+		c.Daemon.Listen = DefaultListen
+	}
+	switch c.Provider.Kind {
+	case "":
+		c.Provider.Kind = "openai"
+	case "openai", "anthropic", "scripted":
+	default:
+		return nil, doc.Errorf("provider.kind", "bad provider %q (want openai, anthropic or scripted)", c.Provider.Kind)
+	}
+	if (c.Provider.TLSCert == "") != (c.Provider.TLSKey == "") {
+		return nil, doc.Errorf("provider.tls_cert", "tls_cert and tls_key go together")
+	}
+	c.Perms = map[string]blueprint.Permission{}
+	for tool, v := range c.ToolPermissions {
+		p, err := blueprint.ParsePermission(v)
+		if err != nil {
+			return nil, doc.Errorf("tool_permissions."+tool, "%v", err)
+		}
+		c.Perms[tool] = p
+	}
+	c.Grants.AllowBlueprint = c.Security.AllowBlueprintReadPaths
+	for i, raw := range c.Security.ReadPaths {
+		e, err := readpaths.Parse(raw)
+		if err != nil {
+			return nil, doc.Errorf("security.read_paths", "entry %d: %v", i+1, err)
+		}
+		c.Grants.Security = append(c.Grants.Security, e)
+	}
+	c.Grants.Agent = map[string][]readpaths.Entry{}
+	for agent, t := range c.AgentReadPaths {
+		for i, raw := range t.Allow {
+			e, err := readpaths.Parse(raw)
+			if err != nil {
+				return nil, doc.Errorf("agent_read_paths."+agent+".allow", "entry %d: %v", i+1, err)
+			}
+			c.Grants.Agent[agent] = append(c.Grants.Agent[agent], e)
+		}
+	}
+	if err := blueprint.CheckSandbox(doc, "sandbox", c.Sandbox); err != nil {
+		return nil, err
+	}
+	if err := blueprint.CheckTaint(doc, "taint_tracking", c.TaintTracking); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// applyEnv lets the jail configure the provider without a file: lever passes the broker's
+// /llm/ URL and the enrolled client certificate this way.
+func (c *Config) applyEnv() {
+	set := func(dst *string, env string) {
+		if v := strings.TrimSpace(os.Getenv(env)); v != "" {
+			*dst = v
+		}
+	}
+	set(&c.Provider.Kind, "LEV_PROVIDER")
+	set(&c.Provider.BaseURL, "LEV_PROVIDER_BASE_URL")
+	set(&c.Provider.Model, "LEV_MODEL")
+	set(&c.Provider.TLSCert, "LEV_TLS_CERT")
+	set(&c.Provider.TLSKey, "LEV_TLS_KEY")
+	set(&c.Provider.TLSCA, "LEV_TLS_CA")
+	set(&c.Provider.Script, "LEV_PROVIDER_SCRIPT")
+	set(&c.Daemon.Listen, "LEV_LISTEN")
+}
+
+// TokenFile is where the daemon's bearer token lives.
+func (c *Config) TokenFile() string {
+	if c.Daemon.TokenFile != "" {
+		return c.Daemon.TokenFile
+	}
+	return filepath.Join(Home(), "token")
+}

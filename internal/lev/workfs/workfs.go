@@ -1,0 +1,278 @@
+// Package workfs confines lev's file tools to a run's workdir and lets reads (never
+// writes) leave it only through the read-path fence. Every decision is made on the
+// symlink-resolved real path, and re-checked on the opened file descriptor so a symlink
+// swapped in between the check and the open cannot widen it.
+package workfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/lev/readpaths"
+)
+
+// Refusal codes.
+const (
+	CodeOutside       = "outside-workdir"       // read outside, nothing declared covers it
+	CodeNotGranted    = "not-granted"           // declared, but the config does not grant it
+	CodeWriteOutside  = "write-outside-workdir" // writes never leave the workdir
+	CodeBlueprintSeed = "blueprint-seed-escape" // a blueprint: seed outside the blueprint dir
+)
+
+// Refusal is a fence or confinement refusal. Its message is what the model and the run
+// record see.
+type Refusal struct {
+	Code  string
+	Path  string // as given
+	Real  string // resolved, when known
+	Entry string // the declared entry involved, for CodeNotGranted
+	Msg   string
+}
+
+func (r *Refusal) Error() string { return r.Msg }
+
+// IsNotGranted reports whether err is a refusal a config grant would lift.
+func IsNotGranted(err error) bool {
+	var r *Refusal
+	return errors.As(err, &r) && r.Code == CodeNotGranted
+}
+
+// FS is one run's view of the filesystem.
+type FS struct {
+	Agent   string
+	Workdir string // real, absolute
+	Fence   *readpaths.Fence
+}
+
+// New resolves workdir to its real path (a symlinked component is followed once, here, so
+// every later comparison is between real paths).
+func New(agent, workdir string, fence *readpaths.Fence) (*FS, error) {
+	abs, err := filepath.Abs(workdir)
+	if err != nil {
+		return nil, fmt.Errorf("workdir %s: %w", workdir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("workdir %s: %w", workdir, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("workdir %s: %w", workdir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("workdir %s: not a directory", workdir)
+	}
+	return &FS{Agent: agent, Workdir: real, Fence: fence}, nil
+}
+
+// Access is a resolved, permitted path.
+type Access struct {
+	Path    string // as given by the caller
+	Abs     string // lexical absolute path
+	Real    string // symlink-resolved
+	Outside bool   // outside the workdir, allowed by a granted entry
+	Entry   string // the granting entry when Outside
+}
+
+// Within reports whether real lies in (or is) dir.
+func Within(real, dir string) bool {
+	return real == dir || strings.HasPrefix(real, dir) && (dir == "/" || real[len(dir)] == '/')
+}
+
+func (f *FS) abs(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(f.Workdir, p)
+}
+
+// ResolveRead checks a read of p: inside the workdir, or outside it and matched by a
+// declared and granted entry on its real path.
+func (f *FS) ResolveRead(tool, p string) (Access, error) {
+	if p == "" {
+		return Access{}, fmt.Errorf("%s: empty path", tool)
+	}
+	a := Access{Path: p, Abs: f.abs(p)}
+	real, err := filepath.EvalSymlinks(a.Abs)
+	if err != nil {
+		// A missing path outside the fence is refused the same way an existing one is, so
+		// the refusal does not tell the model what exists there.
+		if ferr := f.fence(tool, a.Abs, a.Abs, p); ferr != nil {
+			return a, ferr
+		}
+		return a, fmt.Errorf("%s: %s: %w", tool, p, unwrapPathErr(err))
+	}
+	a.Real = real
+	if err := f.fence(tool, real, a.Abs, p); err != nil {
+		return a, err
+	}
+	if !Within(real, f.Workdir) {
+		a.Outside = true
+		a.Entry = f.Fence.Match(real).Entry.Raw
+	}
+	return a, nil
+}
+
+// fence decides a real path; abs is the lexical path, for the message.
+func (f *FS) fence(tool, real, abs, given string) error {
+	if Within(real, f.Workdir) {
+		return nil
+	}
+	what := given
+	if real != abs {
+		what = fmt.Sprintf("%s (resolves to %s)", given, real)
+	} else if given != real {
+		what = fmt.Sprintf("%s (%s)", given, real)
+	}
+	var m readpaths.Match
+	if f.Fence != nil {
+		m = f.Fence.Match(real)
+	}
+	switch {
+	case m.Found && m.Granted:
+		return nil
+	case m.Found:
+		return &Refusal{Code: CodeNotGranted, Path: given, Real: real, Entry: m.Entry.Raw,
+			Msg: fmt.Sprintf("%s: refused: %s is outside the workdir; [read_paths] declares %s but your config does not grant it; add to your config.toml: %s",
+				tool, what, m.Entry.Raw, readpaths.GrantLine(f.Agent, []string{m.Entry.Raw}))}
+	}
+	return &Refusal{Code: CodeOutside, Path: given, Real: real,
+		Msg: fmt.Sprintf("%s: refused: %s is outside the workdir and no declared [read_paths] entry covers it", tool, what)}
+}
+
+// ResolveWrite checks a write of p: the lexical path and the real path of its deepest
+// existing ancestor (and of the file itself, if it is a symlink) must be in the workdir.
+// No grant applies.
+func (f *FS) ResolveWrite(tool, p string) (Access, error) {
+	if p == "" {
+		return Access{}, fmt.Errorf("%s: empty path", tool)
+	}
+	a := Access{Path: p, Abs: f.abs(p)}
+	refuse := func(real string) error {
+		what := p
+		if real != a.Abs {
+			what = fmt.Sprintf("%s (resolves to %s)", p, real)
+		}
+		return &Refusal{Code: CodeWriteOutside, Path: p, Real: real,
+			Msg: fmt.Sprintf("%s: refused: %s is outside the workdir; writes never leave the workdir, whatever [read_paths] grants", tool, what)}
+	}
+	if !Within(a.Abs, f.Workdir) || a.Abs == f.Workdir {
+		return a, refuse(a.Abs)
+	}
+	// Walk up to the deepest existing ancestor and resolve it.
+	existing, rest := a.Abs, ""
+	for {
+		if _, err := os.Lstat(existing); err == nil {
+			break
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = filepath.Dir(existing)
+	}
+	real, err := filepath.EvalSymlinks(existing)
+	if err != nil {
+		return a, fmt.Errorf("%s: %s: %w", tool, p, unwrapPathErr(err))
+	}
+	a.Real = filepath.Join(real, rest)
+	if !Within(a.Real, f.Workdir) || a.Real == f.Workdir {
+		return a, refuse(a.Real)
+	}
+	return a, nil
+}
+
+// ReadFile reads an access returned by ResolveRead, re-checking the opened descriptor's
+// real path, and refusing anything but a regular file. At most max bytes are returned;
+// truncated reports whether the file was longer.
+func (f *FS) ReadFile(tool string, a Access, max int64) (data []byte, truncated bool, err error) {
+	file, err := f.open(tool, a)
+	if err != nil {
+		return nil, false, err
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("%s: %s: not a regular file", tool, a.Path)
+	}
+	buf := make([]byte, min(st.Size(), max)+1)
+	n, err := readFull(file, buf)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %s: %w", tool, a.Path, err)
+	}
+	if int64(n) > max {
+		return buf[:max], true, nil
+	}
+	return buf[:n], false, nil
+}
+
+// ReadDir lists an access returned by ResolveRead.
+func (f *FS) ReadDir(tool string, a Access) ([]fs.DirEntry, error) {
+	file, err := f.open(tool, a)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	ents, err := file.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", tool, a.Path, err)
+	}
+	return ents, nil
+}
+
+// open opens read-only without blocking on a FIFO, then checks the descriptor's real path
+// against the same rules: this closes the gap between resolving and opening.
+func (f *FS) open(tool string, a Access) (*os.File, error) {
+	file, err := openNoBlock(a.Real)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", tool, a.Path, unwrapPathErr(err))
+	}
+	if real, ok := fdPath(file); ok {
+		if err := f.fence(tool, real, a.Abs, a.Path); err != nil {
+			file.Close()
+			return nil, err
+		}
+	}
+	return file, nil
+}
+
+// WriteFile writes an access returned by ResolveWrite, creating parent directories, with
+// the kernel refusing any path that would resolve outside the workdir.
+func (f *FS) WriteFile(tool string, a Access, data []byte) error {
+	rel, err := filepath.Rel(f.Workdir, a.Real)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return &Refusal{Code: CodeWriteOutside, Path: a.Path, Real: a.Real,
+			Msg: fmt.Sprintf("%s: refused: %s is outside the workdir", tool, a.Path)}
+	}
+	if err := writeBeneath(f.Workdir, rel, data); err != nil {
+		if errors.Is(err, errEscape) {
+			return &Refusal{Code: CodeWriteOutside, Path: a.Path, Real: a.Real,
+				Msg: fmt.Sprintf("%s: refused: %s resolves outside the workdir; writes never leave the workdir", tool, a.Path)}
+		}
+		return fmt.Errorf("%s: %s: %w", tool, a.Path, err)
+	}
+	return nil
+}
+
+var errEscape = errors.New("path escapes the workdir")
+
+func readFull(file *os.File, buf []byte) (int, error) {
+	n, err := io.ReadFull(file, buf)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return n, nil
+	}
+	return n, err
+}
+
+func unwrapPathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
