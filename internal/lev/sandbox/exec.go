@@ -1,0 +1,162 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+)
+
+// Command is one shell command a tool runs in the sandbox.
+type Command struct {
+	// Script runs under `sh -c`.
+	Script string
+	// Dir is the working directory: the workdir or a directory inside it. Containers see
+	// the workdir at the same path, so the same Dir works in every kind.
+	Dir   string
+	Env   []string
+	Stdin io.Reader
+	// Stdout and Stderr, when set, receive the output instead of Result (a tool that caps
+	// output passes capped writers).
+	Stdout, Stderr io.Writer
+}
+
+// Result is a finished command. A non-zero exit is a Result, not an error.
+type Result struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+// Executor runs commands in one sandbox.
+type Executor interface {
+	Run(ctx context.Context, c Command) (Result, error)
+	// Kind is what actually runs the commands: container, namespace or none (a "warn"
+	// fallback reports none).
+	Kind() string
+}
+
+// runner starts processes, as a given user when the daemon runs sandboxes for one.
+type runner struct {
+	cred *syscall.Credential
+	env  []string
+}
+
+func (r runner) command(ctx context.Context, argv []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if r.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
+	}
+	if r.env != nil {
+		cmd.Env = r.env
+	}
+	return cmd
+}
+
+// run runs argv to completion; only a failure to start (or a kill by ctx) is an error.
+func (r runner) run(ctx context.Context, argv []string, c Command) (Result, error) {
+	cmd := r.command(ctx, argv)
+	if c.Dir != "" {
+		cmd.Dir = c.Dir
+	}
+	if c.Env != nil {
+		cmd.Env = append(append([]string{}, cmd.Environ()...), c.Env...)
+	}
+	cmd.Stdin = c.Stdin
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if c.Stdout != nil {
+		cmd.Stdout = c.Stdout
+	}
+	if c.Stderr != nil {
+		cmd.Stderr = c.Stderr
+	}
+	err := cmd.Run()
+	res := Result{Stdout: so.Bytes(), Stderr: se.Bytes()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ctx.Err() == nil {
+		res.ExitCode = ee.ExitCode()
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("running %s: %w", argv[0], err)
+	}
+	return res, nil
+}
+
+// output runs an engine subcommand and returns its stdout, or an error carrying stderr.
+func (r runner) output(ctx context.Context, argv []string) (string, error) {
+	res, err := r.run(ctx, argv, Command{})
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("%v: exit %d: %s", argv, res.ExitCode, bytes.TrimSpace(res.Stderr))
+	}
+	return string(bytes.TrimSpace(res.Stdout)), nil
+}
+
+// hostExec runs on the host: kind none, or the "warn" fallback.
+type hostExec struct{ r runner }
+
+func (h hostExec) Kind() string { return KindNone }
+
+func (h hostExec) Run(ctx context.Context, c Command) (Result, error) {
+	return h.r.run(ctx, []string{"sh", "-c", c.Script}, c)
+}
+
+// nsExec runs each command in fresh namespaces: a user namespace (so it works
+// unprivileged), a PID namespace with its own /proc, and a network namespace holding only
+// a down loopback when the network is off. It shares the host's filesystem.
+type nsExec struct {
+	r       runner
+	unshare string
+	network bool
+}
+
+func (n nsExec) Kind() string { return KindNamespace }
+
+// NamespaceArgv is the argv that runs script in the namespace sandbox.
+func NamespaceArgv(unshare string, network bool, script string) []string {
+	argv := []string{unshare, "--user", "--map-root-user", "--pid", "--fork", "--mount-proc", "--kill-child"}
+	if !network {
+		argv = append(argv, "--net")
+	}
+	return append(argv, "sh", "-c", script)
+}
+
+func (n nsExec) Run(ctx context.Context, c Command) (Result, error) {
+	return n.r.run(ctx, NamespaceArgv(n.unshare, n.network, c.Script), c)
+}
+
+// containerExec runs commands in a warm container with `engine exec`.
+type containerExec struct {
+	r      runner
+	engine []string // engine binary and its global args
+	name   string
+}
+
+func (e *containerExec) Kind() string { return KindContainer }
+
+// Name is the container's name (tests and logs).
+func (e *containerExec) Name() string { return e.name }
+
+func (e *containerExec) Run(ctx context.Context, c Command) (Result, error) {
+	argv := append(append([]string{}, e.engine...), "exec")
+	if c.Stdin != nil {
+		argv = append(argv, "-i")
+	}
+	if c.Dir != "" {
+		argv = append(argv, "-w", c.Dir)
+	}
+	for _, kv := range c.Env {
+		argv = append(argv, "-e", kv)
+	}
+	argv = append(argv, e.name, "sh", "-c", c.Script)
+	// Env goes into the container via -e; Dir is the container's; the engine itself runs
+	// from no particular directory.
+	c.Env, c.Dir = nil, ""
+	return e.r.run(ctx, argv, c)
+}

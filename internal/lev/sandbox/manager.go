@@ -1,0 +1,307 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Options are the host-side settings of sandboxes. They come from the user's config, never
+// from a blueprint: the engine binary in particular.
+type Options struct {
+	// Engine is the container engine binary (podman, docker, or any Docker-CLI-compatible
+	// one). Empty: the user's [sandbox] engine, else podman if on PATH, else docker.
+	Engine string
+	// EngineArgs go before the subcommand (e.g. podman's "--runtime runc").
+	EngineArgs []string
+	// RunArgs are extra `run` flags (e.g. "--ulimit nofile=1024:1024" for rootful podman).
+	RunArgs []string
+	// PidsLimit and Memory cap every container (defaults 512 and "2g").
+	PidsLimit int
+	Memory    string
+	// Credential and Env run engine and namespace commands as another user (a root daemon
+	// running one user's agents; the tests' unprivileged user).
+	Credential *syscall.Credential
+	Env        []string
+	// RunID goes into container names so concurrent runs never share a container.
+	RunID string
+	// Logf receives warnings (the on_unavailable = "warn" fallback). Default: discard.
+	Logf func(format string, args ...any)
+	// LookPath finds binaries (default exec.LookPath).
+	LookPath func(string) (string, error)
+}
+
+// Defaults for the container caps.
+const (
+	DefaultPidsLimit = 512
+	DefaultMemory    = "2g"
+)
+
+// Manager hands out executors for a run and owns the run's warm containers: one per
+// distinct configuration, shared by every stage with identical settings, removed by Close.
+type Manager struct {
+	o Options
+	r runner
+
+	mu         sync.Mutex
+	containers map[string]*containerExec
+	persistent map[string]bool
+	closed     bool
+}
+
+// NewManager returns a Manager for one run.
+func NewManager(o Options) *Manager {
+	if o.PidsLimit == 0 {
+		o.PidsLimit = DefaultPidsLimit
+	}
+	if o.Memory == "" {
+		o.Memory = DefaultMemory
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
+	}
+	if o.RunID == "" {
+		var b [4]byte
+		rand.Read(b[:])
+		o.RunID = hex.EncodeToString(b[:])
+	}
+	return &Manager{o: o, r: runner{cred: o.Credential, env: o.Env},
+		containers: map[string]*containerExec{}, persistent: map[string]bool{}}
+}
+
+// UnavailableError says the configured mechanism cannot run here.
+type UnavailableError struct {
+	Kind   string
+	Reason string
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("sandbox kind %q is unavailable: %s (on_unavailable = \"error\"; set on_unavailable = \"warn\" to run on the host instead)", e.Kind, e.Reason)
+}
+
+// Executor returns the executor for cfg (already merged with Merge) and the run's workdir.
+// Containers start on first use and are reused for every later call with the same
+// settings. When the mechanism is unavailable, on_unavailable decides: "error" (default)
+// returns an *UnavailableError so the agent fails to spawn; "warn" logs and returns a host
+// executor.
+func (m *Manager) Executor(ctx context.Context, cfg Config, workdir string) (Executor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(workdir) {
+		return nil, fmt.Errorf("sandbox workdir %q is not absolute", workdir)
+	}
+	var ex Executor
+	var err error
+	switch cfg.Kind {
+	case "", KindNone:
+		return hostExec{m.r}, nil
+	case KindNamespace:
+		ex, err = m.namespace(ctx, cfg)
+	case KindContainer:
+		ex, err = m.container(ctx, cfg, workdir)
+	}
+	var ue *UnavailableError
+	if errors.As(err, &ue) && cfg.OnUnavailable == OnUnavailableWarn {
+		m.o.Logf("sandbox: %s unavailable (%s); on_unavailable = \"warn\": running on the host", ue.Kind, ue.Reason)
+		return hostExec{m.r}, nil
+	}
+	return ex, err
+}
+
+func (m *Manager) namespace(ctx context.Context, cfg Config) (Executor, error) {
+	if runtime.GOOS != "linux" {
+		return nil, &UnavailableError{KindNamespace, "namespaces exist only on Linux"}
+	}
+	unshare, err := m.o.LookPath("unshare")
+	if err != nil {
+		return nil, &UnavailableError{KindNamespace, "unshare (util-linux) not found on PATH"}
+	}
+	n := nsExec{r: m.r, unshare: unshare, network: cfg.NetworkOn()}
+	// Probe once: user namespaces can be disabled by sysctl or seccomp.
+	res, err := n.Run(ctx, Command{Script: "true"})
+	if err != nil || res.ExitCode != 0 {
+		return nil, &UnavailableError{KindNamespace, fmt.Sprintf("cannot create namespaces: %v %s", err, strings.TrimSpace(string(res.Stderr)))}
+	}
+	return n, nil
+}
+
+// EngineFor is the engine binary: the user's choice, else podman, else docker.
+func (m *Manager) EngineFor(cfg Config) string {
+	if m.o.Engine != "" {
+		return m.o.Engine
+	}
+	if cfg.Engine != "" {
+		return cfg.Engine
+	}
+	if _, err := m.o.LookPath("podman"); err == nil {
+		return "podman"
+	}
+	return "docker"
+}
+
+// Spec is everything that shapes a warm container; its hash names the container.
+type Spec struct {
+	Engine     string
+	EngineArgs []string
+	Image      string
+	Network    bool
+	Mounts     []Mount
+	Workdir    string
+	PidsLimit  int
+	Memory     string
+	RunArgs    []string
+	Persist    bool
+}
+
+// Key is the configuration hash: equal specs share one container.
+func (s Spec) Key() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %q %q %t %q %d %q %q %t", s.Engine, s.EngineArgs, s.Image, s.Network, s.Workdir, s.PidsLimit, s.Memory, s.RunArgs, s.Persist)
+	for _, m := range s.Mounts {
+		fmt.Fprintf(h, " %q", m.String())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// RunArgv is the `run` that starts the warm container (pure; tested as such). Every
+// capability is dropped, privileges cannot be regained, process count and memory are
+// capped, and the workdir is bind-mounted at the same path.
+func (s Spec) RunArgv(name string, detach bool) []string {
+	argv := append([]string{s.Engine}, s.EngineArgs...)
+	argv = append(argv, "run")
+	if detach {
+		argv = append(argv, "-d")
+	} else {
+		argv = append(argv, "--rm")
+	}
+	if name != "" {
+		argv = append(argv, "--name", name)
+	}
+	argv = append(argv,
+		"--label", "lev.sandbox="+s.Key(),
+		"--cap-drop=ALL",
+		"--security-opt", "no-new-privileges",
+		"--pids-limit", strconv.Itoa(s.PidsLimit),
+		"--memory", s.Memory,
+	)
+	if !s.Network {
+		argv = append(argv, "--network", "none")
+	}
+	argv = append(argv, "-v", s.Workdir+":"+s.Workdir+":rw", "-w", s.Workdir)
+	for _, m := range s.Mounts {
+		argv = append(argv, "-v", m.String())
+	}
+	argv = append(argv, s.RunArgs...)
+	if detach {
+		// PID 1 ignores SIGTERM, so stop with KILL: teardown is immediate.
+		argv = append(argv, "--stop-signal", "KILL", s.Image, "sleep", "2147483647")
+	} else {
+		argv = append(argv, s.Image)
+	}
+	return argv
+}
+
+// SpecFor builds the container spec for cfg and workdir.
+func (m *Manager) SpecFor(cfg Config, workdir string) (Spec, error) {
+	s := Spec{Engine: m.EngineFor(cfg), EngineArgs: m.o.EngineArgs, Image: cfg.Image, Network: cfg.NetworkOn(),
+		Workdir: filepath.Clean(workdir), PidsLimit: m.o.PidsLimit, Memory: m.o.Memory, RunArgs: m.o.RunArgs, Persist: cfg.PersistOn()}
+	if s.Image == "" {
+		return s, &FieldError{"image", "kind = \"container\" needs an image"}
+	}
+	for _, raw := range cfg.AllMounts() {
+		mt, err := ParseMount(raw)
+		if err != nil {
+			return s, &FieldError{"mounts", err.Error()}
+		}
+		s.Mounts = append(s.Mounts, mt)
+	}
+	return s, nil
+}
+
+func (m *Manager) container(ctx context.Context, cfg Config, workdir string) (Executor, error) {
+	s, err := m.SpecFor(cfg, workdir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.o.LookPath(s.Engine); err != nil {
+		return nil, &UnavailableError{KindContainer, fmt.Sprintf("container engine %q not found on PATH", s.Engine)}
+	}
+	key := s.Key()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, errors.New("sandbox manager is closed: the run has ended")
+	}
+	if c, ok := m.containers[key]; ok {
+		return c, nil
+	}
+	eng := append([]string{s.Engine}, s.EngineArgs...)
+	name := "lev-sbx-" + key + "-" + m.o.RunID
+	if s.Persist {
+		name = "lev-sbx-" + key
+		// A persistent container from an earlier run is reused as is.
+		state, err := m.r.output(ctx, append(append([]string{}, eng...), "inspect", "-f", "{{.State.Running}}", name))
+		if err == nil {
+			if state != "true" {
+				if _, err := m.r.output(ctx, append(append([]string{}, eng...), "start", name)); err != nil {
+					return nil, fmt.Errorf("restarting persistent sandbox %s: %w", name, err)
+				}
+			}
+			c := &containerExec{r: m.r, engine: eng, name: name}
+			m.containers[key], m.persistent[key] = c, true
+			return c, nil
+		}
+	}
+	if _, err := m.r.output(ctx, s.RunArgv(name, true)); err != nil {
+		// Remove a half-created container so a retry does not collide with its name.
+		m.r.output(context.WithoutCancel(ctx), append(append([]string{}, eng...), "rm", "-f", name))
+		return nil, fmt.Errorf("starting sandbox container: %w", err)
+	}
+	c := &containerExec{r: m.r, engine: eng, name: name}
+	m.containers[key], m.persistent[key] = c, s.Persist
+	return c, nil
+}
+
+// Containers lists the names of the warm containers this manager started or adopted.
+func (m *Manager) Containers() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, c := range m.containers {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// Close tears down the run's containers (persistent ones stay). Call it when the run
+// ends, however it ends.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	var errs []error
+	for key, c := range m.containers {
+		if m.persistent[key] {
+			continue
+		}
+		if _, err := m.r.output(context.Background(), append(append([]string{}, c.engine...), "rm", "-f", c.name)); err != nil {
+			errs = append(errs, fmt.Errorf("removing sandbox container %s: %w", c.name, err))
+		}
+		delete(m.containers, key)
+	}
+	return errors.Join(errs...)
+}
