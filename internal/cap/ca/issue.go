@@ -141,3 +141,15 @@ func Role(cert *x509.Certificate) string {
 	}
 	return ""
 }
+
+// CheckCSR validates a CSR (signature, key strength) without issuing anything, so a bad
+// request is refused before a single-use ticket is spent on it.
+func CheckCSR(csr *x509.CertificateRequest) error {
+	if err := csr.CheckSignature(); err != nil {
+		return fmt.Errorf("CSR signature: %w", err)
+	}
+	if err := checkLeafKey(csr.PublicKey); err != nil {
+		return fmt.Errorf("CSR key: %w", err)
+	}
+	return nil
+}

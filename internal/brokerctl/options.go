@@ -1,0 +1,230 @@
+// Package brokerctl is lever's host-side broker: an mTLS listener where the jail reaches the
+// host alias, a /llm/ reverse proxy that adds the API key on the host so the key never
+// enters the guest, ticket-based enrolment of agents, a loopback-only admin listener, a
+// JSON-lines audit log, and the start/stop/status lifecycle of the broker process.
+package brokerctl
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lever-jail/lever/internal/config"
+)
+
+// Caps shared with lev's providers: the largest response body and SSE frame either side
+// reads.
+const (
+	MaxBody  = 64 << 20
+	MaxFrame = 8 << 20
+)
+
+// Auth header styles for the upstream.
+const (
+	AuthBearer  = "bearer"    // Authorization: Bearer <key> (OpenAI-compatible)
+	AuthXAPIKey = "x-api-key" // x-api-key: <key> (Anthropic)
+)
+
+// Environment the broker child reads. LEVER_HOST_ALIAS_IP is set by bring-up to the alias
+// IP the guest resolved (comma-separated for IPv4 and IPv6).
+const (
+	EnvAliasIP    = "LEVER_HOST_ALIAS_IP"
+	EnvAliasName  = "LEVER_HOST_ALIAS_NAME"
+	EnvListen     = "LEVER_BROKER_LISTEN"
+	EnvAuthHeader = "LEVER_BROKER_AUTH_HEADER"
+)
+
+// Options configure one broker. Listen and the certificate's SANs are separate on purpose:
+// on OrbStack and Lima the alias forwards to host 127.0.0.1, so the broker listens there
+// while clients dial (and the certificate must name) the guest-side alias IP; on the netns
+// substrate the alias is a host address and the broker listens on it.
+type Options struct {
+	StateDir    string   // instance state dir; CA in <StateDir>/ca, the rest in <StateDir>/broker
+	Listen      string   // jail listener host:port
+	AdminListen string   // admin listener; must be loopback
+	SANNames    []string // DNS SANs (the alias name)
+	SANIPs      []net.IP // IP SANs (the alias IP, which agents dial under closed egress)
+	Upstream    string   // LLM API base URL; empty disables /llm/
+	APIKeyFile  string   // mode 0600; required when Upstream is set
+	AuthHeader  string   // AuthBearer or AuthXAPIKey
+
+	ClientCertTTL time.Duration
+	ServerCertTTL time.Duration
+	MaxBody       int64
+	MaxFrame      int64
+	// UpstreamRoots, when set, replaces the system roots for verifying llm_upstream (a
+	// private gateway, or a test's upstream).
+	UpstreamRoots *x509.CertPool
+	// Logf receives operational messages (never secrets); nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Paths under the state dir.
+func caDir(state string) string      { return filepath.Join(state, "ca") }
+func brokerDir(state string) string  { return filepath.Join(state, "broker") }
+func ticketDir(state string) string  { return filepath.Join(brokerDir(state), "tickets") }
+func pidPath(state string) string    { return filepath.Join(brokerDir(state), "broker.pid") }
+func statePath(state string) string  { return filepath.Join(brokerDir(state), "state.json") }
+func auditPath(state string) string  { return filepath.Join(brokerDir(state), "audit.jsonl") }
+func tokenPath(state string) string  { return filepath.Join(brokerDir(state), "admin.token") }
+func logPath(state string) string    { return filepath.Join(brokerDir(state), "broker.log") }
+func CAPath(state string) string     { return filepath.Join(caDir(state), "ca.crt") }
+func TicketDir(state string) string  { return ticketDir(state) }
+func AuditPath(state string) string  { return auditPath(state) }
+func BrokerDir(state string) string  { return brokerDir(state) }
+func LogPath(state string) string    { return logPath(state) }
+func AdminTokenPath(s string) string { return tokenPath(s) }
+
+// aliasNames are the alias names each backend's guest resolves to the host.
+var aliasNames = map[string]string{
+	"orbstack": "host.orb.internal",
+	"lima":     "host.lima.internal",
+	"netns":    "host.lever.internal",
+}
+
+// OptionsFromConfig derives broker options from lever.yaml and the environment bring-up
+// sets on the broker child ($LEVER_HOST_ALIAS_IP, optionally $LEVER_HOST_ALIAS_NAME,
+// $LEVER_BROKER_LISTEN, $LEVER_BROKER_AUTH_HEADER).
+func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	o := Options{StateDir: cfg.StateDir()}
+	jail, admin := cfg.Broker.JailPort, cfg.Broker.AdminPort
+	if jail == 0 || admin == 0 {
+		return o, fmt.Errorf("broker.jail_port and broker.admin_port must be set (got %d and %d)", jail, admin)
+	}
+	if name := getenv(EnvAliasName); name != "" {
+		o.SANNames = []string{name}
+	} else if name, ok := aliasNames[cfg.Backend]; ok {
+		o.SANNames = []string{name}
+	}
+	for _, s := range strings.Split(getenv(EnvAliasIP), ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return o, fmt.Errorf("$%s: %q is not an IP address", EnvAliasIP, s)
+		}
+		o.SANIPs = append(o.SANIPs, ip)
+	}
+	switch l := getenv(EnvListen); {
+	case l != "":
+		o.Listen = l
+	case cfg.Backend == "netns":
+		// On the netns substrate the alias is an address of the host itself.
+		if len(o.SANIPs) == 0 {
+			return o, fmt.Errorf("backend netns: $%s must name the host-side alias address to listen on", EnvAliasIP)
+		}
+		o.Listen = net.JoinHostPort(o.SANIPs[0].String(), strconv.Itoa(jail))
+	default:
+		// OrbStack and Lima forward the alias to host loopback.
+		o.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(jail))
+	}
+	o.AdminListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(admin))
+	if cfg.Broker.LLMAuth != "subscription" {
+		o.Upstream = cfg.Broker.LLMUpstream
+		o.APIKeyFile = cfg.Broker.APIKeyFile
+		if o.APIKeyFile != "" && !filepath.IsAbs(o.APIKeyFile) {
+			o.APIKeyFile = filepath.Join(cfg.Dir, o.APIKeyFile)
+		}
+	}
+	o.AuthHeader = getenv(EnvAuthHeader)
+	if o.AuthHeader == "" {
+		o.AuthHeader = DefaultAuthHeader(o.Upstream)
+	}
+	return o, nil
+}
+
+// DefaultAuthHeader picks x-api-key for Anthropic's API and Bearer for everything else
+// (the OpenAI-compatible convention).
+func DefaultAuthHeader(upstream string) string {
+	u, err := url.Parse(upstream)
+	if err == nil && (u.Hostname() == "api.anthropic.com" || strings.HasSuffix(u.Hostname(), ".anthropic.com")) {
+		return AuthXAPIKey
+	}
+	return AuthBearer
+}
+
+// CheckLoopback refuses an admin bind address that is not loopback: the admin API revokes
+// and rotates credentials and must never be reachable from the jail or the LAN.
+func CheckLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("broker admin listener %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		shown := host
+		if shown == "" {
+			shown = "an empty host (every interface)"
+		}
+		return fmt.Errorf("broker admin listener %q: %s is not a loopback address; the admin API (revoke, rotate) binds only to 127.0.0.1 or ::1", addr, shown)
+	}
+	return nil
+}
+
+func (o *Options) fill() error {
+	if o.StateDir == "" {
+		return fmt.Errorf("broker: no state dir")
+	}
+	if o.Listen == "" {
+		return fmt.Errorf("broker: no listen address")
+	}
+	if o.AdminListen != "" {
+		if err := CheckLoopback(o.AdminListen); err != nil {
+			return err
+		}
+	}
+	if len(o.SANNames) == 0 && len(o.SANIPs) == 0 {
+		return fmt.Errorf("broker: the server certificate needs the alias name or $%s", EnvAliasIP)
+	}
+	if o.Upstream != "" {
+		u, err := url.Parse(o.Upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("broker: llm_upstream %q is not an http(s) URL", o.Upstream)
+		}
+		if o.APIKeyFile == "" {
+			return fmt.Errorf("broker: llm_upstream is set but api_key_file is not")
+		}
+	}
+	switch o.AuthHeader {
+	case "":
+		o.AuthHeader = DefaultAuthHeader(o.Upstream)
+	case AuthBearer, AuthXAPIKey:
+	default:
+		return fmt.Errorf("broker: auth header %q is not %s or %s", o.AuthHeader, AuthBearer, AuthXAPIKey)
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = MaxBody
+	}
+	if o.MaxFrame <= 0 {
+		o.MaxFrame = MaxFrame
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// sizeText renders a cap for error messages: "64 MiB".
+func sizeText(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	if n >= 1<<10 && n%(1<<10) == 0 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

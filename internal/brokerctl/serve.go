@@ -1,0 +1,314 @@
+package brokerctl
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lever-jail/lever/internal/cap/ca"
+	"github.com/lever-jail/lever/internal/cap/ticket"
+)
+
+// Server is a running (or ready to run) broker.
+type Server struct {
+	opts     Options
+	CA       *ca.CA
+	Certs    *ca.ServerCertSource
+	Tickets  *ticket.Store
+	audit    *Audit
+	apiKey   []byte
+	upstream *url.URL
+	client   *http.Client
+
+	adminToken string
+	jailLn     net.Listener
+	adminLn    net.Listener
+	jailSrv    *http.Server
+	adminSrv   *http.Server
+	started    time.Time
+	cancel     context.CancelFunc
+	stateMu    sync.Mutex
+}
+
+// New loads (or makes) the CA, mints the server certificate for the configured SANs
+// (passing the alias IP from $LEVER_HOST_ALIAS_IP through OptionsFromConfig), reads the
+// API key (mode 0600 checked) and opens the audit log. It does not listen yet.
+func New(opts Options) (*Server, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(brokerDir(opts.StateDir), 0o700); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if err := os.Chmod(brokerDir(opts.StateDir), 0o700); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s := &Server{opts: opts}
+	var err error
+	if s.CA, err = ca.LoadOrCreate(caDir(opts.StateDir)); err != nil {
+		return nil, err
+	}
+	if s.Tickets, err = ticket.Open(ticketDir(opts.StateDir)); err != nil {
+		return nil, err
+	}
+	if opts.Upstream != "" {
+		if s.upstream, err = url.Parse(opts.Upstream); err != nil {
+			return nil, fmt.Errorf("broker: llm_upstream: %w", err)
+		}
+		key, err := ca.ReadPrivateFile(opts.APIKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("broker: api_key_file: %w", err)
+		}
+		k := strings.TrimSpace(string(key))
+		if k == "" || strings.ContainsAny(k, "\r\n") {
+			return nil, fmt.Errorf("broker: api_key_file %s must hold exactly one non-empty line", opts.APIKeyFile)
+		}
+		if len(k) < 8 {
+			return nil, fmt.Errorf("broker: api_key_file %s holds %d characters; too short to be an API key", opts.APIKeyFile, len(k))
+		}
+		s.apiKey = []byte(k)
+	}
+	if s.audit, err = openAudit(auditPath(opts.StateDir)); err != nil {
+		return nil, err
+	}
+	s.audit.secret = s.apiKey
+	if s.Certs, err = ca.NewServerCertSource(s.CA, opts.SANNames, opts.SANIPs, opts.ServerCertTTL); err != nil {
+		s.audit.Close()
+		return nil, err
+	}
+	s.Certs.OnEvent = func(ev string, notAfter time.Time, err error) {
+		d := "valid until " + notAfter.UTC().Format(time.RFC3339)
+		if err != nil {
+			d = err.Error()
+			opts.Logf("broker: %v", err)
+		}
+		s.audit.Log(Record{Who: "broker", Listener: "internal", Route: "server-cert", Outcome: ev, Detail: d})
+		s.writeState()
+	}
+	s.client = &http.Client{
+		Transport: newUpstreamTransport(opts.UpstreamRoots),
+		// Never follow a redirect: the key would go wherever the upstream points.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if s.adminToken, err = loadOrMakeToken(tokenPath(opts.StateDir)); err != nil {
+		s.audit.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newUpstreamTransport(roots *x509.CertPool) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 128
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}
+
+func loadOrMakeToken(path string) (string, error) {
+	if data, err := ca.ReadPrivateFile(path); err == nil {
+		if t := strings.TrimSpace(string(data)); len(t) >= 32 {
+			return t, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("broker: admin token: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(raw[:])
+	if err := ca.WriteFileAtomic(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("broker: admin token: %w", err)
+	}
+	return t, nil
+}
+
+// TLSConfig is the jail listener's TLS configuration: TLS 1.3, the rotating server
+// certificate, and client certificates verified against lever's CA when presented. A
+// client with no certificate still completes the handshake so it can reach /enrol; every
+// other route refuses it (requirePeer).
+func (s *Server) TLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS13,
+		GetCertificate: s.Certs.GetCertificate,
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		ClientCAs:      s.CA.Pool(),
+		NextProtos:     []string{"h2", "http/1.1"},
+	}
+}
+
+// Start binds both listeners and serves in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
+	}
+	s.jailLn = ln
+	if s.opts.AdminListen != "" {
+		if s.adminLn, err = net.Listen("tcp", s.opts.AdminListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("broker: admin listener on %s: %w", s.opts.AdminListen, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.started = time.Now()
+	s.jailSrv = &http.Server{
+		Handler:           s.jailHandler(),
+		TLSConfig:         s.TLSConfig(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(&serverLog{s: s}, "", 0),
+	}
+	go s.jailSrv.ServeTLS(ln, "", "")
+	if s.adminLn != nil {
+		s.adminSrv = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go s.adminSrv.Serve(s.adminLn)
+	}
+	go s.Certs.Run(ctx, time.Minute)
+	s.audit.Log(Record{Who: "broker", Listener: "internal", Route: "start", Outcome: "listening", Detail: fmt.Sprintf("jail %s admin %s", s.JailAddr(), s.AdminAddr())})
+	return s.writeState()
+}
+
+// JailAddr is the jail listener's bound address.
+func (s *Server) JailAddr() string {
+	if s.jailLn == nil {
+		return ""
+	}
+	return s.jailLn.Addr().String()
+}
+
+// AdminAddr is the admin listener's bound address ("" when none).
+func (s *Server) AdminAddr() string {
+	if s.adminLn == nil {
+		return ""
+	}
+	return s.adminLn.Addr().String()
+}
+
+// Shutdown stops accepting, lets in-flight requests finish until ctx ends, and removes the
+// state file.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	var errs []error
+	if s.jailSrv != nil {
+		errs = append(errs, s.jailSrv.Shutdown(ctx))
+	}
+	if s.adminSrv != nil {
+		errs = append(errs, s.adminSrv.Shutdown(ctx))
+	}
+	s.audit.Log(Record{Who: "broker", Listener: "internal", Route: "stop", Outcome: "stopped"})
+	os.Remove(statePath(s.opts.StateDir))
+	errs = append(errs, s.audit.Close())
+	return errors.Join(errs...)
+}
+
+// Serve runs a broker until ctx is done: what `lever broker serve` runs, in the
+// foreground or as the detached child of Start. It holds the pid file while it runs.
+func Serve(ctx context.Context, opts Options) error {
+	if err := opts.fill(); err != nil {
+		return err
+	}
+	release, err := claimPidFile(opts.StateDir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	s, err := New(opts)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(); err != nil {
+		s.audit.Close()
+		return err
+	}
+	opts.Logf("broker: listening on %s (admin %s), server certificate valid until %s", s.JailAddr(), s.AdminAddr(), s.Certs.Current().Leaf.NotAfter.UTC().Format(time.RFC3339))
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// State is what a running broker publishes in <state>/broker/state.json.
+type State struct {
+	PID                int       `json:"pid"`
+	Listen             string    `json:"listen"`
+	Admin              string    `json:"admin,omitempty"`
+	SANNames           []string  `json:"san_names,omitempty"`
+	SANIPs             []string  `json:"san_ips,omitempty"`
+	Started            time.Time `json:"started"`
+	ServerCertSerial   string    `json:"server_cert_serial"`
+	ServerCertNotAfter time.Time `json:"server_cert_not_after"`
+	CAFingerprint      string    `json:"ca_sha256"`
+	LLM                bool      `json:"llm"`
+}
+
+func (s *Server) state() State {
+	leaf := s.Certs.Current().Leaf
+	st := State{
+		PID: os.Getpid(), Listen: s.JailAddr(), Admin: s.AdminAddr(), SANNames: s.opts.SANNames,
+		Started: s.started.UTC(), ServerCertSerial: ca.SerialHex(leaf.SerialNumber),
+		ServerCertNotAfter: leaf.NotAfter.UTC(), CAFingerprint: s.CA.Fingerprint(), LLM: s.upstream != nil,
+	}
+	for _, ip := range s.opts.SANIPs {
+		st.SANIPs = append(st.SANIPs, ip.String())
+	}
+	return st
+}
+
+func (s *Server) writeState() error {
+	if s.jailLn == nil {
+		return nil
+	}
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	data, err := json.MarshalIndent(s.state(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return ca.WriteFileAtomic(statePath(s.opts.StateDir), data, 0o600)
+}
+
+// peerCert is the verified client certificate of r, or nil.
+func peerCert(r *http.Request) *x509.Certificate {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return r.TLS.VerifiedChains[0][0]
+}
+
+// serverLog receives net/http's own messages. TLS handshake failures (no or bad client
+// certificate, wrong CA, expired) are refusals worth an audit line; anything else goes to
+// the operational log.
+type serverLog struct{ s *Server }
+
+func (l *serverLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if rest, ok := strings.CutPrefix(msg, "http: TLS handshake error from "); ok {
+		remote, detail, _ := strings.Cut(rest, ": ")
+		l.s.audit.Log(Record{Listener: "jail", Route: "tls-handshake", Outcome: "refused", Remote: remote, Detail: detail})
+		return len(p), nil
+	}
+	l.s.opts.Logf("broker: %s", msg)
+	return len(p), nil
+}
