@@ -1,0 +1,56 @@
+// Package provider talks to models: an OpenAI-compatible chat-completions client, an
+// Anthropic Messages client, and a scripted provider for offline runs and tests. Every
+// remote reply is read through capread's fixed caps.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Message is one conversation turn in lev's neutral form.
+type Message struct {
+	Role       string     `json:"role"` // system | user | assistant | tool
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"` // tool name, on role=tool
+	IsError    bool       `json:"is_error,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID   string          `json:"id"`
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
+}
+
+// ToolSpec offers a tool to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Schema      json.RawMessage `json:"schema"` // JSON Schema of the arguments
+}
+
+// Request is one model call.
+type Request struct {
+	Model     string
+	System    string
+	Messages  []Message
+	Tools     []ToolSpec
+	MaxTokens int
+	// Stage is the running stage's name; the scripted provider matches on it.
+	Stage string
+}
+
+// Response is the model's turn.
+type Response struct {
+	Text      string
+	ToolCalls []ToolCall
+	Stop      string
+}
+
+// Provider is a model endpoint.
+type Provider interface {
+	Complete(ctx context.Context, req *Request) (*Response, error)
+}
