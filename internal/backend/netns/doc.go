@@ -1,2 +1,0 @@
-// Package netns is the netns backend (being built).
-package netns
