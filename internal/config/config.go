@@ -27,6 +27,9 @@ type Config struct {
 	Path string `yaml:"-"`
 	// Dir is the directory of Path; relative paths in the file resolve against it.
 	Dir string `yaml:"-"`
+	// TreePath is the tree's absolute, symlink-resolved path on the host (set by Load):
+	// the one directory mounted into the jail.
+	TreePath string `yaml:"-"`
 }
 
 // Manager is the manager container's settings.
@@ -52,6 +55,9 @@ type Broker struct {
 	LLMUpstream string `yaml:"llm_upstream"`
 	JailPort    int    `yaml:"jail_port"`
 	AdminPort   int    `yaml:"admin_port"`
+
+	// APIKeyPath is api_key_file resolved to an absolute host path (set by Load).
+	APIKeyPath string `yaml:"-"`
 }
 
 // Lev is how lev is started inside the jail.
@@ -69,6 +75,11 @@ type Lima struct {
 	Initrd string `yaml:"initrd"`
 	CPUs   int    `yaml:"cpus"`
 	Memory string `yaml:"memory"`
+	// Limactl is the limactl binary to drive (default: limactl on PATH).
+	Limactl string `yaml:"limactl"`
+	// Accel is "tcg" to force qemu's software emulation through lever's wrapper (for hosts
+	// whose /dev/kvm cannot run a stock guest kernel); empty lets Lima choose.
+	Accel string `yaml:"accel"`
 }
 
 // MachineName is the guest's name: lever-<name>.

@@ -1,38 +1,55 @@
 package config
 
 import (
-	"bytes"
+	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"gopkg.in/yaml.v3"
 )
 
-// Load reads lever.yaml at path. PLACEHOLDER: minimal strict decode; the full loader
-// (unknown key with its line, typed errors, validation) replaces the body, not the
-// signature.
+// Default is an example lever.yaml with every key at its default, commented. `lever`
+// commands and the README quickstart can write it out as a starting point; it loads
+// as-is once the API key file it names exists (mode 0600).
+//
+//go:embed lever.example.yaml
+var Default []byte
+
+// Load reads lever.yaml at path, decodes it strictly (an unknown key at any depth, or a
+// value of the wrong type, is an error naming the key and its line), fills defaults and
+// validates. The returned Config is ready to use; on error nothing is returned, so a bad
+// file can never half-configure anything.
+//
+// The split follows Lima's pkg/limayaml: decode (decode.go), defaults (defaults.go),
+// validate (validate.go).
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
+	return Parse(path, data)
+}
+
+// Parse is Load for bytes already read from path. path names the file in errors and
+// anchors relative paths (tree, api_key_file, ...) at its directory.
+func Parse(path string, data []byte) (*Config, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("config path %s: %w", path, err)
 	}
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	lines, probs := decode(path, data, &c)
+	if len(probs) > 0 {
+		return nil, probs
 	}
 	c.Path, c.Dir = abs, filepath.Dir(abs)
-	if c.Egress == "" {
-		c.Egress = "open"
-	}
-	if c.Backend == "netns" && os.Getenv("LEVER_DEV_NETNS") != "1" {
-		return nil, fmt.Errorf("%s: backend netns is a development substrate with no hypervisor boundary; it is accepted only when LEVER_DEV_NETNS=1 is set", path)
+	applyDefaults(&c)
+	if probs := validate(&c, path, lines); len(probs) > 0 {
+		return nil, probs
 	}
 	return &c, nil
 }
+
+// HostPath resolves a host-side path written in lever.yaml (api_key_file, lev.image_tarball,
+// lima.image, ...): "~/" is the user's home, a relative path is relative to the directory
+// of lever.yaml, an absolute path is itself.
+func (c *Config) HostPath(p string) string { return hostPath(c, p) }

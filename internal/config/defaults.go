@@ -1,0 +1,77 @@
+package config
+
+// Defaults, in one place so docs/config.md can list them and tests can refer to them.
+const (
+	DefaultEgress      = "open"
+	DefaultTree        = "."
+	DefaultDisk        = "20GiB"
+	DefaultLLMAuth     = "api-key"
+	DefaultLLMUpstream = "https://api.anthropic.com"
+	// DefaultJailPort is the broker's port on host loopback that the jail reaches through
+	// the host alias; egress allowlists it on the alias.
+	DefaultJailPort = 7443
+	// DefaultAdminPort is the broker's admin listener, on host loopback only; it is never
+	// allowlisted, so the jail cannot reach it.
+	DefaultAdminPort = 7444
+	DefaultLevImage  = "localhost/lever/lev:latest"
+	DefaultLimaCPUs  = 2
+	DefaultLimaMem   = "4GiB"
+)
+
+// Accepted values of the enumerated keys.
+const (
+	EgressOpen   = "open"
+	EgressClosed = "closed"
+
+	AuthAPIKey       = "api-key"
+	AuthSubscription = "subscription"
+)
+
+// Backends are the backend names lever.yaml accepts. Every one must be registered in
+// internal/backend (a test in internal/cli ties the two lists together), so config can
+// never accept a backend that does not exist.
+var Backends = []string{"lima", "netns", "orbstack"}
+
+// applyDefaults fills what the file left unset. It runs before validation, so a default
+// is validated like any value the user wrote.
+func applyDefaults(c *Config) {
+	if c.Egress == "" {
+		c.Egress = DefaultEgress
+	}
+	if c.Tree == "" {
+		c.Tree = DefaultTree
+	}
+	if c.Disk == "" {
+		c.Disk = DefaultDisk
+	}
+	if c.Broker.LLMAuth == "" {
+		c.Broker.LLMAuth = DefaultLLMAuth
+	}
+	if c.Broker.LLMUpstream == "" {
+		c.Broker.LLMUpstream = DefaultLLMUpstream
+	}
+	if c.Broker.JailPort == 0 {
+		c.Broker.JailPort = DefaultJailPort
+	}
+	if c.Broker.AdminPort == 0 {
+		c.Broker.AdminPort = DefaultAdminPort
+	}
+	if c.Lev.Image == "" && c.Lev.ImageTarball == "" {
+		c.Lev.Image = DefaultLevImage
+	}
+	for i := range c.Workers {
+		w := &c.Workers[i]
+		if w.LLMAuth == "" {
+			w.LLMAuth = c.Broker.LLMAuth
+		}
+		if w.Image == "" {
+			w.Image = c.Manager.Image
+		}
+	}
+	if c.Lima.CPUs == 0 {
+		c.Lima.CPUs = DefaultLimaCPUs
+	}
+	if c.Lima.Memory == "" {
+		c.Lima.Memory = DefaultLimaMem
+	}
+}

@@ -1,0 +1,411 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// hostPlatform is GOOS/GOARCH of the host lever runs on; nested_virt depends on it. A
+// variable so tests can stand in for another host.
+var hostPlatform = runtime.GOOS + "/" + runtime.GOARCH
+
+// netnsEnv is the environment variable that admits the netns development substrate.
+const netnsEnv = "LEVER_DEV_NETNS"
+
+// The instance name becomes the DNS label lever-<name>: 63 characters at most, so the name
+// may have 57.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,55}[a-z0-9])?$`)
+
+var sizeRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`)
+
+type validator struct {
+	file  string
+	lines keyLines
+	probs Problems
+}
+
+// lineOf finds the line for key, falling back to the nearest enclosing key the file set
+// (a default has no line of its own), then to line 1.
+func (v *validator) lineOf(key string) int {
+	for k := key; k != ""; {
+		if l, ok := v.lines[k]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 1
+}
+
+func (v *validator) add(key, format string, args ...any) {
+	v.probs = append(v.probs, &Problem{File: v.file, Line: v.lineOf(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// validate checks c (defaults already applied) and fills its resolved paths. It reports
+// every problem, not just the first.
+func validate(c *Config, file string, lines keyLines) Problems {
+	v := &validator{file: file, lines: lines}
+
+	switch {
+	case c.Name == "":
+		v.add("name", "required: the instance name (the guest machine is lever-<name>)")
+	case !nameRE.MatchString(c.Name):
+		v.add("name", "%q is not a valid name: use 1 to 57 lowercase letters, digits and hyphens, starting and ending with a letter or digit (it becomes the DNS label lever-<name>)", c.Name)
+	}
+
+	switch {
+	case c.Backend == "":
+		v.add("backend", "required: one of %s (lever never picks one for you)", strings.Join(Backends, ", "))
+	case !slices.Contains(Backends, c.Backend):
+		v.add("backend", "%q is not a backend lever implements (one of %s); lever never substitutes another", c.Backend, strings.Join(Backends, ", "))
+	case c.Backend == "netns" && os.Getenv(netnsEnv) != "1":
+		v.add("backend", "netns is a development substrate with no hypervisor boundary (it fails guarantee 0); it is accepted only when %s=1 is set", netnsEnv)
+	}
+
+	v.tree(c)
+
+	switch c.Egress {
+	case EgressOpen:
+	case EgressClosed:
+		if who := nonAPIKey(c); who != "" {
+			v.add("egress", "closed needs every llm_auth to be api-key, but %s uses subscription: a subscription agent needs direct internet to reach Anthropic", who)
+		}
+	default:
+		v.add("egress", "%q is not a posture: use open or closed", c.Egress)
+	}
+
+	if c.NestedVirt {
+		if c.Backend != "lima" {
+			v.add("nested_virt", "needs backend lima (backend is %s)", c.Backend)
+		} else if hostPlatform != "linux/amd64" {
+			v.add("nested_virt", "needs an x86_64 Linux host (the qemu driver); this host is %s", hostPlatform)
+		}
+	}
+	if !sizeRE.MatchString(c.Disk) {
+		v.add("disk", "%q is not a size: use a number with a unit, e.g. 20GiB", c.Disk)
+	}
+
+	v.ports("manager.allow_ports", c.Manager.AllowPorts)
+	for i, ro := range c.Manager.ReadOnly {
+		v.inTree(fmt.Sprintf("manager.read_only[%d]", i), c.TreePath, ro)
+	}
+	v.workers(c)
+	v.broker(c)
+	v.lev(c)
+	v.lima(c)
+	return v.probs
+}
+
+// nonAPIKey names the first party whose llm_auth is not api-key, or "".
+func nonAPIKey(c *Config) string {
+	if c.Broker.LLMAuth != AuthAPIKey {
+		return "broker.llm_auth"
+	}
+	for i, w := range c.Workers {
+		if w.LLMAuth != AuthAPIKey {
+			return fmt.Sprintf("workers[%d] (%s)", i, w.Name)
+		}
+	}
+	return ""
+}
+
+// cleanRelative refuses absolute paths and any ".." component, before cleaning could hide
+// one ("a/../b").
+func cleanRelative(p string) (string, string) {
+	if filepath.IsAbs(p) {
+		return "", fmt.Sprintf("%q must be a relative path", p)
+	}
+	for _, part := range strings.Split(filepath.ToSlash(p), "/") {
+		if part == ".." {
+			return "", fmt.Sprintf("%q must not contain \"..\"", p)
+		}
+	}
+	return filepath.Clean(p), ""
+}
+
+// within reports whether p is base or below it (both clean, absolute).
+func within(base, p string) bool {
+	if base == p {
+		return true
+	}
+	return strings.HasPrefix(p, strings.TrimSuffix(base, string(filepath.Separator))+string(filepath.Separator))
+}
+
+// realPath resolves p through symlinks as far as it exists; a missing tail is appended
+// as written. It is how a path that does not exist yet (a worker dir lever will create)
+// is still checked for a symlinked parent that leads out.
+func realPath(p string) (string, error) {
+	var rest []string
+	cur := p
+	for {
+		if _, err := os.Lstat(cur); err == nil {
+			break
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			break
+		}
+		rest = append([]string{filepath.Base(cur)}, rest...)
+		cur = parent
+	}
+	real, err := filepath.EvalSymlinks(cur)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(append([]string{real}, rest...)...), nil
+}
+
+func (v *validator) tree(c *Config) {
+	rel, why := cleanRelative(c.Tree)
+	if why != "" {
+		v.add("tree", "%s to the directory of lever.yaml (the tree is the only directory the jail sees)", why)
+		return
+	}
+	base, err := filepath.EvalSymlinks(c.Dir)
+	if err != nil {
+		v.add("tree", "cannot resolve the directory of lever.yaml %s: %v", c.Dir, err)
+		return
+	}
+	want := filepath.Join(c.Dir, rel)
+	st, err := os.Stat(want)
+	if err != nil {
+		v.add("tree", "%q does not exist (looked for %s)", c.Tree, want)
+		return
+	}
+	if !st.IsDir() {
+		v.add("tree", "%q is not a directory (%s)", c.Tree, want)
+		return
+	}
+	real, err := filepath.EvalSymlinks(want)
+	if err != nil {
+		v.add("tree", "cannot resolve %s: %v", want, err)
+		return
+	}
+	if !within(base, real) {
+		v.add("tree", "%q resolves to %s, outside the directory of lever.yaml (%s)", c.Tree, real, base)
+		return
+	}
+	// lever's host state (CA keys, broker state) must never be visible in the jail.
+	if state, err := realPath(StateRoot()); err == nil && within(real, state) {
+		v.add("tree", "%s contains lever's state directory %s, which holds keys the jail must never see; move the state (LEVER_STATE_DIR) or the tree", real, state)
+		return
+	}
+	c.TreePath = real
+}
+
+// inTree checks that rel names a place inside the tree, through symlinks, and returns
+// its real path.
+func (v *validator) inTree(key, tree, rel string) (string, bool) {
+	if rel == "" {
+		v.add(key, "must not be empty")
+		return "", false
+	}
+	clean, why := cleanRelative(rel)
+	if why != "" {
+		v.add(key, "%s to the tree", why)
+		return "", false
+	}
+	if tree == "" {
+		return "", false // the tree itself is wrong and already reported
+	}
+	real, err := realPath(filepath.Join(tree, clean))
+	if err != nil {
+		v.add(key, "cannot resolve %q: %v", rel, err)
+		return "", false
+	}
+	if !within(tree, real) {
+		v.add(key, "%q resolves to %s, outside the tree (%s)", rel, real, tree)
+		return "", false
+	}
+	return real, true
+}
+
+func (v *validator) ports(key string, ports []int) {
+	first := map[int]int{}
+	for i, p := range ports {
+		k := fmt.Sprintf("%s[%d]", key, i)
+		if p < 1 || p > 65535 {
+			v.add(k, "%d is not a port (1..65535)", p)
+			continue
+		}
+		if j, dup := first[p]; dup {
+			v.add(k, "%d is listed twice (also %s[%d])", p, key, j)
+			continue
+		}
+		first[p] = i
+	}
+}
+
+func (v *validator) port(key string, p int) bool {
+	if p < 1 || p > 65535 {
+		v.add(key, "%d is not a port (1..65535)", p)
+		return false
+	}
+	return true
+}
+
+func validAuth(a string) bool { return a == AuthAPIKey || a == AuthSubscription }
+
+func (v *validator) workers(c *Config) {
+	names := map[string]int{}
+	type placed struct {
+		i    int
+		real string
+	}
+	var dirs []placed
+	for i, w := range c.Workers {
+		p := fmt.Sprintf("workers[%d]", i)
+		switch {
+		case w.Name == "":
+			v.add(p+".name", "required")
+		case !nameRE.MatchString(w.Name):
+			v.add(p+".name", "%q is not a valid name: use lowercase letters, digits and hyphens, starting and ending with a letter or digit", w.Name)
+		default:
+			if j, dup := names[w.Name]; dup {
+				v.add(p+".name", "%q is used twice (also workers[%d])", w.Name, j)
+			} else {
+				names[w.Name] = i
+			}
+		}
+		if w.Dir == "" {
+			v.add(p+".dir", "required: the worker's own directory inside the tree")
+		} else if real, ok := v.inTree(p+".dir", c.TreePath, w.Dir); ok {
+			if real == c.TreePath {
+				v.add(p+".dir", "%q is the whole tree; a worker gets a subdirectory of it", w.Dir)
+			} else {
+				for _, d := range dirs {
+					if within(d.real, real) || within(real, d.real) {
+						v.add(p+".dir", "%q overlaps workers[%d].dir; a worker must not see another worker's directory", w.Dir, d.i)
+					}
+				}
+				dirs = append(dirs, placed{i, real})
+			}
+		}
+		if !validAuth(w.LLMAuth) {
+			v.add(p+".llm_auth", "%q is not an llm_auth: use api-key or subscription", w.LLMAuth)
+		}
+	}
+}
+
+func (v *validator) broker(c *Config) {
+	b := &c.Broker
+	if !validAuth(b.LLMAuth) {
+		v.add("broker.llm_auth", "%q is not an llm_auth: use api-key or subscription", b.LLMAuth)
+	}
+	switch {
+	case b.APIKeyFile != "":
+		v.secretFile(c, "broker.api_key_file", b.APIKeyFile, &b.APIKeyPath)
+	case b.LLMAuth == AuthAPIKey:
+		v.add("broker.api_key_file", "required when broker.llm_auth is api-key: a file (mode 0600) holding the API key, which stays on the host")
+	}
+	if u, err := url.Parse(b.LLMUpstream); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		v.add("broker.llm_upstream", "%q is not an http(s) URL", b.LLMUpstream)
+	} else if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		v.add("broker.llm_upstream", "%q is plain http to a non-loopback host; the API key would cross the network unencrypted (use https)", b.LLMUpstream)
+	}
+	okJ := v.port("broker.jail_port", b.JailPort)
+	okA := v.port("broker.admin_port", b.AdminPort)
+	if okJ && okA && b.JailPort == b.AdminPort {
+		v.add("broker.admin_port", "%d is also broker.jail_port; the admin listener needs its own port", b.AdminPort)
+	}
+	if okA {
+		for i, p := range c.Manager.AllowPorts {
+			if p == b.AdminPort {
+				v.add("broker.admin_port", "%d is also manager.allow_ports[%d]; the broker's admin port must never be reachable from the jail", p, i)
+			}
+		}
+	}
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// hostPath resolves a host-side path from lever.yaml: ~/ is the user's home, a relative
+// path is relative to the directory of lever.yaml.
+func hostPath(c *Config, p string) string {
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[2:])
+		}
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// secretFile checks a file that holds a secret: it exists, is a regular file, is mode
+// 0600 (nobody but the owner can read it), and is outside the tree, because everything
+// in the tree is visible inside the jail.
+func (v *validator) secretFile(c *Config, key, p string, out *string) {
+	abs := hostPath(c, p)
+	st, err := os.Stat(abs)
+	if err != nil {
+		v.add(key, "%s does not exist", abs)
+		return
+	}
+	if !st.Mode().IsRegular() {
+		v.add(key, "%s is not a regular file", abs)
+		return
+	}
+	if perm := st.Mode().Perm(); perm != 0o600 {
+		v.add(key, "%s has mode %04o; a file holding a secret must be mode 0600 (chmod 600 %s)", abs, perm, abs)
+		return
+	}
+	if c.TreePath != "" {
+		if real, err := filepath.EvalSymlinks(abs); err == nil && within(c.TreePath, real) {
+			v.add(key, "%s is inside the tree (%s), which the jail can read; keep secrets outside the tree", real, c.TreePath)
+			return
+		}
+	}
+	*out = abs
+}
+
+func (v *validator) lev(c *Config) {
+	if c.Lev.Image != "" && c.Lev.ImageTarball != "" {
+		v.add("lev.image_tarball", "set lev.image or lev.image_tarball, not both")
+	}
+	if c.Lev.ImageTarball != "" {
+		if st, err := os.Stat(hostPath(c, c.Lev.ImageTarball)); err != nil || !st.Mode().IsRegular() {
+			v.add("lev.image_tarball", "%s is not a file", hostPath(c, c.Lev.ImageTarball))
+		}
+	}
+	if c.Lev.Blueprint != "" {
+		v.inTree("lev.blueprint", c.TreePath, c.Lev.Blueprint)
+	}
+}
+
+func (v *validator) lima(c *Config) {
+	if c.Lima.CPUs < 1 {
+		v.add("lima.cpus", "%d is not a CPU count (at least 1)", c.Lima.CPUs)
+	}
+	if !sizeRE.MatchString(c.Lima.Memory) {
+		v.add("lima.memory", "%q is not a size: use a number with a unit, e.g. 4GiB", c.Lima.Memory)
+	}
+	for _, f := range []struct{ key, val string }{{"lima.image", c.Lima.Image}, {"lima.kernel", c.Lima.Kernel}, {"lima.initrd", c.Lima.Initrd}} {
+		if f.val == "" {
+			continue
+		}
+		if st, err := os.Stat(hostPath(c, f.val)); err != nil || !st.Mode().IsRegular() {
+			v.add(f.key, "%s is not a file", hostPath(c, f.val))
+		}
+	}
+	if (c.Lima.Kernel != "") != (c.Lima.Initrd != "") {
+		v.add("lima.kernel", "lima.kernel and lima.initrd go together (direct kernel boot needs both)")
+	}
+}
