@@ -1,0 +1,39 @@
+package pipeline
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/readpaths"
+	"github.com/lever-jail/lever/internal/lev/workfs"
+)
+
+// UserHome is the real home directory "~/" entries resolve against ($LEV_USER_HOME
+// overrides it, for tests and for a daemon serving another user's tree).
+func UserHome() string {
+	h := os.Getenv("LEV_USER_HOME")
+	if h == "" {
+		h, _ = os.UserHomeDir()
+	}
+	if r, err := filepath.EvalSymlinks(h); err == nil {
+		return r
+	}
+	return h
+}
+
+// BuildFS binds a blueprint's declarations and the config's grants to a workdir.
+func BuildFS(bp *blueprint.Blueprint, cfg *levconfig.Config, workdir, home string) (*workfs.FS, []readpaths.Status, error) {
+	fsys, err := workfs.New(bp.Name, workdir, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	sts := readpaths.Resolve(bp.Name, bp.Declared, cfg.Grants)
+	fence, err := readpaths.NewFence(bp.Name, sts, home, fsys.Workdir)
+	if err != nil {
+		return nil, nil, err
+	}
+	fsys.Fence = fence
+	return fsys, sts, nil
+}

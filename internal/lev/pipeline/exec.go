@@ -1,0 +1,92 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// ShellRequest is one shell command to run.
+type ShellRequest struct {
+	Command string
+	Dir     string // the run's real workdir
+	Env     []string
+	Timeout time.Duration
+	Stage   Stage // carries the stage's [sandbox] settings
+}
+
+// ShellResult is its outcome; output is capped at MaxResultBytes per stream.
+type ShellResult struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+// Executor runs shell commands (step 5). The host executor is the default; a sandbox
+// executor (container or namespace) registers itself with RegisterExecutor.
+type Executor interface {
+	Shell(ctx context.Context, req ShellRequest) (ShellResult, error)
+}
+
+// HostExecutor runs sh -c on the host, as lev's user, in the workdir.
+type HostExecutor struct{}
+
+// Shell runs the command in its own process group, killed whole on timeout.
+func (HostExecutor) Shell(ctx context.Context, req ShellRequest) (ShellResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", req.Command)
+	cmd.Dir = req.Dir
+	cmd.Env = req.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	var out, errb CappedBuffer
+	out.Max, errb.Max = MaxResultBytes, MaxResultBytes
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := ShellResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.ExitCode = ee.ExitCode()
+		if ctx.Err() != nil {
+			res.Stderr = append(res.Stderr, []byte("\n[killed: timeout]")...)
+		}
+	default:
+		return res, err
+	}
+	return res, nil
+}
+
+// CappedBuffer keeps the first Max bytes written and drops the rest (noting it).
+type CappedBuffer struct {
+	Max int
+	buf bytes.Buffer
+	cut bool
+}
+
+func (c *CappedBuffer) Write(p []byte) (int, error) {
+	if room := c.Max - c.buf.Len(); room > 0 {
+		if len(p) > room {
+			c.buf.Write(p[:room])
+			c.cut = true
+		} else {
+			c.buf.Write(p)
+		}
+	} else if len(p) > 0 {
+		c.cut = true
+	}
+	return len(p), nil
+}
+
+// Bytes returns what was kept.
+func (c *CappedBuffer) Bytes() []byte {
+	if c.cut {
+		return append(c.buf.Bytes(), []byte("\n[output truncated]")...)
+	}
+	return c.buf.Bytes()
+}

@@ -1,0 +1,68 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/lever-jail/lever/internal/lev/blueprint"
+)
+
+// Defaults are the permissions of built-in tools nobody configured: reading, writing in the
+// workdir and submitting run; anything that runs commands or reaches the network asks.
+// Tools with no default (MCP, scripts) ask.
+var Defaults = map[string]blueprint.Permission{
+	"read_file": blueprint.Allow, "read_files": blueprint.Allow, "list_dir": blueprint.Allow,
+	"write_file": blueprint.Allow, "edit_file": blueprint.Allow, "submit_output": blueprint.Allow,
+	"shell": blueprint.Ask, "web_fetch": blueprint.Ask, "web_search": blueprint.Ask,
+	"http_get": blueprint.Ask, "http_post": blueprint.Ask,
+}
+
+// preAllowable are the tools a blueprint may loosen, and only when the user configured
+// neither... the spec's one narrow exception.
+var preAllowable = map[string]bool{"web_search": true, "web_fetch": true}
+
+// Permissions resolves a tool's effective permission for one run.
+type Permissions struct {
+	User      map[string]blueprint.Permission // config.toml [tool_permissions]
+	Blueprint map[string]blueprint.Permission // blueprint [tool_permissions]
+	Yolo      bool                            // --yolo: every ask becomes allow
+	Allow     map[string]bool                 // --allow TOOL: that tool's ask becomes allow
+}
+
+// For returns the effective permission and where it came from.
+func (p *Permissions) For(tool string) (blueprint.Permission, string) {
+	base, src := blueprint.Ask, "default for tools without one"
+	if d, ok := Defaults[tool]; ok {
+		base, src = d, "built-in default"
+	}
+	u, userSet := p.User[tool]
+	if userSet {
+		base, src = u, "config.toml"
+	}
+	if b, ok := p.Blueprint[tool]; ok {
+		switch {
+		case preAllowable[tool] && !userSet && !p.anyUserSetFor():
+			base, src = b, "blueprint (pre-allowed: your config sets neither web_search nor web_fetch)"
+		case b.Rank() > base.Rank():
+			base, src = b, "blueprint tightens "+src
+		}
+	}
+	if base == blueprint.Ask {
+		switch {
+		case p.Yolo:
+			return blueprint.Allow, fmt.Sprintf("%s, ask lifted by --yolo", src)
+		case p.Allow[tool]:
+			return blueprint.Allow, fmt.Sprintf("%s, ask lifted by --allow %s", src, tool)
+		}
+	}
+	return base, src
+}
+
+// anyUserSetFor: the exception applies only when the user configured neither tool.
+func (p *Permissions) anyUserSetFor() bool {
+	for t := range preAllowable {
+		if _, ok := p.User[t]; ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,288 @@
+// Package pipeline is the one path every tool call takes, in one order:
+//
+//  1. offer:      the tool is offered in this stage, and its arguments match its schema
+//  2. permission: allow / ask / deny from config.toml, tightened by the blueprint; deny is
+//     final; --yolo and --allow turn ask into allow; with nobody to ask, ask is a refusal
+//  3. fence:      every file tool is confined to the workdir; reads (never writes) may leave
+//     it only through a declared and granted [read_paths] entry, on the real path
+//  4. gate:       the taint gate (a Gate; pass-through unless one is registered)
+//  5. execute:    the tool runs; shell goes through an Executor (the host unless a sandbox
+//     executor is registered)
+//  6. observe:    the gate sees the result (so taint can label what was read)
+//
+// A refusal at any step stops the call there and says which step refused it and why.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/provider"
+	"github.com/lever-jail/lever/internal/lev/sandbox"
+	"github.com/lever-jail/lever/internal/lev/workfs"
+)
+
+// Steps, as recorded in a refusal.
+const (
+	StepOffer      = "offer"
+	StepPermission = "permission"
+	StepFence      = "fence"
+	StepGate       = "gate"
+	StepExecute    = "execute"
+)
+
+// Stage is what the pipeline knows about the running stage.
+type Stage struct {
+	Index   int // 0-based
+	Name    string
+	Dir     string // runs/<id>/stages/<n>/: the gate's taint_audit.json goes here
+	Tools   []string
+	Sandbox *sandbox.Config // the stage's [sandbox] over the agent's, nil when neither is set
+}
+
+// Offers reports whether tool is offered in the stage.
+func (s Stage) Offers(tool string) bool {
+	for _, t := range s.Tools {
+		if t == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// Call is one tool call as it moves through the steps; each step fills in its part.
+type Call struct {
+	ID    string
+	Tool  string
+	Args  json.RawMessage
+	Stage Stage
+
+	Spec             *Tool
+	Parsed           any                  // the decoded arguments (offer)
+	Permission       blueprint.Permission // the effective permission (permission)
+	PermissionSource string               // what set it, and any flag that lifted ask
+	Reads            []workfs.Access      // resolved reads (fence)
+	Writes           []workfs.Access      // resolved writes (fence)
+	Targets          []string             // network targets: URLs (offer)
+	Gate             *Decision            // the gate's decision (gate)
+}
+
+// Private reports whether the call reads through a granted read path (outside the
+// workdir): such content is Private for taint tracking.
+func (c *Call) Private() bool {
+	for _, a := range c.Reads {
+		if a.Outside {
+			return true
+		}
+	}
+	return false
+}
+
+// Result is what the model gets back, plus the record.
+type Result struct {
+	Content  string          `json:"content"`
+	IsError  bool            `json:"is_error,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"` // submit_output's payload
+	Refusal  *Refusal        `json:"refusal,omitempty"`
+	Duration time.Duration   `json:"duration_ns"`
+}
+
+// Refusal records which step refused a call and why.
+type Refusal struct {
+	Step string `json:"step"`
+	Code string `json:"code,omitempty"`
+	Msg  string `json:"message"`
+}
+
+func (r *Refusal) Error() string { return r.Msg }
+
+func refused(step, code, msg string) *Result {
+	return &Result{Content: msg, IsError: true, Refusal: &Refusal{Step: step, Code: code, Msg: msg}}
+}
+
+// Decision is a gate's answer.
+type Decision struct {
+	Allow  bool   `json:"allow"`
+	Reason string `json:"reason,omitempty"`
+	Source string `json:"source,omitempty"` // e.g. "PassThrough", "AutoBlock", "YoloAutoApprove"
+}
+
+// Gate is the taint gate hook (step 4). Check runs after the fence and before execution;
+// Observe runs after execution, also for failed calls.
+type Gate interface {
+	Check(ctx context.Context, c *Call) (Decision, error)
+	Observe(ctx context.Context, c *Call, r *Result)
+}
+
+// PassThrough is the default gate: everything passes, nothing is recorded.
+type PassThrough struct{}
+
+func (PassThrough) Check(context.Context, *Call) (Decision, error) {
+	return Decision{Allow: true, Source: "PassThrough"}, nil
+}
+func (PassThrough) Observe(context.Context, *Call, *Result) {}
+
+// Question is put to a person when a permission (or a gate) says ask.
+type Question struct {
+	Tool   string
+	Args   json.RawMessage
+	Reason string
+}
+
+// Asker answers questions; nil means nobody is there (a headless run).
+type Asker interface {
+	Ask(ctx context.Context, q Question) (bool, error)
+}
+
+// Pipeline runs tool calls for one run.
+type Pipeline struct {
+	FS    *workfs.FS
+	Perms *Permissions
+	Gate  Gate
+	Exec  Executor
+	Asker Asker
+	HTTP  *http.Client
+	// Env is the environment tools' child processes get.
+	Env []string
+}
+
+// Prepare runs steps 1 to 4. A non-nil Result is a refusal (or a bad request) to hand
+// back to the model as it is.
+func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) (*Call, *Result) {
+	c := &Call{ID: tc.ID, Tool: tc.Name, Args: tc.Args, Stage: st}
+	// 1. offer
+	spec := Lookup(tc.Name)
+	if spec == nil || !st.Offers(tc.Name) {
+		return c, refused(StepOffer, "not-offered", fmt.Sprintf("%s: refused: tool %q is not offered in stage %q", tc.Name, tc.Name, st.Name))
+	}
+	c.Spec = spec
+	parsed, err := spec.parse(tc.Args)
+	if err != nil {
+		return c, refused(StepOffer, "bad-arguments", fmt.Sprintf("%s: bad arguments: %v", tc.Name, err))
+	}
+	c.Parsed = parsed
+	if t, ok := parsed.(interface{ targets() []string }); ok {
+		c.Targets = t.targets()
+	}
+	// 2. permission
+	c.Permission, c.PermissionSource = p.Perms.For(tc.Name)
+	switch c.Permission {
+	case blueprint.Deny:
+		return c, refused(StepPermission, "denied", fmt.Sprintf("%s: refused: [tool_permissions] %s = \"deny\" (%s); no flag lifts a deny", tc.Name, tc.Name, c.PermissionSource))
+	case blueprint.Ask:
+		if p.Asker == nil {
+			return c, refused(StepPermission, "ask-headless", fmt.Sprintf("%s: refused: permission is \"ask\" (%s) and nobody is there to answer; allow it with --allow %s or --yolo, or set [tool_permissions] %s = \"allow\" in config.toml", tc.Name, c.PermissionSource, tc.Name, tc.Name))
+		}
+		ok, err := p.Asker.Ask(ctx, Question{Tool: tc.Name, Args: tc.Args, Reason: "permission is ask"})
+		if err != nil || !ok {
+			return c, refused(StepPermission, "ask-declined", fmt.Sprintf("%s: refused: permission is \"ask\" and the answer was no", tc.Name))
+		}
+		c.PermissionSource += ", approved when asked"
+	}
+	// 3. fence
+	if fp, ok := parsed.(interface {
+		paths() (reads, writes []string)
+	}); ok {
+		reads, writes := fp.paths()
+		for _, r := range reads {
+			a, err := p.FS.ResolveRead(tc.Name, r)
+			if err != nil {
+				return c, fenceRefusal(err)
+			}
+			c.Reads = append(c.Reads, a)
+		}
+		for _, w := range writes {
+			a, err := p.FS.ResolveWrite(tc.Name, w)
+			if err != nil {
+				return c, fenceRefusal(err)
+			}
+			c.Writes = append(c.Writes, a)
+		}
+	}
+	// 4. gate
+	gate := p.Gate
+	if gate == nil {
+		gate = PassThrough{}
+	}
+	d, err := gate.Check(ctx, c)
+	if err != nil {
+		d = Decision{Allow: false, Reason: err.Error(), Source: "GateError"}
+	}
+	c.Gate = &d
+	if !d.Allow {
+		return c, refused(StepGate, d.Source, fmt.Sprintf("%s: blocked by the taint gate: %s", tc.Name, d.Reason))
+	}
+	return c, nil
+}
+
+func fenceRefusal(err error) *Result {
+	var r *workfs.Refusal
+	if errors.As(err, &r) {
+		return refused(StepFence, r.Code, r.Msg)
+	}
+	// Not a refusal (a missing file, say): an ordinary tool error.
+	return &Result{Content: err.Error(), IsError: true}
+}
+
+// Handle runs a call through every step.
+func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (*Call, *Result) {
+	start := time.Now()
+	c, res := p.Prepare(ctx, st, tc)
+	if res == nil {
+		res = p.execute(ctx, c)
+		if p.Gate != nil {
+			p.Gate.Observe(ctx, c, res)
+		}
+	} else if res.Refusal != nil && res.Refusal.Step == StepGate && p.Gate != nil {
+		p.Gate.Observe(ctx, c, res)
+	}
+	res.Duration = time.Since(start)
+	return c, res
+}
+
+func (p *Pipeline) execute(ctx context.Context, c *Call) *Result {
+	res, err := c.Spec.run(ctx, p, c)
+	if err != nil {
+		var r *workfs.Refusal
+		if errors.As(err, &r) {
+			// The descriptor re-check caught a path that changed after the fence step.
+			return refused(StepFence, r.Code, r.Msg)
+		}
+		return &Result{Content: err.Error(), IsError: true}
+	}
+	return res
+}
+
+// env strips variables a tool's child process must never see.
+func scrubEnv(env []string, drop ...string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keep := true
+		for _, d := range drop {
+			if k == d {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// ScrubEnv is the environment for tool processes: os.Environ minus lev's token and the
+// provider key variable.
+func ScrubEnv(env []string, keyEnv string) []string {
+	drop := []string{"LEV_TOKEN"}
+	if keyEnv != "" {
+		drop = append(drop, keyEnv)
+	}
+	return scrubEnv(env, drop...)
+}
