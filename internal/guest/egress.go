@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/egress"
 )
 
@@ -269,4 +270,18 @@ func restoreName(tools Tools, step string) string {
 		}
 	}
 	return "restore"
+}
+
+// SpecFor is the egress spec lever.yaml asks for on a backend: its posture, the backend's
+// alias, manager.allow_ports; on Lima also the resolver's DNAT targets and SSH replies.
+func SpecFor(cfg *config.Config, alias string) EgressSpec {
+	s := EgressSpec{Posture: egress.Posture(cfg.Egress), Alias: alias, Ports: cfg.Manager.AllowPorts}
+	if s.Posture == "" {
+		s.Posture = egress.Open
+	}
+	if cfg.Backend == "lima" {
+		s.Lima = true
+		s.ReplyPorts = []int{22}
+	}
+	return s
 }
