@@ -1,2 +1,0 @@
-// Package lima is the lima backend (being built).
-package lima
