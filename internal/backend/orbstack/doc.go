@@ -1,2 +1,0 @@
-// Package orbstack is the orbstack backend (being built).
-package orbstack
