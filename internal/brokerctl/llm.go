@@ -18,7 +18,10 @@ var dropRequest = map[string]bool{
 	"Authorization": true, "Proxy-Authorization": true, "X-Api-Key": true, "Api-Key": true,
 	"Cookie": true, "Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Host": true,
-	"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
+	// The transport asks for gzip itself and decompresses, so the redactor always sees
+	// plain text and the body cap counts decoded bytes, as lev's does.
+	"Accept-Encoding": true,
+	"Forwarded":       true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
 }
 
 var dropResponse = map[string]bool{
@@ -86,7 +89,11 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		if dropResponse[k] || connectionListed(resp.Header, k) {
 			continue
 		}
-		w.Header()[k] = vs
+		masked := make([]string, len(vs))
+		for i, v := range vs {
+			masked[i] = strings.ReplaceAll(v, string(s.apiKey), strings.Repeat("*", len(s.apiKey)))
+		}
+		w.Header()[k] = masked
 	}
 	rec(r).Detail = "upstream " + strconv.Itoa(resp.StatusCode)
 	if isEventStream(resp.Header.Get("Content-Type")) {

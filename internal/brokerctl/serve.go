@@ -118,6 +118,9 @@ func newUpstreamTransport(roots *x509.CertPool) *http.Transport {
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 128
 	t.IdleConnTimeout = 90 * time.Second
+	// HTTP/2 to upstream would otherwise let each stream buffer up to 4 MiB that a slow jail
+	// client has not read yet; these windows keep per-request memory small.
+	t.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: 256 << 10, MaxReceiveBufferPerConnection: 8 << 20}
 	return t
 }
 
