@@ -1,12 +1,12 @@
-// Command lev is the agent runtime that runs inside the jail (placeholder until built).
+// Command lev is the agent runtime: lev serve, run, resume, ps, validate, policy.
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/lever-jail/lever/internal/lev/cli"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "lev: not built yet")
-	os.Exit(2)
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newResumeCmd() *cobra.Command {
+	var detach bool
+	cmd := &cobra.Command{
+		Use:   "resume <run>",
+		Short: "Resume a run that was refused or failed, under the config in force now",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig()
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			c, err := connect(ctx, cfg, true, cmd.ErrOrStderr())
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			rec, err := c.Resume(ctx, args[0])
+			if err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("resuming %s: %w", args[0], err)}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "lev: resumed run %s at stage %d\n", rec.ID, rec.Stage)
+			if detach {
+				return nil
+			}
+			return waitAndReport(ctx, c, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().BoolVar(&detach, "detach", false, "return without waiting")
+	return cmd
+}

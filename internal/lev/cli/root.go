@@ -1,0 +1,115 @@
+// Package cli holds lev's cobra commands, one file per command. Commands parse flags, load
+// config and hand over to the packages that do the work.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/daemon"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/version"
+)
+
+// ExitError carries an exit code out of a command.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// NewRoot builds lev's command tree.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "lev",
+		Short: "lev runs AI agents from blueprints; every tool call passes permissions, the read-path fence, the taint gate and the sandbox",
+		Long: `lev is the agent runtime. lev serve runs the daemon (HTTP API on loopback, bearer token
+required); lev run spawns a run on it, starting it if needed. State lives in $LEV_HOME
+(default ~/.leviath): config.toml, agents/, runs/.`,
+		Version:       version.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newServeCmd(), newRunCmd(), newResumeCmd(), newPsCmd(), newValidateCmd(), newPolicyCmd())
+	return root
+}
+
+// Main runs lev with args and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(stderr, "lev:", err)
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			return ee.Code
+		}
+		return 2
+	}
+	return 0
+}
+
+func loadConfig() (*levconfig.Config, error) {
+	return levconfig.Load(levconfig.Path())
+}
+
+func agentsDir() string {
+	if d := os.Getenv("LEV_AGENTS_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(levconfig.Home(), "agents")
+}
+
+func newClient(cfg *levconfig.Config, token string) *daemon.Client {
+	return &daemon.Client{Base: "http://" + cfg.Daemon.Listen, Token: token}
+}
+
+// connect returns a client for a running daemon; with start, it starts one if none answers.
+func connect(ctx context.Context, cfg *levconfig.Config, start bool, stderr io.Writer) (*daemon.Client, error) {
+	var token string
+	var err error
+	if start {
+		token, err = daemon.EnsureToken(cfg.TokenFile())
+	} else {
+		token, err = daemon.ReadToken(cfg.TokenFile())
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := newClient(cfg, token)
+	if err := c.Health(ctx); err == nil {
+		return c, nil
+	} else if !start {
+		return nil, fmt.Errorf("no lev daemon answers at %s (start one with lev serve): %w", cfg.Daemon.Listen, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logFile := filepath.Join(levconfig.Home(), "daemon.log")
+	fmt.Fprintf(stderr, "lev: starting the daemon on %s (log: %s)\n", cfg.Daemon.Listen, logFile)
+	if err := daemon.StartDetached(ctx, c, exe, []string{"serve"}, logFile); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+func quoteList(xs []string) string { return strings.Join(xs, ", ") }

@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/daemon"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/runner"
+)
+
+func newServeCmd() *cobra.Command {
+	var listen, tokenFile string
+	var allowRemote bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the lev daemon (HTTP API; loopback by default; bearer token required)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := log.New(cmd.ErrOrStderr(), "lev: ", log.LstdFlags|log.LUTC)
+			w, err := levconfig.NewWatcher(levconfig.Path(), logger.Printf)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			cfg := w.Current()
+			if listen == "" {
+				listen = cfg.Daemon.Listen
+			}
+			if tokenFile == "" {
+				tokenFile = cfg.TokenFile()
+			}
+			token, err := daemon.ReadToken(tokenFile)
+			if err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("refusing to start without a bearer token: %w", err)}
+			}
+			if err := daemon.CheckListen(listen, allowRemote); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			eng := &runner.Engine{
+				Store:     &runner.Store{Dir: filepath.Join(levconfig.Home(), "runs")},
+				AgentsDir: agentsDir(),
+				Config:    w.Current,
+				Home:      pipeline.UserHome(),
+				Log:       logger.Printf,
+			}
+			srv := &daemon.Server{Engine: eng, Watcher: w, Token: token, Log: logger.Printf}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			logger.Printf("serving on http://%s (config %s, runs %s, agents %s)", ln.Addr(), levconfig.Path(), eng.Store.Dir, eng.AgentsDir)
+			return srv.Serve(ctx, ln)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default [daemon] listen, else "+levconfig.DefaultListen+")")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file (default [daemon] token_file, else $LEV_HOME/token; LEV_TOKEN overrides)")
+	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback listen address (trusted networks only)")
+	return cmd
+}

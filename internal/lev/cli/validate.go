@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/readpaths"
+)
+
+func newValidateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate <agent>",
+		Short: "Check a blueprint against your config: errors, and which read paths are granted",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := loadConfig()
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			file, err := blueprint.Find(agentsDir(), args[0])
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			bp, err := blueprint.Load(file, pipeline.Known)
+			if err != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
+				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}
+			}
+			fmt.Fprint(cmd.OutOrStdout(), ValidateReport(bp, cfg))
+			return nil
+		},
+	}
+}
+
+// ValidateReport is lev validate's output for a valid blueprint: the spec's checks and
+// notes, comparing patterns (not paths on disk) against the config's grants.
+func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "✓ Blueprint '%s' is valid.\n", bp.Name)
+	fmt.Fprintf(&b, "  %s, version %s\n", plural(len(bp.Order), "stage"), bp.Version)
+	if len(bp.Declared) == 0 {
+		return b.String()
+	}
+	sts := readpaths.Resolve(bp.Name, bp.Declared, cfg.Grants)
+	var missing, parts []string
+	granted := 0
+	for _, s := range sts {
+		if s.Granted {
+			granted++
+			parts = append(parts, s.Entry.Raw+": granted")
+		} else {
+			missing = append(missing, s.Entry.Raw)
+			parts = append(parts, s.Entry.Raw+": NOT granted")
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(&b, "  WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]\n", quoteList(missing))
+		fmt.Fprintf(&b, "       add to your config.toml: %s\n", readpaths.GrantLine(bp.Name, missing))
+	}
+	fmt.Fprintf(&b, "  NOTE declares [read_paths] (reads outside the run workdir): %d declared, %d granted [read-paths-declared]\n", len(sts), granted)
+	fmt.Fprintf(&b, "       %s\n", strings.Join(parts, "; "))
+	return b.String()
+}

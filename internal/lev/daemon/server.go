@@ -1,0 +1,234 @@
+// Package daemon is lev serve: the HTTP API over the run engine, on loopback by default,
+// every route but /api/health behind a bearer token. It also has the client lev's other
+// commands use, and the logic that starts the daemon when it is not running.
+package daemon
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/capread"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/runner"
+)
+
+// Server serves the API.
+type Server struct {
+	Engine  *runner.Engine
+	Watcher *levconfig.Watcher
+	Token   string
+	Log     func(format string, args ...any)
+}
+
+// Handler is the API's routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	mux.HandleFunc("GET /api/agents", s.auth(s.list))
+	mux.HandleFunc("POST /api/agents", s.auth(s.spawn))
+	mux.HandleFunc("GET /api/agents/{id}", s.auth(s.get))
+	mux.HandleFunc("GET /api/agents/{id}/result", s.auth(s.result))
+	mux.HandleFunc("POST /api/agents/{id}/resume", s.auth(s.resume))
+	mux.HandleFunc("GET /api/config", s.auth(s.config))
+	return mux
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	want := []byte("Bearer " + s.Token)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if s.Token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lev"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "missing or wrong bearer token"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	recs, err := s.Engine.Store.List()
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, err)
+		return
+	}
+	if recs == nil {
+		recs = []*runner.Record{}
+	}
+	writeJSON(w, http.StatusOK, recs)
+}
+
+func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
+	var spec runner.Spec
+	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20), r.ContentLength, 1<<20, "request body", r.RemoteAddr)
+	if err == nil {
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&spec)
+	}
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad spawn request: %w", err))
+		return
+	}
+	rec, err := s.Engine.Start(r.Context(), spec)
+	if err != nil {
+		writeErr(w, http.StatusUnprocessableEntity, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, rec)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.Engine.Store.Load(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// Result is GET /api/agents/{id}/result.
+type Result struct {
+	ID     string          `json:"id"`
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+func (s *Server) result(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.Engine.Store.Load(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, statusOf(err), err)
+		return
+	}
+	res := Result{ID: rec.ID, Status: rec.Status, Output: rec.Result, Error: rec.Error}
+	code := http.StatusOK
+	if rec.Status != runner.StatusCompleted {
+		code = http.StatusConflict
+		if res.Error == "" {
+			res.Error = "run is " + rec.Status + "; no result yet"
+		}
+	}
+	writeJSON(w, code, res)
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	// Pick up a config edited a moment ago without waiting for the next poll.
+	if s.Watcher != nil {
+		s.Watcher.Check()
+	}
+	rec, err := s.Engine.Resume(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeErr(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) config(w http.ResponseWriter, r *http.Request) {
+	out := map[string]any{}
+	if s.Watcher != nil {
+		c := s.Watcher.Current()
+		out["file"] = c.File
+		if err := s.Watcher.LastError(); err != nil {
+			out["last_reload_error"] = err.Error()
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func statusOf(err error) int {
+	if errors.Is(err, runner.ErrNotFound) {
+		return http.StatusNotFound
+	}
+	return http.StatusConflict
+}
+
+func writeErr(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]any{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// CheckListen refuses a non-loopback address unless allowed: lev serve runs LLM-driven
+// tools and is for a trusted network only.
+func CheckListen(addr string, allowRemote bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if allowRemote {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("listen address %q is not loopback; lev serve runs LLM-driven tools, so it listens on loopback unless you pass --allow-remote", addr)
+	}
+	return nil
+}
+
+// ReadToken returns LEV_TOKEN, else the token file's content. The file must not be
+// readable by group or others.
+func ReadToken(file string) (string, error) {
+	if t := strings.TrimSpace(os.Getenv("LEV_TOKEN")); t != "" {
+		return t, nil
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return "", fmt.Errorf("no bearer token: set LEV_TOKEN or write one to %s (%v)", file, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("token file %s is mode %v; it must be readable by its owner only (chmod 600)", file, st.Mode().Perm())
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(data))
+	if len(t) < 16 {
+		return "", fmt.Errorf("token in %s is shorter than 16 characters", file)
+	}
+	return t, nil
+}
+
+// Serve runs the API on ln until ctx ends, reloading config.toml on change.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.Token == "" {
+		return errors.New("refusing to serve without a bearer token")
+	}
+	if s.Watcher != nil {
+		go s.Watcher.Run(ctx, 500*time.Millisecond)
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	err := srv.Serve(ln)
+	s.Engine.Stop()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

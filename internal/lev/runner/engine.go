@@ -1,0 +1,435 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/provider"
+	"github.com/lever-jail/lever/internal/lev/sandbox"
+	"github.com/lever-jail/lever/internal/lev/workfs"
+)
+
+// Spec asks for a run.
+type Spec struct {
+	Agent   string   `json:"agent"`
+	Workdir string   `json:"workdir"`
+	Yolo    bool     `json:"yolo,omitempty"`
+	Allow   []string `json:"allow,omitempty"`
+	Input   string   `json:"input,omitempty"`
+}
+
+// Engine spawns and drives runs.
+type Engine struct {
+	Store     *Store
+	AgentsDir string
+	// Config returns the config in force (the daemon's watcher reloads it on change).
+	Config func() *levconfig.Config
+	// NewProvider builds the model client; default provider.New.
+	NewProvider func(levconfig.Provider) (provider.Provider, error)
+	// Home is the real home "~/" read-path entries resolve against.
+	Home  string
+	Asker pipeline.Asker
+	Log   func(format string, args ...any)
+
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	active map[string]context.CancelFunc
+}
+
+func (e *Engine) logf(format string, args ...any) {
+	if e.Log != nil {
+		e.Log(format, args...)
+	}
+}
+
+// run is one spawned run's live state.
+type run struct {
+	rec   *Record
+	bp    *blueprint.Blueprint
+	cfg   *levconfig.Config
+	pipe  *pipeline.Pipeline
+	prov  provider.Provider
+	model string
+	exec  pipeline.Executor
+	seeds string
+}
+
+// Start checks and spawns a run, returning once it is running (or failed to spawn).
+func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
+	if spec.Workdir == "" {
+		return nil, errors.New("workdir is required")
+	}
+	rec := &Record{ID: NewID(), Agent: spec.Agent, Workdir: spec.Workdir, Input: spec.Input,
+		Yolo: spec.Yolo, Allow: spec.Allow, Status: StatusRunning, Created: time.Now().UTC()}
+	r, err := e.prepare(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.seed(ctx, r); err != nil {
+		pipeline.Close(r.exec)
+		return nil, err
+	}
+	for _, st := range r.bp.Order {
+		rec.Stages = append(rec.Stages, StageRecord{Name: st.Name, Status: "pending"})
+	}
+	if err := e.Store.Save(rec); err != nil {
+		pipeline.Close(r.exec)
+		return nil, fmt.Errorf("recording run: %w", err)
+	}
+	e.spawn(r)
+	return rec, nil
+}
+
+// Resume continues a run that is not completed, with the config in force now: a grant
+// added since the refusal applies to the refused call, which runs first.
+func (e *Engine) Resume(ctx context.Context, id string) (*Record, error) {
+	rec, err := e.Store.Load(id)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	_, busy := e.active[id]
+	e.mu.Unlock()
+	if busy {
+		return nil, fmt.Errorf("run %s is still running", id)
+	}
+	if rec.Status == StatusCompleted {
+		return nil, fmt.Errorf("run %s is completed; nothing to resume", id)
+	}
+	r, err := e.prepare(rec)
+	if err != nil {
+		return nil, err
+	}
+	rec.Status, rec.Error, rec.Refusal = StatusRunning, "", nil
+	rec.Resumes++
+	if err := e.Store.Save(rec); err != nil {
+		pipeline.Close(r.exec)
+		return nil, err
+	}
+	e.spawn(r)
+	return rec, nil
+}
+
+// prepare loads the blueprint and config and builds the pipeline: everything that can
+// fail before the run starts.
+func (e *Engine) prepare(rec *Record) (*run, error) {
+	cfg := e.Config()
+	file, err := blueprint.Find(e.AgentsDir, rec.Agent)
+	if err != nil {
+		return nil, err
+	}
+	bp, err := blueprint.Load(file, pipeline.Known)
+	if err != nil {
+		return nil, err
+	}
+	rec.Blueprint, rec.Version, rec.Agent = file, bp.Version, bp.Name
+	fsys, _, err := pipeline.BuildFS(bp, cfg, rec.Workdir, e.Home)
+	if err != nil {
+		return nil, err
+	}
+	rec.Workdir = fsys.Workdir
+	allow := map[string]bool{}
+	for _, t := range rec.Allow {
+		allow[t] = true
+	}
+	env := &pipeline.RunEnv{RunID: rec.ID, Agent: bp.Name, Workdir: fsys.Workdir, RunDir: e.Store.RunDir(rec.ID),
+		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: e.Asker, Log: e.Log}
+	gate, err := pipeline.NewGate(env)
+	if err != nil {
+		return nil, fmt.Errorf("taint gate: %w", err)
+	}
+	exec, err := pipeline.NewExecutor(env)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	newProv := e.NewProvider
+	if newProv == nil {
+		newProv = provider.New
+	}
+	prov, err := newProv(cfg.Provider)
+	if err != nil {
+		pipeline.Close(exec)
+		return nil, err
+	}
+	httpc, err := provider.NewHTTPClient(provider.TLSFiles{}, 60*time.Second)
+	if err != nil {
+		pipeline.Close(exec)
+		return nil, err
+	}
+	model := bp.Model
+	if model == "" {
+		model = cfg.Provider.Model
+	}
+	p := &pipeline.Pipeline{
+		FS:    fsys,
+		Perms: &pipeline.Permissions{User: cfg.Perms, Blueprint: bp.Perms, Yolo: rec.Yolo, Allow: allow},
+		Gate:  gate, Exec: exec, Asker: e.Asker, HTTP: httpc,
+		Env: pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv),
+	}
+	return &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec}, nil
+}
+
+func (e *Engine) spawn(r *run) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.mu.Lock()
+	if e.active == nil {
+		e.active = map[string]context.CancelFunc{}
+	}
+	e.active[r.rec.ID] = cancel
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer cancel()
+		defer pipeline.Close(r.exec)
+		defer func() {
+			e.mu.Lock()
+			delete(e.active, r.rec.ID)
+			e.mu.Unlock()
+		}()
+		e.drive(ctx, r)
+	}()
+}
+
+// Active lists the ids of runs in progress.
+func (e *Engine) Active() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ids []string
+	for id := range e.active {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Wait waits for every spawned run to end.
+func (e *Engine) Wait() { e.wg.Wait() }
+
+// Stop cancels every active run and waits.
+func (e *Engine) Stop() {
+	e.mu.Lock()
+	for _, c := range e.active {
+		c()
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+// stageState is stage.json plus the conversation.
+type stageState struct {
+	rec      *StageRecord
+	dir      string
+	messages []provider.Message
+}
+
+func (e *Engine) drive(ctx context.Context, r *run) {
+	rec := r.rec
+	fail := func(status, msg string, ref *pipeline.Refusal) {
+		rec.Status, rec.Error, rec.Refusal = status, msg, ref
+		if err := e.Store.Save(rec); err != nil {
+			e.logf("run %s: recording: %v", rec.ID, err)
+		}
+		e.logf("run %s: %s: %s", rec.ID, status, msg)
+	}
+	if len(rec.Stages) != len(r.bp.Order) {
+		fail(StatusFailed, fmt.Sprintf("blueprint %s now has %d stages, the run has %d; cannot resume", r.bp.Name, len(r.bp.Order), len(rec.Stages)), nil)
+		return
+	}
+	var prev json.RawMessage
+	for i := range rec.Stages {
+		sr := &rec.Stages[i]
+		if sr.Status == "completed" {
+			prev = sr.Output
+			continue
+		}
+		rec.Stage = i
+		st := r.bp.Order[i]
+		ss := &stageState{rec: sr, dir: e.Store.StageDir(rec.ID, i)}
+		if err := os.MkdirAll(ss.dir, 0o700); err != nil {
+			fail(StatusFailed, err.Error(), nil)
+			return
+		}
+		if sr.Status == "pending" {
+			ss.messages = []provider.Message{{Role: "user", Content: r.firstMessage(i, st, prev)}}
+		} else if err := readJSON(filepath.Join(ss.dir, "messages.json"), &ss.messages); err != nil {
+			fail(StatusFailed, fmt.Sprintf("stage %s: reading its conversation: %v", st.Name, err), nil)
+			return
+		}
+		sr.Status = "running"
+		e.Store.Save(rec)
+		status, msg, ref := e.stage(ctx, r, i, st, ss)
+		sr.Status = status
+		writeJSON(filepath.Join(ss.dir, "stage.json"), sr)
+		writeJSON(filepath.Join(ss.dir, "messages.json"), ss.messages)
+		if status != "completed" {
+			fail(status, msg, ref)
+			return
+		}
+		prev = sr.Output
+	}
+	rec.Status = StatusCompleted
+	rec.Result = prev
+	rec.Stage = len(rec.Stages) - 1
+	writeJSON(filepath.Join(e.Store.RunDir(rec.ID), "result.json"), map[string]any{"id": rec.ID, "agent": rec.Agent, "output": prev})
+	if err := e.Store.Save(rec); err != nil {
+		e.logf("run %s: recording: %v", rec.ID, err)
+	}
+	e.logf("run %s: completed", rec.ID)
+}
+
+func (r *run) firstMessage(i int, st *blueprint.Stage, prev json.RawMessage) string {
+	var b strings.Builder
+	b.WriteString(st.Prompt)
+	if i == 0 {
+		if r.rec.Input != "" {
+			b.WriteString("\n\nTask:\n" + r.rec.Input)
+		}
+		b.WriteString(r.seeds)
+	} else if prev != nil {
+		b.WriteString("\n\nOutput of the previous stage:\n" + string(prev))
+	}
+	return b.String()
+}
+
+// stage drives one stage: model turn, tool calls, until submit_output, a plain answer, or
+// the turn limit.
+func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, ss *stageState) (string, string, *pipeline.Refusal) {
+	pst := pipeline.Stage{Index: i, Name: st.Name, Dir: ss.dir, Tools: st.Tools, Sandbox: mergeSandbox(r.bp.Sandbox, st.Sandbox)}
+	save := func() {
+		writeJSON(filepath.Join(ss.dir, "messages.json"), ss.messages)
+		writeJSON(filepath.Join(ss.dir, "stage.json"), ss.rec)
+	}
+	// Calls left over from a refused turn run first, under the config in force now.
+	if pending := ss.rec.Pending; len(pending) > 0 {
+		ss.rec.Pending = nil
+		if status, msg, ref, done := e.calls(ctx, r, pst, ss, pending); done {
+			save()
+			return status, msg, ref
+		}
+	}
+	for ss.rec.Turns < st.MaxTurns {
+		if err := ctx.Err(); err != nil {
+			return StatusFailed, "cancelled", nil
+		}
+		resp, err := r.prov.Complete(ctx, &provider.Request{Model: r.model, System: r.bp.SystemPrompt, Messages: ss.messages,
+			Tools: pipeline.Specs(st.Tools), MaxTokens: r.cfg.Provider.MaxTokens, Stage: st.Name})
+		ss.rec.Turns++
+		if err != nil {
+			save()
+			return StatusFailed, fmt.Sprintf("stage %s: model: %v", st.Name, err), nil
+		}
+		ss.messages = append(ss.messages, provider.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
+		if len(resp.ToolCalls) == 0 {
+			out, _ := json.Marshal(resp.Text)
+			ss.rec.Output = out
+			save()
+			return "completed", "", nil
+		}
+		if status, msg, ref, done := e.calls(ctx, r, pst, ss, resp.ToolCalls); done {
+			save()
+			return status, msg, ref
+		}
+		save()
+	}
+	return StatusFailed, fmt.Sprintf("stage %s: no output after %d turns", st.Name, st.MaxTurns), nil
+}
+
+// calls runs a turn's tool calls in order. done is set when the stage ends: output
+// submitted, or a refusal a grant would lift (the rest wait in Pending for lev resume).
+func (e *Engine) calls(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, calls []provider.ToolCall) (status, msg string, ref *pipeline.Refusal, done bool) {
+	for k, tc := range calls {
+		c, res := r.pipe.Handle(ctx, pst, tc)
+		ss.rec.ToolCalls++
+		e.record(ss, c, res)
+		if res.Refusal != nil && res.Refusal.Code == workfs.CodeNotGranted {
+			ss.rec.Pending = append([]provider.ToolCall(nil), calls[k:]...)
+			return StatusRefused, res.Refusal.Msg + " (then: lev resume " + r.rec.ID + ")", res.Refusal, true
+		}
+		ss.messages = append(ss.messages, provider.Message{Role: "tool", ToolCallID: tc.ID, Name: tc.Name, Content: res.Content, IsError: res.IsError})
+		if tc.Name == "submit_output" && res.Output != nil {
+			ss.rec.Output = res.Output
+			return "completed", "", nil, true
+		}
+	}
+	return "", "", nil, false
+}
+
+// callRecord is one tool_calls.jsonl line.
+type callRecord struct {
+	Time             time.Time          `json:"time"`
+	ID               string             `json:"id"`
+	Tool             string             `json:"tool"`
+	Args             json.RawMessage    `json:"args"`
+	Permission       string             `json:"permission,omitempty"`
+	PermissionSource string             `json:"permission_source,omitempty"`
+	Reads            []workfs.Access    `json:"reads,omitempty"`
+	Writes           []workfs.Access    `json:"writes,omitempty"`
+	Targets          []string           `json:"targets,omitempty"`
+	Gate             *pipeline.Decision `json:"gate,omitempty"`
+	Refusal          *pipeline.Refusal  `json:"refusal,omitempty"`
+	IsError          bool               `json:"is_error,omitempty"`
+	Result           string             `json:"result"`
+	DurationMS       float64            `json:"duration_ms"`
+}
+
+func (e *Engine) record(ss *stageState, c *pipeline.Call, res *pipeline.Result) {
+	out := res.Content
+	if len(out) > 4096 {
+		out = out[:4096] + "…"
+	}
+	args := c.Args
+	if !json.Valid(args) {
+		args, _ = json.Marshal(string(args))
+	}
+	cr := callRecord{Time: time.Now().UTC(), ID: c.ID, Tool: c.Tool, Args: args, Permission: string(c.Permission),
+		PermissionSource: c.PermissionSource, Reads: c.Reads, Writes: c.Writes, Targets: c.Targets, Gate: c.Gate,
+		Refusal: res.Refusal, IsError: res.IsError, Result: out, DurationMS: float64(res.Duration.Microseconds()) / 1000}
+	if err := appendJSONL(filepath.Join(ss.dir, "tool_calls.jsonl"), cr); err != nil {
+		e.logf("recording tool call: %v", err)
+	}
+}
+
+// mergeSandbox lays a stage's [sandbox] keys over the agent's.
+func mergeSandbox(agent, stage *sandbox.Config) *sandbox.Config {
+	if agent == nil && stage == nil {
+		return nil
+	}
+	m := sandbox.Config{}
+	for _, c := range []*sandbox.Config{agent, stage} {
+		if c == nil {
+			continue
+		}
+		if c.Kind != "" {
+			m.Kind = c.Kind
+		}
+		if c.Engine != "" {
+			m.Engine = c.Engine
+		}
+		if c.Image != "" {
+			m.Image = c.Image
+		}
+		if c.Network != nil {
+			m.Network = c.Network
+		}
+		if c.Mount != "" || len(c.Mounts) > 0 {
+			m.Mount, m.Mounts = c.Mount, c.Mounts
+		}
+		if c.Persist != nil {
+			m.Persist = c.Persist
+		}
+		if c.OnUnavailable != "" {
+			m.OnUnavailable = c.OnUnavailable
+		}
+	}
+	return &m
+}

@@ -1,0 +1,190 @@
+// Package runner runs agents: it spawns a run from a blueprint and the current config,
+// drives the model through the blueprint's stages with every tool call going through the
+// pipeline, and records everything under runs/<id>/.
+//
+// On disk:
+//
+//	runs/<id>/run.json                  the record: status, stages, result
+//	runs/<id>/result.json               the final output, once completed
+//	runs/<id>/stages/<n>/stage.json     stage n (0-based): status, output, pending calls
+//	runs/<id>/stages/<n>/messages.json  the stage's conversation so far
+//	runs/<id>/stages/<n>/tool_calls.jsonl  one line per tool call, with its pipeline trail
+//	runs/<id>/stages/<n>/taint_audit.json  written by the taint gate (issue 6), if any
+package runner
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/provider"
+)
+
+// Run statuses.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+	// StatusRefused: stopped on a read a config grant would allow; lev resume picks the
+	// grant up once it is in config.toml.
+	StatusRefused = "refused"
+)
+
+// Record is run.json.
+type Record struct {
+	ID        string            `json:"id"`
+	Agent     string            `json:"agent"`
+	Blueprint string            `json:"blueprint"`
+	Version   string            `json:"version"`
+	Workdir   string            `json:"workdir"`
+	Input     string            `json:"input,omitempty"`
+	Yolo      bool              `json:"yolo,omitempty"`
+	Allow     []string          `json:"allow,omitempty"`
+	Status    string            `json:"status"`
+	Error     string            `json:"error,omitempty"`
+	Refusal   *pipeline.Refusal `json:"refusal,omitempty"`
+	Stage     int               `json:"stage"` // the current (or last) stage
+	Stages    []StageRecord     `json:"stages"`
+	Seeds     []SeedRecord      `json:"seeds,omitempty"`
+	Resumes   int               `json:"resumes,omitempty"`
+	Created   time.Time         `json:"created"`
+	Updated   time.Time         `json:"updated"`
+	Result    json.RawMessage   `json:"result,omitempty"`
+}
+
+// StageRecord is one stage's summary in run.json (and its stage.json).
+type StageRecord struct {
+	Name      string              `json:"name"`
+	Status    string              `json:"status"` // pending | running | completed | failed | refused
+	Turns     int                 `json:"turns"`
+	ToolCalls int                 `json:"tool_calls"`
+	Output    json.RawMessage     `json:"output,omitempty"`
+	Pending   []provider.ToolCall `json:"pending,omitempty"` // calls still to run on resume
+}
+
+// SeedRecord notes what a seed read.
+type SeedRecord struct {
+	Kind    string `json:"kind"`
+	Path    string `json:"path"`
+	Real    string `json:"real"`
+	Outside bool   `json:"outside,omitempty"`
+	Bytes   int    `json:"bytes"`
+}
+
+// Store is the runs directory.
+type Store struct {
+	Dir string
+	mu  sync.Mutex
+}
+
+var idRe = regexp.MustCompile(`^r-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$`)
+
+// NewID makes a sortable, unguessable-enough run id.
+func NewID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	return "r-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// RunDir is runs/<id>/.
+func (s *Store) RunDir(id string) string { return filepath.Join(s.Dir, id) }
+
+// StageDir is runs/<id>/stages/<n>/.
+func (s *Store) StageDir(id string, n int) string {
+	return filepath.Join(s.Dir, id, "stages", fmt.Sprint(n))
+}
+
+// ErrNotFound is an unknown run.
+var ErrNotFound = errors.New("no such run")
+
+// Load reads run.json.
+func (s *Store) Load(id string) (*Record, error) {
+	if !idRe.MatchString(id) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	data, err := os.ReadFile(filepath.Join(s.RunDir(id), "run.json"))
+	if os.IsNotExist(err) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &Record{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// Save writes run.json atomically.
+func (s *Store) Save(r *Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Updated = time.Now().UTC()
+	return writeJSON(filepath.Join(s.RunDir(r.ID), "run.json"), r)
+}
+
+// List returns every run, newest first.
+func (s *Store) List() ([]*Record, error) {
+	ents, err := os.ReadDir(s.Dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*Record
+	for _, e := range ents {
+		if r, err := s.Load(e.Name()); err == nil {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	return out, nil
+}
+
+func writeJSON(p string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+func readJSON(p string, v any) error {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+func appendJSONL(p string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.Write(append(data, '\n'))
+	return err
+}
