@@ -14,6 +14,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
@@ -62,19 +63,34 @@ type Policy struct {
 var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true, "http_request": true}
 
 // DefaultPath is the policy file lev uses when no --policy is given: $LEV_POLICY, else
-// $LEV_HOME/policy.toml, else ~/.lev/policy.toml.
+// config.toml's [security] policy_file, else <lev home>/policy.toml (~/.leviath, or
+// $LEV_HOME).
 func DefaultPath() string {
 	if p := os.Getenv("LEV_POLICY"); p != "" {
 		return p
 	}
-	if h := os.Getenv("LEV_HOME"); h != "" {
-		return filepath.Join(h, "policy.toml")
-	}
-	home, err := os.UserHomeDir()
+	cfg, err := levconfig.Load(levconfig.Path())
 	if err != nil {
-		return "policy.toml"
+		cfg = nil
 	}
-	return filepath.Join(home, ".lev", "policy.toml")
+	return PathFor(cfg)
+}
+
+// PathFor is the policy file for a loaded config: [security] policy_file (relative to the
+// config file's directory), else <lev home>/policy.toml.
+func PathFor(cfg *levconfig.Config) string {
+	if cfg != nil && cfg.Security.PolicyFile != "" {
+		p := cfg.Security.PolicyFile
+		if strings.HasPrefix(p, "~/") {
+			if h, err := os.UserHomeDir(); err == nil {
+				p = filepath.Join(h, p[2:])
+			}
+		} else if !filepath.IsAbs(p) && cfg.File != "" {
+			p = filepath.Join(filepath.Dir(cfg.File), p)
+		}
+		return p
+	}
+	return filepath.Join(levconfig.Home(), "policy.toml")
 }
 
 // Load reads and validates the policy file at path. A missing file is the empty policy
@@ -299,4 +315,42 @@ func Encode(f File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+var strictness = map[taint.Verdict]int{taint.VerdictAllow: 0, taint.VerdictAsk: 1, taint.VerdictDeny: 2}
+
+// ParseVerdict reads allow, ask or deny.
+func ParseVerdict(s string) (taint.Verdict, error) {
+	v := taint.Verdict(strings.ToLower(strings.TrimSpace(s)))
+	if _, ok := strictness[v]; !ok {
+		return "", fmt.Errorf("%q is not allow, ask or deny", s)
+	}
+	return v, nil
+}
+
+// Default is the verdict when no entry or rule decides.
+func (p *Policy) Default() taint.Verdict { return p.def }
+
+// WithSettings returns a copy with the user's [taint_tracking] settings from config.toml
+// applied: on_violation replaces the file's default, clearances classify tools. The user
+// owns both, so they may loosen as well as tighten.
+func (p *Policy) WithSettings(onViolation taint.Verdict, clearances map[string]taint.Level) *Policy {
+	q := *p
+	if onViolation != "" {
+		q.def = onViolation
+	}
+	q.table = p.table.With(clearances, false)
+	return &q
+}
+
+// Tighten returns a copy a blueprint's [taint_tracking] made stricter: the default verdict
+// becomes onViolation only if that is stricter (allow < ask < deny), and a clearance only
+// ever goes down.
+func (p *Policy) Tighten(onViolation taint.Verdict, clearances map[string]taint.Level) *Policy {
+	q := *p
+	if onViolation != "" && strictness[onViolation] > strictness[q.def] {
+		q.def = onViolation
+	}
+	q.table = p.table.With(clearances, true)
+	return &q
 }

@@ -263,3 +263,63 @@ func TestCommands(t *testing.T) {
 		t.Error("add without --max-sensitivity accepted")
 	}
 }
+
+func TestSettingsAndTighten(t *testing.T) {
+	p := mustParse(t, "")
+	req := func(p *Policy, tool string, l taint.Level) taint.Request {
+		return taint.Request{Tool: tool, Taint: l, Class: p.Table().Classify(tool)}
+	}
+	// The user's on_violation replaces the default, in either direction.
+	if d := p.WithSettings(taint.VerdictAllow, nil).Decide(req(p, "shell", taint.Private)); d.Verdict != taint.VerdictAllow {
+		t.Errorf("user allow: %+v", d)
+	}
+	// A blueprint can only make it stricter.
+	allowing := p.WithSettings(taint.VerdictAllow, nil)
+	if d := allowing.Tighten(taint.VerdictDeny, nil).Decide(req(p, "shell", taint.Private)); d.Verdict != taint.VerdictDeny {
+		t.Errorf("blueprint deny over user allow: %+v", d)
+	}
+	denying := p.WithSettings(taint.VerdictDeny, nil)
+	if d := denying.Tighten(taint.VerdictAllow, nil).Decide(req(p, "shell", taint.Private)); d.Verdict != taint.VerdictDeny {
+		t.Errorf("blueprint allow loosened user deny: %+v", d)
+	}
+	// Clearances: the user sets, the blueprint only lowers.
+	u := p.WithSettings("", map[string]taint.Level{"http_post": taint.Private, "mcp__x": taint.Internal})
+	if c := u.Table().Classify("http_post"); c.Clearance != taint.Private {
+		t.Errorf("user clearance: %+v", c)
+	}
+	if c := u.Table().Classify("mcp__x"); !c.Outbound || !c.Known || c.Clearance != taint.Internal {
+		t.Errorf("user classifies mcp tool: %+v", c)
+	}
+	b := u.Tighten("", map[string]taint.Level{"http_post": taint.Public, "mcp__x": taint.Private, "read_file": taint.Public, "mcp__y": taint.Private})
+	for tool, want := range map[string]taint.Class{
+		"http_post": {Outbound: true, Clearance: taint.Public, Known: true},
+		"mcp__x":    {Outbound: true, Clearance: taint.Internal, Known: true},
+		"read_file": {Known: true},
+		"mcp__y":    {Outbound: true, Clearance: taint.Public, Known: false},
+	} {
+		if c := b.Table().Classify(tool); c != want {
+			t.Errorf("tightened %s = %+v, want %+v", tool, c, want)
+		}
+	}
+	if _, err := ParseVerdict("maybe"); err == nil {
+		t.Error("ParseVerdict accepted maybe")
+	}
+}
+
+func TestPathFor(t *testing.T) {
+	t.Setenv("LEV_HOME", "/lvtsbx-home")
+	if got := PathFor(nil); got != "/lvtsbx-home/policy.toml" {
+		t.Errorf("no config: %s", got)
+	}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "config.toml")
+	os.WriteFile(cfgFile, []byte("[security]\npolicy_file = \"pol.toml\"\n"), 0o600)
+	t.Setenv("LEV_CONFIG", cfgFile)
+	if got := DefaultPath(); got != filepath.Join(dir, "pol.toml") {
+		t.Errorf("from config: %s", got)
+	}
+	t.Setenv("LEV_POLICY", "/x/p.toml")
+	if got := DefaultPath(); got != "/x/p.toml" {
+		t.Errorf("env: %s", got)
+	}
+}

@@ -85,6 +85,29 @@ func NewTable(overrides map[string]Class) *Table {
 	return t
 }
 
+// With returns a copy with clearances set. With onlyLower, a clearance can only go down,
+// and a tool that is not outbound stays so (a blueprint tightening the user's table); an
+// unclassified tool named here becomes outbound with that clearance (never above its
+// fail-closed Public when onlyLower).
+func (t *Table) With(clearances map[string]Level, onlyLower bool) *Table {
+	n := &Table{classes: make(map[string]Class, len(t.classes)+len(clearances))}
+	for k, v := range t.classes {
+		n.classes[k] = v
+	}
+	for tool, l := range clearances {
+		c := t.Classify(tool)
+		if onlyLower {
+			if c.Outbound && l < c.Clearance {
+				c.Clearance = l
+			}
+		} else {
+			c.Outbound, c.Clearance, c.Known = true, l, true
+		}
+		n.classes[tool] = c
+	}
+	return n
+}
+
 // Classify returns the class of tool. An unrecognised tool fails closed: outbound, Public
 // clearance, Known false.
 func (t *Table) Classify(tool string) Class {
