@@ -41,7 +41,7 @@ func (l *logBuf) String() string {
 }
 
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	root     string // parent of state dir; the key file lives here, outside state
 	state    string
 	keyFile  string
@@ -66,7 +66,7 @@ func (s *seenHeaders) add(r *http.Request) {
 	s.xkey = append(s.xkey, r.Header.Values("X-Api-Key")...)
 }
 
-func writeKey(t *testing.T, dir string) string {
+func writeKey(t testing.TB, dir string) string {
 	t.Helper()
 	p := filepath.Join(dir, "api.key")
 	if err := os.WriteFile(p, []byte(testKey+"\n"), 0o600); err != nil {
@@ -77,7 +77,7 @@ func writeKey(t *testing.T, dir string) string {
 
 // newHarness starts a broker on 127.0.0.1:0 whose certificate names 127.0.0.1 (the IP the
 // test dials, as an agent dials the alias IP) in front of upstream (nil: a default fake).
-func newHarness(t *testing.T, upstream http.Handler, edit func(*Options)) *harness {
+func newHarness(t testing.TB, upstream http.Handler, edit func(*Options)) *harness {
 	t.Helper()
 	h := &harness{t: t, root: t.TempDir(), log: &logBuf{}, seen: &seenHeaders{}}
 	h.state = filepath.Join(h.root, "state")
@@ -142,7 +142,7 @@ func fakeUpstream() http.Handler {
 
 // issueClient mints a client certificate directly from the CA at dir (a second handle, so
 // its clock can be moved without touching the server's).
-func issueClient(t *testing.T, caDirPath, agent string, now time.Time, ttl time.Duration) tls.Certificate {
+func issueClient(t testing.TB, caDirPath, agent string, now time.Time, ttl time.Duration) tls.Certificate {
 	t.Helper()
 	c, err := ca.Load(caDirPath)
 	if err != nil {
@@ -199,7 +199,7 @@ func get(c *http.Client, method, url, body string) (int, string, error) {
 }
 
 // grepTree fails the test for every file under dir (except skip) that contains needle.
-func grepTree(t *testing.T, dir, needle string, skip ...string) int {
+func grepTree(t testing.TB, dir, needle string, skip ...string) int {
 	t.Helper()
 	n := 0
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {

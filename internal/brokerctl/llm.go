@@ -138,8 +138,9 @@ func connectionListed(h http.Header, key string) bool {
 }
 
 // streamSSE forwards an event stream one complete frame (event) at a time, flushing after
-// each, so the client sees tokens as they come. A frame larger than MaxFrame is never
-// forwarded: the client gets an error event naming the cap and the stream ends.
+// each unless the next one is already buffered, so the client sees tokens as they come. A
+// frame larger than MaxFrame is never forwarded: the client gets an error event naming
+// the cap and the stream ends.
 func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reader) {
 	rc := http.NewResponseController(w)
 	br := bufio.NewReaderSize(body, 32<<10)
@@ -156,7 +157,13 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 		} else {
 			frame.Reset()
 		}
-		return rc.Flush()
+		// Flush whenever the next read could block: every frame reaches the client as soon
+		// as no more upstream data is at hand, and frames that arrived together share one
+		// TLS record and syscall.
+		if br.Buffered() == 0 {
+			return rc.Flush()
+		}
+		return nil
 	}
 	for {
 		line, err := br.ReadSlice('\n')
