@@ -49,6 +49,12 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
+			// The pid file lets scripts (and tests) stop a daemon that lev run started.
+			pidFile := filepath.Join(levconfig.Home(), "daemon.pid")
+			if err := os.MkdirAll(levconfig.Home(), 0o700); err == nil {
+				os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600)
+				defer os.Remove(pidFile)
+			}
 			eng := &runner.Engine{
 				Store:     &runner.Store{Dir: filepath.Join(levconfig.Home(), "runs")},
 				AgentsDir: agentsDir(),
