@@ -245,6 +245,9 @@ func Serve(ctx context.Context, opts Options) error {
 		s.audit.Close()
 		return err
 	}
+	if len(opts.SANIPs) == 0 {
+		opts.Logf("broker: warning: no IP SAN ($%s unset): agents that cannot resolve %v (closed egress drops DNS) will fail TLS", EnvAliasIP, opts.SANNames)
+	}
 	opts.Logf("broker: listening on %s (admin %s), server certificate valid until %s", s.JailAddr(), s.AdminAddr(), s.Certs.Current().Leaf.NotAfter.UTC().Format(time.RFC3339))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
