@@ -56,7 +56,9 @@ func TestDriftNamesEveryWidening(t *testing.T) {
 		{"containerd system on", func(r *Realized) { r.Containerd.System = ptr(true) }, []string{"containerd.system: true"}},
 		{"agent forwarding", func(r *Realized) { r.SSH.ForwardAgent = ptr(true) }, []string{"ssh.forwardAgent: true"}},
 		{"extra network", func(r *Realized) { r.Networks = []limayaml.Network{{Lima: "shared"}} }, []string{`networks[0]: {"lima":"shared"`}},
-		{"copy to host", func(r *Realized) { r.CopyToHost = []limayaml.CopyToHost{{GuestFile: "/etc/shadow", HostFile: "/tmp/x"}} }, []string{"copyToHost[0]"}},
+		{"copy to host", func(r *Realized) {
+			r.CopyToHost = []limayaml.CopyToHost{{GuestFile: "/etc/shadow", HostFile: "/tmp/x"}}
+		}, []string{"copyToHost[0]"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
