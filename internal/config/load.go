@@ -53,3 +53,35 @@ func Parse(path string, data []byte) (*Config, error) {
 // lima.image, ...): "~/" is the user's home, a relative path is relative to the directory
 // of lever.yaml, an absolute path is itself.
 func (c *Config) HostPath(p string) string { return hostPath(c, p) }
+
+// LoadIdentity loads lever.yaml for teardown (lever stop, lever destroy): it decodes as
+// strictly as Load but validates only what names the instance and its backend (name,
+// backend). A jail whose api_key_file or tree has since gone must still be removable;
+// refusing to destroy it would leave a guest nobody can clean up with lever. TreePath is
+// set when the tree still resolves.
+func LoadIdentity(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("config path %s: %w", path, err)
+	}
+	var c Config
+	lines, probs := decode(path, data, &c)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	c.Path, c.Dir = abs, filepath.Dir(abs)
+	applyDefaults(&c)
+	v := &validator{file: path, lines: lines}
+	v.identity(&c)
+	if len(v.probs) > 0 {
+		return nil, v.probs
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Join(c.Dir, c.Tree)); err == nil && !filepath.IsAbs(c.Tree) {
+		c.TreePath = real
+	}
+	return &c, nil
+}

@@ -424,3 +424,32 @@ func setPlatform(t *testing.T, p string) {
 	hostPlatform = p
 	t.Cleanup(func() { hostPlatform = old })
 }
+
+// Teardown needs only the instance's identity: a config whose key file and tree are gone
+// still loads, but an unknown key, an unknown backend or netns without its variable are
+// refused as strictly as by Load.
+func TestLoadIdentity(t *testing.T) {
+	dir := fixture(t)
+	p := filepath.Join(dir, "lever.yaml")
+	cases := []struct{ body, want string }{
+		{"name: demo\nbackend: lima\ntree: gone\nbroker:\n  api_key_file: gone\n", ""},
+		{"name: demo\nbackend: lima\nextra: 1\n", p + `:3: extra: unknown key (known keys at the top level: backend, broker, disk, egress, lev, lima, manager, name, nested_virt, tree, workers)`},
+		{"name: demo\nbackend: docker\n", p + `:2: backend: "docker" is not a backend lever implements (one of lima, netns, orbstack); lever never substitutes another`},
+		{"name: demo\nbackend: netns\n", p + `:2: backend: netns is a development substrate with no hypervisor boundary (it fails guarantee 0); it is accepted only when LEVER_DEV_NETNS=1 is set`},
+		{"backend: lima\n", p + `:1: name: required: the instance name (the guest machine is lever-<name>)`},
+	}
+	for _, tc := range cases {
+		os.WriteFile(p, []byte(tc.body), 0o644)
+		c, err := LoadIdentity(p)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%q: err %q, want %q", tc.body, got, tc.want)
+		}
+		if err == nil && (c.Name != "demo" || c.TreePath != "") {
+			t.Errorf("%q: %+v", tc.body, c)
+		}
+	}
+}

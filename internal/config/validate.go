@@ -56,22 +56,7 @@ func (v *validator) add(key, format string, args ...any) {
 func validate(c *Config, file string, lines keyLines) Problems {
 	v := &validator{file: file, lines: lines}
 
-	switch {
-	case c.Name == "":
-		v.add("name", "required: the instance name (the guest machine is lever-<name>)")
-	case !nameRE.MatchString(c.Name):
-		v.add("name", "%q is not a valid name: use 1 to 57 lowercase letters, digits and hyphens, starting and ending with a letter or digit (it becomes the DNS label lever-<name>)", c.Name)
-	}
-
-	switch {
-	case c.Backend == "":
-		v.add("backend", "required: one of %s (lever never picks one for you)", strings.Join(Backends, ", "))
-	case !slices.Contains(Backends, c.Backend):
-		v.add("backend", "%q is not a backend lever implements (one of %s); lever never substitutes another", c.Backend, strings.Join(Backends, ", "))
-	case c.Backend == "netns" && os.Getenv(netnsEnv) != "1":
-		v.add("backend", "netns is a development substrate with no hypervisor boundary (it fails guarantee 0); it is accepted only when %s=1 is set", netnsEnv)
-	}
-
+	v.identity(c)
 	v.tree(c)
 
 	switch c.Egress {
@@ -104,6 +89,26 @@ func validate(c *Config, file string, lines keyLines) Problems {
 	v.lev(c)
 	v.lima(c)
 	return v.probs
+}
+
+// identity checks the keys that name the instance and its backend.
+func (v *validator) identity(c *Config) {
+	switch {
+	case c.Name == "":
+		v.add("name", "required: the instance name (the guest machine is lever-<name>)")
+	case !nameRE.MatchString(c.Name):
+		v.add("name", "%q is not a valid name: use 1 to 57 lowercase letters, digits and hyphens, starting and ending with a letter or digit (it becomes the DNS label lever-<name>)", c.Name)
+	}
+
+	switch {
+	case c.Backend == "":
+		v.add("backend", "required: one of %s (lever never picks one for you)", strings.Join(Backends, ", "))
+	case !slices.Contains(Backends, c.Backend):
+		v.add("backend", "%q is not a backend lever implements (one of %s); lever never substitutes another", c.Backend, strings.Join(Backends, ", "))
+	case c.Backend == "netns" && os.Getenv(netnsEnv) != "1":
+		v.add("backend", "netns is a development substrate with no hypervisor boundary (it fails guarantee 0); it is accepted only when %s=1 is set", netnsEnv)
+	}
+
 }
 
 // nonAPIKey names the first party whose llm_auth is not api-key, or "".
