@@ -294,8 +294,18 @@ Without --out the ticket is printed on stdout.`,
 				return err
 			}
 			if out != "" {
-				if rel, err := filepath.Rel(cfg.Dir, out); err == nil && filepath.IsLocal(rel) {
-					return fmt.Errorf("--out %s is inside the config's directory; a ticket must not be written into the project tree", out)
+				abs, err := filepath.Abs(out)
+				if err != nil {
+					return err
+				}
+				tree := cfg.Tree
+				if !filepath.IsAbs(tree) {
+					tree = filepath.Join(cfg.Dir, tree)
+				}
+				for _, d := range []string{cfg.Dir, tree} {
+					if rel, err := filepath.Rel(d, abs); err == nil && filepath.IsLocal(rel) {
+						return fmt.Errorf("--out %s is inside %s; a ticket must never be written into the project tree or next to the config", out, d)
+					}
 				}
 			}
 			// Tickets are files in the state dir, so this works with or without a running broker.
