@@ -8,6 +8,7 @@ import (
 	"io"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // Command is one shell command a tool runs in the sandbox.
@@ -62,8 +63,11 @@ func (r runner) run(ctx context.Context, argv []string, c Command) (Result, erro
 		cmd.Dir = c.Dir
 	}
 	if c.Env != nil {
-		cmd.Env = append(append([]string{}, cmd.Environ()...), c.Env...)
+		// The caller's environment replaces the daemon's (which holds lev's own token).
+		cmd.Env = c.Env
 	}
+	// A grandchild holding the output pipes must not keep Run waiting after a kill.
+	cmd.WaitDelay = 2 * time.Second
 	cmd.Stdin = c.Stdin
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -158,5 +162,14 @@ func (e *containerExec) Run(ctx context.Context, c Command) (Result, error) {
 	// Env goes into the container via -e; Dir is the container's; the engine itself runs
 	// from no particular directory.
 	c.Env, c.Dir = nil, ""
-	return e.r.run(ctx, argv, c)
+	res, err := e.r.run(ctx, argv, c)
+	if ctx.Err() != nil {
+		// Killing the engine client does not stop what it started inside the container:
+		// kill every process there but PID 1 (the keep-alive), so a timed-out command
+		// cannot linger in the shared warm container.
+		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		e.r.run(kctx, append(append([]string{}, e.engine...), "exec", e.name, "kill", "-9", "-1"), Command{})
+	}
+	return res, err
 }

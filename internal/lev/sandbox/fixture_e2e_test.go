@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -19,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/lever-jail/lever/internal/lev/sandbox/sbxtest"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
@@ -112,7 +112,7 @@ func setupFixture() (*fixture, error) {
 	f.env = []string{"HOME=" + home, "USER=" + f.user, "XDG_RUNTIME_DIR=" + rt, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 	f.cred = &syscall.Credential{Uid: uint32(f.uid), Gid: uint32(f.gid)}
 	tarball := filepath.Join(f.root, "rootfs.tar")
-	if err := writeBusyboxRootfs(tarball); err != nil {
+	if err := sbxtest.WriteBusyboxRootfs(tarball); err != nil {
 		return f, err
 	}
 	if _, err := f.asUser("podman", "--runtime", rootlessRuntime, "import", tarball, f.image); err != nil {
@@ -227,47 +227,6 @@ func pidsOf(uid int) []int {
 		}
 	}
 	return out
-}
-
-// writeBusyboxRootfs writes a minimal rootfs tarball: Debian's static busybox and a
-// symlink per applet.
-func writeBusyboxRootfs(path string) error {
-	bb := "/bin/busybox"
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		return err
-	}
-	list, err := exec.Command(bb, "--list").Output()
-	if err != nil {
-		return err
-	}
-	fh, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	tw := tar.NewWriter(fh)
-	dir := func(name string, mode int64) {
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode})
-	}
-	file := func(name string, mode int64, b []byte) {
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(b))})
-		tw.Write(b)
-	}
-	for _, d := range []string{"bin", "etc", "proc", "sys", "dev", "root"} {
-		dir(d, 0o755)
-	}
-	dir("tmp", 0o1777)
-	file("bin/busybox", 0o755, data)
-	for _, a := range strings.Fields(string(list)) {
-		if a == "busybox" {
-			continue
-		}
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777})
-	}
-	file("etc/passwd", 0o644, []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n"))
-	file("etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
-	return tw.Close()
 }
 
 func mustRun(tb testing.TB, ex Executor, script, dir string) string {

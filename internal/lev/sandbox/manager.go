@@ -122,6 +122,29 @@ func (m *Manager) Executor(ctx context.Context, cfg Config, workdir string) (Exe
 	return ex, err
 }
 
+// Check reports, without starting anything, whether cfg can run here: nil, a config error
+// (a *FieldError), or an *UnavailableError. A run checks every stage's sandbox when it
+// spawns, so on_unavailable = "error" fails the spawn rather than a later tool call.
+func (m *Manager) Check(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	switch cfg.Kind {
+	case KindNamespace:
+		_, err := m.namespace(ctx, cfg)
+		return err
+	case KindContainer:
+		s, err := m.SpecFor(cfg, "/")
+		if err != nil {
+			return err
+		}
+		if _, err := m.o.LookPath(s.Engine); err != nil {
+			return &UnavailableError{KindContainer, fmt.Sprintf("container engine %q not found on PATH", s.Engine)}
+		}
+	}
+	return nil
+}
+
 func (m *Manager) namespace(ctx context.Context, cfg Config) (Executor, error) {
 	if runtime.GOOS != "linux" {
 		return nil, &UnavailableError{KindNamespace, "namespaces exist only on Linux"}

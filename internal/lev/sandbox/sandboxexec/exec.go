@@ -1,0 +1,173 @@
+// Package sandboxexec runs the lev pipeline's shell tool in the configured sandbox.
+// Importing it registers the executor for every run.
+//
+// The effective [sandbox] of a stage is the blueprint's (agent table, then the stage's
+// keys over it) merged with the user's config.toml [sandbox] by sandbox.Merge: the
+// blueprint tightens, never loosens, and never picks the engine. Every stage's sandbox is
+// checked when the run spawns, so on_unavailable = "error" fails the spawn with the reason.
+package sandboxexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/sandbox"
+)
+
+func init() {
+	pipeline.RegisterExecutor(func(env *pipeline.RunEnv) (pipeline.Executor, error) {
+		o, err := OptionsFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		return New(context.Background(), env, o)
+	})
+}
+
+// OptionsFromEnv reads the host-side engine settings from the daemon's environment (the
+// user's, never a blueprint's): LEV_SANDBOX_ENGINE_ARGS (global engine flags, e.g.
+// "--runtime runc"), LEV_SANDBOX_RUN_ARGS (extra run flags), LEV_SANDBOX_PIDS_LIMIT and
+// LEV_SANDBOX_MEMORY.
+func OptionsFromEnv() (sandbox.Options, error) {
+	o := sandbox.Options{
+		EngineArgs: strings.Fields(os.Getenv("LEV_SANDBOX_ENGINE_ARGS")),
+		RunArgs:    strings.Fields(os.Getenv("LEV_SANDBOX_RUN_ARGS")),
+		Memory:     os.Getenv("LEV_SANDBOX_MEMORY"),
+	}
+	if s := os.Getenv("LEV_SANDBOX_PIDS_LIMIT"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("LEV_SANDBOX_PIDS_LIMIT=%q: want a positive number", s)
+		}
+		o.PidsLimit = n
+	}
+	return o, nil
+}
+
+// Executor is one run's sandboxed shell.
+type Executor struct {
+	m       *sandbox.Manager
+	user    sandbox.Config
+	workdir string
+	log     func(string, ...any)
+
+	mu     sync.Mutex
+	warned map[string]bool
+}
+
+// New builds the executor for a run and checks every stage's sandbox.
+func New(ctx context.Context, env *pipeline.RunEnv, o sandbox.Options) (*Executor, error) {
+	x := &Executor{workdir: env.Workdir, log: env.Log, warned: map[string]bool{}}
+	if x.log == nil {
+		x.log = func(string, ...any) {}
+	}
+	if env.Config != nil && env.Config.Sandbox != nil {
+		x.user = *env.Config.Sandbox
+	}
+	if err := x.user.Validate(); err != nil {
+		return nil, fmt.Errorf("config.toml [sandbox]: %w", err)
+	}
+	if o.Engine == "" {
+		o.Engine = x.user.Engine
+	}
+	if o.RunID == "" {
+		o.RunID = env.RunID
+	}
+	o.Logf = x.log
+	x.m = sandbox.NewManager(o)
+	if env.Blueprint == nil {
+		return x, nil
+	}
+	for _, st := range env.Blueprint.Order {
+		bp := blueprintSandbox(env.Blueprint.Sandbox, st.Sandbox)
+		cfg := x.effective(bp)
+		err := x.m.Check(ctx, cfg)
+		var ue *sandbox.UnavailableError
+		switch {
+		case err == nil:
+		case errors.As(err, &ue) && cfg.OnUnavailable == sandbox.OnUnavailableWarn:
+			x.log("stage %s: sandbox %s unavailable (%s); on_unavailable = \"warn\": its commands run on the host", st.Name, ue.Kind, ue.Reason)
+		default:
+			x.m.Close()
+			return nil, fmt.Errorf("stage %s: %w", st.Name, err)
+		}
+	}
+	return x, nil
+}
+
+func blueprintSandbox(agent, stage *sandbox.Config) sandbox.Config {
+	var a, s sandbox.Config
+	if agent != nil {
+		a = *agent
+	}
+	if stage != nil {
+		s = *stage
+	}
+	return sandbox.Overlay(a, s)
+}
+
+// effective merges the user's settings with the blueprint's for one stage, logging each
+// note (something the blueprint asked for and did not get) once.
+func (x *Executor) effective(bp sandbox.Config) sandbox.Config {
+	cfg, notes := sandbox.Merge(x.user, bp)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, n := range notes {
+		if !x.warned[n] {
+			x.warned[n] = true
+			x.log("sandbox: %s", n)
+		}
+	}
+	return cfg
+}
+
+// Shell runs one command in the stage's sandbox.
+func (x *Executor) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeline.ShellResult, error) {
+	var bp sandbox.Config
+	if req.Stage.Sandbox != nil {
+		bp = *req.Stage.Sandbox
+	}
+	cfg := x.effective(bp)
+	ex, err := x.m.Executor(ctx, cfg, x.workdir)
+	if err != nil {
+		return pipeline.ShellResult{}, err
+	}
+	if ex.Kind() == sandbox.KindNone {
+		return pipeline.HostExecutor{}.Shell(ctx, req)
+	}
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
+	var out, errb pipeline.CappedBuffer
+	out.Max, errb.Max = pipeline.MaxResultBytes, pipeline.MaxResultBytes
+	c := sandbox.Command{Script: req.Command, Dir: req.Dir, Stdout: &out, Stderr: &errb}
+	if ex.Kind() == sandbox.KindNamespace {
+		// A namespace shares the host's filesystem and binaries, so it gets the host
+		// environment the host executor would; a container keeps its image's own.
+		c.Env = req.Env
+	}
+	res, err := ex.Run(ctx, c)
+	sr := pipeline.ShellResult{Stdout: out.Bytes(), Stderr: errb.Bytes(), ExitCode: res.ExitCode}
+	if ctx.Err() != nil {
+		sr.Stderr = append(sr.Stderr, []byte("\n[killed: timeout]")...)
+		if sr.ExitCode == 0 {
+			sr.ExitCode = -1
+		}
+		return sr, nil
+	}
+	return sr, err
+}
+
+// Close tears down the run's containers; the runner calls it when the run ends.
+func (x *Executor) Close() error { return x.m.Close() }
+
+// Containers lists the run's warm containers.
+func (x *Executor) Containers() []string { return x.m.Containers() }
