@@ -8,6 +8,8 @@ package main
 import (
 	"github.com/lever-jail/lever/internal/lev/cli"
 	"github.com/lever-jail/lever/internal/lev/policy"
+	_ "github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec" // issue 6: sandboxed shell
+	_ "github.com/lever-jail/lever/internal/lev/taint/taintgate"     // issue 6: taint gate
 )
 
 func init() {
