@@ -104,7 +104,10 @@ func TestRenderOrder(t *testing.T) {
 	if idx(v6, "fd4c:7600::1/128 -p tcp -m tcp --dport 80 -j ACCEPT") > idx(v6, "-d fc00::/7 -j DROP") {
 		t.Errorf("IPv6 alias ACCEPT after the ULA DROP:\n%s", strings.Join(v6, "\n"))
 	}
-	if idx(v6, "REJECT") >= 0 || idx(v6, "icmp") >= 0 {
+	if nd := idx(v6, "--icmpv6-type 135"); nd < 0 || nd > idx(v6, "--dport 80") || idx(v6, "--icmpv6-type 136") != nd+1 {
+		t.Errorf("IPv6 neighbour discovery not ahead of the alias rules:\n%s", strings.Join(v6, "\n"))
+	}
+	if idx(v6, "REJECT") >= 0 || idx(v6, "--icmp-type") >= 0 {
 		t.Errorf("IPv6 carries a REJECT or ICMP exception:\n%s", strings.Join(v6, "\n"))
 	}
 }

@@ -106,6 +106,17 @@ const (
 	rejectRule    = "-A " + Chain + " -d " + "169.254.169.254/32" + " -j REJECT --reject-with icmp-host-prohibited"
 )
 
+// ndRules keep IPv6 neighbour discovery working. Unlike ARP, NS/NA are IP packets that
+// pass OUTPUT: without these the closed catch-all DROP makes every IPv6 neighbour (the
+// alias included) unresolvable, and in both postures the private-range DROPs would drop
+// unicast NUD probes and the NA answering the host's solicitation (both go to ULA or
+// link-local addresses). The hop limit must be 255 for a receiver to accept them
+// (RFC 4861), so they cannot carry anything past the link.
+var ndRules = []string{
+	"-A " + Chain + " -p ipv6-icmp -m icmp6 --icmpv6-type 135 -m hl --hl-eq 255 -j ACCEPT",
+	"-A " + Chain + " -p ipv6-icmp -m icmp6 --icmpv6-type 136 -m hl --hl-eq 255 -j ACCEPT",
+}
+
 // Validate checks the inputs and says which one is bad.
 func (in Inputs) Validate() error {
 	switch in.Posture {
@@ -157,6 +168,9 @@ func renderFamily(in Inputs, f Family) []string {
 	add := func(s string) { rules = append(rules, "-A "+Chain+" "+s) }
 	if in.Posture == Closed {
 		rules = append(rules, loAccept)
+	}
+	if f == V6 {
+		rules = append(rules, ndRules...)
 	}
 	if alias.IsValid() {
 		d := "-d " + alias.String() + host

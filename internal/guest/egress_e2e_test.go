@@ -1,0 +1,521 @@
+//go:build e2e
+
+package guest_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lever-jail/lever/internal/backend/netns"
+	"github.com/lever-jail/lever/internal/egress"
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/testutil"
+)
+
+// jail is one test jail: a netns-backend guest whose veth's host side lives in a second
+// namespace the test made (so every address traffic goes to is in a test namespace), on
+// one iptables variant, with restore wrappers that count commits and can be made to fail.
+type jail struct {
+	t         *testing.T
+	variant   string
+	b         *netns.Backend
+	hostNS    string
+	tools     guest.Tools
+	list4     string
+	list6     string
+	dir       string
+	a4, a6    netip.Addr
+	runner    *guest.Counting
+	gveth     string
+	hostsOrig []byte
+}
+
+func (j *jail) commits() int {
+	b, _ := os.ReadFile(filepath.Join(j.dir, "commits.log"))
+	return strings.Count(string(b), "\n")
+}
+
+// ipt runs an iptables command of the jail's variant in the guest, as a tamperer would.
+func (j *jail) ipt(fam egress.Family, args ...string) {
+	j.t.Helper()
+	tool := j.list4
+	if fam == egress.V6 {
+		tool = j.list6
+	}
+	argv := append([]string{"netns", "exec", j.b.Namespace(), tool, "-w"}, args...)
+	if out, err := exec.Command("ip", argv...).CombinedOutput(); err != nil {
+		j.t.Fatalf("%s %s: %v: %s", tool, strings.Join(args, " "), err, out)
+	}
+}
+
+func (j *jail) output(fam egress.Family) []string {
+	j.t.Helper()
+	tool := j.list4
+	if fam == egress.V6 {
+		tool = j.list6
+	}
+	out, err := exec.Command("ip", "netns", "exec", j.b.Namespace(), tool, "-w", "-S", "OUTPUT").Output()
+	if err != nil {
+		j.t.Fatalf("listing OUTPUT: %v", err)
+	}
+	tb, err := egress.ParseTable(string(out))
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	return tb.Rules["OUTPUT"]
+}
+
+func sh(t *testing.T, argv ...string) {
+	t.Helper()
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
+	}
+}
+
+const wrapper = `#!/bin/sh
+# counts restore commits and, when %[3]s exists, breaks chain commits with a bad line so
+# the real %[1]s fails them (and only them)
+in=$(cat)
+echo %[2]s >>%[4]s
+if [ -e %[3]s ] && printf '%%s\n' "$in" | grep -q '^:LEVER_EGRESS'; then
+	in=$(printf '%%s\n' "$in" | sed 's/^COMMIT$/-A LEVER_EGRESS -j NO_SUCH_TARGET_FAULT\nCOMMIT/')
+fi
+printf '%%s\n' "$in" | %[1]s "$@"
+`
+
+func newJail(t *testing.T, variant string) *jail {
+	t.Helper()
+	tag := fmt.Sprintf("%d%s", os.Getpid()%100000, variant[:1])
+	j := &jail{t: t, variant: variant, hostNS: "lvt-eh" + tag, dir: t.TempDir()}
+	real := guest.DefaultTools()
+	j.list4, j.list6 = "iptables-nft", "ip6tables-nft"
+	real4, real6 := "iptables-nft-restore", "ip6tables-nft-restore"
+	if variant == "legacy" {
+		real = guest.LegacyTools()
+		j.list4, j.list6 = real.IPTables, real.IP6Tables
+		real4, real6 = real.IPTablesRestore, real.IP6TablesRestore
+	}
+	for _, tool := range []string{j.list4, j.list6, real4, real6} {
+		testutil.RequireTool(t, tool)
+	}
+	w4, w6 := filepath.Join(j.dir, "restore4"), filepath.Join(j.dir, "restore6")
+	log := filepath.Join(j.dir, "commits.log")
+	os.WriteFile(w4, []byte(fmt.Sprintf(wrapper, real4, "v4", filepath.Join(j.dir, "fail4"), log)), 0o755)
+	os.WriteFile(w6, []byte(fmt.Sprintf(wrapper, real6, "v6", filepath.Join(j.dir, "fail6"), log)), 0o755)
+	j.tools = guest.Tools{IPTables: j.list4, IP6Tables: j.list6, IPTablesRestore: w4, IP6TablesRestore: w6}
+
+	sh(t, "ip", "netns", "add", j.hostNS)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", j.hostNS).Run() })
+	sh(t, "ip", "-n", j.hostNS, "link", "set", "lo", "up")
+	b, err := netns.New(netns.Options{Name: "g" + tag, Prefix: "lvt-e", HostNamespace: j.hostNS, RunUser: "nobody"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.b = b
+	t.Cleanup(func() { b.Destroy(context.Background()) })
+	if err := b.EnsureUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	j.a4, j.a6 = b.HostAddrs()
+	j.runner = &guest.Counting{Inner: b.Runner()}
+	j.hostsOrig, _ = os.ReadFile(filepath.Join(b.EtcDir(), "hosts"))
+
+	// The guest's side of the veth, to route test ranges into the host namespace.
+	out, err := exec.Command("ip", "-n", b.Namespace(), "-o", "link", "show", "type", "veth").Output()
+	if err != nil || len(strings.Fields(string(out))) < 2 {
+		t.Fatalf("finding the guest veth: %v %q", err, out)
+	}
+	j.gveth = strings.SplitN(strings.TrimSuffix(strings.Fields(string(out))[1], ":"), "@", 2)[0]
+	hv := b.HostVeth()
+	// Stand-ins, all in the host-side namespace: the metadata address, a neighbouring
+	// link-local address, a private-range address, an "internet" address, per family.
+	for _, a := range []string{"169.254.169.254/32", "169.254.169.253/32", "192.168.77.1/32", "203.0.113.10/32"} {
+		sh(t, "ip", "-n", j.hostNS, "addr", "add", a, "dev", hv)
+	}
+	for _, a := range []string{"fdff::1/128", "fe80::77/128", "2001:db8::10/128"} {
+		sh(t, "ip", "-n", j.hostNS, "-6", "addr", "add", a, "dev", hv, "nodad")
+	}
+	for _, r := range []string{"169.254.0.0/16", "192.168.77.0/24", "203.0.113.0/24"} {
+		sh(t, "ip", "-n", b.Namespace(), "route", "add", r, "dev", j.gveth)
+	}
+	for _, r := range []string{"fdff::/64", "2001:db8::/64"} {
+		sh(t, "ip", "-n", b.Namespace(), "-6", "route", "add", r, "dev", j.gveth)
+	}
+	// Listeners per port and family in the host namespace answer on every address.
+	for _, p := range []string{"7443", "7444", "80"} {
+		listenIn(t, j.hostNS, "tcp4", "0.0.0.0:"+p)
+		listenIn(t, j.hostNS, "tcp6", "[::]:"+p)
+	}
+	listenIn(t, b.Namespace(), "tcp4", "127.0.0.1:9999")
+	listenIn(t, b.Namespace(), "tcp6", "[::1]:9999")
+	return j
+}
+
+// spec is the config under test.
+func (j *jail) spec(p egress.Posture, ports ...int) guest.EgressSpec {
+	return guest.EgressSpec{Posture: p, Alias: netns.AliasName, Ports: ports, Tools: j.tools}
+}
+
+// apply runs EnsureEgress while a poller reads both families' OUTPUT as fast as it can;
+// once a family's jump has been seen, any later listing without it fails the test. (A
+// tampering that removed the jump is the test's doing, before the apply starts; lever's
+// own commits must never leave OUTPUT without it.)
+func (j *jail) apply(spec guest.EgressSpec) (guest.Report, error, int) {
+	j.t.Helper()
+	var stop atomic.Bool
+	var polls atomic.Int64
+	var wg sync.WaitGroup
+	var bad []string
+	var mu sync.Mutex
+	for _, tool := range []string{j.list4, j.list6} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seen := false
+			for !stop.Load() {
+				out, err := exec.Command("ip", "netns", "exec", j.b.Namespace(), tool, "-w", "-S", "OUTPUT").Output()
+				if err != nil {
+					continue
+				}
+				polls.Add(1)
+				has := strings.Contains(string(out), "\n"+egress.JumpRule+"\n")
+				seen = seen || has
+				if seen && !has {
+					mu.Lock()
+					bad = append(bad, tool+": "+string(out))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // the poller's first read happens before any commit
+	j.runner.Reset()
+	rep, err := guest.EnsureEgress(context.Background(), j.runner, spec)
+	calls := int(j.runner.Calls())
+	stop.Store(true)
+	wg.Wait()
+	if len(bad) > 0 {
+		j.t.Errorf("OUTPUT was without the jump during an apply (%d of %d polls):\n%s", len(bad), polls.Load(), bad[0])
+	}
+	if polls.Load() == 0 {
+		j.t.Errorf("the jump poller never read OUTPUT")
+	}
+	return rep, err, calls
+}
+
+func (j *jail) verify(spec guest.EgressSpec) []string {
+	j.t.Helper()
+	rep, err := guest.VerifyEgress(context.Background(), j.b.Runner(), spec)
+	if err != nil {
+		j.t.Fatalf("verify: %v", err)
+	}
+	return rep.Diff.Lines()
+}
+
+func (j *jail) mustRebuild(spec guest.EgressSpec, wantLines []string) {
+	j.t.Helper()
+	before := j.commits()
+	rep, err, calls := j.apply(spec)
+	if err != nil {
+		j.t.Fatalf("apply: %v", err)
+	}
+	if rep.Outcome != guest.Rebuilt {
+		j.t.Fatalf("outcome %q, want rebuilt", rep.Outcome)
+	}
+	if d := cmp.Diff(wantLines, rep.Lines); wantLines != nil && d != "" {
+		j.t.Errorf("rebuild reported differences (-want +got):\n%s", d)
+	}
+	if n := j.commits() - before; n != 4 {
+		j.t.Errorf("repair made %d restore commits, want 4 (jump and chain per family)", n)
+	}
+	if calls != 3 {
+		j.t.Errorf("repair path took %d guest calls, want 3 (snapshot, apply, verify)", calls)
+	}
+	if lines := j.verify(spec); len(lines) != 0 {
+		j.t.Fatalf("after the repair verify still reports: %q", lines)
+	}
+}
+
+func (j *jail) mustBeUnchanged(spec guest.EgressSpec) {
+	j.t.Helper()
+	before := j.commits()
+	rep, err, calls := j.apply(spec)
+	if err != nil {
+		j.t.Fatalf("apply: %v", err)
+	}
+	if rep.Outcome != guest.Unchanged {
+		j.t.Fatalf("outcome %q (%q), want unchanged", rep.Outcome, rep.Lines)
+	}
+	if n := j.commits() - before; n != 0 {
+		j.t.Errorf("unchanged re-apply made %d restore commits, want 0", n)
+	}
+	if calls != 1 {
+		j.t.Errorf("unchanged path took %d guest calls, want 1", calls)
+	}
+}
+
+type probe struct {
+	addr string
+	want string
+}
+
+func (j *jail) traffic(probes []probe) {
+	j.t.Helper()
+	for _, p := range probes {
+		got, took, err := dialFrom(j.b.Namespace(), p.addr)
+		if err != nil {
+			j.t.Errorf("%s: %v", p.addr, err)
+			continue
+		}
+		j.t.Logf("connect %-28s %-16s in %v", p.addr, got, took.Round(10*time.Microsecond))
+		if got != p.want {
+			j.t.Errorf("connect %s: %s, want %s", p.addr, got, p.want)
+		}
+	}
+}
+
+func hp(a netip.Addr, port int) string { return net.JoinHostPort(a.String(), fmt.Sprint(port)) }
+
+func TestEgressE2E(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "ip")
+	for _, variant := range []string{"nft", "legacy"} {
+		t.Run(variant, func(t *testing.T) { egressScenario(t, variant) })
+	}
+}
+
+func egressScenario(t *testing.T, variant string) {
+	j := newJail(t, variant)
+	a4, a6 := j.a4.String(), j.a6.String()
+	ll := "[fe80::77%" + j.gveth + "]:80"
+	r4 := func(s string) string { return "-A LEVER_EGRESS " + s }
+	open := j.spec(egress.Open, 7443)
+
+	// Control: with no firewall every stand-in answers, so what changes below is the
+	// firewall's doing.
+	j.traffic([]probe{
+		{"169.254.169.254:80", Connected}, {"169.254.169.253:80", Connected}, {"192.168.77.1:80", Connected},
+		{"203.0.113.10:80", Connected}, {hp(j.a4, 7444), Connected}, {"[fdff::1]:80", Connected},
+		{ll, Connected}, {"[2001:db8::10]:80", Connected}, {hp(j.a6, 7444), Connected},
+	})
+
+	t.Run("first apply", func(t *testing.T) {
+		j.t = t
+		j.mustRebuild(open, []string{
+			"IPv4: chain LEVER_EGRESS missing", "IPv4: jump missing from OUTPUT",
+			"IPv6: chain LEVER_EGRESS missing", "IPv6: jump missing from OUTPUT",
+		})
+	})
+	t.Run("unchanged re-apply", func(t *testing.T) { j.t = t; j.mustBeUnchanged(open) })
+	t.Run("traffic open", func(t *testing.T) {
+		j.t = t
+		j.traffic([]probe{
+			{"169.254.169.254:80", Unreachable}, {"169.254.169.253:80", TimedOut}, {"192.168.77.1:80", TimedOut},
+			{hp(j.a4, 7443), Connected}, {hp(j.a4, 7444), TimedOut}, {"203.0.113.10:80", Connected},
+			{hp(j.a6, 7443), Connected}, {hp(j.a6, 7444), TimedOut}, {"[fdff::1]:80", TimedOut},
+			{ll, TimedOut}, {"[2001:db8::10]:80", Connected},
+		})
+	})
+
+	v4 := egress.V4
+	v6 := egress.V6
+	tampers := []struct {
+		name   string
+		tamper func()
+		spec   guest.EgressSpec
+		want   []string
+		after  func(t *testing.T)
+	}{
+		{"rule added", func() { j.ipt(v4, "-I", "LEVER_EGRESS", "2", "-d", "203.0.113.10/32", "-j", "ACCEPT") }, open,
+			[]string{"IPv4: extra rule at 2: `-A LEVER_EGRESS -d 203.0.113.10/32 -j ACCEPT`", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
+		{"rule removed", func() { j.ipt(v4, "-D", "LEVER_EGRESS", "-d", "192.168.0.0/16", "-j", "DROP") }, open,
+			[]string{"IPv4: rule 6 missing: `-A LEVER_EGRESS -d 192.168.0.0/16 -j DROP`", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
+		{"rule changed", func() {
+			j.ipt(v4, "-R", "LEVER_EGRESS", "1", "-d", a4+"/32", "-p", "tcp", "--dport", "7444", "-j", "ACCEPT")
+		}, open,
+			[]string{"IPv4: rule 1 changed: want `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`, got `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 7444 -j ACCEPT") + "`", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
+		{"rule reordered", func() {
+			j.ipt(v4, "-D", "LEVER_EGRESS", "-d", "10.0.0.0/8", "-j", "DROP")
+			j.ipt(v4, "-A", "LEVER_EGRESS", "-d", "10.0.0.0/8", "-j", "DROP")
+		}, open, []string{"IPv4: rule reordered: `-A LEVER_EGRESS -d 10.0.0.0/8 -j DROP` wanted at 4, found at 9", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
+		{"jump removed", func() { j.ipt(v6, "-D", "OUTPUT", "-j", "LEVER_EGRESS") }, open,
+			[]string{"IPv6: jump missing from OUTPUT"}, nil},
+		{"jump moved down", func() {
+			j.ipt(v4, "-D", "OUTPUT", "-j", "LEVER_EGRESS")
+			j.ipt(v4, "-A", "OUTPUT", "-o", "lo", "-j", "ACCEPT")
+			j.ipt(v4, "-A", "OUTPUT", "-j", "LEVER_EGRESS")
+		}, open, []string{"IPv4: jump not first in OUTPUT; ahead of it: `-A OUTPUT -o lo -j ACCEPT`"}, func(t *testing.T) {
+			// The other rule stays, behind the jump.
+			if d := cmp.Diff([]string{egress.JumpRule, "-A OUTPUT -o lo -j ACCEPT"}, j.output(v4)); d != "" {
+				t.Errorf("OUTPUT after repair (-want +got):\n%s", d)
+			}
+			j.ipt(v4, "-D", "OUTPUT", "-o", "lo", "-j", "ACCEPT")
+		}},
+		{"jump duplicated", func() {
+			j.ipt(v4, "-A", "OUTPUT", "-j", "LEVER_EGRESS")
+			j.ipt(v4, "-A", "OUTPUT", "-j", "LEVER_EGRESS")
+		}, open,
+			[]string{"IPv4: jump duplicated in OUTPUT (3 copies)"}, func(t *testing.T) {
+				if d := cmp.Diff([]string{egress.JumpRule}, j.output(v4)); d != "" {
+					t.Errorf("OUTPUT after repair (-want +got):\n%s", d)
+				}
+			}},
+		{"rule ahead of the jump", func() { j.ipt(v6, "-I", "OUTPUT", "1", "-d", "2001:db8::10/128", "-j", "ACCEPT") }, open,
+			[]string{"IPv6: jump not first in OUTPUT; ahead of it: `-A OUTPUT -d 2001:db8::10/128 -j ACCEPT`"}, func(t *testing.T) {
+				if d := cmp.Diff([]string{egress.JumpRule, "-A OUTPUT -d 2001:db8::10/128 -j ACCEPT"}, j.output(v6)); d != "" {
+					t.Errorf("OUTPUT after repair (-want +got):\n%s", d)
+				}
+				j.ipt(v6, "-D", "OUTPUT", "-d", "2001:db8::10/128", "-j", "ACCEPT")
+			}},
+		{"chain deleted", func() {
+			j.ipt(v4, "-D", "OUTPUT", "-j", "LEVER_EGRESS")
+			j.ipt(v4, "-F", "LEVER_EGRESS")
+			j.ipt(v4, "-X", "LEVER_EGRESS")
+		}, open, []string{"IPv4: chain LEVER_EGRESS missing", "IPv4: jump missing from OUTPUT", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
+		{"only IPv6 changed", func() { j.ipt(v6, "-D", "LEVER_EGRESS", "-d", "fe80::/10", "-j", "DROP") }, open,
+			[]string{"IPv6: rule 5 missing: `-A LEVER_EGRESS -d fe80::/10 -j DROP`", "half-applied: IPv4 holds the desired chain, IPv6 does not"}, nil},
+		{"port added to the config", func() {}, j.spec(egress.Open, 7443, 9000),
+			[]string{
+				"IPv4: rule 2 missing: `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
+				"IPv6: rule 4 missing: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
+			}, nil},
+		{"posture switched to closed", func() {}, j.spec(egress.Closed, 7443, 9000),
+			[]string{
+				"IPv4: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv4: rule 12 missing: `-A LEVER_EGRESS -j DROP`",
+				"IPv6: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv6: rule 9 missing: `-A LEVER_EGRESS -j DROP`",
+			}, func(t *testing.T) {
+				j.traffic([]probe{
+					{"203.0.113.10:80", TimedOut}, {"[2001:db8::10]:80", TimedOut},
+					{"127.0.0.1:9999", Connected}, {"[::1]:9999", Connected},
+					{hp(j.a4, 7443), Connected}, {hp(j.a6, 7443), Connected}, {hp(j.a4, 7444), TimedOut},
+					{"169.254.169.254:80", Unreachable}, {"169.254.169.253:80", TimedOut}, {"192.168.77.1:80", TimedOut},
+				})
+			}},
+		{"alias changed", func() {
+			os.WriteFile(filepath.Join(j.b.EtcDir(), "hosts"), []byte("10.233.255.201 "+netns.AliasName+"\n"), 0o644)
+		}, j.spec(egress.Closed, 7443, 9000), []string{
+			"IPv4: rule 2 changed: want `" + r4("-d 10.233.255.201/32 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`, got `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`",
+			"IPv4: rule 3 changed: want `" + r4("-d 10.233.255.201/32 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`, got `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
+			"IPv4: rule 5 changed: want `" + r4("-d 10.233.255.201/32 -j DROP") + "`, got `" + r4("-d "+a4+"/32 -j DROP") + "`",
+			"IPv6: extra rule at 4: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`",
+			"IPv6: extra rule at 5: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
+			"IPv6: extra rule at 6: `" + r4("-d "+a6+"/128 -j DROP") + "`",
+		}, func(t *testing.T) {
+			// Back to the real alias for what follows.
+			os.WriteFile(filepath.Join(j.b.EtcDir(), "hosts"), j.hostsOrig, 0o644)
+			j.t = t
+			j.mustRebuild(j.spec(egress.Closed, 7443, 9000), nil) // checked lines: the tamper's
+		}},
+	}
+	for _, tc := range tampers {
+		t.Run("tamper/"+tc.name, func(t *testing.T) {
+			j.t = t
+			tc.tamper()
+			if d := cmp.Diff(tc.want, j.verify(tc.spec)); d != "" {
+				t.Errorf("verify (-want +got):\n%s", d)
+			}
+			j.mustRebuild(tc.spec, tc.want)
+			if tc.after != nil {
+				tc.after(t)
+			}
+			j.mustBeUnchanged(tc.spec)
+		})
+	}
+	closed := j.spec(egress.Closed, 7443, 9000)
+	t.Run("closed lookup fails: aliases read back", func(t *testing.T) {
+		j.t = t
+		os.WriteFile(filepath.Join(j.b.EtcDir(), "hosts"), []byte("127.0.0.1 localhost\n"), 0o644)
+		defer os.WriteFile(filepath.Join(j.b.EtcDir(), "hosts"), j.hostsOrig, 0o644)
+		before := j.commits()
+		rep, err, _ := j.apply(closed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Outcome != guest.Unchanged || rep.Desired.AliasSource != guest.AliasFromLiveChain {
+			t.Errorf("outcome %q from %q", rep.Outcome, rep.Desired.AliasSource)
+		}
+		if w := strings.Join(rep.Desired.Warnings, "\n"); !strings.Contains(w, "IPv4 "+a4+", IPv6 "+a6) {
+			t.Errorf("warning does not name the aliases: %q", w)
+		}
+		if n := j.commits() - before; n != 0 {
+			t.Errorf("%d commits", n)
+		}
+	})
+	t.Run("open or absent chain and lookup fails: refused, nothing changed", func(t *testing.T) {
+		j.t = t
+		j.mustRebuild(open, nil)
+		hosts := filepath.Join(j.b.EtcDir(), "hosts")
+		os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"), 0o644)
+		defer os.WriteFile(hosts, j.hostsOrig, 0o644)
+		before := j.commits()
+		if _, err, _ := j.apply(j.spec(egress.Open, 7443, 9001)); err == nil || !strings.Contains(err.Error(), "live IPv4 chain is open") {
+			t.Errorf("open chain: err = %v", err)
+		}
+		for _, f := range []egress.Family{v4, v6} {
+			j.ipt(f, "-D", "OUTPUT", "-j", "LEVER_EGRESS")
+			j.ipt(f, "-F", "LEVER_EGRESS")
+			j.ipt(f, "-X", "LEVER_EGRESS")
+		}
+		rep, err := guest.EnsureEgress(context.Background(), j.b.Runner(), j.spec(egress.Closed, 7443))
+		if err == nil || !strings.Contains(err.Error(), "live IPv4 chain is absent") {
+			t.Errorf("absent chain: err = %v (%+v)", err, rep)
+		}
+		if n := j.commits() - before; n != 0 {
+			t.Errorf("a refused apply made %d commits", n)
+		}
+		os.WriteFile(hosts, j.hostsOrig, 0o644)
+		j.mustRebuild(open, nil)
+	})
+
+	t.Run("fault: IPv4 commit fails after IPv6", func(t *testing.T) {
+		j.t = t
+		next := j.spec(egress.Open, 7443, 9002)
+		fail := filepath.Join(j.dir, "fail4")
+		os.WriteFile(fail, nil, 0o644)
+		_, err, _ := j.apply(next)
+		os.Remove(fail)
+		if err == nil || !strings.Contains(err.Error(), "committing the IPv4 chain") || !strings.Contains(err.Error(), "IPv6 holds the new rules and IPv4 the old") {
+			t.Fatalf("err = %v", err)
+		}
+		t.Logf("error: %v", err)
+		want := []string{
+			"IPv4: rule 2 missing: `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 9002 -j ACCEPT") + "`",
+			"half-applied: IPv6 holds the desired chain, IPv4 does not",
+		}
+		if d := cmp.Diff(want, j.verify(next)); d != "" {
+			t.Errorf("verify after the failure (-want +got):\n%s", d)
+		}
+		j.mustRebuild(next, want)
+	})
+	t.Run("fault: IPv6 commit fails first", func(t *testing.T) {
+		j.t = t
+		next := j.spec(egress.Open, 7443)
+		fail := filepath.Join(j.dir, "fail6")
+		os.WriteFile(fail, nil, 0o644)
+		_, err, _ := j.apply(next)
+		os.Remove(fail)
+		if err == nil || !strings.Contains(err.Error(), "committing the IPv6 chain") || !strings.Contains(err.Error(), "both families hold their old chains") {
+			t.Fatalf("err = %v", err)
+		}
+		want := []string{
+			"IPv4: extra rule at 2: `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 9002 -j ACCEPT") + "`",
+			"IPv6: extra rule at 4: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9002 -j ACCEPT") + "`",
+		}
+		if d := cmp.Diff(want, j.verify(next)); d != "" {
+			t.Errorf("verify after the failure (-want +got):\n%s", d)
+		}
+		j.mustRebuild(next, want)
+	})
+}
