@@ -28,7 +28,7 @@ import (
 // namespace the test made (so every address traffic goes to is in a test namespace), on
 // one iptables variant, with restore wrappers that count commits and can be made to fail.
 type jail struct {
-	t         *testing.T
+	t         testing.TB
 	variant   string
 	b         *netns.Backend
 	hostNS    string
@@ -77,7 +77,7 @@ func (j *jail) output(fam egress.Family) []string {
 	return tb.Rules["OUTPUT"]
 }
 
-func sh(t *testing.T, argv ...string) {
+func sh(t testing.TB, argv ...string) {
 	t.Helper()
 	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
@@ -95,7 +95,7 @@ fi
 printf '%%s\n' "$in" | %[1]s "$@"
 `
 
-func newJail(t *testing.T, variant string) *jail {
+func newJail(t testing.TB, variant string) *jail {
 	t.Helper()
 	tag := fmt.Sprintf("%d%s", os.Getpid()%100000, variant[:1])
 	j := &jail{t: t, variant: variant, hostNS: "lvt-eh" + tag, dir: t.TempDir()}
@@ -518,4 +518,45 @@ func egressScenario(t *testing.T, variant string) {
 		}
 		j.mustRebuild(next, want)
 	})
+}
+
+// BenchmarkBringUpEgress measures the bring-up's egress step on real iptables: the
+// unchanged path (must be one guest call, no commit) and the repair path (a rule deleted
+// before each iteration), reporting guest round-trips and restore commits per bring-up.
+func BenchmarkBringUpEgress(b *testing.B) {
+	testutil.RequireRoot(b)
+	for _, variant := range []string{"nft", "legacy"} {
+		j := newJail(b, variant)
+		spec := j.spec(egress.Open, 7443, 8080)
+		if _, err := guest.EnsureEgress(context.Background(), j.runner, spec); err != nil {
+			b.Fatal(err)
+		}
+		run := func(b *testing.B, tamper func()) {
+			var calls, commits int64
+			for b.Loop() {
+				if tamper != nil {
+					b.StopTimer()
+					tamper()
+					b.StartTimer()
+				}
+				j.runner.Reset()
+				c0 := j.commits()
+				rep, err := guest.EnsureEgress(context.Background(), j.runner, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if (tamper == nil) != (rep.Outcome == guest.Unchanged) {
+					b.Fatalf("outcome %s", rep.Outcome)
+				}
+				calls += j.runner.Calls()
+				commits += int64(j.commits() - c0)
+			}
+			b.ReportMetric(float64(calls)/float64(b.N), "guest-calls/op")
+			b.ReportMetric(float64(commits)/float64(b.N), "restore-commits/op")
+		}
+		b.Run(variant+"/unchanged", func(b *testing.B) { run(b, nil) })
+		b.Run(variant+"/repair", func(b *testing.B) {
+			run(b, func() { j.t = b; j.ipt(egress.V4, "-D", "LEVER_EGRESS", "1") })
+		})
+	}
 }

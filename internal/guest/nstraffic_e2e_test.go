@@ -52,7 +52,7 @@ func inNetns(ns string, fn func() error) error {
 
 // listenIn opens a TCP listener inside ns that accepts and closes connections until the
 // test ends.
-func listenIn(t *testing.T, ns, network, addr string) {
+func listenIn(t testing.TB, ns, network, addr string) {
 	t.Helper()
 	var ln net.Listener
 	if err := inNetns(ns, func() (err error) { ln, err = net.Listen(network, addr); return }); err != nil {
