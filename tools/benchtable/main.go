@@ -1,0 +1,116 @@
+// Command benchtable runs every benchmark in the module and writes docs/benchmarks.md:
+// one table per package and benchmark, custom metrics (b.ReportMetric) included, with
+// the date and the machine. As root it adds -tags e2e so the benchmarks that need real
+// namespaces, iptables or podman run too.
+//
+//	go run ./tools/benchtable -out docs/benchmarks.md
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+func main() {
+	out := flag.String("out", "docs/benchmarks.md", "markdown file to write")
+	benchtime := flag.String("benchtime", "", "passed to go test -benchtime (default: go test's)")
+	pkgs := flag.String("pkgs", "./...", "packages to benchmark")
+	bench := flag.String("bench", ".", "benchmark regexp")
+	from := flag.String("from", "", "parse this saved `go test -bench` output instead of running")
+	flag.Parse()
+
+	var raw []byte
+	var runErr error
+	tags := ""
+	if *from != "" {
+		b, err := os.ReadFile(*from)
+		if err != nil {
+			fatal(err)
+		}
+		raw = b
+	} else {
+		args := []string{"test", "-run", "^$", "-bench", *bench, "-benchmem", "-count", "1", "-timeout", "60m"}
+		if os.Geteuid() == 0 {
+			tags = "e2e"
+			args = append(args, "-tags", tags)
+		}
+		if *benchtime != "" {
+			args = append(args, "-benchtime", *benchtime)
+		}
+		args = append(args, strings.Fields(*pkgs)...)
+		fmt.Fprintf(os.Stderr, "benchtable: go %s\n", strings.Join(args, " "))
+		cmd := exec.Command("go", args...)
+		var buf bytes.Buffer
+		cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
+		cmd.Stderr = os.Stderr
+		runErr = cmd.Run()
+		raw = buf.Bytes()
+	}
+	res := Parse(bytes.NewReader(raw))
+	m := Machine()
+	doc := Render(res, m, time.Now().UTC(), tags)
+	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
+		fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "benchtable: wrote %s (%d benchmarks in %d packages)\n", *out, res.Count(), len(res.Packages))
+	if runErr != nil || len(res.Failed) > 0 {
+		fmt.Fprintf(os.Stderr, "benchtable: some packages failed: %v %s\n", runErr, strings.Join(res.Failed, ", "))
+		os.Exit(1)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "benchtable:", err)
+	os.Exit(2)
+}
+
+// MachineInfo describes where the numbers were measured.
+type MachineInfo struct {
+	CPU, Kernel, OS, Go, Memory, Load string
+	Cores                             int
+}
+
+// Machine reads the CPU model, core count, kernel, OS, memory and load average.
+func Machine() MachineInfo {
+	m := MachineInfo{Cores: runtime.NumCPU(), Go: goVersion()}
+	m.CPU = fieldOf("/proc/cpuinfo", "model name", ":")
+	m.Kernel = strings.TrimSpace(readFile("/proc/sys/kernel/osrelease"))
+	m.OS = strings.Trim(fieldOf("/etc/os-release", "PRETTY_NAME", "="), `"`)
+	m.Memory = fieldOf("/proc/meminfo", "MemTotal", ":")
+	if f := strings.Fields(readFile("/proc/loadavg")); len(f) >= 3 {
+		m.Load = strings.Join(f[:3], " ")
+	}
+	return m
+}
+
+func goVersion() string {
+	out, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		return runtime.Version()
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func fieldOf(path, key, sep string) string {
+	sc := bufio.NewScanner(strings.NewReader(readFile(path)))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), sep)
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
