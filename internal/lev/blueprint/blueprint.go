@@ -3,6 +3,7 @@
 package blueprint
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -221,6 +222,15 @@ func CheckSandbox(doc *tomlx.Doc, key string, c *sandbox.Config) error {
 	}
 	if c.Mount != "" && len(c.Mounts) > 0 {
 		return doc.Errorf(key+".mounts", "set mount or mounts, not both")
+	}
+	// The sandbox package's own value checks (mount syntax, engine and image names).
+	if err := c.Validate(); err != nil {
+		var fe *sandbox.FieldError
+		if errors.As(err, &fe) {
+			field, _, _ := strings.Cut(fe.Key, "[")
+			return doc.Errorf(key+"."+field, "%s: %s", fe.Key, fe.Msg)
+		}
+		return doc.Errorf(key, "%v", err)
 	}
 	return nil
 }
