@@ -62,6 +62,7 @@ func newServeCmd() *cobra.Command {
 				Home:      pipeline.UserHome(),
 				Log:       logger.Printf,
 			}
+			eng.Recover()
 			srv := &daemon.Server{Engine: eng, Watcher: w, Token: token, Log: logger.Printf}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

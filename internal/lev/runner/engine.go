@@ -86,8 +86,33 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 		pipeline.Close(r.exec)
 		return nil, fmt.Errorf("recording run: %w", err)
 	}
+	snap := rec.snapshot()
 	e.spawn(r)
-	return rec, nil
+	return snap, nil
+}
+
+// snapshot copies a record before its run goroutine starts changing it.
+func (r *Record) snapshot() *Record {
+	c := *r
+	c.Stages = append([]StageRecord(nil), r.Stages...)
+	c.Seeds = append([]SeedRecord(nil), r.Seeds...)
+	c.Allow = append([]string(nil), r.Allow...)
+	return &c
+}
+
+// Recover marks runs a previous daemon left "running" as failed, so lev ps tells the truth
+// and lev resume can pick them up.
+func (e *Engine) Recover() {
+	recs, err := e.Store.List()
+	if err != nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Status == StatusRunning {
+			r.Status, r.Error = StatusFailed, "interrupted: the daemon stopped during the run (lev resume continues it)"
+			e.Store.Save(r)
+		}
+	}
 }
 
 // Resume continues a run that is not completed, with the config in force now: a grant
@@ -116,8 +141,9 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Record, error) {
 		pipeline.Close(r.exec)
 		return nil, err
 	}
+	snap := rec.snapshot()
 	e.spawn(r)
-	return rec, nil
+	return snap, nil
 }
 
 // prepare loads the blueprint and config and builds the pipeline: everything that can

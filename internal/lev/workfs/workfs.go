@@ -175,7 +175,9 @@ func (f *FS) ResolveWrite(tool, p string) (Access, error) {
 	}
 	real, err := filepath.EvalSymlinks(existing)
 	if err != nil {
-		return a, fmt.Errorf("%s: %s: %w", tool, p, unwrapPathErr(err))
+		// A dangling symlink: where it would land is not known yet, so it is not followed.
+		return a, &Refusal{Code: CodeWriteOutside, Path: p, Real: existing,
+			Msg: fmt.Sprintf("%s: refused: %s goes through a symlink that does not resolve; writes never follow one out of the workdir", tool, p)}
 	}
 	a.Real = filepath.Join(real, rest)
 	if !Within(a.Real, f.Workdir) || a.Real == f.Workdir {
