@@ -323,3 +323,11 @@ func TestPathFor(t *testing.T) {
 		t.Errorf("env: %s", got)
 	}
 }
+
+func TestRuleRuntimeErrorDenies(t *testing.T) {
+	p := mustParse(t, "[[allow]]\ntool = \"shell\"\nmax_sensitivity = \"private\"\n[[rule]]\nname = \"bad\"\nwhen = 'stage % (stage - stage) == 0'\naction = \"allow\"\n")
+	d := p.Decide(taint.Request{Tool: "shell", Taint: taint.Private, Class: p.Table().Classify("shell"), Stage: 1})
+	if d.Verdict != taint.VerdictDeny || !strings.Contains(d.Reason, "failed to evaluate") {
+		t.Fatalf("runtime error: %+v", d)
+	}
+}
