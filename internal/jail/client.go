@@ -1,0 +1,224 @@
+package jail
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/containers/podman/v5/libpod/define"
+	"github.com/containers/podman/v5/pkg/bindings"
+	"github.com/containers/podman/v5/pkg/bindings/containers"
+	"github.com/containers/podman/v5/pkg/bindings/images"
+)
+
+// Client talks to the run user's rootless podman REST socket.
+type Client struct {
+	ctx context.Context
+	URI string
+}
+
+// Connect opens the bindings connection (unix:///run/user/UID/podman/podman.sock, or an
+// ssh:// URI for a VM) and pings the service.
+func Connect(ctx context.Context, uri string) (*Client, error) {
+	c, err := bindings.NewConnection(ctx, uri)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to rootless podman at %s: %w", uri, err)
+	}
+	return &Client{ctx: c, URI: uri}, nil
+}
+
+// ImageExists reports whether the guest's podman holds ref.
+func (c *Client) ImageExists(ref string) (bool, error) {
+	ok, err := images.Exists(c.ctx, ref, nil)
+	if err != nil {
+		return false, fmt.Errorf("checking image %s: %w", ref, err)
+	}
+	return ok, nil
+}
+
+// LoadArchive streams a docker-archive or oci-archive into the guest's podman and returns
+// the names it loaded.
+func (c *Client) LoadArchive(archive []byte) ([]string, error) {
+	rep, err := images.Load(c.ctx, bytes.NewReader(archive))
+	if err != nil {
+		return nil, fmt.Errorf("loading image archive into rootless podman: %w", err)
+	}
+	return rep.Names, nil
+}
+
+// Change says what Ensure did to one container.
+type Change string
+
+const (
+	Unchanged Change = "unchanged"
+	Started   Change = "started"
+	Created   Change = "created"
+	Recreated Change = "recreated"
+)
+
+// Ensure makes the container exist with exactly these settings and run. A container whose
+// spec-hash label matches is only started if stopped; anything else is replaced, unless it
+// carries a mismatching hash and keep is set (lever stop + up keeps the manager).
+func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
+	ins, err := c.inspect(ct.Name)
+	if err != nil {
+		return "", err
+	}
+	change := Created
+	if ins != nil {
+		if !fresh && ins.Config != nil && ins.Config.Labels[LabelSpecHash] == ct.Labels[LabelSpecHash] {
+			if ins.State != nil && ins.State.Running {
+				return Unchanged, nil
+			}
+			if err := containers.Start(c.ctx, ct.Name, nil); err != nil {
+				return "", fmt.Errorf("starting container %s: %w", ct.Name, err)
+			}
+			return Started, nil
+		}
+		if err := c.Remove(ct.Name); err != nil {
+			return "", err
+		}
+		change = Recreated
+	}
+	if _, err := containers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
+		return "", fmt.Errorf("creating container %s: %w", ct.Name, err)
+	}
+	if err := containers.Start(c.ctx, ct.Name, nil); err != nil {
+		return "", fmt.Errorf("starting container %s: %w", ct.Name, err)
+	}
+	return change, nil
+}
+
+func (c *Client) inspect(name string) (*define.InspectContainerData, error) {
+	ok, err := containers.Exists(c.ctx, name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("looking up container %s: %w", name, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	ins, err := containers.Inspect(c.ctx, name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("inspecting container %s: %w", name, err)
+	}
+	return ins, nil
+}
+
+// Remove force-removes a container; a missing one is not an error.
+func (c *Client) Remove(name string) error {
+	_, err := containers.Remove(c.ctx, name, new(containers.RemoveOptions).WithForce(true).WithIgnore(true).WithTimeout(5))
+	if err != nil {
+		return fmt.Errorf("removing container %s: %w", name, err)
+	}
+	return nil
+}
+
+// Stop stops a container, keeping it (and so the manager's conversation) for the next up.
+func (c *Client) Stop(name string) error {
+	if err := containers.Stop(c.ctx, name, new(containers.StopOptions).WithIgnore(true).WithTimeout(5)); err != nil {
+		return fmt.Errorf("stopping container %s: %w", name, err)
+	}
+	return nil
+}
+
+// State is one container as status and acceptance see it.
+type State struct {
+	Name     string   `json:"name"`
+	Role     string   `json:"role"`
+	Image    string   `json:"image"`
+	Status   string   `json:"status"`
+	Running  bool     `json:"running"`
+	Pid      int      `json:"pid,omitempty"`
+	ExitCode int32    `json:"exit_code"`
+	CapAdd   []string `json:"cap_add,omitempty"`
+	EffCaps  []string `json:"effective_caps"`
+	Mounts   []string `json:"mounts"`
+	Devices  []string `json:"devices,omitempty"`
+	Network  string   `json:"network_mode"`
+	Hash     string   `json:"spec_hash"`
+}
+
+// Inspect returns the state of one container, nil when it does not exist.
+func (c *Client) Inspect(name string) (*State, error) {
+	ins, err := c.inspect(name)
+	if err != nil || ins == nil {
+		return nil, err
+	}
+	st := &State{Name: ins.Name, Image: ins.ImageName, EffCaps: ins.EffectiveCaps}
+	if ins.Config != nil {
+		st.Role = ins.Config.Labels[LabelRole]
+		st.Hash = ins.Config.Labels[LabelSpecHash]
+	}
+	if ins.State != nil {
+		st.Status, st.Running, st.Pid, st.ExitCode = ins.State.Status, ins.State.Running, ins.State.Pid, ins.State.ExitCode
+	}
+	if ins.HostConfig != nil {
+		st.CapAdd = ins.HostConfig.CapAdd
+		st.Network = ins.HostConfig.NetworkMode
+		for _, d := range ins.HostConfig.Devices {
+			st.Devices = append(st.Devices, d.PathOnHost)
+		}
+	}
+	for _, m := range ins.Mounts {
+		mode := "rw"
+		if !m.RW {
+			mode = "ro"
+		}
+		st.Mounts = append(st.Mounts, m.Source+":"+m.Destination+":"+mode)
+	}
+	sort.Strings(st.Mounts)
+	return st, nil
+}
+
+// List returns every container lever made for instance.
+func (c *Client) List(instance string) ([]State, error) {
+	all := true
+	lst, err := containers.List(c.ctx, &containers.ListOptions{All: &all, Filters: map[string][]string{"label": {LabelInstance + "=" + instance}}})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers of %s: %w", instance, err)
+	}
+	var out []State
+	for _, l := range lst {
+		name := strings.Join(l.Names, ",")
+		st, err := c.Inspect(name)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			out = append(out, *st)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Logs returns a container's stdout and stderr so far.
+func (c *Client) Logs(name string) (string, error) {
+	out := make(chan string, 64)
+	errc := make(chan error, 1)
+	t := true
+	go func() {
+		errc <- containers.Logs(c.ctx, name, &containers.LogOptions{Stdout: &t, Stderr: &t}, out, out)
+		close(out)
+	}()
+	var b strings.Builder
+	for l := range out {
+		b.WriteString(strings.TrimRight(l, "\n"))
+		b.WriteByte('\n')
+	}
+	if err := <-errc; err != nil {
+		return b.String(), fmt.Errorf("reading logs of %s: %w", name, err)
+	}
+	return b.String(), nil
+}
+
+// Wait waits for a container to exit and returns its exit code.
+func (c *Client) Wait(name string) (int32, error) {
+	code, err := containers.Wait(c.ctx, name, nil)
+	if err != nil {
+		return 0, fmt.Errorf("waiting for %s: %w", name, err)
+	}
+	return code, nil
+}

@@ -1,0 +1,54 @@
+package jail
+
+import (
+	spec "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/containers/podman/v5/pkg/specgen"
+)
+
+// Spec turns a planned container into podman's create request, with the hardening that is
+// not negotiable: every capability dropped, no-new-privileges, pids and memory limits, the
+// jail's own network namespace (the guest's "host" network), a read-only root, the run user
+// kept as the container's user, and only the planned mounts.
+func Spec(c Container) *specgen.SpecGenerator {
+	s := specgen.NewSpecGenerator(c.Image, false)
+	s.Name = c.Name
+	s.Labels = map[string]string{}
+	for k, v := range c.Labels {
+		s.Labels[k] = v
+	}
+	s.Command = c.Command
+	s.Env = c.Env
+	t, f := true, false
+	s.CapDrop = []string{"ALL"}
+	s.NoNewPrivileges = &t
+	s.Privileged = &f
+	s.ReadOnlyFilesystem = &t
+	s.ReadWriteTmpfs = &t
+	s.NetNS = specgen.Namespace{NSMode: specgen.Host}
+	s.UserNS = specgen.Namespace{NSMode: specgen.KeepID}
+	s.OCIRuntime = c.Runtime
+	s.WorkDir = TreeDir
+	if c.Role == Worker && len(c.Mounts) > 0 {
+		s.WorkDir = c.Mounts[0].Dest
+	}
+	pids := c.PidsLimit
+	mem := c.MemoryBytes
+	s.ResourceLimits = &spec.LinuxResources{
+		Pids:   &spec.LinuxPids{Limit: pids},
+		Memory: &spec.LinuxMemory{Limit: &mem, Swap: &mem},
+	}
+	for _, m := range c.Mounts {
+		opts := []string{"rbind", "nosuid", "nodev"}
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		} else {
+			opts = append(opts, "rw")
+		}
+		s.Mounts = append(s.Mounts, spec.Mount{Type: "bind", Source: m.Source, Destination: m.Dest, Options: opts})
+	}
+	for _, d := range c.Devices {
+		s.Devices = append(s.Devices, spec.LinuxDevice{Path: d})
+	}
+	return s
+}

@@ -1,0 +1,231 @@
+// Package levimage builds the image lev runs from inside the jail, with no registry: a
+// docker-archive tarball assembled by hand from the static lev binary, byte-for-byte
+// reproducible so that the image's tag (derived from its config digest) says whether the
+// guest already holds exactly this image.
+package levimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// Repo is the local repository name lever's built images carry in the guest's podman.
+const Repo = "localhost/lever/lev"
+
+// epoch is every timestamp in the image: a fixed value keeps the digest a function of the
+// inputs only.
+var epoch = time.Unix(0, 0).UTC()
+
+// Spec is what goes into a built image.
+type Spec struct {
+	// LevBinary is the host path of the static lev binary; it becomes /lev.
+	LevBinary string
+	// CACerts are extra PEM files placed under /etc/ssl/certs (the broker's CA is not one
+	// of them: lev gets that through its enrolment mount, so rotating it needs no rebuild).
+	CACerts []string
+	// Arch is the OCI architecture; empty means amd64.
+	Arch string
+}
+
+// Image is a built docker-archive.
+type Image struct {
+	// Ref is the reference the archive tags, Repo:<12 hex of the config digest>.
+	Ref string
+	// ConfigDigest is "sha256:<hex>" of the image config, which podman reports as the
+	// image ID.
+	ConfigDigest string
+	// Archive is the docker-archive tarball.
+	Archive []byte
+}
+
+// ID is the image ID podman will report for it (the config digest's hex).
+func (im *Image) ID() string { return im.ConfigDigest[len("sha256:"):] }
+
+// CheckStatic refuses a lev binary that is not a static ELF executable: the image has no
+// libc or loader, so a dynamic binary would fail only at container start, far from the
+// cause.
+func CheckStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("lev binary %s: not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("lev binary %s is dynamically linked (has an ELF interpreter); build it with CGO_ENABLED=0", path)
+		}
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return fmt.Errorf("lev binary %s: ELF type %v is not an executable", path, f.Type)
+	}
+	return nil
+}
+
+// Build assembles the image. The same inputs give the same bytes.
+func Build(s Spec) (*Image, error) {
+	if err := CheckStatic(s.LevBinary); err != nil {
+		return nil, err
+	}
+	layer, err := rootfs(s)
+	if err != nil {
+		return nil, err
+	}
+	layerSum := sha256.Sum256(layer)
+	layerHex := hex.EncodeToString(layerSum[:])
+	arch := s.Arch
+	if arch == "" {
+		arch = "amd64"
+	}
+	cfg := imageConfig{
+		Created:      epoch.Format(time.RFC3339),
+		Architecture: arch,
+		OS:           "linux",
+		Config: runConfig{
+			Entrypoint: []string{"/lev"},
+			Cmd:        []string{"serve"},
+			Env:        []string{"PATH=/", "HOME=/tmp", "SSL_CERT_DIR=/etc/ssl/certs"},
+			WorkingDir: "/lever",
+			Labels:     map[string]string{"io.lever.role": "lev"},
+		},
+		RootFS:  rootFS{Type: "layers", DiffIDs: []string{"sha256:" + layerHex}},
+		History: []history{{Created: epoch.Format(time.RFC3339), CreatedBy: "lever levimage.Build"}},
+	}
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encoding image config: %w", err)
+	}
+	cfgSum := sha256.Sum256(cfgJSON)
+	cfgHex := hex.EncodeToString(cfgSum[:])
+	ref := Repo + ":" + cfgHex[:12]
+	manifest := []manifestEntry{{
+		Config:   cfgHex + ".json",
+		RepoTags: []string{ref},
+		Layers:   []string{layerHex + "/layer.tar"},
+	}}
+	manJSON, err := json.Marshal(manifest)
+	if err != nil {
+		return nil, fmt.Errorf("encoding manifest: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{layerHex + "/layer.tar", layer},
+		{cfgHex + ".json", cfgJSON},
+		{"manifest.json", manJSON},
+	} {
+		if err := writeFile(tw, f.name, 0o644, f.data); err != nil {
+			return nil, fmt.Errorf("writing docker-archive entry %s: %w", f.name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("closing docker-archive: %w", err)
+	}
+	return &Image{Ref: ref, ConfigDigest: "sha256:" + cfgHex, Archive: buf.Bytes()}, nil
+}
+
+// rootfs is the single layer: /lev, the directories lev and podman expect, and a passwd
+// that names the unprivileged user the container runs as.
+func rootfs(s Spec) ([]byte, error) {
+	lev, err := os.ReadFile(s.LevBinary)
+	if err != nil {
+		return nil, fmt.Errorf("reading lev binary: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []struct {
+		name string
+		mode int64
+	}{
+		{"etc/", 0o755}, {"etc/ssl/", 0o755}, {"etc/ssl/certs/", 0o755},
+		{"lever/", 0o755}, {"run/", 0o755}, {"run/lever/", 0o755}, {"tmp/", 0o1777},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d.name, Mode: d.mode, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", d.name, err)
+		}
+	}
+	files := []struct {
+		name string
+		mode int64
+		data []byte
+	}{
+		{"lev", 0o755, lev},
+		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/tmp:/lev\nnobody:x:65534:65534:nobody:/tmp:/lev\n")},
+		{"etc/group", 0o644, []byte("root:x:0:\nnogroup:x:65534:\n")},
+	}
+	certs := append([]string(nil), s.CACerts...)
+	sort.Strings(certs)
+	for _, c := range certs {
+		data, err := os.ReadFile(c)
+		if err != nil {
+			return nil, fmt.Errorf("reading CA certificate %s: %w", c, err)
+		}
+		files = append(files, struct {
+			name string
+			mode int64
+			data []byte
+		}{"etc/ssl/certs/" + filepath.Base(c), 0o644, data})
+	}
+	for _, f := range files {
+		if err := writeFile(tw, f.name, f.mode, f.data); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", f.name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func writeFile(tw *tar.Writer, name string, mode int64, data []byte) error {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	_, err := io.Copy(tw, bytes.NewReader(data))
+	return err
+}
+
+type imageConfig struct {
+	Created      string    `json:"created"`
+	Architecture string    `json:"architecture"`
+	OS           string    `json:"os"`
+	Config       runConfig `json:"config"`
+	RootFS       rootFS    `json:"rootfs"`
+	History      []history `json:"history"`
+}
+
+type runConfig struct {
+	Entrypoint []string          `json:"Entrypoint"`
+	Cmd        []string          `json:"Cmd"`
+	Env        []string          `json:"Env"`
+	WorkingDir string            `json:"WorkingDir"`
+	Labels     map[string]string `json:"Labels"`
+}
+
+type rootFS struct {
+	Type    string   `json:"type"`
+	DiffIDs []string `json:"diff_ids"`
+}
+
+type history struct {
+	Created   string `json:"created"`
+	CreatedBy string `json:"created_by"`
+}
+
+type manifestEntry struct {
+	Config   string   `json:"Config"`
+	RepoTags []string `json:"RepoTags"`
+	Layers   []string `json:"Layers"`
+}

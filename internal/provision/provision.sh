@@ -1,0 +1,125 @@
+#!/bin/sh
+# lever guest provisioning. Run as root in the guest with its parameters in the environment:
+#   LEVER_RUN_USER   the unprivileged user that owns rootless podman and lev
+#   LEVER_PACKAGES   Debian packages the jail needs (space separated)
+#   LEVER_STAMP      the root-owned stamp file this script writes last
+#   LEVER_HASH       the hash of this script and its parameters, written into the stamp
+#   LEVER_SYSCTL_FILE  where to persist the sysctls (empty: set them for this boot only)
+#   LEVER_SKIP_INSTALL 1 when the stamp matched: only the per-boot steps run
+# Every step is idempotent and prints "changed: <what>" when it changed something.
+set -eu
+U=$LEVER_RUN_USER
+
+# 1. packages (the only slow step; skipped when the stamp matches this script and boot)
+if [ "${LEVER_SKIP_INSTALL:-0}" != 1 ]; then
+	missing=""
+	for p in $LEVER_PACKAGES; do
+		case "$p" in
+		*'|'*) # alternatives: any one installed is enough, else install the first
+			ok=""
+			for a in $(echo "$p" | tr '|' ' '); do
+				if dpkg-query -W -f='${Status}' "$a" 2>/dev/null | grep -q 'install ok installed'; then ok=1; fi
+			done
+			[ -n "$ok" ] || missing="$missing ${p%%|*}" ;;
+		*)
+			dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p" ;;
+		esac
+	done
+	if [ -n "$missing" ]; then
+		echo "changed: installing$missing"
+		if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/tmp/lever-apt.log 2>&1; then
+			echo "installing packages$missing failed (see /tmp/lever-apt.log in the guest):" >&2
+			tail -5 /tmp/lever-apt.log >&2
+			exit 3
+		fi
+	fi
+fi
+
+# 2. the run user, with subordinate ids for rootless podman's user namespace
+if ! id -u "$U" >/dev/null 2>&1; then
+	useradd --create-home --shell /bin/sh --user-group "$U"
+	echo "changed: created run user $U"
+fi
+uid=$(id -u "$U")
+home=$(getent passwd "$U" | cut -d: -f6)
+for f in /etc/subuid /etc/subgid; do
+	touch "$f"
+	if ! grep -q "^$U:" "$f" && ! grep -q "^$uid:" "$f"; then
+		# the first free 65536-id range at or above 100000, past every existing range
+		start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+		echo "$U:$start:65536" >>"$f"
+		echo "changed: $f range $start+65536 for $U"
+	fi
+done
+
+# 3. lingering, so the run user's podman outlives any login; without systemd (a network
+# namespace on a plain host) the runtime directory is made by hand, each boot.
+rt=/run/user/$uid
+if [ -d /run/systemd/system ] && command -v loginctl >/dev/null 2>&1; then
+	if [ ! -e "/var/lib/systemd/linger/$U" ]; then
+		loginctl enable-linger "$U"
+		echo "changed: lingering enabled for $U"
+	fi
+	i=0; while [ ! -d "$rt" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+fi
+if [ ! -d "$rt" ]; then
+	mkdir -p "$rt"
+	chown "$U:" "$rt"
+	chmod 0700 "$rt"
+	echo "changed: runtime dir $rt"
+fi
+
+# 4. the sysctls rootless podman and pasta need: unprivileged user namespaces on
+setsys() { # key value
+	f=/proc/sys/$(echo "$1" | tr . /)
+	[ -e "$f" ] || return 0
+	if [ "$(cat "$f")" != "$2" ]; then
+		echo "$2" >"$f"
+		echo "changed: sysctl $1=$2"
+	fi
+	if [ -n "${LEVER_SYSCTL_FILE:-}" ]; then
+		line="$1=$2"
+		grep -qx "$line" "$LEVER_SYSCTL_FILE" 2>/dev/null || { echo "$line" >>"$LEVER_SYSCTL_FILE"; echo "changed: persisted $line"; }
+	fi
+}
+setsys kernel.apparmor_restrict_unprivileged_userns 0
+setsys kernel.unprivileged_userns_clone 1
+if [ -e /proc/sys/user/max_user_namespaces ] && [ "$(cat /proc/sys/user/max_user_namespaces)" -lt 1024 ]; then
+	setsys user.max_user_namespaces 15000
+fi
+
+# 5. the run user's podman engine: crun on cgroup v2, runc where crun cannot run (hybrid
+# cgroup v1 hosts); cgroupfs and a file event log when there is no user systemd.
+runtime=runc
+if [ -e /sys/fs/cgroup/cgroup.controllers ] && command -v crun >/dev/null 2>&1; then runtime=crun; fi
+cgm=cgroupfs
+if [ -d /run/systemd/system ] && [ -S "$rt/systemd/private" ] || [ -S "$rt/bus" ]; then cgm=systemd; fi
+conf="$home/.config/containers/containers.conf"
+want="[engine]
+runtime = \"$runtime\"
+cgroup_manager = \"$cgm\"
+events_logger = \"file\"
+"
+if [ "$(cat "$conf" 2>/dev/null)
+" != "$want" ]; then
+	mkdir -p "$(dirname "$conf")"
+	printf '%s' "$want" >"$conf"
+	chown -R "$U:" "$home/.config"
+	echo "changed: $conf (runtime $runtime, cgroups $cgm)"
+fi
+
+# 6. the stamp, root-owned, last: it names this script's hash and this boot
+boot=$(cat /proc/sys/kernel/random/boot_id)
+want="$LEVER_HASH $boot"
+if [ "$(cat "$LEVER_STAMP" 2>/dev/null)" != "$want" ] || [ "$(stat -c '%u %g %a' "$LEVER_STAMP" 2>/dev/null)" != "0 0 644" ]; then
+	mkdir -p "$(dirname "$LEVER_STAMP")"
+	chown root:root "$(dirname "$LEVER_STAMP")"
+	chmod 0755 "$(dirname "$LEVER_STAMP")"
+	printf '%s\n' "$want" >"$LEVER_STAMP.tmp"
+	chown root:root "$LEVER_STAMP.tmp"
+	chmod 0644 "$LEVER_STAMP.tmp"
+	mv "$LEVER_STAMP.tmp" "$LEVER_STAMP"
+	echo "changed: stamp $LEVER_STAMP"
+fi
+echo "uid: $uid"
+echo "runtime: $runtime"
