@@ -85,12 +85,15 @@ func sh(t testing.TB, argv ...string) {
 }
 
 const wrapper = `#!/bin/sh
-# counts restore commits and, when %[3]s exists, breaks chain commits with a bad line so
-# the real %[1]s fails them (and only them)
+# counts restore commits and, when %[3]s (or %[3]s-jump) exists, breaks chain (or
+# jump) commits with a bad line so the real %[1]s fails them (and only them)
 in=$(cat)
 echo %[2]s >>%[4]s
 if [ -e %[3]s ] && printf '%%s\n' "$in" | grep -q '^:LEVER_EGRESS'; then
 	in=$(printf '%%s\n' "$in" | sed 's/^COMMIT$/-A LEVER_EGRESS -j NO_SUCH_TARGET_FAULT\nCOMMIT/')
+fi
+if [ -e %[3]s-jump ] && printf '%%s\n' "$in" | grep -q '^-I OUTPUT 1'; then
+	in=$(printf '%%s\n' "$in" | sed 's/^COMMIT$/-A OUTPUT -j NO_SUCH_TARGET_FAULT\nCOMMIT/')
 fi
 printf '%%s\n' "$in" | %[1]s "$@"
 `
@@ -517,6 +520,23 @@ func egressScenario(t *testing.T, variant string) {
 			t.Errorf("verify after the failure (-want +got):\n%s", d)
 		}
 		j.mustRebuild(next, want)
+	})
+	t.Run("fault: IPv4 jump commit fails", func(t *testing.T) {
+		j.t = t
+		j.ipt(v4, "-A", "OUTPUT", "-j", "LEVER_EGRESS") // a duplicate to repair
+		j.ipt(v6, "-A", "OUTPUT", "-j", "LEVER_EGRESS")
+		fail := filepath.Join(j.dir, "fail4-jump")
+		os.WriteFile(fail, nil, 0o644)
+		_, err, _ := j.apply(open)
+		os.Remove(fail)
+		if err == nil || !strings.Contains(err.Error(), "making the jump first and unique in IPv4 OUTPUT") || !strings.Contains(err.Error(), "IPv6's jump is first and unique, both families hold their old chains") {
+			t.Fatalf("err = %v", err)
+		}
+		got := j.verify(open)
+		if d := cmp.Diff([]string{"IPv4: jump duplicated in OUTPUT (2 copies)"}, got); d != "" {
+			t.Errorf("verify after the failure (-want +got):\n%s", d)
+		}
+		j.mustRebuild(open, got)
 	})
 }
 
