@@ -61,6 +61,9 @@ type Options struct {
 	// UpstreamRoots, when set, replaces the system roots for verifying llm_upstream (a
 	// private gateway, or a test's upstream).
 	UpstreamRoots *x509.CertPool
+	// ListenFunc, when set, replaces net.Listen for both listeners (tests use it to bind
+	// inside a network namespace).
+	ListenFunc func(network, addr string) (net.Listener, error)
 	// Logf receives operational messages (never secrets); nil discards them.
 	Logf func(format string, args ...any)
 }

@@ -159,13 +159,17 @@ func (s *Server) TLSConfig() *tls.Config {
 
 // Start binds both listeners and serves in the background.
 func (s *Server) Start() error {
-	ln, err := net.Listen("tcp", s.opts.Listen)
+	listen := s.opts.ListenFunc
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen("tcp", s.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
 	}
 	s.jailLn = ln
 	if s.opts.AdminListen != "" {
-		if s.adminLn, err = net.Listen("tcp", s.opts.AdminListen); err != nil {
+		if s.adminLn, err = listen("tcp", s.opts.AdminListen); err != nil {
 			ln.Close()
 			return fmt.Errorf("broker: admin listener on %s: %w", s.opts.AdminListen, err)
 		}
