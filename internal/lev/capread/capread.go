@@ -134,7 +134,7 @@ func (l *LineReader) Line() ([]byte, error) {
 		if len(l.buf)+len(frag) > l.Limit+2 { // +2: "\r\n" is not content
 			return nil, &CapError{What: l.What, Cap: int64(l.Limit), Peer: l.Peer}
 		}
-		l.buf = append(l.buf, frag...)
+		l.buf = appendCapped(l.buf, frag, l.Limit+2)
 		switch {
 		case err == nil:
 			line := bytes.TrimSuffix(l.buf[:len(l.buf)-1], []byte("\r"))
@@ -210,10 +210,26 @@ func (s *SSE) Next() (Event, error) {
 				return Event{}, &CapError{What: "stream frame", Cap: FrameCap, Peer: s.peer}
 			}
 			if have {
-				data = append(data, '\n')
+				data = appendCapped(data, []byte{'\n'}, FrameCap)
 			}
-			data = append(data, value...)
+			data = appendCapped(data, value, FrameCap)
 			have = true
 		}
 	}
+}
+
+// appendCapped appends like append, but never grows the capacity past limit, so a buffer
+// that fills up to a cap costs about the cap, not twice it.
+func appendCapped(dst, src []byte, limit int) []byte {
+	need := len(dst) + len(src)
+	if need <= cap(dst) {
+		return append(dst, src...)
+	}
+	c := max(2*cap(dst), need, 4096)
+	if c > limit && need <= limit {
+		c = limit
+	}
+	n := make([]byte, len(dst), c)
+	copy(n, dst)
+	return append(n, src...)
 }
