@@ -210,6 +210,9 @@ func TestCapsNamed(t *testing.T) {
 				io.WriteString(w, chunk)
 			}
 			io.WriteString(w, "\n\ndata: after\n\n")
+		case strings.HasSuffix(r.URL.Path, "/sink"):
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "sunk %d", n)
 		case strings.HasSuffix(r.URL.Path, "/okframe"):
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "data: "+strings.Repeat("y", MaxFrame-100)+"\n\n")
@@ -245,6 +248,18 @@ func TestCapsNamed(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 413 || !strings.Contains(string(b), "64 MiB body cap") {
 		t.Errorf("oversized request: %d %s", resp.StatusCode, b)
+	}
+	// The same without a Content-Length: cut off at the cap while streaming upstream.
+	req, _ = http.NewRequest("POST", h.url+"/llm/sink", io.LimitReader(zeroReader{}, MaxBody+1))
+	req.ContentLength = -1
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatalf("oversized chunked request: %v", err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 413 || !strings.Contains(string(b), "64 MiB body cap") {
+		t.Errorf("oversized chunked request: %d %s", resp.StatusCode, b)
 	}
 	h.srv.Shutdown(context.Background())
 	audit, _ := os.ReadFile(auditPath(h.state))
