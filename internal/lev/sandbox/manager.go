@@ -245,6 +245,11 @@ func (m *Manager) SpecFor(cfg Config, workdir string) (Spec, error) {
 	if s.Image == "" {
 		return s, &FieldError{"image", "kind = \"container\" needs an image"}
 	}
+	if strings.ContainsAny(s.Workdir, ":,\n") {
+		// The engine's -v syntax splits on ':' (and --mount on ','): such a path could be
+		// read as a different mount, so refuse it rather than quote it.
+		return s, fmt.Errorf("workdir %q contains ':', ',' or a newline and cannot be bind-mounted safely", s.Workdir)
+	}
 	for _, raw := range cfg.AllMounts() {
 		mt, err := ParseMount(raw)
 		if err != nil {

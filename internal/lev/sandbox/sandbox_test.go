@@ -216,6 +216,9 @@ func TestOnUnavailable(t *testing.T) {
 	if _, err := m.Executor(context.Background(), Config{Kind: "container", OnUnavailable: "warn"}, wd); err == nil || !strings.Contains(err.Error(), "needs an image") {
 		t.Fatalf("no image: %v", err)
 	}
+	if _, err := m.Executor(context.Background(), Config{Kind: "container", Image: "x"}, "/tmp/a:/etc"); err == nil || !strings.Contains(err.Error(), "cannot be bind-mounted") {
+		t.Fatalf("workdir with a colon: %v", err)
+	}
 	if _, err := m.Executor(context.Background(), Config{Kind: "none"}, "rel"); err == nil {
 		t.Fatal("relative workdir accepted")
 	}
