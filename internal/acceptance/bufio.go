@@ -1,0 +1,8 @@
+package acceptance
+
+import (
+	"bufio"
+	"io"
+)
+
+func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }

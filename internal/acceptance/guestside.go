@@ -1,0 +1,250 @@
+package acceptance
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Request is everything the guest side measures, in one round-trip.
+type Request struct {
+	Probes []Probe `json:"probes"`
+	// Pids are lev containers' processes (pids in the guest) to inspect.
+	Pids []int `json:"pids"`
+	Scan *Scan `json:"scan,omitempty"`
+}
+
+// Scan looks for a secret without the secret entering the guest: the host sends a
+// Rabin-Karp fingerprint of it (a random base and the rolling hash of the whole value,
+// modulo 2^64) and its SHA-256; the guest rolls that hash over every byte window of the
+// secret's length and confirms each candidate by SHA-256. A 64-bit linear fingerprint and a
+// digest of a high-entropy key do not give the key away.
+type Scan struct {
+	Len    int      `json:"len"`
+	Base   uint64   `json:"base"`
+	Target uint64   `json:"target"`
+	SHA256 string   `json:"sha256"`
+	Roots  []string `json:"roots"`   // directories searched (e.g. /proc/<pid>/root, or /)
+	Prune  []string `json:"prune"`   // absolute paths not descended into
+	Files  []string `json:"files"`   // single files (e.g. /proc/<pid>/environ)
+	MaxMiB int      `json:"max_mib"` // files larger than this are skipped and counted
+}
+
+// ProcInfo is one lev process as the guest kernel sees it.
+type ProcInfo struct {
+	Pid        int    `json:"pid"`
+	Uid        string `json:"uid"` // real, effective, saved, fs as /proc/PID/status prints them
+	CapEff     string `json:"cap_eff"`
+	CapBnd     string `json:"cap_bnd"`
+	NoNewPrivs string `json:"no_new_privs"`
+	NetNS      string `json:"netns"`
+	JailNetNS  string `json:"jail_netns"` // the namespace the probe itself runs in
+	Cgroup     string `json:"cgroup_version"`
+	PidsMax    string `json:"pids_max"`
+	MemoryMax  string `json:"memory_max"`
+	Err        string `json:"error,omitempty"`
+}
+
+// Response is the guest side's answer.
+type Response struct {
+	Outcomes []Outcome `json:"outcomes"`
+	Procs    []ProcInfo
+	Hits     []string `json:"hits"`
+	Scanned  int      `json:"scanned_files"`
+	Skipped  int      `json:"skipped_files"`
+}
+
+// ServeGuest runs in the guest (as root, in the jail's network namespace): it reads a
+// Request on r and writes a Response on w.
+func ServeGuest(r io.Reader, w io.Writer) error {
+	var req Request
+	if err := json.NewDecoder(r).Decode(&req); err != nil {
+		return fmt.Errorf("reading the acceptance request: %w", err)
+	}
+	resp := Response{Outcomes: RunProbes(req.Probes)}
+	self, _ := os.Readlink("/proc/self/ns/net")
+	for _, pid := range req.Pids {
+		resp.Procs = append(resp.Procs, inspectProc(pid, self))
+	}
+	if req.Scan != nil {
+		resp.Hits, resp.Scanned, resp.Skipped = scan(*req.Scan)
+	}
+	return json.NewEncoder(w).Encode(resp)
+}
+
+func inspectProc(pid int, selfNS string) ProcInfo {
+	pi := ProcInfo{Pid: pid, JailNetNS: selfNS}
+	base := "/proc/" + strconv.Itoa(pid)
+	st, err := os.ReadFile(base + "/status")
+	if err != nil {
+		pi.Err = err.Error()
+		return pi
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.Join(strings.Fields(v), " ")
+		switch k {
+		case "Uid":
+			pi.Uid = v
+		case "CapEff":
+			pi.CapEff = v
+		case "CapBnd":
+			pi.CapBnd = v
+		case "NoNewPrivs":
+			pi.NoNewPrivs = v
+		}
+	}
+	pi.NetNS, _ = os.Readlink(base + "/ns/net")
+	// The container's own view of its cgroup (a private cgroup namespace puts its cgroup
+	// at the root): v2 has pids.max and memory.max there, v1 splits them by controller.
+	root := base + "/root/sys/fs/cgroup"
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if _, err := os.Stat(root + "/cgroup.controllers"); err == nil {
+		pi.Cgroup = "v2"
+		pi.PidsMax, pi.MemoryMax = read(root+"/pids.max"), read(root+"/memory.max")
+	} else {
+		pi.Cgroup = "v1"
+		pi.PidsMax, pi.MemoryMax = read(root+"/pids/pids.max"), read(root+"/memory/memory.limit_in_bytes")
+	}
+	return pi
+}
+
+// Fingerprint computes a Scan's identifying fields from the secret, on the host.
+func Fingerprint(secret []byte, base uint64) (target uint64, digest string) {
+	for _, b := range secret {
+		target = target*base + uint64(b)
+	}
+	s := sha256.Sum256(secret)
+	return target, fmt.Sprintf("%x", s)
+}
+
+func scan(s Scan) (hits []string, scanned, skipped int) {
+	if s.Len <= 0 {
+		return nil, 0, 0
+	}
+	var pow uint64 = 1 // base^(len-1)
+	for i := 1; i < s.Len; i++ {
+		pow *= s.Base
+	}
+	max := int64(s.MaxMiB) << 20
+	if max <= 0 {
+		max = 64 << 20
+	}
+	prune := map[string]bool{}
+	for _, p := range s.Prune {
+		prune[filepath.Clean(p)] = true
+	}
+	check := func(path string) {
+		f, err := os.Open(path)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		scanned++
+		if found(bufio.NewReaderSize(f, 1<<16), s, pow) {
+			hits = append(hits, path)
+		}
+	}
+	for _, f := range s.Files {
+		check(f)
+	}
+	for _, root := range s.Roots {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() {
+				if prune[filepath.Clean(p)] {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			if info, err := d.Info(); err == nil && info.Size() > max {
+				skipped++
+				return nil
+			}
+			check(p)
+			return nil
+		})
+	}
+	return hits, scanned, skipped
+}
+
+func found(r *bufio.Reader, s Scan, pow uint64) bool {
+	win := make([]byte, 0, s.Len)
+	ring := make([]byte, s.Len)
+	var h uint64
+	n := 0
+	for {
+		b, err := r.ReadByte()
+		if err != nil {
+			return false
+		}
+		if n >= s.Len {
+			h -= uint64(ring[n%s.Len]) * pow
+		}
+		h = h*s.Base + uint64(b)
+		ring[n%s.Len] = b
+		n++
+		if n >= s.Len && h == s.Target {
+			win = win[:0]
+			for i := 0; i < s.Len; i++ {
+				win = append(win, ring[(n+i)%s.Len])
+			}
+			sum := sha256.Sum256(win)
+			if fmt.Sprintf("%x", sum) == s.SHA256 {
+				return true
+			}
+		}
+	}
+}
+
+// ProbeEnv is the environment variable that turns a test binary into the guest side.
+const ProbeEnv = "LEVER_ACCEPTANCE_GUEST"
+
+// GuestArgv is how the guest side is started: exe is the lever binary (or a test binary
+// that honours ProbeEnv). When the guest shares the host's filesystem (the netns
+// substrate) it runs in place; otherwise the binary travels on stdin ahead of the request
+// and runs from a private temporary file, so nothing has to be installed in the guest.
+func GuestArgv(exe string, inPlace bool) (argv []string, stdinPrefix []byte, err error) {
+	if inPlace {
+		return []string{"env", ProbeEnv + "=1", exe, "__acceptance-guest"}, nil, nil
+	}
+	bin, err := os.ReadFile(exe)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the probe binary: %w", err)
+	}
+	script := `set -e; d=$(mktemp -d); trap 'rm -rf "$d"' EXIT; head -c ` + strconv.Itoa(len(bin)) +
+		` >"$d/p"; chmod 0700 "$d/p"; env ` + ProbeEnv + `=1 "$d/p" __acceptance-guest`
+	return []string{"/bin/sh", "-c", script}, bin, nil
+}
+
+// MaybeServeGuest makes a binary act as the guest side when ProbeEnv is set; lever's main
+// and test binaries call it first.
+func MaybeServeGuest() {
+	if os.Getenv(ProbeEnv) != "1" {
+		return
+	}
+	if err := ServeGuest(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
