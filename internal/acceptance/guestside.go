@@ -247,4 +247,3 @@ func MaybeServeGuest() {
 	}
 	os.Exit(0)
 }
-
