@@ -3,8 +3,10 @@ package brokerctl
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,6 +71,48 @@ func TestClientCertificateRefusals(t *testing.T) {
 					t.Fatalf("got %d %q, want %d containing %q", code, resp, tc.want, tc.msg)
 				}
 			})
+		}
+	}
+}
+
+// Refused handshakes leave audit lines too, and the audit names who was refused where.
+func TestRefusalsAudited(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	other, _ := ca.LoadOrCreate(filepath.Join(t.TempDir(), "other-ca"))
+	foreign := issueClient(t, other.Dir(), "intruder", time.Now(), time.Hour)
+	revoked := h.workerCert("w2")
+	h.srv.CA.RevokeSerial(ca.SerialHex(revoked.Leaf.SerialNumber))
+	get(h.client(&foreign), "GET", h.url+"/healthz", "")
+	get(h.client(&revoked), "GET", h.url+"/llm/x", "")
+	get(h.client(nil), "GET", h.url+"/healthz", "")
+	h.srv.Shutdown(context.Background())
+	data, _ := os.ReadFile(auditPath(h.state))
+	var recs []Record
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("audit line is not JSON: %q", line)
+		}
+		recs = append(recs, r)
+	}
+	want := map[string]bool{
+		"tls-handshake refused unknown authority": false,
+		"/llm/x refused w2 403":                   false,
+		"/healthz refused - 401":                  false,
+	}
+	for _, r := range recs {
+		switch {
+		case r.Route == "tls-handshake" && r.Outcome == "refused" && strings.Contains(r.Detail, "unknown authority"):
+			want["tls-handshake refused unknown authority"] = true
+		case r.Route == "/llm/x" && r.Outcome == "refused" && r.Who == "w2" && r.Status == 403:
+			want["/llm/x refused w2 403"] = true
+		case r.Route == "/healthz" && r.Outcome == "refused" && r.Who == "-" && r.Status == 401:
+			want["/healthz refused - 401"] = true
+		}
+	}
+	for k, seen := range want {
+		if !seen {
+			t.Errorf("no audit record %q in:\n%s", k, data)
 		}
 	}
 }
