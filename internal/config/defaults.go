@@ -13,7 +13,6 @@ const (
 	// DefaultAdminPort is the broker's admin listener, on host loopback only; it is never
 	// allowlisted, so the jail cannot reach it.
 	DefaultAdminPort = 7444
-	DefaultLevImage  = "localhost/lever/lev:latest"
 	DefaultLimaCPUs  = 2
 	DefaultLimaMem   = "4GiB"
 )
@@ -55,9 +54,6 @@ func applyDefaults(c *Config) {
 	}
 	if c.Broker.AdminPort == 0 {
 		c.Broker.AdminPort = DefaultAdminPort
-	}
-	if c.Lev.Image == "" && c.Lev.ImageTarball == "" {
-		c.Lev.Image = DefaultLevImage
 	}
 	for i := range c.Workers {
 		w := &c.Workers[i]

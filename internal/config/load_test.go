@@ -261,6 +261,8 @@ func TestLoadRejects(t *testing.T) {
 			want: `{f}:7: lima.image: {d}/debian.qcow2 is not a file`},
 		{name: "lima kernel without initrd", body: base + "lima:\n  kernel: key\n",
 			want: `{f}:7: lima.kernel: lima.kernel and lima.initrd go together (direct kernel boot needs both)`},
+		{name: "lima accel unknown", body: base + "lima:\n  accel: hvf\n",
+			want: `{f}:7: lima.accel: "hvf" is not an accelerator: use kvm or tcg (or leave it empty for Lima's choice)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,9 +300,8 @@ func TestLoadAccepts(t *testing.T) {
 		{name: "minimal, defaults filled", body: base, check: func(t *testing.T, c *Config) {
 			want := Config{
 				Name: "demo", Backend: "lima", Tree: "proj", Egress: "open", Disk: "20GiB",
-				Broker: Broker{LLMAuth: "api-key", APIKeyFile: "key", LLMUpstream: "https://api.anthropic.com",
+				Broker: Broker{LLMAuth: "api-key", APIKeyFile: filepath.Join(c.Dir, "key"), LLMUpstream: "https://api.anthropic.com",
 					JailPort: 7443, AdminPort: 7444, APIKeyPath: filepath.Join(c.Dir, "key")},
-				Lev:  Lev{Image: "localhost/lever/lev:latest"},
 				Lima: Lima{CPUs: 2, Memory: "4GiB"},
 				Path: filepath.Join(c.Dir, "lever.yaml"), Dir: c.Dir, TreePath: filepath.Join(c.Dir, "proj"),
 			}
@@ -346,6 +347,23 @@ func TestLoadAccepts(t *testing.T) {
 			check: func(t *testing.T, c *Config) {
 				if c.TreePath != filepath.Join(c.Dir, "proj") {
 					t.Errorf("TreePath %q", c.TreePath)
+				}
+			}},
+		{name: "host paths become absolute", body: base + "lev:\n  image_tarball: key\nlima:\n  image: key\n  kernel: ~/vmlinuz\n  initrd: key\n  limactl: bin/limactl\n  accel: tcg\n",
+			setup: func(t *testing.T, dir string) {
+				home := t.TempDir()
+				t.Setenv("HOME", home)
+				writeFile(t, filepath.Join(home, "vmlinuz"), 0o644)
+			},
+			check: func(t *testing.T, c *Config) {
+				home, _ := os.UserHomeDir()
+				want := Lima{Image: filepath.Join(c.Dir, "key"), Kernel: filepath.Join(home, "vmlinuz"), Initrd: filepath.Join(c.Dir, "key"),
+					CPUs: 2, Memory: "4GiB", Limactl: filepath.Join(c.Dir, "bin/limactl"), Accel: "tcg"}
+				if diff := cmp.Diff(want, c.Lima); diff != "" {
+					t.Errorf("lima (-want +got):\n%s", diff)
+				}
+				if c.Lev.ImageTarball != filepath.Join(c.Dir, "key") || c.Broker.APIKeyFile != filepath.Join(c.Dir, "key") {
+					t.Errorf("lev %+v broker %+v", c.Lev, c.Broker)
 				}
 			}},
 		{name: "null values are unset", body: base + "manager:\nworkers:\negress:\n",

@@ -379,6 +379,8 @@ func (v *validator) secretFile(c *Config, key, p string, out *string) {
 		}
 	}
 	*out = abs
+	// Every consumer then reads one absolute path, however it resolves relative ones.
+	c.Broker.APIKeyFile = abs
 }
 
 func (v *validator) lev(c *Config) {
@@ -386,8 +388,9 @@ func (v *validator) lev(c *Config) {
 		v.add("lev.image_tarball", "set lev.image or lev.image_tarball, not both")
 	}
 	if c.Lev.ImageTarball != "" {
-		if st, err := os.Stat(hostPath(c, c.Lev.ImageTarball)); err != nil || !st.Mode().IsRegular() {
-			v.add("lev.image_tarball", "%s is not a file", hostPath(c, c.Lev.ImageTarball))
+		c.Lev.ImageTarball = hostPath(c, c.Lev.ImageTarball)
+		if st, err := os.Stat(c.Lev.ImageTarball); err != nil || !st.Mode().IsRegular() {
+			v.add("lev.image_tarball", "%s is not a file", c.Lev.ImageTarball)
 		}
 	}
 	if c.Lev.Blueprint != "" {
@@ -402,13 +405,27 @@ func (v *validator) lima(c *Config) {
 	if !sizeRE.MatchString(c.Lima.Memory) {
 		v.add("lima.memory", "%q is not a size: use a number with a unit, e.g. 4GiB", c.Lima.Memory)
 	}
-	for _, f := range []struct{ key, val string }{{"lima.image", c.Lima.Image}, {"lima.kernel", c.Lima.Kernel}, {"lima.initrd", c.Lima.Initrd}} {
-		if f.val == "" {
+	for _, f := range []struct {
+		key string
+		val *string
+	}{{"lima.image", &c.Lima.Image}, {"lima.kernel", &c.Lima.Kernel}, {"lima.initrd", &c.Lima.Initrd}} {
+		if *f.val == "" {
 			continue
 		}
-		if st, err := os.Stat(hostPath(c, f.val)); err != nil || !st.Mode().IsRegular() {
-			v.add(f.key, "%s is not a file", hostPath(c, f.val))
+		*f.val = hostPath(c, *f.val)
+		if st, err := os.Stat(*f.val); err != nil || !st.Mode().IsRegular() {
+			v.add(f.key, "%s is not a file", *f.val)
 		}
+	}
+	switch c.Lima.Accel {
+	case "", "kvm", "tcg":
+	default:
+		v.add("lima.accel", "%q is not an accelerator: use kvm or tcg (or leave it empty for Lima's choice)", c.Lima.Accel)
+	}
+	// A limactl given as a path is a host path like the others; a bare name is looked up
+	// on PATH by the lima backend.
+	if strings.ContainsRune(c.Lima.Limactl, '/') {
+		c.Lima.Limactl = hostPath(c, c.Lima.Limactl)
 	}
 	if (c.Lima.Kernel != "") != (c.Lima.Initrd != "") {
 		v.add("lima.kernel", "lima.kernel and lima.initrd go together (direct kernel boot needs both)")
