@@ -34,7 +34,7 @@ func newResumeCmd() *cobra.Command {
 			if detach {
 				return nil
 			}
-			return waitAndReport(ctx, c, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return waitAndReport(ctx, c, nil, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().BoolVar(&detach, "detach", false, "return without waiting")

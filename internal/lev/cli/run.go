@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,12 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 func newRunCmd() *cobra.Command {
 	var spec runner.Spec
-	var detach bool
+	var detach, headless bool
 	cmd := &cobra.Command{
 		Use:   "run <agent>",
 		Short: "Spawn a run on the daemon (starting it if needed) and wait for its result",
@@ -39,6 +41,8 @@ func newRunCmd() *cobra.Command {
 			if spec.Workdir, err = filepath.Abs(spec.Workdir); err != nil {
 				return err
 			}
+			// Somebody is there to answer ask prompts when stdin is a terminal.
+			spec.Interactive = !headless && !detach && isTerminal(os.Stdin)
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
@@ -56,7 +60,11 @@ func newRunCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
 				return nil
 			}
-			return waitAndReport(ctx, c, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			var p *prompter
+			if spec.Interactive {
+				p = &prompter{c: c, in: bufio.NewReader(os.Stdin), out: cmd.ErrOrStderr()}
+			}
+			return waitAndReport(ctx, c, p, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&spec.Workdir, "workdir", "", "the run's workdir (default: the current directory)")
@@ -64,17 +72,68 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&spec.Allow, "allow", nil, "turn this tool's ask permission into allow (repeatable; never lifts deny)")
 	cmd.Flags().StringVar(&spec.Input, "input", "", "the task, appended to the first stage's prompt")
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return without waiting")
+	cmd.Flags().BoolVar(&headless, "headless", false, "do not ask on the terminal: ask permissions are refusals")
 	return cmd
 }
 
-type waiter interface {
-	Wait(ctx context.Context, id string, every time.Duration) (*runner.Record, error)
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func waitAndReport(ctx context.Context, c waiter, id string, stdout, stderr io.Writer) error {
-	rec, err := c.Wait(ctx, id, 200*time.Millisecond)
-	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+// prompter answers an interactive run's questions on the terminal.
+type prompter struct {
+	c    *daemon.Client
+	in   *bufio.Reader
+	out  io.Writer
+	seen string
+}
+
+func (p *prompter) handle(ctx context.Context, rec *runner.Record) error {
+	q := rec.Question
+	if q == nil || q.ID == p.seen {
+		return nil
+	}
+	p.seen = q.ID
+	opts := "[y]es / [N]o"
+	if q.Gate {
+		opts = "allow [o]nce / for the [s]ession / [N]o"
+	}
+	fmt.Fprintf(p.out, "lev: %s wants %s %s (%s)\n     %s? ", rec.Agent, q.Tool, q.Args, q.Reason, opts)
+	line, _ := p.in.ReadString('\n')
+	ans := runner.AnswerDeny
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes", "o", "once":
+		ans = runner.AnswerOnce
+	case "s", "session":
+		if q.Gate {
+			ans = runner.AnswerSession
+		}
+	}
+	return p.c.Answer(ctx, rec.ID, q.ID, ans)
+}
+
+type getter interface {
+	Get(ctx context.Context, id string) (*runner.Record, error)
+}
+
+func waitAndReport(ctx context.Context, c getter, p *prompter, id string, stdout, stderr io.Writer) error {
+	var rec *runner.Record
+	for {
+		var err error
+		rec, err = c.Get(ctx, id)
+		if err != nil {
+			return &ExitError{Code: 2, Err: err}
+		}
+		if rec.Status != runner.StatusRunning {
+			break
+		}
+		if p != nil {
+			if err := p.handle(ctx, rec); err != nil {
+				fmt.Fprintln(stderr, "lev:", err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	switch rec.Status {
 	case runner.StatusCompleted:

@@ -108,6 +108,11 @@ func (c *Client) Resume(ctx context.Context, id string) (*runner.Record, error) 
 	return rec, c.do(ctx, http.MethodPost, "/api/agents/"+id+"/resume", nil, rec)
 }
 
+// Answer answers an interactive run's pending question.
+func (c *Client) Answer(ctx context.Context, id, question, answer string) error {
+	return c.do(ctx, http.MethodPost, "/api/agents/"+id+"/answer", Answer{Question: question, Answer: answer}, nil)
+}
+
 // List lists runs.
 func (c *Client) List(ctx context.Context) ([]*runner.Record, error) {
 	var recs []*runner.Record

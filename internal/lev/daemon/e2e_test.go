@@ -410,3 +410,60 @@ func TestReloadOnChange(t *testing.T) {
 		t.Fatalf("error %v", e.watcher.LastError())
 	}
 }
+
+// TestInteractiveAsk: an interactive run's ask waits in its record for an answer over the
+// API; yes runs the tool, no refuses it; a wrong question id is rejected.
+func TestInteractiveAsk(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	script := filepath.Join(root, "script.toml")
+	write(t, script, `
+[[rule]]
+turn = 1
+[[rule.call]]
+tool = "shell"
+args = '{"command": "echo asked-and-ran"}'
+[[rule]]
+turn = 2
+[[rule.call]]
+tool = "submit_output"
+args = '{"output": "{{last}}"}'
+`)
+	e := start(t, scriptedConfig(script))
+	write(t, filepath.Join(e.levHome, "agents", "asker.toml"), "name = \"asker\"\nversion = \"1\"\n[stages.s]\ntools = [\"shell\", \"submit_output\"]\n")
+	ctx := context.Background()
+	cases := []struct {
+		answer, want string
+	}{
+		{"once", "asked-and-ran"},
+		{"deny", `permission is \"ask\" and the answer was no`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.answer, func(t *testing.T) {
+			rec, err := e.client.Spawn(ctx, runner.Spec{Agent: "asker", Workdir: e.wd, Interactive: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for rec.Question == nil {
+				if time.Now().After(deadline) {
+					t.Fatal("no question within 10s")
+				}
+				time.Sleep(20 * time.Millisecond)
+				rec, _ = e.client.Get(ctx, rec.ID)
+			}
+			if rec.Question.Tool != "shell" || !strings.Contains(string(rec.Question.Args), "asked-and-ran") {
+				t.Fatalf("question %+v", rec.Question)
+			}
+			if err := e.client.Answer(ctx, rec.ID, "q999", "once"); err == nil {
+				t.Fatal("answer to a question not asked was accepted")
+			}
+			if err := e.client.Answer(ctx, rec.ID, rec.Question.ID, tc.answer); err != nil {
+				t.Fatal(err)
+			}
+			rec, _ = e.client.Wait(ctx, rec.ID, 20*time.Millisecond)
+			if rec.Status != runner.StatusCompleted || !strings.Contains(string(rec.Result), tc.want) || rec.Question != nil {
+				t.Fatalf("%s %s %+v", rec.Status, rec.Result, rec.Question)
+			}
+		})
+	}
+}

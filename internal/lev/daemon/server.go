@@ -39,6 +39,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/agents/{id}", s.auth(s.get))
 	mux.HandleFunc("GET /api/agents/{id}/result", s.auth(s.result))
 	mux.HandleFunc("POST /api/agents/{id}/resume", s.auth(s.resume))
+	mux.HandleFunc("POST /api/agents/{id}/answer", s.auth(s.answer))
 	mux.HandleFunc("GET /api/config", s.auth(s.config))
 	return mux
 }
@@ -133,6 +134,31 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
+}
+
+// Answer is POST /api/agents/{id}/answer: the answer to an interactive run's question.
+type Answer struct {
+	Question string `json:"question"`
+	Answer   string `json:"answer"` // once | session | deny
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
+	var a Answer
+	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10), r.ContentLength, 64<<10, "request body", r.RemoteAddr)
+	if err == nil {
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&a)
+	}
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad answer: %w", err))
+		return
+	}
+	if err := s.Engine.Answer(r.PathValue("id"), a.Question, a.Answer); err != nil {
+		writeErr(w, http.StatusConflict, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
 func (s *Server) config(w http.ResponseWriter, r *http.Request) {

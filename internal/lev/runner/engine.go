@@ -26,6 +26,9 @@ type Spec struct {
 	Yolo    bool     `json:"yolo,omitempty"`
 	Allow   []string `json:"allow,omitempty"`
 	Input   string   `json:"input,omitempty"`
+	// Interactive runs put ask prompts in their record and wait for POST .../answer;
+	// otherwise nobody is there to ask and ask is a refusal.
+	Interactive bool `json:"interactive,omitempty"`
 }
 
 // Engine spawns and drives runs.
@@ -44,6 +47,7 @@ type Engine struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	active map[string]context.CancelFunc
+	askers map[string]*apiAsker
 }
 
 func (e *Engine) logf(format string, args ...any) {
@@ -62,6 +66,7 @@ type run struct {
 	model string
 	exec  pipeline.Executor
 	seeds string
+	asker *apiAsker
 }
 
 // Start checks and spawns a run, returning once it is running (or failed to spawn).
@@ -70,7 +75,7 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 		return nil, errors.New("workdir is required")
 	}
 	rec := &Record{ID: NewID(), Agent: spec.Agent, Workdir: spec.Workdir, Input: spec.Input,
-		Yolo: spec.Yolo, Allow: spec.Allow, Status: StatusRunning, Created: time.Now().UTC()}
+		Yolo: spec.Yolo, Allow: spec.Allow, Interactive: spec.Interactive, Status: StatusRunning, Created: time.Now().UTC()}
 	r, err := e.prepare(rec)
 	if err != nil {
 		return nil, err
@@ -168,8 +173,14 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 	for _, t := range rec.Allow {
 		allow[t] = true
 	}
+	var ask pipeline.Asker = e.Asker
+	var api *apiAsker
+	if rec.Interactive {
+		api = &apiAsker{e: e, rec: rec, ch: make(chan string, 1)}
+		ask = api
+	}
 	env := &pipeline.RunEnv{RunID: rec.ID, Agent: bp.Name, Workdir: fsys.Workdir, RunDir: e.Store.RunDir(rec.ID),
-		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: e.Asker, Log: e.Log}
+		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: ask, Log: e.Log}
 	gate, err := pipeline.NewGate(env)
 	if err != nil {
 		return nil, fmt.Errorf("taint gate: %w", err)
@@ -199,10 +210,10 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 	p := &pipeline.Pipeline{
 		FS:    fsys,
 		Perms: &pipeline.Permissions{User: cfg.Perms, Blueprint: bp.Perms, Yolo: rec.Yolo, Allow: allow},
-		Gate:  gate, Exec: exec, Asker: e.Asker, HTTP: httpc,
+		Gate:  gate, Exec: exec, Asker: ask, HTTP: httpc,
 		Env: pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv),
 	}
-	return &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec}, nil
+	return &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}, nil
 }
 
 func (e *Engine) spawn(r *run) {
@@ -212,6 +223,12 @@ func (e *Engine) spawn(r *run) {
 		e.active = map[string]context.CancelFunc{}
 	}
 	e.active[r.rec.ID] = cancel
+	if r.asker != nil {
+		if e.askers == nil {
+			e.askers = map[string]*apiAsker{}
+		}
+		e.askers[r.rec.ID] = r.asker
+	}
 	e.mu.Unlock()
 	e.wg.Add(1)
 	go func() {
@@ -221,6 +238,7 @@ func (e *Engine) spawn(r *run) {
 		defer func() {
 			e.mu.Lock()
 			delete(e.active, r.rec.ID)
+			delete(e.askers, r.rec.ID)
 			e.mu.Unlock()
 		}()
 		e.drive(ctx, r)

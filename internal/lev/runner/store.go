@@ -41,24 +41,27 @@ const (
 
 // Record is run.json.
 type Record struct {
-	ID        string            `json:"id"`
-	Agent     string            `json:"agent"`
-	Blueprint string            `json:"blueprint"`
-	Version   string            `json:"version"`
-	Workdir   string            `json:"workdir"`
-	Input     string            `json:"input,omitempty"`
-	Yolo      bool              `json:"yolo,omitempty"`
-	Allow     []string          `json:"allow,omitempty"`
-	Status    string            `json:"status"`
-	Error     string            `json:"error,omitempty"`
-	Refusal   *pipeline.Refusal `json:"refusal,omitempty"`
-	Stage     int               `json:"stage"` // the current (or last) stage
-	Stages    []StageRecord     `json:"stages"`
-	Seeds     []SeedRecord      `json:"seeds,omitempty"`
-	Resumes   int               `json:"resumes,omitempty"`
-	Created   time.Time         `json:"created"`
-	Updated   time.Time         `json:"updated"`
-	Result    json.RawMessage   `json:"result,omitempty"`
+	ID        string   `json:"id"`
+	Agent     string   `json:"agent"`
+	Blueprint string   `json:"blueprint"`
+	Version   string   `json:"version"`
+	Workdir   string   `json:"workdir"`
+	Input     string   `json:"input,omitempty"`
+	Yolo      bool     `json:"yolo,omitempty"`
+	Allow     []string `json:"allow,omitempty"`
+	// Interactive: ask prompts wait in Question for an answer over the API.
+	Interactive bool              `json:"interactive,omitempty"`
+	Question    *Question         `json:"question,omitempty"`
+	Status      string            `json:"status"`
+	Error       string            `json:"error,omitempty"`
+	Refusal     *pipeline.Refusal `json:"refusal,omitempty"`
+	Stage       int               `json:"stage"` // the current (or last) stage
+	Stages      []StageRecord     `json:"stages"`
+	Seeds       []SeedRecord      `json:"seeds,omitempty"`
+	Resumes     int               `json:"resumes,omitempty"`
+	Created     time.Time         `json:"created"`
+	Updated     time.Time         `json:"updated"`
+	Result      json.RawMessage   `json:"result,omitempty"`
 }
 
 // StageRecord is one stage's summary in run.json (and its stage.json).

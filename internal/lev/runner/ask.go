@@ -1,0 +1,109 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/taint"
+)
+
+// Question is a pending prompt of an interactive run, shown in run.json until answered.
+type Question struct {
+	ID     string          `json:"id"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Reason string          `json:"reason"`
+	Gate   bool            `json:"gate,omitempty"` // the taint gate asks: once / session / deny
+	Asked  time.Time       `json:"asked"`
+}
+
+// Answers.
+const (
+	AnswerOnce    = "once"
+	AnswerSession = "session"
+	AnswerDeny    = "deny"
+)
+
+// AskTimeout is how long an interactive run waits for an answer before taking it as no.
+var AskTimeout = 10 * time.Minute
+
+// apiAsker puts questions in the run's record and waits for POST .../answer. It runs on
+// the run's own goroutine, which owns the record.
+type apiAsker struct {
+	e   *Engine
+	rec *Record
+	ch  chan string
+
+	mu  sync.Mutex
+	cur string // the pending question's id
+	n   int
+}
+
+func (a *apiAsker) Ask(ctx context.Context, q pipeline.Question) (bool, error) {
+	ans, err := a.ask(ctx, q, false)
+	return ans == AnswerOnce || ans == AnswerSession, err
+}
+
+// AskGate gives the taint gate its three answers.
+func (a *apiAsker) AskGate(ctx context.Context, q pipeline.Question) (taint.Answer, error) {
+	ans, err := a.ask(ctx, q, true)
+	switch ans {
+	case AnswerOnce:
+		return taint.AnswerOnce, err
+	case AnswerSession:
+		return taint.AnswerSession, err
+	}
+	return taint.AnswerDeny, err
+}
+
+func (a *apiAsker) ask(ctx context.Context, q pipeline.Question, gate bool) (string, error) {
+	a.mu.Lock()
+	a.n++
+	qq := &Question{ID: fmt.Sprintf("q%d", a.n), Tool: q.Tool, Args: q.Args, Reason: q.Reason, Gate: gate, Asked: time.Now().UTC()}
+	a.cur = qq.ID
+	a.mu.Unlock()
+	a.rec.Question = qq
+	a.e.Store.Save(a.rec)
+	defer func() {
+		a.mu.Lock()
+		a.cur = ""
+		a.mu.Unlock()
+		a.rec.Question = nil
+		a.e.Store.Save(a.rec)
+	}()
+	select {
+	case ans := <-a.ch:
+		return ans, nil
+	case <-ctx.Done():
+		return AnswerDeny, ctx.Err()
+	case <-time.After(AskTimeout):
+		return AnswerDeny, nil
+	}
+}
+
+// Answer answers an interactive run's pending question.
+func (e *Engine) Answer(id, question, answer string) error {
+	switch answer {
+	case AnswerOnce, AnswerSession, AnswerDeny:
+	default:
+		return fmt.Errorf("bad answer %q (want once, session or deny)", answer)
+	}
+	e.mu.Lock()
+	a := e.askers[id]
+	e.mu.Unlock()
+	if a == nil {
+		return fmt.Errorf("run %s is not waiting for an answer", id)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cur == "" || a.cur != question {
+		return fmt.Errorf("run %s has no pending question %q", id, question)
+	}
+	a.cur = ""
+	a.ch <- answer
+	return nil
+}
