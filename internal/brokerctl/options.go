@@ -9,13 +9,9 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lever-jail/lever/internal/config"
 )
 
 // Caps shared with lev's providers: the largest response body and SSE frame either side
@@ -83,72 +79,6 @@ func AuditPath(state string) string  { return auditPath(state) }
 func BrokerDir(state string) string  { return brokerDir(state) }
 func LogPath(state string) string    { return logPath(state) }
 func AdminTokenPath(s string) string { return tokenPath(s) }
-
-// aliasNames are the alias names each backend's guest resolves to the host.
-var aliasNames = map[string]string{
-	"orbstack": "host.orb.internal",
-	"lima":     "host.lima.internal",
-	"netns":    "host.lever.internal",
-}
-
-// OptionsFromConfig derives broker options from lever.yaml and the environment bring-up
-// sets on the broker child ($LEVER_HOST_ALIAS_IP, optionally $LEVER_HOST_ALIAS_NAME,
-// $LEVER_BROKER_LISTEN, $LEVER_BROKER_AUTH_HEADER).
-func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	o := Options{StateDir: cfg.StateDir()}
-	jail, admin := cfg.Broker.JailPort, cfg.Broker.AdminPort
-	if jail == 0 || admin == 0 {
-		return o, fmt.Errorf("broker.jail_port and broker.admin_port must be set (got %d and %d)", jail, admin)
-	}
-	if name := getenv(EnvAliasName); name != "" {
-		o.SANNames = []string{name}
-	} else if name, ok := aliasNames[cfg.Backend]; ok {
-		o.SANNames = []string{name}
-	}
-	for _, s := range strings.Split(getenv(EnvAliasIP), ",") {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		ip := net.ParseIP(s)
-		if ip == nil {
-			return o, fmt.Errorf("$%s: %q is not an IP address", EnvAliasIP, s)
-		}
-		o.SANIPs = append(o.SANIPs, ip)
-	}
-	switch l := getenv(EnvListen); {
-	case l != "":
-		o.Listen = l
-	case cfg.Backend == "netns":
-		// On the netns substrate the alias is an address of the host itself.
-		if len(o.SANIPs) == 0 {
-			return o, fmt.Errorf("backend netns: $%s must name the host-side alias address to listen on", EnvAliasIP)
-		}
-		o.Listen = net.JoinHostPort(o.SANIPs[0].String(), strconv.Itoa(jail))
-	default:
-		// OrbStack and Lima forward the alias to host loopback.
-		o.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(jail))
-	}
-	o.AdminListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(admin))
-	if cfg.Broker.LLMAuth != "subscription" {
-		o.Upstream = cfg.Broker.LLMUpstream
-		o.APIKeyFile = cfg.Broker.APIKeyPath
-		if o.APIKeyFile == "" {
-			o.APIKeyFile = cfg.Broker.APIKeyFile
-		}
-		if o.APIKeyFile != "" && !filepath.IsAbs(o.APIKeyFile) {
-			o.APIKeyFile = filepath.Join(cfg.Dir, o.APIKeyFile)
-		}
-	}
-	o.AuthHeader = getenv(EnvAuthHeader)
-	if o.AuthHeader == "" {
-		o.AuthHeader = DefaultAuthHeader(o.Upstream)
-	}
-	return o, nil
-}
 
 // DefaultAuthHeader picks x-api-key for Anthropic's API and Bearer for everything else
 // (the OpenAI-compatible convention).
