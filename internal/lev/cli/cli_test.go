@@ -16,6 +16,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 const ctoBlueprint = `name = "cto"
@@ -200,5 +201,21 @@ func mustWrite(t *testing.T, p, s string) {
 	os.MkdirAll(filepath.Dir(p), 0o755)
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestWarnUngranted(t *testing.T) {
+	var b bytes.Buffer
+	warnUngranted(&b, &runner.Record{Agent: "cto", ReadPaths: []runner.ReadPathStatus{
+		{Entry: "~/.leviath/runs", Granted: true}, {Entry: "glob:~/design-docs/**"}}})
+	want := "lev: WARN your config does not grant glob:~/design-docs/**: reads matching them will be refused [read-paths-not-granted]\n" +
+		"       add to your config.toml: [agent_read_paths.cto] allow = [\"glob:~/design-docs/**\"]\n"
+	if b.String() != want {
+		t.Fatalf("got %q", b.String())
+	}
+	b.Reset()
+	warnUngranted(&b, &runner.Record{Agent: "cto", ReadPaths: []runner.ReadPathStatus{{Entry: "~/x", Granted: true}}})
+	if b.Len() != 0 {
+		t.Fatalf("warned with everything granted: %q", b.String())
 	}
 }

@@ -31,6 +31,7 @@ func newResumeCmd() *cobra.Command {
 				return &ExitError{Code: 2, Err: fmt.Errorf("resuming %s: %w", args[0], err)}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "lev: resumed run %s at stage %d\n", rec.ID, rec.Stage)
+			warnUngranted(cmd.ErrOrStderr(), rec)
 			if detach {
 				return nil
 			}

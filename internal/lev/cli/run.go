@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/lev/daemon"
+	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
@@ -56,6 +57,7 @@ func newRunCmd() *cobra.Command {
 				return &ExitError{Code: 2, Err: fmt.Errorf("spawning %s: %w", spec.Agent, err)}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "lev: run %s of %s in %s\n", rec.ID, rec.Agent, rec.Workdir)
+			warnUngranted(cmd.ErrOrStderr(), rec)
 			if detach {
 				fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
 				return nil
@@ -74,6 +76,21 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return without waiting")
 	cmd.Flags().BoolVar(&headless, "headless", false, "do not ask on the terminal: ask permissions are refusals")
 	return cmd
+}
+
+// warnUngranted surfaces declared-but-ungranted read paths before the run hits them.
+func warnUngranted(w io.Writer, rec *runner.Record) {
+	var missing []string
+	for _, s := range rec.ReadPaths {
+		if !s.Granted {
+			missing = append(missing, s.Entry)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "lev: WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]\n", strings.Join(missing, ", "))
+	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(rec.Agent, missing))
 }
 
 func isTerminal(f *os.File) bool {

@@ -333,6 +333,9 @@ args = '{"output": "read: {{last}}"}'
 	if rec.Status != runner.StatusRefused || rec.Refusal == nil || rec.Refusal.Code != "not-granted" {
 		t.Fatalf("status %s refusal %+v: %s", rec.Status, rec.Refusal, rec.Error)
 	}
+	if len(rec.ReadPaths) != 1 || rec.ReadPaths[0].Entry != "~/docs" || rec.ReadPaths[0].Granted {
+		t.Fatalf("read paths %+v", rec.ReadPaths)
+	}
 	if !strings.Contains(rec.Error, `add to your config.toml: [agent_read_paths.reader] allow = ["~/docs"]`) {
 		t.Fatalf("refusal lacks the grant line: %s", rec.Error)
 	}
@@ -376,6 +379,9 @@ args = '{"output": "read: {{last}}"}'
 	res, err := e.client.Result(ctx, rec.ID)
 	if err != nil || string(res.Output) != `"read: the plan"` {
 		t.Fatalf("result %s %v", res.Output, err)
+	}
+	if len(rec.ReadPaths) != 1 || !rec.ReadPaths[0].Granted || rec.ReadPaths[0].By != "[agent_read_paths.reader]" {
+		t.Fatalf("read paths after grant %+v", rec.ReadPaths)
 	}
 	if rec.Resumes != 2 || rec.Stages[0].ToolCalls != 4 {
 		t.Fatalf("resumes %d, calls %d", rec.Resumes, rec.Stages[0].ToolCalls)

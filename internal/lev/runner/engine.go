@@ -102,6 +102,7 @@ func (r *Record) snapshot() *Record {
 	c.Stages = append([]StageRecord(nil), r.Stages...)
 	c.Seeds = append([]SeedRecord(nil), r.Seeds...)
 	c.Allow = append([]string(nil), r.Allow...)
+	c.ReadPaths = append([]ReadPathStatus(nil), r.ReadPaths...)
 	return &c
 }
 
@@ -164,9 +165,13 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 		return nil, err
 	}
 	rec.Blueprint, rec.Version, rec.Agent = file, bp.Version, bp.Name
-	fsys, _, err := pipeline.BuildFS(bp, cfg, rec.Workdir, e.Home)
+	fsys, sts, err := pipeline.BuildFS(bp, cfg, rec.Workdir, e.Home)
 	if err != nil {
 		return nil, err
+	}
+	rec.ReadPaths = nil
+	for _, st := range sts {
+		rec.ReadPaths = append(rec.ReadPaths, ReadPathStatus{Entry: st.Entry.Raw, Granted: st.Granted, By: st.By})
 	}
 	rec.Workdir = fsys.Workdir
 	allow := map[string]bool{}

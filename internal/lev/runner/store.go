@@ -58,10 +58,13 @@ type Record struct {
 	Stage       int               `json:"stage"` // the current (or last) stage
 	Stages      []StageRecord     `json:"stages"`
 	Seeds       []SeedRecord      `json:"seeds,omitempty"`
-	Resumes     int               `json:"resumes,omitempty"`
-	Created     time.Time         `json:"created"`
-	Updated     time.Time         `json:"updated"`
-	Result      json.RawMessage   `json:"result,omitempty"`
+	// ReadPaths says, per declared [read_paths] entry, whether the config in force at
+	// spawn (or the last resume) grants it.
+	ReadPaths []ReadPathStatus `json:"read_paths,omitempty"`
+	Resumes   int              `json:"resumes,omitempty"`
+	Created   time.Time        `json:"created"`
+	Updated   time.Time        `json:"updated"`
+	Result    json.RawMessage  `json:"result,omitempty"`
 }
 
 // StageRecord is one stage's summary in run.json (and its stage.json).
@@ -81,6 +84,13 @@ type SeedRecord struct {
 	Real    string `json:"real"`
 	Outside bool   `json:"outside,omitempty"`
 	Bytes   int    `json:"bytes"`
+}
+
+// ReadPathStatus is one declared entry and its grant.
+type ReadPathStatus struct {
+	Entry   string `json:"entry"`
+	Granted bool   `json:"granted"`
+	By      string `json:"granted_by,omitempty"`
 }
 
 // Store is the runs directory.
