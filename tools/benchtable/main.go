@@ -84,7 +84,7 @@ func Machine() MachineInfo {
 	m.CPU = fieldOf("/proc/cpuinfo", "model name", ":")
 	m.Kernel = strings.TrimSpace(readFile("/proc/sys/kernel/osrelease"))
 	m.OS = strings.Trim(fieldOf("/etc/os-release", "PRETTY_NAME", "="), `"`)
-	m.Memory = fieldOf("/proc/meminfo", "MemTotal", ":")
+	m.Memory = memory(fieldOf("/proc/meminfo", "MemTotal", ":"))
 	if f := strings.Fields(readFile("/proc/loadavg")); len(f) >= 3 {
 		m.Load = strings.Join(f[:3], " ")
 	}
@@ -113,4 +113,13 @@ func fieldOf(path, key, sep string) string {
 		}
 	}
 	return "unknown"
+}
+
+// memory turns /proc/meminfo's "24683620 kB" into "23.5 GiB".
+func memory(s string) string {
+	var kb float64
+	if _, err := fmt.Sscanf(s, "%f kB", &kb); err != nil {
+		return s
+	}
+	return fmt.Sprintf("%.1f GiB", kb/(1<<20))
 }
