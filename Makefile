@@ -10,7 +10,7 @@ export GOFLAGS += -tags=$(PODMAN_TAGS)
 export CGO_ENABLED = 0
 E2E_TAGS  := e2e,$(PODMAN_TAGS)
 
-.PHONY: build test e2e bench lint ci clean
+.PHONY: build test e2e bench lint fuzz ci clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lever ./cmd/lever
@@ -33,7 +33,12 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags $(E2E_TAGS) ./...
 
-ci: lint e2e
+# A few seconds of coverage-guided fuzzing of the lever.yaml loader (its seed corpus in
+# internal/config/testdata/fuzz also runs with every plain `go test`).
+fuzz:
+	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 10s ./internal/config
+
+ci: lint e2e fuzz
 
 clean:
 	rm -rf $(BIN)
