@@ -37,7 +37,7 @@ func Decode(file string, data []byte, v any) (*Doc, error) {
 			for i := range sm.Errors {
 				e := &sm.Errors[i]
 				row, _ := e.Position()
-				msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", file, row, strings.Join(e.Key(), ".")))
+				msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", file, row, doc.fullKey(strings.Join(e.Key(), "."), row)))
 			}
 			return nil, errors.New(strings.Join(msgs, "; "))
 		}
@@ -73,6 +73,18 @@ func (d *Doc) Errorf(key string, format string, args ...any) error {
 		k = k[:i]
 	}
 	return fmt.Errorf("%s: key %q: %s", d.File, key, msg)
+}
+
+// fullKey completes a key the decoder reports relative to an inline table, using the
+// index: the longest indexed path on that line that ends with it.
+func (d *Doc) fullKey(key string, row int) string {
+	best := key
+	for _, k := range d.Order {
+		if d.Lines[k] == row && strings.HasSuffix(k, "."+key) && len(k) > len(best) {
+			best = k
+		}
+	}
+	return best
 }
 
 // Line returns the line of key, 0 when absent.
