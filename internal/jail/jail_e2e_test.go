@@ -41,7 +41,7 @@ func TestHardenedLevContainer(t *testing.T) {
 	os.WriteFile(filepath.Join(tree, "w1", "task.txt"), []byte("w1-task"), 0o644)
 	chownR(t, tree, g.uid)
 	tickets := filepath.Join("/run/user", itoa(g.uid), "lever", "tickets")
-	for _, w := range []string{"w1", "w2"} {
+	for _, w := range []string{"worker-w1", "worker-w2", "manager"} {
 		os.MkdirAll(filepath.Join(tickets, w), 0o700)
 		os.WriteFile(filepath.Join(tickets, w, "ticket"), []byte("ticket-"+w), 0o600)
 	}
@@ -50,23 +50,15 @@ func TestHardenedLevContainer(t *testing.T) {
 	cs, err := Plan(Params{
 		Instance: "lvtbj", Image: im.Ref, Runtime: g.runtime,
 		Workers:    []WorkerSpec{{Name: "w1", Dir: "w1"}},
-		TicketRoot: tickets,
+		TicketRoot: tickets, TreeSource: tree,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Point the planned /lever mounts at the test tree (the guest's /lever on a real jail).
-	for i := range cs {
-		for j := range cs[i].Mounts {
-			if strings.HasPrefix(cs[i].Mounts[j].Source, TreeDir) {
-				cs[i].Mounts[j].Source = tree + strings.TrimPrefix(cs[i].Mounts[j].Source, TreeDir)
-			}
-		}
-	}
 	mgr, w1 := cs[0], cs[1]
 	mgr.Command = []string{"ls:/lever", "read:/lever/manager-secret.txt", "write:/lever/m.out", "ls:/run/lever"}
 	w1.Command = []string{"ls:/lever", "ls:/lever/w1", "read:/lever/manager-secret.txt", "read:/run/lever/ticket",
-		"read:/run/user/" + itoa(g.uid) + "/lever/tickets/w2/ticket", "write:/run/lever/forged", "write:/lever/w1/out"}
+		"read:/run/user/" + itoa(g.uid) + "/lever/tickets/worker-w2/ticket", "write:/run/lever/forged", "write:/lever/w1/out"}
 	for _, c := range []Container{mgr, w1} {
 		ch, err := g.client.Ensure(c, false)
 		if err != nil {
@@ -104,7 +96,7 @@ func TestHardenedLevContainer(t *testing.T) {
 		{"worker: no_new_privs set", w1.Name, "status NoNewPrivs: 1"},
 		{"worker: sees only its own dir", w1.Name, "ls /lever [w1] ok"},
 		{"worker: cannot read the manager's file", w1.Name, "read /lever/manager-secret.txt \"\" refused("},
-		{"worker: reads its own ticket", w1.Name, "read /run/lever/ticket \"ticket-w1\" ok"},
+		{"worker: reads its own ticket", w1.Name, "read /run/lever/ticket \"ticket-worker-w1\" ok"},
 		{"worker: cannot reach another worker's ticket", w1.Name, "refused(open /run/user/"},
 		{"worker: ticket dir read-only", w1.Name, "write /run/lever/forged refused("},
 		{"worker: own dir writable", w1.Name, "write /lever/w1/out ok"},

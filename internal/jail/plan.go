@@ -77,12 +77,17 @@ type WorkerSpec struct {
 type Params struct {
 	Instance string
 	Image    string
+	// TreeSource is the tree's path in the guest (default /lever; on the netns substrate,
+	// whose guest shares the host's filesystem, the tree's host path). Containers always
+	// see it at /lever.
+	TreeSource string
 	// ReadOnly are the manager.read_only guest paths, mounted read-only at the same path.
 	ReadOnly   []string
 	NestedVirt bool
 	Workers    []WorkerSpec
-	// TicketRoot is the run user's tmpfs directory holding one ticket dir per worker
-	// (e.g. /run/user/1001/lever/tickets); never inside the tree.
+	// TicketRoot is the run user's tmpfs directory holding one enrolment dir per agent
+	// (AgentDir: "manager", "worker-<name>"), each mounted read-only at /run/lever in its
+	// own container; never inside the tree.
 	TicketRoot string
 	// Env is lev's environment (provider base URL, cert paths): no secrets ever.
 	Env         map[string]string
@@ -111,12 +116,18 @@ func Plan(p Params) ([]Container, error) {
 	if p.MemoryBytes == 0 {
 		p.MemoryBytes = DefaultMemoryBytes
 	}
-	if len(p.Workers) > 0 {
-		if p.TicketRoot == "" || !path.IsAbs(p.TicketRoot) {
+	if p.TreeSource == "" {
+		p.TreeSource = TreeDir
+	}
+	if len(p.Workers) > 0 && p.TicketRoot == "" {
+		return nil, fmt.Errorf("jail plan: workers need a ticket root")
+	}
+	if p.TicketRoot != "" {
+		if !path.IsAbs(p.TicketRoot) {
 			return nil, fmt.Errorf("jail plan: ticket root %q must be an absolute guest path", p.TicketRoot)
 		}
-		if within(TreeDir, path.Clean(p.TicketRoot)) {
-			return nil, fmt.Errorf("jail plan: ticket root %s is inside the tree %s; tickets must come from the run user's tmpfs", p.TicketRoot, TreeDir)
+		if within(TreeDir, path.Clean(p.TicketRoot)) || within(path.Clean(p.TreeSource), path.Clean(p.TicketRoot)) {
+			return nil, fmt.Errorf("jail plan: ticket root %s is inside the tree; tickets must come from the run user's tmpfs", p.TicketRoot)
 		}
 	}
 	base := func(name string, role Role) Container {
@@ -133,7 +144,10 @@ func Plan(p Params) ([]Container, error) {
 		}
 	}
 	mgr := base(ContainerName(p.Instance, Manager, ""), Manager)
-	mgr.Mounts = []Mount{{Source: TreeDir, Dest: TreeDir}}
+	mgr.Mounts = []Mount{{Source: p.TreeSource, Dest: TreeDir}}
+	if p.TicketRoot != "" {
+		mgr.Mounts = append(mgr.Mounts, Mount{Source: path.Join(p.TicketRoot, AgentDir(Manager, "")), Dest: TicketMount, ReadOnly: true})
+	}
 	ro := append([]string(nil), p.ReadOnly...)
 	sort.Strings(ro)
 	for _, r := range ro {
@@ -161,16 +175,27 @@ func Plan(p Params) ([]Container, error) {
 		}
 		c := base(ContainerName(p.Instance, Worker, w.Name), Worker)
 		c.Mounts = []Mount{
-			{Source: dir, Dest: dir},
-			{Source: path.Join(p.TicketRoot, w.Name), Dest: TicketMount, ReadOnly: true},
+			{Source: path.Join(p.TreeSource, strings.TrimPrefix(dir, TreeDir)), Dest: dir},
+			{Source: path.Join(p.TicketRoot, AgentDir(Worker, w.Name)), Dest: TicketMount, ReadOnly: true},
 		}
 		c.Env["LEVER_WORKER"] = w.Name
 		out = append(out, c)
 	}
 	for i := range out {
-		out[i].Labels[LabelSpecHash] = out[i].Hash()
+		out[i].Rehash()
 	}
 	return out, nil
+}
+
+// Rehash refreshes the spec-hash label after a caller adjusted the container.
+func (c *Container) Rehash() { c.Labels[LabelSpecHash] = c.Hash() }
+
+// AgentDir names an agent's enrolment directory under the ticket root.
+func AgentDir(role Role, worker string) string {
+	if role == Manager {
+		return "manager"
+	}
+	return "worker-" + worker
 }
 
 // ContainerName is lever-<instance>-manager or lever-<instance>-worker-<name>.

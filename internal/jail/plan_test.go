@@ -30,9 +30,9 @@ func TestPlanConfinesEachContainer(t *testing.T) {
 		name, container, mounts string
 		devices                 int
 	}{
-		{"manager: whole tree, read_only mounts, kvm", "lever-demo-manager", "/lever:/lever:rw /opt/ref:/opt/ref:ro /srv/docs:/srv/docs:ro", 1},
-		{"worker a: own dir, own ticket", "lever-demo-worker-a", "/lever/work/a:/lever/work/a:rw /run/user/1001/lever/tickets/a:/run/lever:ro", 0},
-		{"worker b: own dir, own ticket", "lever-demo-worker-b", "/lever/work/b:/lever/work/b:rw /run/user/1001/lever/tickets/b:/run/lever:ro", 0},
+		{"manager: whole tree, read_only mounts, kvm", "lever-demo-manager", "/lever:/lever:rw /run/user/1001/lever/tickets/manager:/run/lever:ro /opt/ref:/opt/ref:ro /srv/docs:/srv/docs:ro", 1},
+		{"worker a: own dir, own ticket", "lever-demo-worker-a", "/lever/work/a:/lever/work/a:rw /run/user/1001/lever/tickets/worker-a:/run/lever:ro", 0},
+		{"worker b: own dir, own ticket", "lever-demo-worker-b", "/lever/work/b:/lever/work/b:rw /run/user/1001/lever/tickets/worker-b:/run/lever:ro", 0},
 	}
 	byName := map[string]Container{}
 	for _, c := range cs {
