@@ -120,7 +120,9 @@ func New(o Options) (*Backend, error) {
 	if o.Machine == "" {
 		return nil, errors.New("orbstack backend: machine name is empty")
 	}
-	if !strings.HasPrefix(o.Tree, "/") {
+	// An empty tree is allowed so that stop and destroy work after the tree has gone;
+	// creating a machine then refuses (EnsureUp).
+	if o.Tree != "" && !strings.HasPrefix(o.Tree, "/") {
 		return nil, fmt.Errorf("orbstack backend: tree %q is not an absolute host path", o.Tree)
 	}
 	// orb's --mount takes host:guest; a ':' in the host path would be read as the split.
@@ -208,6 +210,9 @@ func (b *Backend) EnsureUp(ctx context.Context) error {
 		return err
 	}
 	if rec == nil {
+		if b.o.Tree == "" {
+			return fmt.Errorf("creating isolated machine %s: no tree to mount", b.o.Machine)
+		}
 		if _, err := b.orb(ctx, b.CreateArgv()...); err != nil {
 			return fmt.Errorf("creating isolated machine %s: %w", b.o.Machine, err)
 		}

@@ -25,7 +25,11 @@ func TestScenarios(t *testing.T) {
 	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			x, s, done := fake(t, file, strings.NewReplacer("{tree}", testTree))
-			b, err := New(Options{Machine: "lever-demo", Tree: testTree, Exec: x})
+			tree := testTree
+			if first(s.headers["tree"], "") == "none" {
+				tree = ""
+			}
+			b, err := New(Options{Machine: "lever-demo", Tree: tree, Exec: x})
 			if err != nil {
 				t.Fatal(err)
 			}
