@@ -74,6 +74,10 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 	if spec.Workdir == "" {
 		return nil, errors.New("workdir is required")
 	}
+	if !filepath.IsAbs(spec.Workdir) {
+		// Relative to what? The daemon's directory is not the caller's.
+		return nil, fmt.Errorf("workdir %q must be an absolute path", spec.Workdir)
+	}
 	rec := &Record{ID: NewID(), Agent: spec.Agent, Workdir: spec.Workdir, Input: spec.Input,
 		Yolo: spec.Yolo, Allow: spec.Allow, Interactive: spec.Interactive, Status: StatusRunning, Created: time.Now().UTC()}
 	r, err := e.prepare(rec)
@@ -379,6 +383,11 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 		}
 		ss.messages = append(ss.messages, provider.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
 		if len(resp.ToolCalls) == 0 {
+			if ref := e.gateAnswer(ctx, r, pst, ss, resp.Text); ref != nil {
+				ss.messages = append(ss.messages, provider.Message{Role: "user", Content: ref.Msg})
+				save()
+				continue
+			}
 			out, _ := json.Marshal(resp.Text)
 			ss.rec.Output = out
 			save()

@@ -65,6 +65,7 @@ func TestSpawnRefusals(t *testing.T) {
 		want string
 	}{
 		{Spec{Agent: "a"}, "workdir is required"},
+		{Spec{Agent: "a", Workdir: "wd"}, "must be an absolute path"},
 		{Spec{Agent: "a", Workdir: filepath.Join(wd, "missing")}, "no such file"},
 		{Spec{Agent: "nope", Workdir: wd}, `no blueprint for agent "nope"`},
 		{Spec{Agent: "../etc", Workdir: wd}, "blueprint ../etc"},

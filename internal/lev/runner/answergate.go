@@ -1,0 +1,33 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+)
+
+// gateAnswer puts a plain final answer through the taint gate as the submit_output it
+// stands for: it becomes the stage's output, and for the last stage the result served by
+// GET /api/agents/{id}/result, so it leaves the machine the same way (issue 6). It returns
+// the refusal when the gate blocks it; the gate has audited the decision either way.
+func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, text string) *pipeline.Refusal {
+	if r.pipe == nil || r.pipe.Gate == nil {
+		return nil
+	}
+	args, _ := json.Marshal(map[string]string{"output": text})
+	c := &pipeline.Call{ID: fmt.Sprintf("answer-%d", ss.rec.Turns), Tool: "submit_output", Args: args, Stage: pst}
+	d, err := r.pipe.Gate.Check(ctx, c)
+	if err != nil {
+		d = pipeline.Decision{Allow: false, Reason: err.Error(), Source: "GateError"}
+	}
+	c.Gate = &d
+	if d.Allow {
+		return nil
+	}
+	ref := &pipeline.Refusal{Step: pipeline.StepGate, Code: d.Source,
+		Msg: "your final answer leaves the machine like submit_output and was blocked by the taint gate: " + d.Reason}
+	e.record(ss, c, &pipeline.Result{Content: ref.Msg, IsError: true, Refusal: ref})
+	return ref
+}
