@@ -36,6 +36,7 @@ func fixture(t *testing.T) string {
 	}
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(t.TempDir(), "state"))
 	t.Setenv("LEVER_DEV_NETNS", "")
+	t.Setenv("HOME", t.TempDir())
 	return dir
 }
 
@@ -140,6 +141,13 @@ func TestLoadRejects(t *testing.T) {
 				t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "proj", ".lever-state"))
 			},
 			want: `{f}:3: tree: {d}/proj contains lever's state directory {d}/proj/.lever-state, which holds keys the jail must never see; move the state (LEVER_STATE_DIR) or the tree`},
+
+		{name: "tree is the home directory", body: strings.Replace(base, "tree: proj", "tree: .", 1),
+			setup: func(t *testing.T, dir string) { t.Setenv("HOME", dir) },
+			want:  `{f}:3: tree: {d} contains your home directory {d}; the jail would see ~/.ssh and every credential there: point tree at the project directory`},
+		{name: "tree contains the home directory", body: strings.Replace(base, "tree: proj", "tree: proj", 1),
+			setup: func(t *testing.T, dir string) { t.Setenv("HOME", filepath.Join(dir, "proj", "a")) },
+			want:  `{f}:3: tree: {d}/proj contains your home directory {d}/proj/a; the jail would see ~/.ssh and every credential there: point tree at the project directory`},
 
 		// --- egress ---
 		{name: "egress unknown", body: base + "egress: half\n",

@@ -200,6 +200,18 @@ func (v *validator) tree(c *Config) {
 		v.add("tree", "%q resolves to %s, outside the directory of lever.yaml (%s)", c.Tree, real, base)
 		return
 	}
+	// The tree is the jail's whole view of the host: a tree that holds the home directory
+	// would put ~/.ssh and every credential under it in the jail (spec 2.1).
+	if home, err := os.UserHomeDir(); err == nil && home != "" {
+		if realHome, err := filepath.EvalSymlinks(home); err == nil && within(real, realHome) {
+			v.add("tree", "%s contains your home directory %s; the jail would see ~/.ssh and every credential there: point tree at the project directory", real, realHome)
+			return
+		}
+	}
+	if real == "/" {
+		v.add("tree", "%q is the root directory; the jail would see the whole host", c.Tree)
+		return
+	}
 	// lever's host state (CA keys, broker state) must never be visible in the jail.
 	if state, err := realPath(StateRoot()); err == nil && within(real, state) {
 		v.add("tree", "%s contains lever's state directory %s, which holds keys the jail must never see; move the state (LEVER_STATE_DIR) or the tree", real, state)
