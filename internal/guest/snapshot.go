@@ -101,6 +101,9 @@ func (s Snapshot) VerifyEgress(desired egress.Ruleset) egress.Diff {
 
 const marker = "@@lever-"
 
+// lookupTimeout bounds each alias lookup in the guest (seconds, for timeout(1)).
+const lookupTimeout = "8"
+
 // shq quotes s for POSIX sh.
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
@@ -112,8 +115,12 @@ func snapshotScript(req SnapshotRequest) string {
 	b.WriteString(`sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>&1; echo "` + marker + `end $n $?"; }` + "\n")
 	b.WriteString("sec filter4 " + shq(t.IPTables) + " -w -S\n")
 	b.WriteString("sec filter6 " + shq(t.IP6Tables) + " -w -S\n")
-	b.WriteString("sec alias4 getent ahostsv4 " + shq(req.Alias) + "\n")
-	b.WriteString("sec alias6 getent ahostsv6 " + shq(req.Alias) + "\n")
+	// Under the closed chain DNS is dropped by design and a resolver would retry for tens of
+	// seconds; bound each lookup (coreutils timeout, when present) and fall back to reading
+	// the aliases from the live chains.
+	b.WriteString("to() { if command -v timeout >/dev/null 2>&1; then timeout " + lookupTimeout + " \"$@\"; else \"$@\"; fi; }\n")
+	b.WriteString("sec alias4 to getent ahostsv4 " + shq(req.Alias) + "\n")
+	b.WriteString("sec alias6 to getent ahostsv6 " + shq(req.Alias) + "\n")
 	if req.LimaDNS {
 		b.WriteString("sec limadns " + shq(t.IPTables) + " -w -t nat -S LIMADNS\n")
 	}

@@ -245,6 +245,13 @@ func (b *Backend) EnsureUp(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(b.EtcDir(), "hosts"), []byte(hosts), 0o644); err != nil {
 		return fmt.Errorf("writing the namespace's hosts file: %w", err)
 	}
+	// No resolver: without this the namespace would see the host's resolv.conf. glibc then
+	// asks 127.0.0.1 inside the namespace, where nothing listens, so a lookup of anything
+	// but the alias fails at once and no DNS query leaves the namespace.
+	resolv := "# lever netns substrate: no resolver; " + AliasName + " is in /etc/hosts\n"
+	if err := os.WriteFile(filepath.Join(b.EtcDir(), "resolv.conf"), []byte(resolv), 0o644); err != nil {
+		return fmt.Errorf("writing the namespace's resolv.conf: %w", err)
+	}
 	return nil
 }
 

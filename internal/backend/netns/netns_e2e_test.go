@@ -49,6 +49,10 @@ func TestNetnsLifecycle(t *testing.T) {
 	if got := out(guest.Root, "getent", "ahostsv6", AliasName); !strings.HasPrefix(got, h6.String()+" ") {
 		t.Errorf("alias IPv6 resolution: %q, want %s", got, h6)
 	}
+	// No resolver: a name outside the hosts file fails (and nothing is asked upstream).
+	if res, err := r.Run(ctx, guest.Cmd{Argv: []string{"getent", "ahostsv4", "example.invalid"}}); err != nil || res.ExitCode == 0 {
+		t.Errorf("lookup outside the hosts file: %+v %v", res, err)
+	}
 	// No default route in either family.
 	for _, fam := range []string{"-4", "-6"} {
 		if got := out(guest.Root, "ip", fam, "route", "show", "default"); got != "" {
