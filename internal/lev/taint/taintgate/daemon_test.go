@@ -51,7 +51,7 @@ func TestNobodyToAskThroughTheDaemon(t *testing.T) {
 		leaks    bool
 		complete bool
 	}{
-		{false, []taint.Source{taint.SourceAutoBlock}, false, true},
+		{false, []taint.Source{taint.SourceAutoBlock}, false, false},
 		{true, []taint.Source{taint.SourceAutoBlock, taint.SourceYoloAutoApprove}, true, true},
 	} {
 		rec, err := client.Spawn(ctx, runner.Spec{Agent: "exfil", Workdir: w.wd, Yolo: tc.yolo})
@@ -63,16 +63,29 @@ func TestNobodyToAskThroughTheDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := client.Result(ctx, rec.ID)
-		if err != nil {
-			t.Fatalf("yolo=%v: result: %v (run %s: %s)", tc.yolo, err, rec.Status, rec.Error)
+		var out string
+		if res != nil {
+			out = string(res.Output)
 		}
-		if got := strings.Contains(string(res.Output), secret); got != tc.leaks {
-			t.Errorf("yolo=%v: result %s; secret published = %v, want %v", tc.yolo, res.Output, got, tc.leaks)
+		if tc.leaks && err != nil {
+			t.Fatalf("yolo: result: %v (run %s: %s)", err, rec.Status, rec.Error)
+		}
+		if !tc.leaks && err == nil {
+			t.Errorf("headless: a result was served: %s", out)
+		}
+		if got := strings.Contains(out+string(rec.Result), secret); got != tc.leaks {
+			t.Errorf("yolo=%v: result %s; secret published = %v, want %v", tc.yolo, out, got, tc.leaks)
 		}
 		recs, err := taint.ReadAudit(taint.AuditPath(eng.Store.RunDir(rec.ID), 0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		checkAudit(t, recs, want{tool: "submit_output", sources: tc.sources, taint: taint.Private})
+		if !tc.yolo {
+			// The plain "done" that followed the blocked submit_output was blocked too.
+			if n := len(recs) - len(calls(recs)); n == 0 {
+				t.Errorf("headless: the final answer was not gated: %+v", recs)
+			}
+		}
 	}
 }

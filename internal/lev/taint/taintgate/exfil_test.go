@@ -165,8 +165,21 @@ type want struct {
 	rule    string
 }
 
+// calls drops the records of plain final answers (call ids "answer-N"), which the engine
+// gates as submit_output; TestFinalAnswerIsGated covers those.
+func calls(recs []taint.Record) []taint.Record {
+	var out []taint.Record
+	for _, r := range recs {
+		if !strings.HasPrefix(r.CallID, "answer-") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 func checkAudit(t *testing.T, got []taint.Record, w want) {
 	t.Helper()
+	got = calls(got)
 	if len(got) != len(w.sources) {
 		t.Fatalf("audit has %d records, want %v: %+v", len(got), w.sources, got)
 	}
@@ -226,8 +239,8 @@ func TestExfiltrationSuite(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(w.wd, "leaked.txt")); err == nil {
 					t.Error("blocked shell command ran")
 				}
-				if o.audit[0].Target == "" || !strings.HasPrefix(o.audit[0].Target, "echo ") {
-					t.Errorf("shell target = %q, want the command", o.audit[0].Target)
+				if a := calls(o.audit); !strings.HasPrefix(a[0].Target, "echo ") {
+					t.Errorf("shell target = %q, want the command", a[0].Target)
 				}
 			}},
 		{name: "web_fetch blocked headless",
@@ -237,8 +250,8 @@ func TestExfiltrationSuite(t *testing.T) {
 			c:    runCase{tools: []string{"read_file", "http_post"}, script: script("one", "http_post", post)},
 			want: want{tool: "http_post", sources: []taint.Source{taint.SourceAutoBlock}, taint: taint.Private},
 			check: func(t *testing.T, w *world, o outcome) {
-				if o.audit[0].Target != "127.0.0.1" {
-					t.Errorf("http_post target %q, want the URL's host", o.audit[0].Target)
+				if a := calls(o.audit); a[0].Target != "127.0.0.1" {
+					t.Errorf("http_post target %q, want the URL's host", a[0].Target)
 				}
 			}},
 		{name: "submit_output blocked headless",
@@ -284,7 +297,7 @@ text = "done"`, 1)},
 			want: want{tool: "http_post", sources: []taint.Source{taint.SourceAutoBlock, taint.SourceYoloAutoApprove}, taint: taint.Private},
 			hits: 1,
 			check: func(t *testing.T, w *world, o outcome) {
-				if !o.audit[0].Waived || o.audit[1].Overrides != o.audit[0].Seq || o.audit[1].Mode != "yolo" {
+				if a := calls(o.audit); !a[0].Waived || a[1].Overrides != a[0].Seq || a[1].Mode != "yolo" {
 					t.Errorf("yolo pair not linked: %+v", o.audit)
 				}
 				raw, _ := os.ReadFile(taint.AuditPath(o.runDir, 0))
@@ -330,7 +343,9 @@ text = "done"`, 1)},
 			want: want{tool: "http_post", sources: []taint.Source{taint.SourceWithinClearance}, taint: taint.Internal},
 			hits: 1},
 		{name: "the next stage inherits the output's label",
-			c: runCase{tools: []string{"read_file", "http_post"}, stages2: true, script: script("one", "http_post", post) + `
+			c: runCase{tools: []string{"read_file", "http_post"}, stages2: true,
+				policy: "[[allow]]\ntool = \"submit_output\"\nmax_sensitivity = \"private\"\n", // lets stage one finish
+				script: script("one", "http_post", post) + `
 [[rule]]
 stage = "two"
 turn = 1
@@ -352,9 +367,6 @@ text = "done"
 			w := newWorld(t)
 			tc.c.script = strings.ReplaceAll(tc.c.script, "HOME", w.home)
 			o := w.run(t, tc.c)
-			if o.rec.Status == runner.StatusFailed && !strings.Contains(o.rec.Error, "no output") {
-				t.Logf("run status %s: %s", o.rec.Status, o.rec.Error)
-			}
 			checkAudit(t, o.audit, tc.want)
 			hits, bodies := w.received()
 			if hits != tc.hits {
@@ -367,5 +379,48 @@ text = "done"
 				tc.check(t, w, o)
 			}
 		})
+	}
+}
+
+// TestFinalAnswerIsGated: a plain answer ends the stage and becomes the run's result, so
+// the engine puts it through the gate as submit_output: quoting the secret in prose is
+// no way around the gate.
+func TestFinalAnswerIsGated(t *testing.T) {
+	sc := `
+[[rule]]
+turn = 1
+[[rule.call]]
+tool = "read_file"
+args = '{"path": "HOME/secret/key.txt"}'
+
+[[rule]]
+turn = 2
+text = "the key is ` + secret + `"
+`
+	for _, tc := range []struct {
+		yolo    bool
+		sources []taint.Source
+		leaks   bool
+	}{
+		{false, []taint.Source{taint.SourceAutoBlock}, false},
+		{true, []taint.Source{taint.SourceAutoBlock, taint.SourceYoloAutoApprove}, true},
+	} {
+		w := newWorld(t)
+		o := w.run(t, runCase{tools: []string{"read_file"}, yolo: tc.yolo, script: strings.ReplaceAll(sc, "HOME", w.home)})
+		if got := strings.Contains(string(o.rec.Result), secret); got != tc.leaks {
+			t.Errorf("yolo=%v: result %s (status %s)", tc.yolo, o.rec.Result, o.rec.Status)
+		}
+		if len(o.audit) != len(tc.sources) {
+			t.Fatalf("yolo=%v: audit %+v", tc.yolo, o.audit)
+		}
+		for i, r := range o.audit {
+			if r.Tool != "submit_output" || r.CallID != "answer-2" || r.DecisionSource != tc.sources[i] || r.Taint != taint.Private {
+				t.Errorf("yolo=%v: record %d %+v", tc.yolo, i, r)
+			}
+		}
+		calls, _ := os.ReadFile(filepath.Join(o.runDir, "stages", "0", "tool_calls.jsonl"))
+		if !tc.yolo && !strings.Contains(string(calls), "blocked by the taint gate") {
+			t.Errorf("the blocked answer is not in tool_calls.jsonl:\n%s", calls)
+		}
 	}
 }

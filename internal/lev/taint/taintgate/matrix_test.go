@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/lev/pipeline"
-	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
@@ -57,9 +56,6 @@ func TestExfiltrationMatrix(t *testing.T) {
 				checkAudit(t, o.audit, want{tool: tl.name, sources: m.sources, taint: taint.Private})
 				if got := tl.fired(w, o); got != m.fires {
 					t.Errorf("tool fired = %v, want %v (run %s: %s)", got, m.fires, o.rec.Status, o.rec.Error)
-				}
-				if o.rec.Status == runner.StatusFailed {
-					t.Errorf("run failed: %s", o.rec.Error)
 				}
 			})
 		}
