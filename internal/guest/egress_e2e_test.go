@@ -98,9 +98,11 @@ fi
 printf '%%s\n' "$in" | %[1]s "$@"
 `
 
+var jailSeq atomic.Int32
+
 func newJail(t testing.TB, variant string) *jail {
 	t.Helper()
-	tag := fmt.Sprintf("%d%s", os.Getpid()%100000, variant[:1])
+	tag := fmt.Sprintf("%d%s%d", os.Getpid()%100000, variant[:1], jailSeq.Add(1))
 	j := &jail{t: t, variant: variant, hostNS: "lvt-eh" + tag, dir: t.TempDir()}
 	real := guest.DefaultTools()
 	j.list4, j.list6 = "iptables-nft", "ip6tables-nft"
@@ -579,4 +581,72 @@ func BenchmarkBringUpEgress(b *testing.B) {
 			run(b, func() { j.t = b; j.ipt(egress.V4, "-D", "LEVER_EGRESS", "1") })
 		})
 	}
+}
+
+// TestEgressLimaResolverE2E: on a Lima-shaped guest (a LIMADNS nat chain rewriting
+// 192.168.5.3:53 to the alias), the open posture ACCEPTs exactly the DNAT targets read
+// from the live chain, so DNS over TCP reaches the host-side resolver; a new resolver port
+// (as after a Lima reboot) is drift that the next apply repairs; the closed posture emits
+// no resolver rule and the same connect times out.
+func TestEgressLimaResolverE2E(t *testing.T) {
+	testutil.RequireRoot(t)
+	j := newJail(t, "nft")
+	ns := j.b.Namespace()
+	a4 := j.a4.String()
+	nat := func(args ...string) {
+		sh(t, append([]string{"ip", "netns", "exec", ns, j.list4, "-w", "-t", "nat"}, args...)...)
+	}
+	setDNAT := func(port int) {
+		nat("-F", "LIMADNS")
+		for _, p := range []string{"udp", "tcp"} {
+			nat("-A", "LIMADNS", "-d", "192.168.5.3/32", "-p", p, "--dport", "53", "-j", "DNAT", "--to-destination", fmt.Sprintf("%s:%d", a4, port))
+		}
+	}
+	nat("-N", "LIMADNS")
+	nat("-A", "OUTPUT", "-j", "LIMADNS")
+	setDNAT(35845)
+	sh(t, "ip", "-n", ns, "route", "add", "192.168.5.0/24", "dev", j.gveth)
+	listenIn(t, j.hostNS, "tcp4", "0.0.0.0:35845")
+	listenIn(t, j.hostNS, "tcp4", "0.0.0.0:35846")
+
+	spec := j.spec(egress.Open, 7443)
+	spec.Lima, spec.ReplyPorts = true, []int{22}
+	rep, err, _ := j.apply(spec)
+	if err != nil || rep.Outcome != guest.Rebuilt {
+		t.Fatalf("apply: %v %+v", err, rep)
+	}
+	want := []string{
+		"-A LEVER_EGRESS -d " + a4 + "/32 -p tcp -m tcp --dport 7443 -j ACCEPT",
+		"-A LEVER_EGRESS -d " + a4 + "/32 -p tcp -m tcp --dport 35845 -j ACCEPT",
+		"-A LEVER_EGRESS -d " + a4 + "/32 -p udp -m udp --dport 35845 -j ACCEPT",
+		"-A LEVER_EGRESS -d " + a4 + "/32 -p tcp -m tcp --sport 22 -m conntrack --ctstate ESTABLISHED -j ACCEPT",
+	}
+	if d := cmp.Diff(want, rep.Desired.Ruleset.V4[:4]); d != "" {
+		t.Errorf("resolver rules (-want +got):\n%s", d)
+	}
+	j.traffic([]probe{{"192.168.5.3:53", Connected}, {hp(j.a4, 35846), TimedOut}})
+
+	setDNAT(35846) // Lima picked a new port
+	lines := j.verify(spec)
+	wantLines := []string{
+		"IPv4: rule 2 changed: want `-A LEVER_EGRESS -d " + a4 + "/32 -p tcp -m tcp --dport 35846 -j ACCEPT`, got `-A LEVER_EGRESS -d " + a4 + "/32 -p tcp -m tcp --dport 35845 -j ACCEPT`",
+		"IPv4: rule 3 changed: want `-A LEVER_EGRESS -d " + a4 + "/32 -p udp -m udp --dport 35846 -j ACCEPT`, got `-A LEVER_EGRESS -d " + a4 + "/32 -p udp -m udp --dport 35845 -j ACCEPT`",
+		"half-applied: IPv6 holds the desired chain, IPv4 does not",
+	}
+	if d := cmp.Diff(wantLines, lines); d != "" {
+		t.Errorf("verify after the resolver moved (-want +got):\n%s", d)
+	}
+	j.mustRebuild(spec, wantLines)
+	j.traffic([]probe{{"192.168.5.3:53", Connected}})
+
+	closed := spec
+	closed.Posture = egress.Closed
+	rep, err, _ = j.apply(closed)
+	if err != nil || rep.Outcome != guest.Rebuilt {
+		t.Fatalf("closed apply: %v %+v", err, rep)
+	}
+	if s := strings.Join(rep.Desired.Ruleset.V4, "\n"); strings.Contains(s, "35846") {
+		t.Errorf("closed posture emitted the resolver target:\n%s", s)
+	}
+	j.traffic([]probe{{"192.168.5.3:53", TimedOut}})
 }

@@ -110,9 +110,13 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 func snapshotScript(req SnapshotRequest) string {
 	t := req.Tools.orDefault()
 	var b strings.Builder
-	// Each section prints a begin marker, the command's output (stderr folded in: a
-	// diagnostic is then part of the error we report), and an end marker with its status.
-	b.WriteString(`sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>&1; echo "` + marker + `end $n $?"; }` + "\n")
+	// Each section prints a begin marker, the command's stdout, an end marker with its
+	// status and, if it wrote any, its stderr in a section of its own (iptables-nft warns
+	// on stderr; a diagnostic must not be parsed as a rule).
+	b.WriteString(`E=$(mktemp) || exit 1
+trap 'rm -f "$E"' EXIT
+sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` + marker + `end $n $rc"; if [ -s "$E" ]; then echo "` + marker + `begin $n.stderr"; cat "$E"; echo "` + marker + `end $n.stderr 0"; fi; }
+`)
 	b.WriteString("sec filter4 " + shq(t.IPTables) + " -w -S\n")
 	b.WriteString("sec filter6 " + shq(t.IP6Tables) + " -w -S\n")
 	// Under the closed chain DNS is dropped by design and a resolver would retry for tens of
@@ -185,7 +189,7 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 			return Snapshot{}, fmt.Errorf("reading egress state: no %s listing in the guest's answer", f)
 		}
 		if sec.rc != 0 {
-			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, strings.TrimSpace(sec.out))
+			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, strings.TrimSpace(secs[name+".stderr"].out))
 		}
 		st, err := egress.ParseFamily(f, sec.out)
 		if err != nil {
@@ -202,12 +206,18 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 	}
 	if !s.ResolvedV4.IsValid() {
 		s.LookupError = fmt.Sprintf("getent ahostsv4 %s: no IPv4 address (exit %d)", req.Alias, secs["alias4"].rc)
+		if e := strings.TrimSpace(secs["alias4.stderr"].out); e != "" {
+			s.LookupError += ": " + e
+		}
 	}
 	if sec := secs["alias6"]; sec.rc == 0 {
 		s.ResolvedV6 = firstAddr(sec.out, egress.V6)
 	}
 	if req.LimaDNS {
 		sec := secs["limadns"]
+		if sec.rc != 0 && !strings.Contains(secs["limadns.stderr"].out, "No chain/target/match") && !strings.Contains(secs["limadns.stderr"].out, "does not exist") && !strings.Contains(secs["limadns.stderr"].out, "incompatible") {
+			return Snapshot{}, fmt.Errorf("reading Lima's LIMADNS nat chain exited %d: %s", sec.rc, strings.TrimSpace(secs["limadns.stderr"].out))
+		}
 		if sec.rc == 0 {
 			s.LimaDNSFound = true
 			s.LimaDNS, s.LimaDNSAddrs, err = egress.ParseLimaDNS(sec.out)
