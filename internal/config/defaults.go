@@ -8,7 +8,7 @@ const (
 	DefaultLLMAuth     = "api-key"
 	DefaultLLMUpstream = "https://api.anthropic.com"
 	// DefaultJailPort is the broker's port on host loopback that the jail reaches through
-	// the host alias; egress allowlists it on the alias.
+	// the host alias; it must be in manager.allow_ports for egress to let it through.
 	DefaultJailPort = 7443
 	// DefaultAdminPort is the broker's admin listener, on host loopback only; it is never
 	// allowlisted, so the jail cannot reach it.
