@@ -294,10 +294,19 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string) (Ex
 			return c, nil
 		}
 	}
-	if _, err := m.r.output(ctx, s.RunArgv(name, true)); err != nil {
+	res, err := m.r.run(ctx, s.RunArgv(name, true), Command{})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	if err != nil {
 		// Remove a half-created container so a retry does not collide with its name.
 		m.r.output(context.WithoutCancel(ctx), append(append([]string{}, eng...), "rm", "-f", name))
 		return nil, fmt.Errorf("starting sandbox container: %w", err)
+	}
+	if msg := strings.TrimSpace(string(res.Stderr)); msg != "" {
+		// E.g. rootless podman on cgroup v1: "Resource limits are not supported and
+		// ignored". The container runs, but the user must hear that its caps do not hold.
+		m.o.Logf("sandbox: container %s started, but the engine warned: %s", name, msg)
 	}
 	c := &containerExec{r: m.r, engine: eng, name: name}
 	m.containers[key], m.persistent[key] = c, s.Persist

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,10 @@ func sbxLabelled(t *testing.T, f *fixture, rootful bool) []string {
 func TestPodmanRootlessHardening(t *testing.T) {
 	f := podmanFixture(t)
 	wd := f.workdir(t)
-	m := NewManager(f.rootlessOptions())
+	var warnings []string
+	o := f.rootlessOptions()
+	o.Logf = func(format string, a ...any) { warnings = append(warnings, fmt.Sprintf(format, a...)) }
+	m := NewManager(o)
 	defer m.Close()
 	cfg, _ := Merge(Config{Kind: "container", Image: f.image}, Config{Network: bp(false)})
 	ex, err := m.Executor(context.Background(), cfg, wd)
@@ -120,6 +124,12 @@ func TestPodmanRootlessHardening(t *testing.T) {
 	}
 	if parts[3] != "64" || parts[4] != "67108864" {
 		t.Logf("NOT ENFORCED here: rootless podman on cgroup v1 dropped the limits it was given (HostConfig.PidsLimit=%s, Memory=%s)", parts[3], parts[4])
+		// The run must at least have told the user.
+		if len(warnings) == 0 || !strings.Contains(strings.Join(warnings, "\n"), "engine warned") {
+			t.Errorf("limits dropped silently: no warning logged (%q)", warnings)
+		} else {
+			t.Logf("logged: %s", warnings[0])
+		}
 	}
 	// What the container itself sees of the limits. Rootless podman on cgroup v1 (this
 	// host) passes the flags but cannot enforce them; say so rather than pass silently.
