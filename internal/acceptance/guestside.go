@@ -224,14 +224,14 @@ const ProbeEnv = "LEVER_ACCEPTANCE_GUEST"
 // and runs from a private temporary file, so nothing has to be installed in the guest.
 func GuestArgv(exe string, inPlace bool) (argv []string, stdinPrefix []byte, err error) {
 	if inPlace {
-		return []string{"env", ProbeEnv + "=1", exe, "__acceptance-guest"}, nil, nil
+		return []string{"env", ProbeEnv + "=1", exe, "acceptance", "__guest"}, nil, nil
 	}
 	bin, err := os.ReadFile(exe)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the probe binary: %w", err)
 	}
 	script := `set -e; d=$(mktemp -d); trap 'rm -rf "$d"' EXIT; head -c ` + strconv.Itoa(len(bin)) +
-		` >"$d/p"; chmod 0700 "$d/p"; env ` + ProbeEnv + `=1 "$d/p" __acceptance-guest`
+		` >"$d/p"; chmod 0700 "$d/p"; env ` + ProbeEnv + `=1 "$d/p" acceptance __guest`
 	return []string{"/bin/sh", "-c", script}, bin, nil
 }
 

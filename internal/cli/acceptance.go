@@ -1,9 +1,81 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"fmt"
+	"os"
 
-// Stubs until built: each says so plainly when run.
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/acceptance"
+	"github.com/lever-jail/lever/internal/bringup"
+)
 
 func newAcceptanceCmd() *cobra.Command {
-	return &cobra.Command{Use: "acceptance [CONFIG]", Short: "Prove the jail's egress properties from inside it (not built yet)", Args: cobra.MaximumNArgs(1), RunE: notBuilt("lever acceptance")}
+	var asJSON bool
+	var out string
+	t := acceptance.DefaultTargets()
+	c := &cobra.Command{
+		Use:   "acceptance [CONFIG]",
+		Short: "Prove the jail's properties from inside it; exit 1 if any check fails",
+		Long: `Run lever's acceptance checks from inside the jail: the live LEVER_EGRESS chains match
+the desired ruleset exactly in both families; the metadata address answers "no route to
+host" at once while a neighbouring link-local address is dropped; a private-range address
+is dropped; each allowlisted alias port is reachable and the broker's admin port is not;
+the broker's certificate validates when dialed by IP and a client without a certificate is
+refused; in the closed posture DNS and the public internet are unreachable; loopback
+works; lev's containers are rootless, without capabilities, with no_new_privs, in the
+jail's network namespace, with their pids and memory limits in force; the API key is
+nowhere in the guest. The addresses that stand for the internet and the LAN come from
+flags. Writes a Markdown report (or --json).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := bringupTarget(cmd, args, false)
+			if err != nil {
+				return err
+			}
+			rep, err := in.Acceptance(cmd.Context(), t)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			w := cmd.OutOrStdout()
+			if out != "" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			if asJSON {
+				err = writeJSON(w, rep)
+			} else {
+				_, err = fmt.Fprint(w, rep.Markdown())
+			}
+			if err != nil {
+				return err
+			}
+			if !rep.Passed {
+				return &ExitError{Code: 1, Err: fmt.Errorf("acceptance failed: %v", rep.Failed())}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
+	c.Flags().StringVar(&out, "out", "", "write the report to this file instead of stdout")
+	c.Flags().StringVar(&t.Metadata, "metadata", t.Metadata, "the cloud metadata address:port (must be REJECTed)")
+	c.Flags().StringVar(&t.LinkLocal, "link-local", t.LinkLocal, "a neighbouring link-local address:port (must be dropped)")
+	c.Flags().StringVar(&t.LAN, "lan", t.LAN, "a private-range address:port standing for the LAN (must be dropped)")
+	c.Flags().StringVar(&t.Internet, "internet", t.Internet, "an address:port standing for the public internet (closed posture: must be dropped)")
+	c.Flags().StringVar(&t.DNS, "dns", t.DNS, "a resolver address:port standing for public DNS (closed posture: must be unreachable)")
+	c.AddCommand(&cobra.Command{
+		Use:    "__guest",
+		Short:  "guest-side helper (runs inside the jail; not for people)",
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bringup.MaybeServeHelper()
+			acceptance.MaybeServeGuest()
+			return &ExitError{Code: 2, Err: fmt.Errorf("guest helper started without a mode")}
+		},
+	})
+	return c
 }

@@ -81,7 +81,7 @@ type Params struct {
 	// whose guest shares the host's filesystem, the tree's host path). Containers always
 	// see it at /lever.
 	TreeSource string
-	// ReadOnly are the manager.read_only guest paths, mounted read-only at the same path.
+	// ReadOnly are manager.read_only: paths inside the tree the manager sees read-only.
 	ReadOnly   []string
 	NestedVirt bool
 	Workers    []WorkerSpec
@@ -151,10 +151,13 @@ func Plan(p Params) ([]Container, error) {
 	ro := append([]string(nil), p.ReadOnly...)
 	sort.Strings(ro)
 	for _, r := range ro {
-		if !path.IsAbs(r) {
-			return nil, fmt.Errorf("manager.read_only: %q is not an absolute path", r)
+		// Paths inside the tree (relative, or under /lever), mounted read-only over the
+		// manager's writable tree.
+		rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(r, TreeDir+"/")), "/")
+		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !within(TreeDir, path.Clean(r))) {
+			return nil, fmt.Errorf("manager.read_only: %q must be a path inside the tree", r)
 		}
-		mgr.Mounts = append(mgr.Mounts, Mount{Source: path.Clean(r), Dest: path.Clean(r), ReadOnly: true})
+		mgr.Mounts = append(mgr.Mounts, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
 	}
 	if p.NestedVirt {
 		mgr.Devices = []string{"/dev/kvm"}

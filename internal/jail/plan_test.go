@@ -7,7 +7,7 @@ import (
 
 func TestPlanConfinesEachContainer(t *testing.T) {
 	cs, err := Plan(Params{
-		Instance: "demo", Image: "localhost/lever/lev:abc", ReadOnly: []string{"/opt/ref", "/srv/docs"},
+		Instance: "demo", Image: "localhost/lever/lev:abc", ReadOnly: []string{"ref", "/lever/docs/spec"},
 		NestedVirt: true, TicketRoot: "/run/user/1001/lever/tickets",
 		Workers: []WorkerSpec{{Name: "a", Dir: "work/a"}, {Name: "b", Dir: "work/b"}},
 		Env:     map[string]string{"LEV_PROVIDER_BASE_URL": "https://10.0.0.1:7443/llm/"},
@@ -30,7 +30,7 @@ func TestPlanConfinesEachContainer(t *testing.T) {
 		name, container, mounts string
 		devices                 int
 	}{
-		{"manager: whole tree, read_only mounts, kvm", "lever-demo-manager", "/lever:/lever:rw /run/user/1001/lever/tickets/manager:/run/lever:ro /opt/ref:/opt/ref:ro /srv/docs:/srv/docs:ro", 1},
+		{"manager: whole tree, read_only mounts, kvm", "lever-demo-manager", "/lever:/lever:rw /run/user/1001/lever/tickets/manager:/run/lever:ro /lever/docs/spec:/lever/docs/spec:ro /lever/ref:/lever/ref:ro", 1},
 		{"worker a: own dir, own ticket", "lever-demo-worker-a", "/lever/work/a:/lever/work/a:rw /run/user/1001/lever/tickets/worker-a:/run/lever:ro", 0},
 		{"worker b: own dir, own ticket", "lever-demo-worker-b", "/lever/work/b:/lever/work/b:rw /run/user/1001/lever/tickets/worker-b:/run/lever:ro", 0},
 	}
@@ -90,7 +90,10 @@ func TestPlanRefusesEscapes(t *testing.T) {
 		}, "inside the tree"},
 		{"duplicate worker", func(p *Params) { p.Workers = []WorkerSpec{{Name: "w", Dir: "a"}, {Name: "w", Dir: "b"}} }, "appears twice"},
 		{"worker name with slash", func(p *Params) { p.Workers = []WorkerSpec{{Name: "../w", Dir: "a"}} }, "bad worker name"},
-		{"relative read_only", func(p *Params) { p.ReadOnly = []string{"etc"} }, "manager.read_only"},
+		{"read_only outside the tree", func(p *Params) { p.ReadOnly = []string{"/etc"} }, "manager.read_only"},
+		{"read_only escaping the tree", func(p *Params) { p.ReadOnly = []string{"../etc"} }, "manager.read_only"},
+		{"read_only escaping mid-path", func(p *Params) { p.ReadOnly = []string{"a/../../etc"} }, "manager.read_only"},
+		{"read_only the whole tree", func(p *Params) { p.ReadOnly = []string{"."} }, "manager.read_only"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,7 +115,7 @@ func TestHashIgnoresDevicesButNotMounts(t *testing.T) {
 	if a[0].Hash() != b[0].Hash() {
 		t.Errorf("toggling nested_virt changed the hash: /dev/kvm must be create-time only")
 	}
-	p.ReadOnly = []string{"/x"}
+	p.ReadOnly = []string{"x"}
 	c, _ := Plan(p)
 	if a[0].Hash() == c[0].Hash() {
 		t.Errorf("adding a read-only mount kept the hash")

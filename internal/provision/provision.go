@@ -40,6 +40,9 @@ type Params struct {
 	SysctlFile string
 }
 
+// WithDefaults fills the defaults (run user lever, DefaultPackages, DefaultStamp).
+func (p Params) WithDefaults() Params { return p.withDefaults() }
+
 func (p Params) withDefaults() Params {
 	if p.RunUser == "" {
 		p.RunUser = "lever"

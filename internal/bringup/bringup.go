@@ -1,0 +1,607 @@
+package bringup
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lever-jail/lever/internal/acceptance"
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/backend/netns"
+	"github.com/lever-jail/lever/internal/brokerctl"
+	"github.com/lever-jail/lever/internal/cap/ca"
+	"github.com/lever-jail/lever/internal/cap/ticket"
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/provision"
+)
+
+// Options configure one bring-up.
+type Options struct {
+	Cfg     *config.Config
+	Backend backend.Backend
+	// Exe is the lever executable: it runs the broker child and, in the guest, the
+	// enrolment and acceptance helpers.
+	Exe string
+	// LevBinary overrides where the static lev binary is found.
+	LevBinary string
+	Out       io.Writer
+	Fresh     bool // recreate lev containers (a manager gains/loses /dev/kvm only so)
+	// BrokerEnv is extra environment for the broker child (tests: upstream roots).
+	BrokerEnv []string
+}
+
+// Instance is a configured jail with everything derived from its config and backend.
+type Instance struct {
+	opts     Options
+	cfg      *config.Config
+	b        backend.Backend
+	Runner   *guest.Counting
+	Spec     guest.EgressSpec
+	RunUser  string
+	InPlace  bool // the guest sees the host's filesystem (netns substrate)
+	TreeSrc  string
+	provP    provision.Params
+	uid      int
+	aliasV4  string
+	aliasV6  string
+	client   *jail.Client
+	imageRef string
+	image    *levimage.Image
+	source   levimage.Source
+}
+
+// New derives an Instance. Nothing is touched.
+func New(o Options) (*Instance, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	in := &Instance{opts: o, cfg: o.Cfg, b: o.Backend, Runner: &guest.Counting{Inner: o.Backend.Runner()}}
+	in.Spec = guest.SpecFor(o.Cfg, o.Backend.HostAlias())
+	in.RunUser = "lever"
+	if r, ok := o.Backend.Runner().(*netns.Runner); ok {
+		in.InPlace = true
+		if r.RunUser != "" {
+			in.RunUser = r.RunUser
+		}
+	}
+	in.TreeSrc = jail.TreeDir
+	in.provP = provision.Params{RunUser: in.RunUser, SysctlFile: "/etc/sysctl.d/60-lever.conf"}
+	if in.InPlace {
+		// The netns guest is the host: its tree is the host path, and lever writes no
+		// persistent host file outside the instance's state dir.
+		in.TreeSrc = o.Cfg.TreePath
+		in.provP.Stamp = filepath.Join(o.Cfg.StateDir(), "guest", "provision.stamp")
+		in.provP.SysctlFile = ""
+	}
+	src, err := levimage.Resolve(o.Cfg, o.LevBinary)
+	if err != nil {
+		return nil, err
+	}
+	in.source = src
+	switch src.Kind {
+	case levimage.Built:
+		im, err := levimage.Build(levimage.Spec{LevBinary: src.Path})
+		if err != nil {
+			return nil, err
+		}
+		in.image, in.imageRef = im, im.Ref
+	case levimage.Configured:
+		in.imageRef = src.Ref
+	case levimage.Tarball:
+		in.imageRef = "tarball " + src.Path
+	}
+	return in, nil
+}
+
+// Agents are the enrolment dir names: manager, worker-<name>...
+func (in *Instance) Agents() []string {
+	out := []string{jail.AgentDir(jail.Manager, "")}
+	for _, w := range in.cfg.Workers {
+		out = append(out, jail.AgentDir(jail.Worker, w.Name))
+	}
+	return out
+}
+
+func (in *Instance) agentsRoot() string {
+	return fmt.Sprintf("/run/user/%d/lever/agents", in.uid)
+}
+
+// observeScript reads, in one guest call: the provisioning stamp and boot id, the run
+// user's uid, whether its podman service is up, and each agent's client certificate.
+const observeScript = `stamp=$1; user=$2; shift 2
+cat /proc/sys/kernel/random/boot_id; stat -c '%u %a' "$stamp" 2>/dev/null || echo none; cat "$stamp" 2>/dev/null || echo
+echo @@
+uid=$(id -u "$user" 2>/dev/null) || uid=none
+echo "$uid"
+echo @@
+if [ "$uid" != none ]; then
+	sock=/run/user/$uid/podman/podman.sock; pidf=/run/user/$uid/podman/lever-service.pid
+	if [ -S "$sock" ] && { [ ! -f "$pidf" ] || kill -0 "$(cat "$pidf")" 2>/dev/null; }; then echo up; else echo down; fi
+else echo down; fi
+for a in "$@"; do echo "@@ $a"; [ "$uid" != none ] && cat "/run/user/$uid/lever/agents/$a/client.crt" 2>/dev/null; done
+exit 0
+`
+
+// Observe looks without changing anything: one guest call (when the guest is reachable),
+// the broker's state file, and the podman socket.
+func (in *Instance) Observe(ctx context.Context) (Observed, provision.State) {
+	o := Observed{Enrolled: map[string]bool{}, Containers: map[string]string{}, ImageRef: in.imageRef}
+	var st provision.State
+	argv := append([]string{"/bin/sh", "-c", observeScript, "sh", in.provP.WithDefaults().Stamp, in.RunUser}, in.Agents()...)
+	res, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: argv})
+	if err != nil || res.ExitCode != 0 {
+		return o, st
+	}
+	o.GuestReachable = true
+	secs := strings.Split(string(res.Stdout), "@@")
+	if len(secs) >= 3 {
+		st = provision.ParseState([]byte(secs[0]))
+		o.StampCurrent = st.Current(in.provP)
+		if uid, err := strconv.Atoi(strings.TrimSpace(secs[1])); err == nil {
+			in.uid = uid
+		}
+		o.ServiceUp = strings.HasPrefix(strings.TrimSpace(secs[2]), "up")
+		caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
+		for _, s := range secs[3:] {
+			name, body, _ := strings.Cut(strings.TrimPrefix(s, " "), "\n")
+			o.Enrolled[strings.TrimSpace(name)] = certValid([]byte(body), caPEM)
+		}
+	}
+	if bs, err := brokerctl.Status(in.cfg.StateDir()); err == nil && bs.Running {
+		o.BrokerRunning = true
+		o.BrokerSANOK = bs.State != nil && in.aliasV4 != "" && contains(bs.State.SANIPs, in.aliasV4)
+		if in.aliasV4 == "" && bs.State != nil {
+			o.BrokerSANOK = len(bs.State.SANIPs) > 0
+		}
+	}
+	if o.ServiceUp && in.uid > 0 {
+		if c, err := in.connect(ctx); err == nil {
+			if in.image != nil {
+				o.ImagePresent, _ = c.ImageExists(in.imageRef)
+			}
+			if cs, err := c.List(in.cfg.Name); err == nil {
+				for _, s := range cs {
+					if s.Running {
+						o.Containers[s.Name] = "running"
+					} else {
+						o.Containers[s.Name] = "stopped"
+					}
+				}
+			}
+		}
+	}
+	return o, st
+}
+
+func contains(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// certValid: a client certificate signed by the current CA, valid for at least a day.
+func certValid(certPEM, caPEM []byte) bool {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil || time.Until(c.NotAfter) < 24*time.Hour {
+		return false
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return false
+	}
+	_, err = c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
+}
+
+func (in *Instance) socketURI() (string, error) {
+	if !in.InPlace {
+		return "", fmt.Errorf("backend %s: reaching the guest's podman socket from the host is not wired in this build (only the netns substrate, whose guest shares the host's filesystem)", in.b.Name())
+	}
+	return "unix://" + jail.SocketPath(in.uid), nil
+}
+
+func (in *Instance) connect(ctx context.Context) (*jail.Client, error) {
+	if in.client != nil {
+		return in.client, nil
+	}
+	uri, err := in.socketURI()
+	if err != nil {
+		return nil, err
+	}
+	c, err := jail.Connect(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	in.client = c
+	return c, nil
+}
+
+// Result of one executed step.
+type StepResult struct {
+	ID       string        `json:"id"`
+	Changed  bool          `json:"changed"`
+	Detail   string        `json:"detail"`
+	Duration time.Duration `json:"duration_ns"`
+	Calls    int64         `json:"guest_calls"`
+}
+
+// Result of a whole bring-up.
+type Result struct {
+	Steps      []StepResult  `json:"steps"`
+	Changed    bool          `json:"changed"`
+	GuestCalls int64         `json:"guest_calls"`
+	Duration   time.Duration `json:"duration_ns"`
+}
+
+// Execute brings the jail up. Progress goes to Options.Out, one line per step.
+func (in *Instance) Execute(ctx context.Context) (*Result, error) {
+	start := time.Now()
+	in.Runner.Reset()
+	res := &Result{}
+	obs, st := in.Observe(ctx)
+	steps := []struct {
+		id string
+		fn func(context.Context) (bool, string, error)
+	}{
+		{StepJail, func(ctx context.Context) (bool, string, error) {
+			if obs.GuestReachable {
+				return false, "guest is up", nil
+			}
+			if err := in.b.EnsureUp(ctx); err != nil {
+				return false, "", err
+			}
+			return true, "guest started", nil
+		}},
+		{StepEgress, in.stepEgress},
+		{StepProvision, func(ctx context.Context) (bool, string, error) {
+			var sp *provision.State
+			if obs.GuestReachable {
+				sp = &st
+			}
+			r, err := provision.Ensure(ctx, in.Runner, in.provP, sp)
+			if err != nil {
+				return false, "", err
+			}
+			if r.Skipped {
+				if in.uid == 0 {
+					return false, "", fmt.Errorf("run user %s has no uid in the guest", in.RunUser)
+				}
+				return false, "stamp current: installs skipped", nil
+			}
+			in.uid = r.UID
+			if len(r.Changes) == 0 {
+				return false, "nothing to change (stamp refreshed)", nil
+			}
+			return true, strings.Join(r.Changes, "; "), nil
+		}},
+		{StepPodman, func(ctx context.Context) (bool, string, error) {
+			if obs.ServiceUp {
+				_, err := in.connect(ctx)
+				return false, "podman service up", err
+			}
+			if err := jail.StartService(ctx, in.Runner, in.RunUser); err != nil {
+				return false, "", err
+			}
+			_, err := in.connect(ctx)
+			return true, "started the run user's podman service", err
+		}},
+		{StepBroker, in.stepBroker},
+		{StepEnrol, func(ctx context.Context) (bool, string, error) { return in.stepEnrol(ctx, obs) }},
+		{StepImage, in.stepImage},
+		{StepLev, in.stepLev},
+	}
+	for i, s := range steps {
+		t0, c0 := time.Now(), in.Runner.Calls()
+		changed, detail, err := s.fn(ctx)
+		sr := StepResult{ID: s.id, Changed: changed, Detail: detail, Duration: time.Since(t0), Calls: in.Runner.Calls() - c0}
+		if err != nil {
+			fmt.Fprintf(in.opts.Out, "[%d/%d] %-9s FAILED after %s: %v\n", i+1, len(steps), s.id, round(sr.Duration), err)
+			return res, fmt.Errorf("%s: %w", s.id, err)
+		}
+		verb := "ok     "
+		if changed {
+			verb = "changed"
+		}
+		fmt.Fprintf(in.opts.Out, "[%d/%d] %-9s %s %7s  %s\n", i+1, len(steps), s.id, verb, round(sr.Duration), detail)
+		res.Steps = append(res.Steps, sr)
+		res.Changed = res.Changed || changed
+	}
+	res.GuestCalls = in.Runner.Calls()
+	res.Duration = time.Since(start)
+	if res.Changed {
+		fmt.Fprintf(in.opts.Out, "jail %s is up (%s, %d guest calls)\n", in.cfg.Name, round(res.Duration), res.GuestCalls)
+	} else {
+		fmt.Fprintf(in.opts.Out, "jail %s is up: nothing changed (%s, %d guest calls)\n", in.cfg.Name, round(res.Duration), res.GuestCalls)
+	}
+	return res, nil
+}
+
+func round(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
+
+func (in *Instance) stepEgress(ctx context.Context) (bool, string, error) {
+	rep, err := guest.EnsureEgress(ctx, in.Runner, in.Spec)
+	if err != nil {
+		return false, "", err
+	}
+	in.aliasV4, in.aliasV6 = rep.Desired.AliasV4, rep.Desired.AliasV6
+	if rep.Outcome == guest.Unchanged {
+		return false, "verified: both families match (alias " + in.aliasV4 + ")", nil
+	}
+	d := "rebuilt"
+	if len(rep.Lines) > 0 {
+		d += ": " + strings.Join(rep.Lines, "; ")
+	}
+	return true, d, nil
+}
+
+func (in *Instance) brokerURL() string {
+	return "https://" + net.JoinHostPort(in.aliasV4, strconv.Itoa(in.cfg.Broker.JailPort))
+}
+
+func (in *Instance) stepBroker(ctx context.Context) (bool, string, error) {
+	state := in.cfg.StateDir()
+	bs, err := brokerctl.Status(state)
+	if err != nil {
+		return false, "", err
+	}
+	if bs.Running && bs.State != nil && contains(bs.State.SANIPs, in.aliasV4) {
+		return false, fmt.Sprintf("running (pid %d), certificate for %s until %s", bs.PID, in.aliasV4, bs.State.ServerCertNotAfter.Format(time.RFC3339)), nil
+	}
+	what := "started"
+	if bs.Running {
+		if _, err := brokerctl.Stop(ctx, state, 10*time.Second); err != nil {
+			return false, "", err
+		}
+		what = "restarted (its certificate did not name " + in.aliasV4 + ")"
+	}
+	ips := in.aliasV4
+	if in.aliasV6 != "" {
+		ips += "," + in.aliasV6
+	}
+	env := append(os.Environ(), brokerctl.EnvAliasIP+"="+ips)
+	env = append(env, in.opts.BrokerEnv...)
+	bs, err = brokerctl.Start(ctx, state, brokerctl.StartOptions{Argv: []string{in.opts.Exe, "broker", "serve", in.cfg.Path}, Env: env})
+	if err != nil {
+		return false, "", fmt.Errorf("starting the broker: %w", err)
+	}
+	return true, fmt.Sprintf("%s (pid %d) on %s", what, bs.PID, bs.State.Listen), nil
+}
+
+func (in *Instance) stepEnrol(ctx context.Context, obs Observed) (bool, string, error) {
+	var need []string
+	for _, a := range in.Agents() {
+		if !obs.Enrolled[a] {
+			need = append(need, a)
+		}
+	}
+	if len(need) == 0 {
+		return false, "every agent holds a valid client certificate", nil
+	}
+	caPEM, err := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
+	if err != nil {
+		return false, "", fmt.Errorf("reading the broker CA: %w", err)
+	}
+	store, err := ticket.Open(brokerctl.TicketDir(in.cfg.StateDir()))
+	if err != nil {
+		return false, "", err
+	}
+	req := EnrolRequest{BrokerURL: in.brokerURL(), CAPEM: string(caPEM), UID: in.uid}
+	for _, a := range need {
+		role := ca.RoleWorker
+		if a == jail.AgentDir(jail.Manager, "") {
+			role = ca.RoleManager
+		}
+		name := in.cfg.Name + "-" + a
+		tk, err := store.Issue(name, role, 10*time.Minute)
+		if err != nil {
+			return false, "", err
+		}
+		req.Agents = append(req.Agents, EnrolAgent{Name: name, Ticket: tk, Dir: in.agentsRoot() + "/" + a})
+	}
+	body, _ := json.Marshal(req)
+	argv, prefix, err := helperArgv(in.opts.Exe, in.InPlace, "enrol")
+	if err != nil {
+		return false, "", err
+	}
+	if _, err := guest.RunOK(ctx, in.Runner, guest.Cmd{As: guest.Root, Argv: argv, Stdin: append(prefix, body...)}); err != nil {
+		return false, "", fmt.Errorf("enrolling in the guest: %w", err)
+	}
+	return true, "enrolled " + strings.Join(need, ", ") + " (keys generated in the guest)", nil
+}
+
+func (in *Instance) stepImage(ctx context.Context) (bool, string, error) {
+	c, err := in.connect(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	switch in.source.Kind {
+	case levimage.Configured:
+		ok, err := c.ImageExists(in.imageRef)
+		if err != nil {
+			return false, "", err
+		}
+		if !ok {
+			return false, "", fmt.Errorf("lev.image %s is not in the run user's podman (no registry is used); load it or set lev.image_tarball", in.imageRef)
+		}
+		return false, in.imageRef + " present", nil
+	case levimage.Tarball:
+		data, err := os.ReadFile(in.source.Path)
+		if err != nil {
+			return false, "", err
+		}
+		sum := sha256.Sum256(data)
+		marker := filepath.Join(in.cfg.StateDir(), "guest", fmt.Sprintf("image-%x.ref", sum[:8]))
+		if ref, err := os.ReadFile(marker); err == nil {
+			if ok, _ := c.ImageExists(string(ref)); ok {
+				in.imageRef = string(ref)
+				return false, in.imageRef + " present", nil
+			}
+		}
+		names, err := c.LoadArchive(data)
+		if err != nil {
+			return false, "", err
+		}
+		if len(names) == 0 {
+			return false, "", fmt.Errorf("lev.image_tarball %s loaded no image", in.source.Path)
+		}
+		in.imageRef = names[0]
+		os.MkdirAll(filepath.Dir(marker), 0o700)
+		os.WriteFile(marker, []byte(in.imageRef), 0o600)
+		return true, "loaded " + in.imageRef, nil
+	}
+	ok, err := c.ImageExists(in.imageRef)
+	if err != nil {
+		return false, "", err
+	}
+	if ok {
+		return false, in.imageRef + " present", nil
+	}
+	if _, err := c.LoadArchive(in.image.Archive); err != nil {
+		return false, "", err
+	}
+	return true, fmt.Sprintf("built and loaded %s (%d KiB)", in.imageRef, len(in.image.Archive)>>10), nil
+}
+
+// Containers is the plan of lev containers for this instance.
+func (in *Instance) Containers() ([]jail.Container, error) {
+	p := jail.Params{
+		Instance: in.cfg.Name, Image: in.imageRef, TreeSource: in.TreeSrc,
+		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.cfg.NestedVirt,
+		TicketRoot: in.agentsRoot(),
+		Command:    []string{"serve", "--token-file", jail.TicketMount + "/" + FileToken},
+		Env: map[string]string{
+			"LEV_PROVIDER":          "openai",
+			"LEV_PROVIDER_BASE_URL": in.brokerURL() + "/llm",
+			"LEV_TLS_CA":            jail.TicketMount + "/" + FileCA,
+			"LEV_TLS_CERT":          jail.TicketMount + "/" + FileCert,
+			"LEV_TLS_KEY":           jail.TicketMount + "/" + FileKey,
+		},
+	}
+	if rt := os.Getenv("LEVER_OCI_RUNTIME"); rt != "" {
+		p.Runtime = rt
+	}
+	for _, w := range in.cfg.Workers {
+		p.Workers = append(p.Workers, jail.WorkerSpec{Name: w.Name, Dir: w.Dir})
+	}
+	cs, err := jail.Plan(p)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cs {
+		home := jail.TreeDir + "/.lev"
+		if cs[i].Role == jail.Worker {
+			home = cs[i].Mounts[0].Dest + "/.lev"
+		}
+		cs[i].Env["LEV_HOME"] = home
+		cs[i].Env["LEV_LISTEN"] = "127.0.0.1:" + strconv.Itoa(7700+i)
+		cs[i].Rehash()
+	}
+	return cs, nil
+}
+
+func (in *Instance) stepLev(ctx context.Context) (bool, string, error) {
+	c, err := in.connect(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	cs, err := in.Containers()
+	if err != nil {
+		return false, "", err
+	}
+	changed := false
+	var parts []string
+	for _, ct := range cs {
+		ch, err := c.Ensure(ct, in.opts.Fresh)
+		if err != nil {
+			return false, "", err
+		}
+		if ch != jail.Unchanged {
+			changed = true
+		}
+		parts = append(parts, ct.Name+" "+string(ch))
+	}
+	// A stopped-then-started container may exit at once (bad config): report it.
+	time.Sleep(0)
+	for _, ct := range cs {
+		st, err := c.Inspect(ct.Name)
+		if err == nil && st != nil && !st.Running {
+			logs, _ := c.Logs(ct.Name)
+			return changed, "", fmt.Errorf("%s is %s (exit %d): %s", ct.Name, st.Status, st.ExitCode, lastLines(logs, 5))
+		}
+	}
+	sort.Strings(parts)
+	return changed, strings.Join(parts, ", "), nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, " | ")
+}
+
+// helperArgv runs lever's guest-side helpers: `lever acceptance __guest` (probes) and
+// `lever acceptance __enrol`; the test binaries use the environment switch instead.
+func helperArgv(exe string, inPlace bool, mode string) ([]string, []byte, error) {
+	argv, prefix, err := acceptance.GuestArgv(exe, inPlace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return swapMode(argv, mode), prefix, nil
+}
+
+// swapMode points GuestArgv's command at another helper mode.
+func swapMode(argv []string, mode string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, acceptance.ProbeEnv+"=1", HelperEnv+"="+mode)
+	}
+	return out
+}
+
+// HelperEnv selects a guest-side helper mode in lever (or a test binary).
+const HelperEnv = "LEVER_GUEST_HELPER"
+
+// MaybeServeHelper turns this process into a guest-side helper when HelperEnv is set.
+func MaybeServeHelper() {
+	switch os.Getenv(HelperEnv) {
+	case "":
+		return
+	case "enrol":
+		if err := ServeEnrol(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "unknown guest helper mode", os.Getenv(HelperEnv))
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
