@@ -32,7 +32,7 @@ func BenchmarkShellCall(b *testing.B) {
 	}
 	host, _ := m.Executor(ctx, Config{Kind: "none"}, wd)
 	fresh := func() error {
-		argv := append(spec.RunArgv("", false), "sh", "-c", "true")
+		argv := spec.RunArgv("", false, "sh", "-c", "true")
 		res, err := m.r.run(ctx, argv, Command{})
 		if err == nil && res.ExitCode != 0 {
 			b.Fatalf("fresh run: exit %d %s", res.ExitCode, res.Stderr)

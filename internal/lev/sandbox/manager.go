@@ -200,10 +200,12 @@ func (s Spec) Key() string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// RunArgv is the `run` that starts the warm container (pure; tested as such). Every
-// capability is dropped, privileges cannot be regained, process count and memory are
-// capped, and the workdir is bind-mounted at the same path.
-func (s Spec) RunArgv(name string, detach bool) []string {
+// RunArgv is the `run` that starts a container (pure; tested as such). Every capability
+// is dropped, privileges cannot be regained, process count and memory are capped, and the
+// workdir is bind-mounted at the same path. detach starts the warm container (name, a
+// keep-alive PID 1); otherwise it is a one-shot `run --rm` of cmd. The image's own
+// ENTRYPOINT is always replaced, so an image cannot wrap or swallow the command.
+func (s Spec) RunArgv(name string, detach bool, cmd ...string) []string {
 	argv := append([]string{s.Engine}, s.EngineArgs...)
 	argv = append(argv, "run")
 	if detach {
@@ -231,11 +233,14 @@ func (s Spec) RunArgv(name string, detach bool) []string {
 	argv = append(argv, s.RunArgs...)
 	if detach {
 		// PID 1 ignores SIGTERM, so stop with KILL: teardown is immediate.
-		argv = append(argv, "--stop-signal", "KILL", s.Image, "sleep", "2147483647")
-	} else {
-		argv = append(argv, s.Image)
+		cmd = []string{"sleep", "2147483647"}
+		argv = append(argv, "--stop-signal", "KILL")
 	}
-	return argv
+	if len(cmd) == 0 {
+		cmd = []string{"true"}
+	}
+	argv = append(argv, "--entrypoint", cmd[0], s.Image)
+	return append(argv, cmd[1:]...)
 }
 
 // SpecFor builds the container spec for cfg and workdir.

@@ -155,15 +155,19 @@ func TestRunArgv(t *testing.T) {
 	want := []string{"podman", "--runtime", "runc", "run", "-d", "--name", "lev-sbx-x", "--label", "lev.sandbox=" + s.Key(),
 		"--cap-drop=ALL", "--security-opt", "no-new-privileges", "--pids-limit", "64", "--memory", "128m",
 		"--network", "none", "-v", "/w/proj:/w/proj:rw", "-w", "/w/proj", "-v", "/data:/data:ro",
-		"--stop-signal", "KILL", "localhost/bb:1", "sleep", "2147483647"}
+		"--stop-signal", "KILL", "--entrypoint", "sleep", "localhost/bb:1", "2147483647"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
 	s.Network = true
-	for _, a := range s.RunArgv("", false) {
+	oneShot := s.RunArgv("", false, "sh", "-c", "true")
+	for _, a := range oneShot {
 		if a == "none" {
 			t.Fatal("network = true still passed --network none")
 		}
+	}
+	if d := cmp.Diff([]string{"--entrypoint", "sh", "localhost/bb:1", "-c", "true"}, oneShot[len(oneShot)-5:]); d != "" {
+		t.Fatalf("one-shot argv %q: %s", oneShot, d)
 	}
 	// Keys: equal specs share, any difference separates.
 	a := Spec{Engine: "podman", Image: "i", Workdir: "/w", PidsLimit: 1, Memory: "1m"}
