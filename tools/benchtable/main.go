@@ -39,7 +39,9 @@ func main() {
 	} else {
 		args := []string{"test", "-run", "^$", "-bench", *bench, "-benchmem", "-count", "1", "-timeout", "60m"}
 		if os.Geteuid() == 0 {
-			tags = "e2e"
+			// A -tags flag replaces the one in GOFLAGS (the Makefile puts the podman
+			// bindings' tags there), so carry those along.
+			tags = MergeTags("e2e", os.Getenv("GOFLAGS"))
 			args = append(args, "-tags", tags)
 		}
 		if *benchtime != "" {
@@ -122,4 +124,24 @@ func memory(s string) string {
 		return s
 	}
 	return fmt.Sprintf("%.1f GiB", kb/(1<<20))
+}
+
+// MergeTags returns extra plus the build tags a GOFLAGS value sets (-tags=a,b or -tags a,b).
+func MergeTags(extra, goflags string) string {
+	f := strings.Fields(goflags)
+	for i, a := range f {
+		var v string
+		switch {
+		case strings.HasPrefix(a, "-tags="), strings.HasPrefix(a, "--tags="):
+			_, v, _ = strings.Cut(a, "=")
+		case (a == "-tags" || a == "--tags") && i+1 < len(f):
+			v = f[i+1]
+		default:
+			continue
+		}
+		if v = strings.Trim(v, `"'`); v != "" {
+			return extra + "," + v
+		}
+	}
+	return extra
 }

@@ -51,3 +51,16 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeTags(t *testing.T) {
+	for _, tc := range []struct{ goflags, want string }{
+		{"", "e2e"},
+		{"-tags=remote,btrfs_noversion", "e2e,remote,btrfs_noversion"},
+		{"-mod=mod -tags remote", "e2e,remote"},
+		{"-trimpath", "e2e"},
+	} {
+		if got := MergeTags("e2e", tc.goflags); got != tc.want {
+			t.Errorf("MergeTags(%q) = %q, want %q", tc.goflags, got, tc.want)
+		}
+	}
+}
