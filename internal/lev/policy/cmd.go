@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
@@ -177,6 +178,17 @@ with data read through a granted read path.`,
 			if err != nil {
 				return err
 			}
+			// Live runs also apply config.toml's [taint_tracking]; so does the dry run.
+			note := ""
+			if cfg, err := levconfig.Load(levconfig.Path()); err == nil && cfg.TaintTracking != nil {
+				if p, err = p.ApplyTaintTracking(cfg.TaintTracking, false); err != nil {
+					return fmt.Errorf("%s [taint_tracking]: %w", cfg.File, err)
+				}
+				note = "config.toml [taint_tracking] applied (" + cfg.File + ")"
+				if e := cfg.TaintTracking.Enabled; e != nil && !*e {
+					note += "; NOTE: enabled = false there, so live runs skip the gate unless a blueprint turns it on"
+				}
+			}
 			l, err := taint.ParseLevel(level)
 			if err != nil {
 				return fmt.Errorf("--taint: %w", err)
@@ -191,6 +203,9 @@ with data read through a granted read path.`,
 				return enc.Encode(res)
 			}
 			res.Print(cmd.OutOrStdout())
+			if note != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), note)
+			}
 			return nil
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
@@ -353,4 +354,32 @@ func (p *Policy) Tighten(onViolation taint.Verdict, clearances map[string]taint.
 	}
 	q.table = p.table.With(clearances, true)
 	return &q
+}
+
+// ApplyTaintTracking layers a [taint_tracking] table over the policy: the user's
+// (config.toml; tighten false) sets on_violation and clearances outright, a blueprint's
+// (tighten true) can only make them stricter. A nil table changes nothing.
+func (p *Policy) ApplyTaintTracking(t *blueprint.TaintTracking, tighten bool) (*Policy, error) {
+	if t == nil {
+		return p, nil
+	}
+	var v taint.Verdict
+	if t.OnViolation != "" {
+		var err error
+		if v, err = ParseVerdict(t.OnViolation); err != nil {
+			return nil, fmt.Errorf("on_violation: %w", err)
+		}
+	}
+	cl := map[string]taint.Level{}
+	for tool, s := range t.Clearances {
+		l, err := taint.ParseLevel(s)
+		if err != nil {
+			return nil, fmt.Errorf("clearances.%s: %w", tool, err)
+		}
+		cl[tool] = l
+	}
+	if tighten {
+		return p.Tighten(v, cl), nil
+	}
+	return p.WithSettings(v, cl), nil
 }

@@ -209,6 +209,7 @@ func run(t *testing.T, args ...string) (string, error) {
 }
 
 func TestCommands(t *testing.T) {
+	t.Setenv("LEV_CONFIG", filepath.Join(t.TempDir(), "no-config.toml"))
 	path := filepath.Join(t.TempDir(), "policy.toml")
 	out, err := run(t, "--policy", path, "list")
 	if err != nil || !strings.Contains(out, "submit_output") || !strings.Contains(out, "(none)") {
@@ -329,5 +330,22 @@ func TestRuleRuntimeErrorDenies(t *testing.T) {
 	d := p.Decide(taint.Request{Tool: "shell", Taint: taint.Private, Class: p.Table().Classify("shell"), Stage: 1})
 	if d.Verdict != taint.VerdictDeny || !strings.Contains(d.Reason, "failed to evaluate") {
 		t.Fatalf("runtime error: %+v", d)
+	}
+}
+
+// lev policy test applies config.toml's [taint_tracking] as live runs do.
+func TestDryRunAppliesConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	os.WriteFile(cfg, []byte("[taint_tracking]\non_violation = \"deny\"\nclearances = { web_fetch = \"private\" }\n"), 0o600)
+	t.Setenv("LEV_CONFIG", cfg)
+	pol := filepath.Join(dir, "policy.toml")
+	out, err := run(t, "--policy", pol, "test", "http_post", "--target", "x.test")
+	if err != nil || !strings.Contains(out, "policy:    deny (default)") || !strings.Contains(out, "headless:    BLOCKED before it fires; audited as PolicyDeny") ||
+		!strings.Contains(out, "--yolo:      BLOCKED before it fires; audited as PolicyDeny") || !strings.Contains(out, "config.toml [taint_tracking] applied") {
+		t.Errorf("on_violation from config: %v\n%s", err, out)
+	}
+	if out, _ := run(t, "--policy", pol, "test", "web_fetch", "--target", "x.test"); !strings.Contains(out, "runs in every mode") {
+		t.Errorf("clearance from config:\n%s", out)
 	}
 }

@@ -115,28 +115,7 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 }
 
 func apply(p *policy.Policy, t *blueprint.TaintTracking, tighten bool) (*policy.Policy, error) {
-	if t == nil {
-		return p, nil
-	}
-	var v taint.Verdict
-	if t.OnViolation != "" {
-		var err error
-		if v, err = policy.ParseVerdict(t.OnViolation); err != nil {
-			return nil, fmt.Errorf("on_violation: %w", err)
-		}
-	}
-	cl := map[string]taint.Level{}
-	for tool, s := range t.Clearances {
-		l, err := taint.ParseLevel(s)
-		if err != nil {
-			return nil, fmt.Errorf("clearances.%s: %w", tool, err)
-		}
-		cl[tool] = l
-	}
-	if tighten {
-		return p.Tighten(v, cl), nil
-	}
-	return p.WithSettings(v, cl), nil
+	return p.ApplyTaintTracking(t, tighten)
 }
 
 func region(stage int) string { return fmt.Sprintf("stage/%d", stage) }
