@@ -23,14 +23,14 @@ const fenceBlueprint = `
 name = "cto"
 version = "1.0.0"
 [read_paths]
-allow = ["~/docs", "glob:~/design/**", "../shared", "regex:~/runs", "glob:../notes/*.md"]
+allow = ["~/docs", "glob:~/design/**", "../shared", "regex:~/runs", "glob:../notes/*.md", "~/linkdocs"]
 [stages.work]
 tools = ["read_file", "read_files", "list_dir", "write_file", "edit_file"]
 `
 
 const fenceConfig = `
 [agent_read_paths.cto]
-allow = ["~/docs", "../shared", "regex:~/runs", "glob:../notes/*.md"]
+allow = ["~/docs", "../shared", "regex:~/runs", "glob:../notes/*.md", "~/linkdocs"]
 [security]
 read_paths = ["~/private"]
 `
@@ -71,6 +71,9 @@ func newFenceEnv(t testing.TB) *fenceEnv {
 	}
 	// A symlink planted inside a granted directory, pointing at the secret.
 	must(t, os.Symlink(filepath.Join(home, ".ssh", "id_rsa"), filepath.Join(home, "docs", "evil")))
+	// A granted entry that is itself a symlink to somewhere else: the real path is
+	// matched, so the link's target is not granted by the link's name.
+	must(t, os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(home, "linkdocs")))
 	// Symlinked workdir components: a directory link out, and a link into a granted dir.
 	must(t, os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(wd, "link")))
 	must(t, os.Symlink(filepath.Join(home, "docs"), filepath.Join(wd, "docslink")))
@@ -128,6 +131,8 @@ func TestFenceAttacks(t *testing.T) {
 		{"declared but not granted", "read_file", map[string]any{"path": H + "/design/a.md"}, "not-granted",
 			[]string{"declares glob:~/design/** but your config does not grant it",
 				`add to your config.toml: [agent_read_paths.cto] allow = ["glob:~/design/**"]`}},
+		{"granted entry that is itself a symlink out", "read_file", map[string]any{"path": H + "/linkdocs/id_rsa"}, "outside-workdir",
+			[]string{"resolves to " + H + "/.ssh/id_rsa"}},
 		{"granted by config but never declared", "read_file", map[string]any{"path": H + "/private/p.txt"}, "outside-workdir",
 			[]string{"no declared [read_paths] entry covers it"}},
 		{"prefix neighbour of a granted dir", "read_file", map[string]any{"path": H + "/docs-secret/x"}, "outside-workdir",

@@ -132,23 +132,34 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	_, busy := e.active[id]
-	e.mu.Unlock()
-	if busy {
-		return nil, fmt.Errorf("run %s is still running", id)
-	}
 	if rec.Status == StatusCompleted {
 		return nil, fmt.Errorf("run %s is completed; nothing to resume", id)
 	}
+	// Claim the run before preparing it, so two resumes cannot both drive it.
+	e.mu.Lock()
+	if _, busy := e.active[id]; busy {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("run %s is still running", id)
+	}
+	if e.active == nil {
+		e.active = map[string]context.CancelFunc{}
+	}
+	e.active[id] = func() {}
+	e.mu.Unlock()
 	r, err := e.prepare(rec)
 	if err != nil {
+		e.mu.Lock()
+		delete(e.active, id)
+		e.mu.Unlock()
 		return nil, err
 	}
 	rec.Status, rec.Error, rec.Refusal = StatusRunning, "", nil
 	rec.Resumes++
 	if err := e.Store.Save(rec); err != nil {
 		pipeline.Close(r.exec)
+		e.mu.Lock()
+		delete(e.active, id)
+		e.mu.Unlock()
 		return nil, err
 	}
 	snap := rec.snapshot()
