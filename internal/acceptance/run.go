@@ -104,7 +104,9 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 		sc := &Scan{Len: len(secret), Base: base, Target: tgt, SHA256: dig, MaxMiB: 256}
 		for _, pid := range req.Pids {
 			root := "/proc/" + strconv.Itoa(pid) + "/root"
-			sc.Roots = append(sc.Roots, root)
+			// The trailing slash makes the walk follow the magic link into the container's
+			// view instead of stopping at the link itself.
+			sc.Roots = append(sc.Roots, root+"/")
 			sc.Prune = append(sc.Prune, root+"/proc", root+"/sys", root+"/dev")
 			sc.Files = append(sc.Files, "/proc/"+strconv.Itoa(pid)+"/environ")
 		}

@@ -187,6 +187,24 @@ func (in *Instance) Observe(ctx context.Context) (Observed, provision.State) {
 	return o, st
 }
 
+// ObserveEgress adds the egress verification to an observation (one read-only guest
+// call); dry runs use it, Execute verifies in its egress step instead.
+func (in *Instance) ObserveEgress(ctx context.Context, o *Observed) {
+	if !o.GuestReachable {
+		return
+	}
+	rep, err := guest.VerifyEgress(ctx, in.Runner, in.Spec)
+	if err != nil {
+		o.EgressDiff = []string{err.Error()}
+		return
+	}
+	o.EgressMatch, o.EgressDiff = rep.Diff.Match(), rep.Lines
+	in.aliasV4, in.aliasV6 = rep.Desired.AliasV4, rep.Desired.AliasV6
+	if bs, err := brokerctl.Status(in.cfg.StateDir()); err == nil && bs.Running && bs.State != nil {
+		o.BrokerSANOK = contains(bs.State.SANIPs, in.aliasV4)
+	}
+}
+
 func contains(xs []string, x string) bool {
 	for _, s := range xs {
 		if s == x {
@@ -196,14 +214,19 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// certValid: a client certificate signed by the current CA, valid for at least a day.
+// certValid: a client certificate signed by the current CA with at least a third of its
+// lifetime (and five minutes) left.
 func certValid(certPEM, caPEM []byte) bool {
 	b, _ := pem.Decode(certPEM)
 	if b == nil {
 		return false
 	}
 	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil || time.Until(c.NotAfter) < 24*time.Hour {
+	if err != nil {
+		return false
+	}
+	left, life := time.Until(c.NotAfter), c.NotAfter.Sub(c.NotBefore)
+	if left < 5*time.Minute || left < life/3 {
 		return false
 	}
 	pool := x509.NewCertPool()

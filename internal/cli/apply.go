@@ -45,6 +45,7 @@ func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*b
 	}
 	if dryRun {
 		obs, _ := in.Observe(ctx)
+		in.ObserveEgress(ctx, &obs)
 		var cs []string
 		if plan, err := in.Containers(); err == nil {
 			for _, c := range plan {
