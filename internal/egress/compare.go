@@ -197,16 +197,21 @@ func diffRules(want, got []string) []RuleDiff {
 	// Reordered: same text on both sides, outside the alignment.
 	usedG := make([]bool, len(g))
 	usedW := make([]bool, len(w))
+	free := map[string][]int{} // unmatched live positions by text, in order
+	for j := range g {
+		if !matchG[j] {
+			free[g[j]] = append(free[g[j]], j)
+		}
+	}
 	for i := range w {
 		if matchW[i] {
 			continue
 		}
-		for j := range g {
-			if !matchG[j] && !usedG[j] && g[j] == w[i] {
-				usedG[j], usedW[i] = true, true
-				out = append(out, RuleDiff{Kind: Reordered, Want: w[i], Got: g[j], WantPos: pre + i + 1, GotPos: pre + j + 1})
-				break
-			}
+		if js := free[w[i]]; len(js) > 0 {
+			j := js[0]
+			free[w[i]] = js[1:]
+			usedG[j], usedW[i] = true, true
+			out = append(out, RuleDiff{Kind: Reordered, Want: w[i], Got: g[j], WantPos: pre + i + 1, GotPos: pre + j + 1})
 		}
 	}
 	// Changed: leftovers in the same gap pair up in order.
