@@ -130,7 +130,8 @@ echo "$uid"
 echo @@
 if [ "$uid" != none ]; then
 	sock=/run/user/$uid/podman/podman.sock; pidf=/run/user/$uid/podman/lever-service.pid
-	if [ -S "$sock" ] && { [ ! -f "$pidf" ] || kill -0 "$(cat "$pidf")" 2>/dev/null; }; then echo up; else echo down; fi
+	st=$( [ -f "$pidf" ] && sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$pidf")/status" 2>/dev/null)
+	if [ -S "$sock" ] && { [ ! -f "$pidf" ] || { [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }; }; then echo up; else echo down; fi
 else echo down; fi
 for a in "$@"; do echo "@@ $a"; [ "$uid" != none ] && cat "/run/user/$uid/lever/agents/$a/client.crt" 2>/dev/null; done
 exit 0
@@ -308,7 +309,14 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			}
 			if r.Skipped {
 				if in.uid == 0 {
-					return false, "", fmt.Errorf("run user %s has no uid in the guest", in.RunUser)
+					// the guest was down when observed: read the run user's uid now
+					res, err := guest.RunOK(ctx, in.Runner, guest.Cmd{As: guest.Root, Argv: []string{"id", "-u", in.RunUser}})
+					if err != nil {
+						return false, "", fmt.Errorf("run user %s: %w", in.RunUser, err)
+					}
+					if in.uid, err = strconv.Atoi(strings.TrimSpace(string(res.Stdout))); err != nil {
+						return false, "", fmt.Errorf("run user %s: uid %q", in.RunUser, res.Stdout)
+					}
 				}
 				return false, "stamp current: installs skipped", nil
 			}

@@ -22,7 +22,14 @@ cd "$HOME"
 if [ -S "$XDG_RUNTIME_DIR/systemd/private" ] && command -v systemctl >/dev/null; then
 	systemctl --user enable --now podman.socket >/dev/null 2>&1 && { echo ready; exit 0; }
 fi
-if [ -S "$sock" ] && [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then echo ready; exit 0; fi
+# alive: the recorded pid runs and is not a zombie (kill -0 succeeds on a zombie, and a
+# killed service's zombie lingers where init does not reap)
+alive() { [ -f "$1" ] || return 1; st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$1")/status" 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }
+if [ -S "$sock" ] && alive "$pidf"; then echo ready; exit 0; fi
+# a guest "reboot" (the netns substrate's stop) kills the rootless pause process but leaves
+# its pid file, which podman would then try to join
+pause=$XDG_RUNTIME_DIR/libpod/tmp/pause.pid
+if [ -f "$pause" ] && ! alive "$pause"; then rm -f "$pause"; podman system migrate >/dev/null 2>&1 || true; fi
 mkdir -p "$XDG_RUNTIME_DIR/podman"; rm -f "$sock"
 setsid podman system service --time=0 "unix://$sock" >"$XDG_RUNTIME_DIR/podman/lever-service.log" 2>&1 </dev/null &
 echo $! >"$pidf"

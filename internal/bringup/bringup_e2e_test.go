@@ -1,0 +1,415 @@
+//go:build e2e
+
+package bringup_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/acceptance"
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/bringup"
+	"github.com/lever-jail/lever/internal/cli"
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/testutil"
+)
+
+// asLever makes this test binary behave as lever when it is started as the broker child
+// or a guest helper (bring-up runs os.Executable()).
+const asLever = "LEVER_TEST_AS_LEVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asLever) == "1" {
+		os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func sh(t *testing.T, argv ...string) string {
+	t.Helper()
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+func levBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := filepath.Abs("../../bin/lev"); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	out := filepath.Join(t.TempDir(), "lev")
+	cmd := exec.Command("go", "build", "-o", out, "../../cmd/lev")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building lev: %v: %s", err, b)
+	}
+	return out
+}
+
+// world is a namespace the test made, standing for everything outside the jail: the LAN,
+// the metadata service's neighbour, the public internet and a public resolver. It listens
+// on each target, so a leak shows up as a connection, not as silence.
+type world struct {
+	ns     string
+	guest  string
+	stopFn []func()
+}
+
+const (
+	lanAddr      = "192.168.77.10:80"
+	internetAddr = "198.51.100.10:443"
+	dnsAddr      = "198.51.100.53:53"
+	linkLocal    = "169.254.169.253:80"
+	metadata     = "169.254.169.254:80"
+)
+
+func newWorld(t *testing.T, suffix string) *world {
+	w := &world{ns: "lvtbw" + suffix}
+	sh(t, "ip", "netns", "add", w.ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "pids", w.ns).Run()
+		if out, err := exec.Command("ip", "netns", "pids", w.ns).Output(); err == nil {
+			for _, p := range strings.Fields(string(out)) {
+				exec.Command("kill", "-9", p).Run()
+			}
+		}
+		exec.Command("ip", "netns", "del", w.ns).Run()
+	})
+	sh(t, "ip", "-n", w.ns, "link", "set", "lo", "up")
+	// Listeners: a tiny TCP/UDP responder inside the world namespace, run by this binary
+	// via `ip netns exec` and python-free: socat is not assumed, so use busybox nc if
+	// present, else the test's own helper.
+	return w
+}
+
+// wire connects the world to the guest namespace with a veth pair and routes for every
+// target range (the guest has no default route of its own).
+func (w *world) wire(t *testing.T, guestNS string) {
+	t.Helper()
+	w.guest = guestNS
+	gv, wv := "lvtbg"+w.ns[5:], "lvtbx"+w.ns[5:]
+	exec.Command("ip", "-n", guestNS, "link", "del", gv).Run()
+	sh(t, "ip", "link", "add", gv, "netns", guestNS, "type", "veth", "peer", "name", wv, "netns", w.ns)
+	sh(t, "ip", "-n", w.ns, "link", "set", wv, "up")
+	for _, a := range []string{"192.168.77.10/24", "198.51.100.10/24", "198.51.100.53/24", "169.254.169.253/16", "169.254.169.254/16"} {
+		sh(t, "ip", "-n", w.ns, "addr", "add", a, "dev", wv)
+	}
+	sh(t, "ip", "-n", guestNS, "addr", "add", "192.168.77.2/24", "dev", gv)
+	sh(t, "ip", "-n", guestNS, "link", "set", gv, "up")
+	for _, r := range []string{"169.254.0.0/16", "198.51.100.0/24"} {
+		sh(t, "ip", "-n", guestNS, "route", "add", r, "dev", gv)
+	}
+	w.listen(t)
+}
+
+// listen starts TCP listeners on every TCP target and a UDP echo on the resolver, inside
+// the world namespace, by re-running this binary there as a listener.
+func (w *world) listen(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", w.ns, os.Args[0], "-test.run=^TestWorldListener$")
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, asLever+"=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, "LEVER_TEST_WORLD=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range w.stopFn {
+		f()
+	}
+	w.stopFn = []func(){func() { cmd.Process.Kill(); cmd.Wait() }}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// wait until the listener answers inside the world namespace
+	for i := 0; i < 100; i++ {
+		if exec.Command("ip", "netns", "exec", w.ns, "bash", "-c", "exec 3<>/dev/tcp/192.168.77.10/80").Run() == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("world listener did not come up: %s", out.String())
+}
+
+// TestWorldListener is not a test: it is the world namespace's listener process.
+func TestWorldListener(t *testing.T) {
+	if os.Getenv("LEVER_TEST_WORLD") != "1" {
+		t.Skip("helper process only")
+	}
+	for _, a := range []string{lanAddr, internetAddr, linkLocal, metadata} {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	u, err := net.ListenPacket("udp", dnsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	for {
+		n, from, err := u.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		u.WriteTo(buf[:n], from)
+	}
+}
+
+type upstream struct {
+	mu       sync.Mutex
+	auth     []string
+	requests int
+}
+
+func (u *upstream) handler(w http.ResponseWriter, r *http.Request) {
+	u.mu.Lock()
+	u.requests++
+	u.auth = append(u.auth, r.Header.Get("Authorization"))
+	u.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprint(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}`)
+}
+
+func lever(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(args, &out, &errb)
+	return out.String() + errb.String(), code
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func checks(t *testing.T, out string) map[string]acceptance.Result {
+	t.Helper()
+	var rep acceptance.Report
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &rep); err != nil {
+		t.Fatalf("acceptance JSON: %v\n%s", err, out)
+	}
+	m := map[string]acceptance.Result{}
+	for _, r := range rep.Results {
+		m[r.ID] = r
+	}
+	return m
+}
+
+// TestLeverUpAcceptanceNetns is the bring-up's end-to-end proof on the netns substrate.
+func TestLeverUpAcceptanceNetns(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "podman")
+	testutil.RequireTool(t, "iptables")
+	b := make([]byte, 3)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	dir := t.TempDir()
+	// the run user's rootless podman must reach the tree through these
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	tree := filepath.Join(dir, "tree")
+	os.MkdirAll(filepath.Join(tree, "src"), 0o777)
+	os.Chmod(tree, 0o777)
+	key := "sk-lvtb-" + sfx + "-" + hex.EncodeToString(append(b, b...))
+	keyFile := filepath.Join(dir, "api-key")
+	os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
+	up := &upstream{}
+	srv := httptest.NewServer(http.HandlerFunc(up.handler))
+	defer srv.Close()
+	jailPort, adminPort := freePort(t), freePort(t)
+	cfgPath := filepath.Join(dir, "lever.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`name: t%s
+backend: netns
+tree: tree
+egress: closed
+manager:
+  allow_ports: [%d]
+broker:
+  llm_auth: api-key
+  api_key_file: %s
+  llm_upstream: %s/v1
+  jail_port: %d
+  admin_port: %d
+`, sfx, jailPort, keyFile, srv.URL, jailPort, adminPort)), 0o644)
+	t.Setenv("LEVER_DEV_NETNS", "1")
+	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
+	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
+	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
+	t.Setenv(asLever, "1")
+	guestNS := "lvtbt" + sfx
+
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := backend.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	inst, err := bringup.New(bringup.Options{Cfg: cfg, Backend: be, Exe: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lever(t, "destroy", cfgPath)
+		inst.Teardown(context.Background())
+	})
+
+	w := newWorld(t, sfx)
+	accArgs := []string{"acceptance", "--json", "--lan", lanAddr, "--internet", internetAddr, "--dns", dnsAddr, "--link-local", linkLocal, "--metadata", metadata, cfgPath}
+	acceptancePasses := func(stage string) {
+		t.Helper()
+		out, code := lever(t, accArgs...)
+		res := checks(t, out)
+		for id, r := range res {
+			want := acceptance.Pass
+			if id == "container-limits" {
+				want = acceptance.NA
+				if !strings.HasPrefix(r.Detail, acceptance.LimitsNA) {
+					t.Errorf("%s: limits detail %q", stage, r.Detail)
+				}
+			}
+			if r.Status != want {
+				t.Errorf("%s: %s is %s, want %s: %s", stage, id, r.Status, want, r.Detail)
+			}
+		}
+		if code != 0 || len(res) < 12 {
+			t.Fatalf("%s: acceptance exit %d with %d checks:\n%s", stage, code, len(res), out)
+		}
+	}
+
+	// 1. from nothing to a running lev
+	out, code := lever(t, "up", cfgPath)
+	t.Logf("first up:\n%s", out)
+	if code != 0 || !strings.Contains(out, "lever-t"+sfx+"-manager running") {
+		t.Fatalf("up exit %d", code)
+	}
+	w.wire(t, guestNS)
+	acceptancePasses("after first up")
+
+	// 2. a second up changes nothing and makes one guest call for egress
+	out, code = lever(t, "apply", "--json", cfgPath)
+	var res bringup.Result
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{\n"):]), &res); err != nil || code != 0 {
+		t.Fatalf("apply --json: %v %d\n%s", err, code, out)
+	}
+	if res.Changed {
+		t.Errorf("second up changed something: %+v", res.Steps)
+	}
+	for _, s := range res.Steps {
+		if s.ID == bringup.StepEgress && (s.Calls != 1 || s.Changed) {
+			t.Errorf("egress step: %d guest calls, changed=%v; want 1, false", s.Calls, s.Changed)
+		}
+	}
+	t.Logf("warm up: %d guest calls in %s", res.GuestCalls, res.Duration)
+
+	// 3. tamper: a rule that opens the LAN. Acceptance fails naming it; up repairs it.
+	sh(t, "ip", "netns", "exec", guestNS, "iptables", "-I", "LEVER_EGRESS", "1", "-d", "192.168.77.0/24", "-j", "ACCEPT")
+	out, code = lever(t, accArgs...)
+	res2 := checks(t, out)
+	if code != 1 || res2["egress-chains"].Status != acceptance.Fail || !strings.Contains(res2["egress-chains"].Detail, "192.168.77.0/24") {
+		t.Fatalf("tampered chain not named: exit %d, %+v", code, res2["egress-chains"])
+	}
+	if res2["private-drop"].Status != acceptance.Fail || !strings.Contains(res2["private-drop"].Detail, "connected") {
+		t.Errorf("the opened LAN was not caught by the probe: %+v", res2["private-drop"])
+	}
+	out, code = lever(t, "up", cfgPath)
+	if code != 0 || !strings.Contains(out, "egress    changed") {
+		t.Fatalf("up did not repair egress (exit %d):\n%s", code, out)
+	}
+	acceptancePasses("after repair")
+
+	// 4. stop, then up again
+	if out, code := lever(t, "stop", cfgPath); code != 0 {
+		t.Fatalf("stop: %s", out)
+	}
+	out, code = lever(t, "up", cfgPath)
+	if code != 0 {
+		t.Fatalf("up after stop: %s", out)
+	}
+	w.wire(t, guestNS)
+	acceptancePasses("after stop and up")
+
+	// 5. status --json reports a healthy jail
+	out, code = lever(t, "status", "--json", cfgPath)
+	var st bringup.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || !st.Healthy || !st.Egress.Verified {
+		t.Fatalf("status: %v %d %s", err, code, out)
+	}
+
+	// 6. the key reached the upstream on every request and nowhere in the jail
+	up.mu.Lock()
+	for i, a := range up.auth {
+		if a != "Bearer "+key {
+			t.Errorf("upstream request %d carried %q", i, a)
+		}
+	}
+	up.mu.Unlock()
+
+	// 7. destroy leaves nothing behind
+	uidOut, _ := exec.Command("id", "-u", "lever").Output()
+	if out, code := lever(t, "destroy", cfgPath); code != 0 {
+		t.Fatalf("destroy: %s", out)
+	}
+	// (lever destroy does not yet call the bring-up's teardown of the netns run user.)
+	if err := inst.Teardown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	leftovers := []struct{ what, path string }{
+		{"namespace", "/run/netns/" + guestNS},
+		{"state dir", cfg.StateDir()},
+		{"netns etc dir", "/etc/netns/" + guestNS},
+		{"run user home", "/home/lever"},
+		{"runtime dir", "/run/user/" + strings.TrimSpace(string(uidOut))},
+	}
+	for _, l := range leftovers {
+		if _, err := os.Stat(l.path); err == nil {
+			t.Errorf("destroy left the %s %s", l.what, l.path)
+		}
+	}
+	if err := exec.Command("id", "lever").Run(); err == nil {
+		t.Errorf("destroy left the run user")
+	}
+	if out, _ := exec.Command("ps", "-eo", "stat=,args=").Output(); true {
+		for _, l := range strings.Split(string(out), "\n") {
+			if (strings.Contains(l, guestNS) || strings.Contains(l, "lever-t"+sfx)) && !strings.HasPrefix(l, "Z") {
+				t.Errorf("live process left: %s", l)
+			}
+		}
+	}
+}
