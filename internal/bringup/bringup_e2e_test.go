@@ -197,7 +197,8 @@ func (u *upstream) handler(w http.ResponseWriter, r *http.Request) {
 	u.auth = append(u.auth, r.Header.Get("Authorization"))
 	u.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprint(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}]}`)
+	// The model's answer: submit the task's output.
+	fmt.Fprint(w, `{"id":"c1","object":"chat.completion","model":"test-model","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"submit_output","arguments":"{\"output\":\"42\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
 }
 
 func lever(t *testing.T, args ...string) (string, int) {
@@ -321,6 +322,32 @@ broker:
 	}
 	w.wire(t, guestNS)
 	acceptancePasses("after first up")
+
+	// 1b. the whole chain: an agent run by lev in the jail completes a task through the
+	// broker's /llm/ route; the upstream on the host sees the key on every request.
+	agents := filepath.Join(tree, ".lev", "agents")
+	os.MkdirAll(agents, 0o777)
+	for _, d := range []string{filepath.Join(tree, ".lev"), agents} {
+		os.Chmod(d, 0o777)
+	}
+	os.WriteFile(filepath.Join(agents, "answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
+	uid := strings.TrimSpace(sh(t, "id", "-u", "lever"))
+	tok, err := os.ReadFile("/run/user/" + uid + "/lever/agents/manager/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOut, runErr := exec.Command("nsenter", "--net=/run/netns/"+guestNS, "runuser", "-u", "lever", "--",
+		"env", "XDG_RUNTIME_DIR=/run/user/"+uid, "HOME=/home/lever",
+		"podman", "exec", "--env", "LEV_TOKEN="+strings.TrimSpace(string(tok)), "--env", "LEV_MODEL=test-model",
+		"lever-t"+sfx+"-manager", "/lev", "run", "answer", "--workdir", "/lever").CombinedOutput()
+	t.Logf("lev run: %v\n%s", runErr, runOut)
+	up.mu.Lock()
+	nreq := up.requests
+	up.mu.Unlock()
+	if runErr != nil || !strings.Contains(string(runOut), "42") || nreq == 0 {
+		t.Fatalf("the agent did not complete its task through the broker (%d upstream requests)", nreq)
+	}
+	acceptancePasses("after the agent's run (key nowhere in lev's view, env or logs)")
 
 	// 2. a second up changes nothing and makes one guest call for egress
 	out, code = lever(t, "apply", "--json", cfgPath)
