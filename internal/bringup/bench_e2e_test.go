@@ -1,0 +1,129 @@
+//go:build e2e
+
+package bringup_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/bringup"
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/testutil"
+)
+
+// benchInstance makes a closed-posture netns jail config (not yet up) for benchmarks.
+func benchInstance(b *testing.B) (func() *bringup.Instance, func()) {
+	testutil.RequireRoot(b)
+	testutil.RequireTool(b, "podman")
+	r := make([]byte, 3)
+	rand.Read(r)
+	sfx := hex.EncodeToString(r)
+	dir := b.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	tree := filepath.Join(dir, "tree")
+	os.MkdirAll(tree, 0o777)
+	os.Chmod(tree, 0o777)
+	keyFile := filepath.Join(dir, "api-key")
+	os.WriteFile(keyFile, []byte("sk-bench-"+sfx+"\n"), 0o600)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	jp, ap := freePort(&testing.T{}), freePort(&testing.T{})
+	cfgPath := filepath.Join(dir, "lever.yaml")
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("name: b%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n", sfx, jp, keyFile, srv.URL, jp, ap)), 0o644)
+	b.Setenv("LEVER_DEV_NETNS", "1")
+	b.Setenv("LEVER_NETNS_PREFIX", "lvtb")
+	b.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
+	b.Setenv("LEVER_LEV_BINARY", levBinary(&testing.T{}))
+	b.Setenv(asLever, "1")
+	exe, _ := os.Executable()
+	mk := func() *bringup.Instance {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		be, err := backend.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in, err := bringup.New(bringup.Options{Cfg: cfg, Backend: be, Exe: exe})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return in
+	}
+	cleanup := func() {
+		lever(&testing.T{}, "destroy", cfgPath)
+		mk().Teardown(context.Background())
+		srv.Close()
+	}
+	return mk, cleanup
+}
+
+func report(b *testing.B, results []*bringup.Result) {
+	steps := map[string]time.Duration{}
+	var calls int64
+	var total time.Duration
+	for _, r := range results {
+		for _, s := range r.Steps {
+			steps[s.ID] += s.Duration
+		}
+		calls += r.GuestCalls
+		total += r.Duration
+	}
+	n := float64(len(results))
+	for _, id := range bringup.Order {
+		b.ReportMetric(float64(steps[id].Microseconds())/1000/n, id+"-ms")
+	}
+	b.ReportMetric(float64(calls)/n, "guest-calls/op")
+	b.ReportMetric(float64(total.Microseconds())/1000/n, "total-ms")
+}
+
+// BenchmarkBringupCold: lever up from nothing (the previous iteration's jail destroyed,
+// run user removed, image gone), per step.
+func BenchmarkBringupCold(b *testing.B) {
+	mk, cleanup := benchInstance(b)
+	defer cleanup()
+	var rs []*bringup.Result
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		cleanup()
+		b.StartTimer()
+		r, err := mk().Execute(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	report(b, rs)
+}
+
+// BenchmarkBringupWarm: lever up on a healthy jail (verifies, changes nothing).
+func BenchmarkBringupWarm(b *testing.B) {
+	mk, cleanup := benchInstance(b)
+	defer cleanup()
+	if _, err := mk().Execute(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var rs []*bringup.Result
+	for i := 0; i < b.N; i++ {
+		r, err := mk().Execute(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Changed {
+			b.Fatalf("warm bring-up changed something: %+v", r.Steps)
+		}
+		rs = append(rs, r)
+	}
+	report(b, rs)
+}
