@@ -238,18 +238,37 @@ func certValid(certPEM, caPEM []byte) bool {
 	return err == nil
 }
 
-func (in *Instance) socketURI() (string, error) {
-	if !in.InPlace {
-		return "", fmt.Errorf("backend %s: reaching the guest's podman socket from the host is not wired in this build (only the netns substrate, whose guest shares the host's filesystem)", in.b.Name())
+// SocketForwarder is what a VM backend implements so lever can reach the run user's
+// podman REST socket from the host: forward a guest unix socket to a host unix socket
+// (Lima: `ssh -O forward -L host:guest` over the ControlMaster it already keeps), and say
+// so idempotently.
+type SocketForwarder interface {
+	ForwardSocket(ctx context.Context, guestPath, hostPath string) error
+}
+
+func (in *Instance) socketURI(ctx context.Context) (string, error) {
+	if in.InPlace {
+		return "unix://" + jail.SocketPath(in.uid), nil
 	}
-	return "unix://" + jail.SocketPath(in.uid), nil
+	f, ok := in.b.(SocketForwarder)
+	if !ok {
+		return "", fmt.Errorf("backend %s cannot forward the guest's podman socket to the host (it does not implement bringup.SocketForwarder)", in.b.Name())
+	}
+	host := filepath.Join(in.cfg.StateDir(), "podman.sock")
+	if err := os.MkdirAll(filepath.Dir(host), 0o700); err != nil {
+		return "", err
+	}
+	if err := f.ForwardSocket(ctx, jail.SocketPath(in.uid), host); err != nil {
+		return "", fmt.Errorf("forwarding the guest's podman socket: %w", err)
+	}
+	return "unix://" + host, nil
 }
 
 func (in *Instance) connect(ctx context.Context) (*jail.Client, error) {
 	if in.client != nil {
 		return in.client, nil
 	}
-	uri, err := in.socketURI()
+	uri, err := in.socketURI(ctx)
 	if err != nil {
 		return nil, err
 	}
