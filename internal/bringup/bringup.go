@@ -72,6 +72,10 @@ func New(o Options) (*Instance, error) {
 	in := &Instance{opts: o, cfg: o.Cfg, b: o.Backend, Runner: &guest.Counting{Inner: o.Backend.Runner()}}
 	in.Spec = guest.SpecFor(o.Cfg, o.Backend.HostAlias())
 	in.RunUser = "lever"
+	// A backend whose guest already has its run user (Lima's default user) names it.
+	if n, ok := o.Backend.(interface{ RunUser() string }); ok && n.RunUser() != "" {
+		in.RunUser = n.RunUser()
+	}
 	if r, ok := o.Backend.Runner().(*netns.Runner); ok {
 		in.InPlace = true
 		if r.RunUser != "" {
