@@ -275,7 +275,14 @@ func restoreName(tools Tools, step string) string {
 // SpecFor is the egress spec lever.yaml asks for on a backend: its posture, the backend's
 // alias, manager.allow_ports; on Lima also the resolver's DNAT targets and SSH replies.
 func SpecFor(cfg *config.Config, alias string) EgressSpec {
-	s := EgressSpec{Posture: egress.Posture(cfg.Egress), Alias: alias, Ports: cfg.Manager.AllowPorts}
+	// The broker's jail port is always open on the alias: it is how lev reaches the model
+	// (and, under closed egress, the only way out). The admin port never is; config
+	// validation refuses it in allow_ports.
+	ports := append([]int(nil), cfg.Manager.AllowPorts...)
+	if cfg.Broker.JailPort > 0 {
+		ports = append(ports, cfg.Broker.JailPort)
+	}
+	s := EgressSpec{Posture: egress.Posture(cfg.Egress), Alias: alias, Ports: ports}
 	if s.Posture == "" {
 		s.Posture = egress.Open
 	}
