@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# lever quickstart: from a fresh Debian machine to a running jail with the example project
+# (examples/hello), then `lever acceptance` and its report.
+#
+#   sudo scripts/quickstart.sh [workdir]
+#
+# Backend: the best one this machine has, in lever's order of preference: orbstack, then
+# lima (built locally: scripts/lima/build-limactl.sh and build-guest-image.sh, no image
+# download), then -- only if you opt in with LEVER_DEV_NETNS=1 -- the netns development
+# substrate (no hypervisor boundary; for trying lever out and for CI). Your LLM API key is
+# read from $LEVER_API_KEY_FILE (mode 0600, outside the tree); without one, a throwaway
+# key and a local upstream are used so the whole flow still runs.
+#
+# On the netns substrate the acceptance targets that stand for the LAN, the metadata
+# service and the internet are addresses in a namespace this script makes (lvqs-world):
+# the jail has no route anywhere else.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+WORK=${1:-/tmp/lever-quickstart}
+export PATH=/usr/local/go/bin:$ROOT/bin:$PATH
+t0=$(date +%s)
+say() { echo "=== $* ($(( $(date +%s) - t0 ))s)"; }
+
+say "packages"
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -qq --no-install-recommends iptables iproute2 podman uidmap slirp4netns \
+	passt crun runc ca-certificates make git procps >/dev/null
+
+say "build lever and lev"
+make build >/dev/null
+
+backend=""
+probe() { lever backends --json | python3 -c "import json,sys; d={b['name']:b for b in json.load(sys.stdin)['backends']}; print('yes' if d.get('$1',{}).get('available',{}).get('usable') else 'no')" 2>/dev/null || echo no; }
+if [ "$(probe orbstack)" = yes ]; then backend=orbstack
+elif [ "$(probe lima)" = yes ]; then backend=lima
+elif [ "${LEVER_DEV_NETNS:-}" = 1 ]; then backend=netns
+else
+	echo "no containment backend is usable here (lever backends says why); set LEVER_DEV_NETNS=1 to try the development substrate" >&2
+	lever backends >&2 || true
+	exit 2
+fi
+say "backend: $backend"
+
+rm -rf "$WORK"; mkdir -p "$WORK"
+cp -r examples/hello "$WORK/project"
+chmod -R a+rwX "$WORK/project"; chmod 755 "$WORK"
+keyfile=${LEVER_API_KEY_FILE:-}
+upstream_args=()
+if [ -z "$keyfile" ]; then
+	keyfile=$WORK/api-key
+	echo "sk-quickstart-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$keyfile"
+	chmod 600 "$keyfile"
+	# a local OpenAI-compatible stand-in, so the flow runs without a real key
+	python3 - <<'PY' >"$WORK/upstream.log" 2>&1 &
+import http.server, json
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get('Content-Length', 0)))
+        body = json.dumps({"id": "q", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "submit_output", "arguments": "{\"output\": \"hello from the jail\"}"}}]}, "finish_reason": "tool_calls"}]}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+http.server.HTTPServer(("127.0.0.1", 17999), H).serve_forever()
+PY
+	echo $! >"$WORK/upstream.pid"
+	upstream=http://127.0.0.1:17999/v1
+else
+	upstream=$(sed -n 's/^  llm_upstream: //p' examples/hello/lever.yaml)
+fi
+sed -i "s|^backend: .*|backend: $backend|; s|^  api_key_file: .*|  api_key_file: $keyfile|; s|^  llm_upstream: .*|  llm_upstream: $upstream|" "$WORK/project/lever.yaml"
+export LEVER_STATE_DIR=$WORK/state LEVER_LEV_BINARY=$ROOT/bin/lev
+cfg=$WORK/project/lever.yaml
+
+say "lever up"
+lever up "$cfg"
+
+acc=()
+if [ "$backend" = netns ]; then
+	# the world the jail must not reach: one namespace, wired to the jail, listening
+	ns=${LEVER_NETNS_PREFIX:-lever-}hello
+	ip netns del lvqs-world 2>/dev/null || true
+	ip netns add lvqs-world
+	ip -n lvqs-world link set lo up
+	ip link add lvqs-g netns "$ns" type veth peer name lvqs-w netns lvqs-world
+	for a in 192.168.77.10/24 198.51.100.10/24 198.51.100.53/24 169.254.169.253/16 169.254.169.254/16; do ip -n lvqs-world addr add $a dev lvqs-w; done
+	ip -n lvqs-world link set lvqs-w up
+	ip -n "$ns" addr add 192.168.77.2/24 dev lvqs-g; ip -n "$ns" link set lvqs-g up
+	ip -n "$ns" route add 169.254.0.0/16 dev lvqs-g; ip -n "$ns" route add 198.51.100.0/24 dev lvqs-g
+	acc=(--lan 192.168.77.10:80 --internet 198.51.100.10:443 --dns 198.51.100.53:53 --link-local 169.254.169.253:80 --metadata 169.254.169.254:80)
+fi
+
+say "lever acceptance"
+set +e
+lever acceptance "${acc[@]}" --out "$WORK/acceptance.md" "$cfg"
+rc=$?
+set -e
+cat "$WORK/acceptance.md"
+say "done: jail 'hello' on $backend (acceptance exit $rc); tear down with: LEVER_STATE_DIR=$WORK/state lever destroy $cfg"
+exit $rc
