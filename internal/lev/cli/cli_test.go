@@ -144,16 +144,25 @@ func TestBinary(t *testing.T) {
 	script := filepath.Join(root, "script.toml")
 	mustWrite(t, script, `
 [[rule]]
+stage = "build"
 turn = 1
 [[rule.call]]
 tool = "shell"
 args = '{"command": "echo built > built.txt && cat built.txt"}'
+[[rule]]
+stage = "read"
+turn = 1
+[[rule.call]]
+tool = "read_file"
+args = '{"path": "`+filepath.Join(root, "docs", "plan.md")+`"}'
 [[rule]]
 turn = 2
 [[rule.call]]
 tool = "submit_output"
 args = '{"output": "{{last}}"}'
 `)
+	mustWrite(t, filepath.Join(root, "docs", "plan.md"), "the plan")
+	mustWrite(t, filepath.Join(levHome, "agents", "reader.toml"), "name = \"reader\"\nversion = \"1\"\n[read_paths]\nallow = [\"~/docs\"]\n[stages.read]\ntools = [\"read_file\", \"submit_output\"]\n")
 	mustWrite(t, filepath.Join(levHome, "config.toml"), "[daemon]\nlisten = \""+addr+"\"\n[provider]\nkind = \"scripted\"\nscript = \""+script+"\"\n")
 	mustWrite(t, filepath.Join(levHome, "agents", "builder.toml"), "name = \"builder\"\nversion = \"2.0.0\"\n[stages.build]\ntools = [\"shell\", \"submit_output\"]\n")
 	wd := filepath.Join(root, "wd")
@@ -189,6 +198,20 @@ args = '{"output": "{{last}}"}'
 	out, _, code = runLev(t, bin, base, "ps")
 	if code != 0 || strings.Count(out, "builder") != 2 || strings.Count(out, "completed") != 2 {
 		t.Fatalf("ps: %d\n%s", code, out)
+	}
+	// Refused for a missing grant; the grant lands in config.toml; lev resume completes it.
+	_, stderr, code = runLev(t, bin, base, "run", "reader", "--workdir", wd)
+	if code != 1 || !strings.Contains(stderr, "WARN your config does not grant ~/docs") || !strings.Contains(stderr, "lev resume r-") {
+		t.Fatalf("run reader: %d\n%s", code, stderr)
+	}
+	id := stderr[strings.Index(stderr, "lev resume r-")+len("lev resume "):]
+	id = id[:strings.IndexAny(id, ") \n")]
+	cfgFile := filepath.Join(levHome, "config.toml")
+	old, _ := os.ReadFile(cfgFile)
+	mustWrite(t, cfgFile, string(old)+"[agent_read_paths.reader]\nallow = [\"~/docs\"]\n")
+	out, stderr, code = runLev(t, bin, base, "resume", id)
+	if code != 0 || strings.TrimSpace(out) != `"the plan"` {
+		t.Fatalf("resume %s: %d\nstdout %s\nstderr %s", id, code, out, stderr)
 	}
 	_, stderr, code = runLev(t, bin, base, "policy", "list")
 	if code != 2 && code != 0 {
