@@ -115,9 +115,9 @@ func Drift(in Intent, got Realized) []string {
 	if !treeSeen {
 		d = append(d, fmt.Sprintf("mounts: the tree %s at %s is missing", in.Tree, MountPoint))
 	}
-	want := map[string]bool{}
-	for _, pf := range in.PortForwards {
-		want[pfKey(pf)] = true
+	want := map[string]int{}
+	for j, pf := range in.PortForwards {
+		want[pfKey(pf)] = j
 	}
 	if len(got.PortForwards) < len(in.PortForwards) {
 		d = append(d, fmt.Sprintf("portForwards: %d rules, the template's %d ignore-all rules are not all there", len(got.PortForwards), len(in.PortForwards)))
@@ -126,6 +126,10 @@ func Drift(in Intent, got Realized) []string {
 		// Lima applies the first matching rule, so the template's rules must also come
 		// first and in order; anything else, even another ignore rule, is drift.
 		if i < len(in.PortForwards) && pfKey(pf) == pfKey(in.PortForwards[i]) {
+			continue
+		}
+		if j, ok := want[pfKey(pf)]; ok {
+			d = append(d, fmt.Sprintf("portForwards[%d]: the template's rule %d is displaced (a rule before it would match first)", i, j))
 			continue
 		}
 		d = append(d, fmt.Sprintf("portForwards[%d]: %s is not in the template", i, pfKey(pf)))

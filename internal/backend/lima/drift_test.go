@@ -47,7 +47,8 @@ func TestDriftNamesEveryWidening(t *testing.T) {
 		{"plain mode", func(r *Realized) { r.Plain = ptr(true) }, []string{"plain: true"}},
 		{"port forward prepended", func(r *Realized) {
 			r.PortForwards = append([]limayaml.PortForward{{GuestPort: 8080, HostPort: 8080, GuestIP: net.IPv4(127, 0, 0, 1), HostIP: net.IPv4(0, 0, 0, 0)}}, r.PortForwards...)
-		}, []string{`portForwards[0]: {"guestIP":"127.0.0.1","guestPort":8080,"guestPortRange":[0,0],"hostIP":"0.0.0.0","hostPort":8080,"hostPortRange":[0,0]} is not in the template`, "portForwards[1]", "portForwards[2]"}},
+		}, []string{`portForwards[0]: {"guestIP":"127.0.0.1","guestPort":8080,"guestPortRange":[0,0],"hostIP":"0.0.0.0","hostPort":8080,"hostPortRange":[0,0]} is not in the template`,
+			"portForwards[1]: the template's rule 0 is displaced", "portForwards[2]: the template's rule 1 is displaced"}},
 		{"port forward appended", func(r *Realized) {
 			r.PortForwards = append(r.PortForwards, limayaml.PortForward{GuestSocket: "/run/podman.sock", HostSocket: "/tmp/p.sock"})
 		}, []string{`portForwards[2]: {"guestPortRange":[0,0],"guestSocket":"/run/podman.sock","hostPortRange":[0,0],"hostSocket":"/tmp/p.sock"}`}},

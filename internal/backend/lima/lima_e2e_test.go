@@ -85,7 +85,8 @@ func newLimaEnv(t *testing.T) *limaEnv {
 	t.Cleanup(func() { os.RemoveAll(bin) })
 	os.Chmod(bin, 0o755)
 	e.lever = filepath.Join(bin, "lever")
-	build := exec.Command("go", "build", "-o", e.lever, "./cmd/lever")
+	// The podman bindings linked into lever build only with these tags (see the Makefile).
+	build := exec.Command("go", "build", "-tags", "remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp", "-o", e.lever, "./cmd/lever")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -198,6 +199,21 @@ func (e *limaEnv) limaList(t *testing.T) string {
 	return e.asOK(t, "limactl", "list", "--format", "{{.Name}} {{.Status}}")
 }
 
+// record saves `limactl list --json` from the real VM for the drift check's unit tests
+// when LEVER_LIMA_RECORD names a directory (internal/backend/lima/testdata).
+func (e *limaEnv) record(t *testing.T, name string) {
+	dir := os.Getenv("LEVER_LIMA_RECORD")
+	if dir == "" {
+		return
+	}
+	out := e.asOK(t, "limactl", "list", "--json", e.vm)
+	out = strings.ReplaceAll(out, e.home, "/home/lvtl")
+	out = strings.ReplaceAll(out, e.user, "lvtl")
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 var guestCallsRE = regexp.MustCompile(`verified unchanged .*; (\d+) guest call`)
 
 func TestLimaE2E(t *testing.T) {
@@ -266,15 +282,26 @@ func TestLimaE2E(t *testing.T) {
 	n, _ := strconv.Atoi(m[1])
 	t.Logf("ROUND-TRIPS verified unchanged bring-up on lima: %d guest calls (egress) + 1 (bring-up guest check) = %d, in %.1fs", n, n+1, time.Since(s).Seconds())
 
-	// 4. An override.yaml adding a mount: bring-up fails closed, naming it.
+	e.record(t, "list-fresh.json")
+
+	// 4. A global override.yaml widening the VM: bring-up fails closed, naming the
+	// difference, and lever does nothing else (no guest call is made).
 	extra := filepath.Join(e.home, "extra")
 	e.asOK(t, "mkdir", "-p", extra, e.home+"/.lima/_config")
 	override := e.home + "/.lima/_config/override.yaml"
-	e.writeFile(t, override, "mounts:\n- location: "+extra+"\n  mountPoint: /extra\n  writable: false\n")
-	_, er, code := e.leverRun(t, "egress", "apply")
-	wantDrift := "mounts[1]: " + extra + " at /extra (writable=false) is not in the template"
-	if code == 0 || !strings.Contains(er, "realized config differs") || !strings.Contains(er, wantDrift) {
-		t.Fatalf("apply with an override mount: exit %d, stderr %q; want failure naming %q", code, er, wantDrift)
+	for _, c := range []struct{ name, yaml, want string }{
+		{"mount", "mounts:\n- location: " + extra + "\n  mountPoint: /extra\n  writable: false\n",
+			"mounts[1]: " + extra + " at /extra (writable=false) is not in the template"},
+		{"portforward", "portForwards:\n- guestPort: 8080\n  hostPort: 18080\n",
+			`portForwards[0]: {"guestIP":"127.0.0.1","guestPort":8080,"guestPortRange":[8080,8080],"hostIP":"127.0.0.1","hostPort":18080,"hostPortRange":[18080,18080],"proto":"tcp"} is not in the template`},
+		{"containerd", "containerd:\n  user: true\n", "containerd.user: true, template asks for false"},
+	} {
+		e.writeFile(t, override, c.yaml)
+		e.record(t, "list-override-"+c.name+".json")
+		_, er, code := e.leverRun(t, "egress", "apply")
+		if code == 0 || !strings.Contains(er, "realized config differs") || !strings.Contains(er, c.want) {
+			t.Errorf("apply with an override %s: exit %d, stderr %q; want failure naming %q", c.name, code, er, c.want)
+		}
 	}
 	os.Remove(override)
 
