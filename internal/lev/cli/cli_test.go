@@ -200,7 +200,9 @@ args = '{"output": "{{last}}"}'
 		t.Fatalf("ps: %d\n%s", code, out)
 	}
 	// Refused for a missing grant; the grant lands in config.toml; lev resume completes it.
-	_, stderr, code = runLev(t, bin, base, "run", "reader", "--workdir", wd)
+	// --yolo: the taint gate (linked into the binary) would otherwise block submitting
+	// Private data with nobody to ask; --yolo waives and audits it, and lifts no fence.
+	_, stderr, code = runLev(t, bin, base, "run", "reader", "--workdir", wd, "--yolo")
 	if code != 1 || !strings.Contains(stderr, "WARN your config does not grant ~/docs") || !strings.Contains(stderr, "lev resume r-") {
 		t.Fatalf("run reader: %d\n%s", code, stderr)
 	}

@@ -1,14 +1,16 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func newResumeCmd() *cobra.Command {
-	var detach bool
+	var detach, headless bool
 	cmd := &cobra.Command{
 		Use:   "resume <run>",
 		Short: "Resume a run that was refused or failed, under the config in force now",
@@ -26,7 +28,8 @@ func newResumeCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			rec, err := c.Resume(ctx, args[0])
+			interactive := !headless && !detach && isTerminal(os.Stdin)
+			rec, err := c.Resume(ctx, args[0], interactive)
 			if err != nil {
 				return &ExitError{Code: 2, Err: fmt.Errorf("resuming %s: %w", args[0], err)}
 			}
@@ -35,9 +38,14 @@ func newResumeCmd() *cobra.Command {
 			if detach {
 				return nil
 			}
-			return waitAndReport(ctx, c, nil, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			var p *prompter
+			if interactive {
+				p = &prompter{c: c, in: bufio.NewReader(os.Stdin), out: cmd.ErrOrStderr()}
+			}
+			return waitAndReport(ctx, c, p, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().BoolVar(&detach, "detach", false, "return without waiting")
+	cmd.Flags().BoolVar(&headless, "headless", false, "do not ask on the terminal: ask prompts are refusals")
 	return cmd
 }

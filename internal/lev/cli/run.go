@@ -93,11 +93,6 @@ func warnUngranted(w io.Writer, rec *runner.Record) {
 	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(rec.Agent, missing))
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
 // prompter answers an interactive run's questions on the terminal.
 type prompter struct {
 	c    *daemon.Client

@@ -102,10 +102,10 @@ func (c *Client) Result(ctx context.Context, id string) (*Result, error) {
 	return res, c.do(ctx, http.MethodGet, "/api/agents/"+id+"/result", nil, res)
 }
 
-// Resume resumes a run.
-func (c *Client) Resume(ctx context.Context, id string) (*runner.Record, error) {
+// Resume resumes a run; interactive says whether somebody will answer its prompts now.
+func (c *Client) Resume(ctx context.Context, id string, interactive bool) (*runner.Record, error) {
 	rec := &runner.Record{}
-	return rec, c.do(ctx, http.MethodPost, "/api/agents/"+id+"/resume", nil, rec)
+	return rec, c.do(ctx, http.MethodPost, "/api/agents/"+id+"/resume", ResumeRequest{Interactive: interactive}, rec)
 }
 
 // Answer answers an interactive run's pending question.

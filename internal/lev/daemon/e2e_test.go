@@ -357,7 +357,7 @@ args = '{"output": "read: {{last}}"}'
 		t.Fatal("last good config lost")
 	}
 	// Still refused on resume: the broken file granted nothing.
-	rec, err = e.client.Resume(ctx, rec.ID)
+	rec, err = e.client.Resume(ctx, rec.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ args = '{"output": "read: {{last}}"}'
 
 	// The grant; resume reloads and the refused call runs first.
 	write(t, e.cfgFile, scriptedConfig(script)+"[agent_read_paths.reader]\nallow = [\"~/docs\"]\n")
-	rec, err = e.client.Resume(ctx, rec.ID)
+	rec, err = e.client.Resume(ctx, rec.ID, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ args = '{"output": "read: {{last}}"}'
 	if rec.Resumes != 2 || rec.Stages[0].ToolCalls != 4 {
 		t.Fatalf("resumes %d, calls %d", rec.Resumes, rec.Stages[0].ToolCalls)
 	}
-	if _, err := e.client.Resume(ctx, rec.ID); err == nil {
+	if _, err := e.client.Resume(ctx, rec.ID, false); err == nil {
 		t.Fatal("resumed a completed run")
 	}
 }

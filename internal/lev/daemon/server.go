@@ -123,12 +123,29 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, res)
 }
 
+// ResumeRequest is POST /api/agents/{id}/resume's optional body.
+type ResumeRequest struct {
+	// Interactive: somebody will answer this run's prompts from now on.
+	Interactive bool `json:"interactive"`
+}
+
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	var rr ResumeRequest
+	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10), r.ContentLength, 64<<10, "request body", r.RemoteAddr)
+	if err == nil && len(strings.TrimSpace(string(data))) > 0 {
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&rr)
+	}
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad resume request: %w", err))
+		return
+	}
 	// Pick up a config edited a moment ago without waiting for the next poll.
 	if s.Watcher != nil {
 		s.Watcher.Check()
 	}
-	rec, err := s.Engine.Resume(r.Context(), r.PathValue("id"))
+	rec, err := s.Engine.Resume(r.Context(), r.PathValue("id"), rr.Interactive)
 	if err != nil {
 		writeErr(w, statusOf(err), err)
 		return

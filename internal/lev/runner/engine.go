@@ -126,8 +126,9 @@ func (e *Engine) Recover() {
 }
 
 // Resume continues a run that is not completed, with the config in force now: a grant
-// added since the refusal applies to the refused call, which runs first.
-func (e *Engine) Resume(ctx context.Context, id string) (*Record, error) {
+// added since the refusal applies to the refused call, which runs first. interactive says
+// whether somebody answers its prompts from now on (the one who spawned it may be gone).
+func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Record, error) {
 	rec, err := e.Store.Load(id)
 	if err != nil {
 		return nil, err
@@ -135,6 +136,7 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Record, error) {
 	if rec.Status == StatusCompleted {
 		return nil, fmt.Errorf("run %s is completed; nothing to resume", id)
 	}
+	rec.Interactive = interactive
 	// Claim the run before preparing it, so two resumes cannot both drive it.
 	e.mu.Lock()
 	if _, busy := e.active[id]; busy {
