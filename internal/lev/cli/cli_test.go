@@ -171,7 +171,10 @@ args = '{"output": "{{last}}"}'
 		if b, err := os.ReadFile(filepath.Join(levHome, "daemon.pid")); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 				syscall.Kill(pid, syscall.SIGTERM)
-				time.Sleep(200 * time.Millisecond)
+				for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
+					time.Sleep(100 * time.Millisecond)
+				}
+				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
 	})
