@@ -337,8 +337,21 @@ func TestLimaE2E(t *testing.T) {
 			t.Errorf("after destroy %s still exists (%v)", p, err)
 		}
 	}
-	if out, _, _ := e.as(t, "sh", "-c", "find $HOME/.cache -path '*lima*' 2>/dev/null; pgrep -u $(id -u) -a qemu || true"); strings.TrimSpace(out) != "" {
-		t.Errorf("after destroy, left behind: %q", out)
+	if out, _, _ := e.as(t, "sh", "-c", "find $HOME/.cache -path '*lima*' 2>/dev/null || true"); strings.TrimSpace(out) != "" {
+		t.Errorf("after destroy, Lima files left behind: %q", out)
+	}
+	// The host agent reaps qemu after delete returns: wait for it, then no live qemu may
+	// remain (a zombie is already dead and about to be reaped).
+	var left string
+	for i := 0; i < 30; i++ {
+		left, _, _ = e.as(t, "sh", "-c", "ps -u $(id -u) -o stat=,pid=,comm= | grep -v '^Z' | grep -E 'qemu|limactl' || true")
+		if strings.TrimSpace(left) == "" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if strings.TrimSpace(left) != "" {
+		t.Errorf("after destroy, processes left: %q", left)
 	}
 	t.Logf("LIMA E2E total: %.0fs", time.Since(start).Seconds())
 }
