@@ -66,6 +66,7 @@ func TestSpawnRefusals(t *testing.T) {
 	}{
 		{Spec{Agent: "a"}, "workdir is required"},
 		{Spec{Agent: "a", Workdir: "wd"}, "must be an absolute path"},
+		{Spec{Agent: "a", Workdir: "/"}, "the whole filesystem would be inside the fence"},
 		{Spec{Agent: "a", Workdir: filepath.Join(wd, "missing")}, "no such file"},
 		{Spec{Agent: "nope", Workdir: wd}, `no blueprint for agent "nope"`},
 		{Spec{Agent: "../etc", Workdir: wd}, "blueprint ../etc"},

@@ -67,6 +67,9 @@ func New(agent, workdir string, fence *readpaths.Fence) (*FS, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("workdir %s: not a directory", workdir)
 	}
+	if real == "/" {
+		return nil, fmt.Errorf("workdir %s is the root directory: the whole filesystem would be inside the fence", workdir)
+	}
 	return &FS{Agent: agent, Workdir: real, Fence: fence}, nil
 }
 
