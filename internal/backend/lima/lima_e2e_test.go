@@ -4,8 +4,10 @@ package lima
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
@@ -214,6 +217,31 @@ func (e *limaEnv) record(t *testing.T, name string) {
 	}
 }
 
+func (e *limaEnv) measureBringUp(t *testing.T) {
+	r := &sshRunner{instDir: e.home + "/.lima/" + e.vm, vm: e.vm, wrap: []string{"ip", "netns", "exec", e.ns,
+		"runuser", "-u", e.user, "--", "env", "-i", "HOME=" + e.home, "PATH=/usr/bin:/bin"}}
+	rec := &recorder{inner: r}
+	if err := verifiedBringUp(context.Background(), rec); err != nil {
+		t.Fatalf("verified bring-up over the lima runner: %v", err)
+	}
+	if dir := os.Getenv("LEVER_LIMA_RECORD"); dir != "" {
+		b, _ := json.MarshalIndent(rec.log, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, "guest-verified-bringup.json"), append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := testing.Benchmark(func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			c := &guest.Counting{Inner: r}
+			if err := verifiedBringUp(context.Background(), c); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(c.Calls()), "guest-calls/op")
+		}
+	})
+	t.Logf("BENCH verified unchanged bring-up (guest half, real VM): %d guest calls, %.0f ms/op over %d runs", len(rec.log), float64(res.NsPerOp())/1e6, res.N)
+}
+
 var guestCallsRE = regexp.MustCompile(`verified unchanged .*; (\d+) guest call`)
 
 func TestLimaE2E(t *testing.T) {
@@ -283,6 +311,10 @@ func TestLimaE2E(t *testing.T) {
 	t.Logf("ROUND-TRIPS verified unchanged bring-up on lima: %d guest calls (egress) + 1 (bring-up guest check) = %d, in %.1fs", n, n+1, time.Since(s).Seconds())
 
 	e.record(t, "list-fresh.json")
+
+	// The same guest half of a verified bring-up, in-process over lever's runner: count and
+	// time it, and record the exchanges for the unit benchmark.
+	e.measureBringUp(t)
 
 	// 4. A global override.yaml widening the VM: bring-up fails closed, naming the
 	// difference, and lever does nothing else (no guest call is made).

@@ -21,6 +21,9 @@ import (
 type sshRunner struct {
 	instDir string
 	vm      string
+	// wrap prefixes the ssh argv (the e2e test runs it as the VM's user inside the test's
+	// network namespace); empty for lever itself.
+	wrap []string
 }
 
 // Run implements guest.Runner. Root commands run through the run user's passwordless sudo
@@ -34,8 +37,9 @@ func (r *sshRunner) Run(ctx context.Context, c guest.Cmd) (guest.Result, error) 
 		argv = append([]string{"sudo", "-n", "--"}, argv...)
 	}
 	script := "cd / && exec " + shellJoin(argv)
-	cmd := exec.CommandContext(ctx, "ssh", "-F", filepath.Join(r.instDir, "ssh.config"),
+	argv = append(append([]string{}, r.wrap...), "ssh", "-F", filepath.Join(r.instDir, "ssh.config"),
 		"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "lima-"+r.vm, "--", script)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	if c.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	}
