@@ -349,6 +349,16 @@ broker:
 	}
 	acceptancePasses("after the agent's run (key nowhere in lev's view, env or logs)")
 
+	// 1c. attack the key search: plant the key in the tree; acceptance must fail naming
+	// the file as lev sees it, then pass once it is gone.
+	leak := filepath.Join(tree, "src", "leak.txt")
+	os.WriteFile(leak, []byte("config: "+key+"\n"), 0o644)
+	out, code = lever(t, accArgs...)
+	if r := checks(t, out)["no-api-key"]; code != 1 || r.Status != acceptance.Fail || !strings.Contains(r.Detail, "/lever/src/leak.txt") {
+		t.Fatalf("planted key not found: exit %d, %+v", code, r)
+	}
+	os.Remove(leak)
+
 	// 2. a second up changes nothing and makes one guest call for egress
 	out, code = lever(t, "apply", "--json", cfgPath)
 	var res bringup.Result

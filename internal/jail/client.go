@@ -72,10 +72,17 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 			if ins.State != nil && ins.State.Running {
 				return Unchanged, nil
 			}
-			if err := containers.Start(c.ctx, ct.Name, nil); err != nil {
-				return "", fmt.Errorf("starting container %s: %w", ct.Name, err)
+			err := containers.Start(c.ctx, ct.Name, nil)
+			if err == nil {
+				return Started, nil
 			}
-			return Started, nil
+			// A guest that went down under podman (a netns stop, a VM power-off) can leave
+			// the container's recorded state behind ("state improper"): sync it by a stop,
+			// retry once, else replace the container below.
+			_ = containers.Stop(c.ctx, ct.Name, new(containers.StopOptions).WithIgnore(true).WithTimeout(1))
+			if err := containers.Start(c.ctx, ct.Name, nil); err == nil {
+				return Started, nil
+			}
 		}
 		if err := c.Remove(ct.Name); err != nil {
 			return "", err
