@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lever-jail/lever/internal/acceptance"
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/backend/netns"
@@ -365,9 +367,17 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 		{StepImage, in.stepImage},
 		{StepLev, in.stepLev},
 	}
+	tty := isTerminal(in.opts.Out)
 	for i, s := range steps {
 		t0, c0 := time.Now(), in.Runner.Calls()
+		if tty {
+			// on a terminal the step shows while it runs; its result line replaces it
+			fmt.Fprintf(in.opts.Out, "[%d/%d] %-9s ...", i+1, len(steps), s.id)
+		}
 		changed, detail, err := s.fn(ctx)
+		if tty {
+			fmt.Fprint(in.opts.Out, "\r\033[K")
+		}
 		sr := StepResult{ID: s.id, Changed: changed, Detail: detail, Duration: time.Since(t0), Calls: in.Runner.Calls() - c0}
 		if err != nil {
 			fmt.Fprintf(in.opts.Out, "[%d/%d] %-9s FAILED after %s: %v\n", i+1, len(steps), s.id, round(sr.Duration), err)
@@ -389,6 +399,16 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 		fmt.Fprintf(in.opts.Out, "jail %s is up: nothing changed (%s, %d guest calls)\n", in.cfg.Name, round(res.Duration), res.GuestCalls)
 	}
 	return res, nil
+}
+
+// isTerminal reports whether w is a terminal (progress then redraws each step's line).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func round(d time.Duration) string {
