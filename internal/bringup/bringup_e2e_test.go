@@ -259,6 +259,10 @@ tree: tree
 egress: closed
 manager:
   allow_ports: [%d]
+workers:
+  - name: w1
+    dir: src
+    llm_auth: api-key
 broker:
   llm_auth: api-key
   api_key_file: %s
@@ -317,7 +321,7 @@ broker:
 	// 1. from nothing to a running lev
 	out, code := lever(t, "up", cfgPath)
 	t.Logf("first up:\n%s", out)
-	if code != 0 || !strings.Contains(out, "lever-t"+sfx+"-manager running") {
+	if code != 0 || !strings.Contains(out, "lever-t"+sfx+"-manager running") || !strings.Contains(out, "lever-t"+sfx+"-worker-w1 running") {
 		t.Fatalf("up exit %d", code)
 	}
 	w.wire(t, guestNS)
