@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lever-jail/lever/internal/acceptance"
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
@@ -126,4 +127,27 @@ func BenchmarkBringupWarm(b *testing.B) {
 		rs = append(rs, r)
 	}
 	report(b, rs)
+}
+
+// BenchmarkAcceptance: one lever acceptance run on a healthy jail (the dropped probes'
+// 1.5 s timeouts run in parallel and dominate the time), with its guest round-trips.
+func BenchmarkAcceptance(b *testing.B) {
+	mk, cleanup := benchInstance(b)
+	defer cleanup()
+	if _, err := mk().Execute(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	in := mk()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		in.Runner.Reset()
+		rep, err := in.Acceptance(context.Background(), acceptance.DefaultTargets())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rep.Results) < 12 {
+			b.Fatalf("%d checks", len(rep.Results))
+		}
+	}
+	b.ReportMetric(float64(in.Runner.Calls()), "guest-calls/op")
 }
