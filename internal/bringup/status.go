@@ -141,6 +141,9 @@ func (in *Instance) Teardown(ctx context.Context) error {
 		return fmt.Errorf("removing run user %s: %v: %s", in.RunUser, err, out)
 	}
 	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
+		if b, _ := os.ReadFile(f); !strings.Contains("\n"+string(b), "\n"+in.RunUser+":") {
+			continue // userdel removed it (a rewrite would race other writers)
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			continue

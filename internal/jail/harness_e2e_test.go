@@ -111,6 +111,9 @@ func cleanupGuest(t *testing.T, g *testGuest) {
 		t.Logf("userdel %s: %v: %s", g.user, err, out)
 	}
 	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
+		if b, _ := os.ReadFile(f); !strings.Contains("\n"+string(b), "\n"+g.user+":") {
+			continue // userdel removed it (a rewrite would race other writers)
+		}
 		b, _ := os.ReadFile(f)
 		var keep []string
 		for _, l := range strings.Split(string(b), "\n") {
