@@ -163,12 +163,14 @@ func TestScanFindsSecretWithoutBeingGivenIt(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "a", "b", "leak.bin"), append(append([]byte("prefix\x00"), key...), "suffix"...), 0o644)
 	os.WriteFile(filepath.Join(dir, "pruned", "leak"), key, 0o644)
 	os.WriteFile(filepath.Join(dir, "exact"), key, 0o644)
+	// across the reader's 64 KiB buffer boundary
+	os.WriteFile(filepath.Join(dir, "a", "straddle"), append(make([]byte, 1<<16-7), key...), 0o644)
 	tgt, dig := Fingerprint(key, 1000003)
 	s := Scan{Len: len(key), Base: 1000003, Target: tgt, SHA256: dig, Roots: []string{dir}, Prune: []string{filepath.Join(dir, "pruned")}}
 	hits, scanned, _ := scan(s)
-	want := []string{filepath.Join(dir, "a", "b", "leak.bin"), filepath.Join(dir, "exact")}
-	if strings.Join(hits, ",") != strings.Join(want, ",") || scanned != 3 {
-		t.Fatalf("hits %v scanned %d, want %v and 3", hits, scanned, want)
+	want := []string{filepath.Join(dir, "a", "b", "leak.bin"), filepath.Join(dir, "a", "straddle"), filepath.Join(dir, "exact")}
+	if strings.Join(hits, ",") != strings.Join(want, ",") || scanned != 4 {
+		t.Fatalf("hits %v scanned %d, want %v and 4", hits, scanned, want)
 	}
 	req, _ := os.ReadFile(filepath.Join(dir, "a", "clean.txt"))
 	if strings.Contains(string(req), string(key)) {

@@ -187,30 +187,35 @@ func scan(s Scan) (hits []string, scanned, skipped int) {
 }
 
 func found(r *bufio.Reader, s Scan, pow uint64) bool {
-	win := make([]byte, 0, s.Len)
+	L := uint64(s.Len)
 	ring := make([]byte, s.Len)
-	var h uint64
-	n := 0
+	win := make([]byte, s.Len)
+	buf := make([]byte, 1<<16)
+	var h, n uint64
+	slot := 0 // ring index of the oldest byte, where the next one goes
 	for {
-		b, err := r.ReadByte()
+		m, err := r.Read(buf)
+		for _, b := range buf[:m] {
+			if n >= L {
+				h -= uint64(ring[slot]) * pow
+			}
+			h = h*s.Base + uint64(b)
+			ring[slot] = b
+			if slot++; slot == s.Len {
+				slot = 0
+			}
+			n++
+			if h == s.Target && n >= L {
+				// the window, oldest byte first, starts at slot
+				copy(win, ring[slot:])
+				copy(win[s.Len-slot:], ring[:slot])
+				if fmt.Sprintf("%x", sha256.Sum256(win)) == s.SHA256 {
+					return true
+				}
+			}
+		}
 		if err != nil {
 			return false
-		}
-		if n >= s.Len {
-			h -= uint64(ring[n%s.Len]) * pow
-		}
-		h = h*s.Base + uint64(b)
-		ring[n%s.Len] = b
-		n++
-		if n >= s.Len && h == s.Target {
-			win = win[:0]
-			for i := 0; i < s.Len; i++ {
-				win = append(win, ring[(n+i)%s.Len])
-			}
-			sum := sha256.Sum256(win)
-			if fmt.Sprintf("%x", sum) == s.SHA256 {
-				return true
-			}
 		}
 	}
 }
