@@ -31,11 +31,16 @@ if [ -S "$sock" ] && alive "$pidf"; then echo ready; exit 0; fi
 pause=$XDG_RUNTIME_DIR/libpod/tmp/pause.pid
 if [ -f "$pause" ] && ! alive "$pause"; then rm -f "$pause"; podman system migrate >/dev/null 2>&1 || true; fi
 mkdir -p "$XDG_RUNTIME_DIR/podman"; rm -f "$sock"
-setsid podman system service --time=0 "unix://$sock" >"$XDG_RUNTIME_DIR/podman/lever-service.log" 2>&1 </dev/null &
-echo $! >"$pidf"
-i=0; while [ ! -S "$sock" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
-[ -S "$sock" ] || { echo "podman service did not create $sock:" >&2; cat "$XDG_RUNTIME_DIR/podman/lever-service.log" >&2; exit 1; }
-echo started
+# Two attempts: a service that dies at once over a stale rootless namespace is retried
+# after podman system migrate, which resets it.
+for attempt in 1 2; do
+	setsid podman system service --time=0 "unix://$sock" >"$XDG_RUNTIME_DIR/podman/lever-service.log" 2>&1 </dev/null &
+	echo $! >"$pidf"
+	i=0; while [ ! -S "$sock" ] && [ $i -lt 300 ] && alive "$pidf"; do sleep 0.1; i=$((i+1)); done
+	[ -S "$sock" ] && { echo started; exit 0; }
+	[ $attempt = 1 ] && { podman system migrate >/dev/null 2>&1 || true; }
+done
+echo "podman service did not create $sock:" >&2; cat "$XDG_RUNTIME_DIR/podman/lever-service.log" >&2; exit 1
 `
 
 // StartService makes sure the run user's podman REST service listens (one guest call).
