@@ -387,3 +387,29 @@ func TestLimaE2E(t *testing.T) {
 	}
 	t.Logf("LIMA E2E total: %.0fs", time.Since(start).Seconds())
 }
+
+// A fresh VM under a global override.yaml that adds a mount is refused before its first
+// boot: limactl create runs, the drift check names the mount, and qemu never starts.
+func TestLimaFreshVMDriftRefusedBeforeBoot(t *testing.T) {
+	e := newLimaEnv(t)
+	extra := filepath.Join(e.home, "extra")
+	e.asOK(t, "mkdir", "-p", extra, e.home+"/.lima/_config")
+	e.writeFile(t, e.home+"/.lima/_config/override.yaml", "mounts:\n- location: "+extra+"\n  mountPoint: /extra\n  writable: true\n")
+	_, er, code := e.leverRun(t, "egress", "apply")
+	want := "mounts[1]: " + extra + " at /extra (writable=true) is not in the template"
+	if code == 0 || !strings.Contains(er, "realized config differs") || !strings.Contains(er, want) {
+		t.Fatalf("fresh VM with an override mount: exit %d, stderr %q; want failure naming %q", code, er, want)
+	}
+	if l := e.limaList(t); !strings.Contains(l, e.vm+" Stopped") {
+		t.Fatalf("limactl list = %q, want %s created but never started", l, e.vm)
+	}
+	if out, _, _ := e.as(t, "sh", "-c", "ps -u $(id -u) -o comm= | grep -c qemu || true"); strings.TrimSpace(out) != "0" {
+		t.Fatalf("qemu ran for a VM that failed the drift check: %q", out)
+	}
+	if _, _, code := e.leverRun(t, "destroy"); code != 0 {
+		t.Fatalf("lever destroy exited %d", code)
+	}
+	if l := e.limaList(t); strings.Contains(l, e.vm) {
+		t.Fatalf("after destroy, limactl list still has the VM: %q", l)
+	}
+}
