@@ -427,10 +427,6 @@ broker:
 	if out, code := lever(t, "destroy", cfgPath); code != 0 {
 		t.Fatalf("destroy: %s", out)
 	}
-	// (lever destroy does not yet call the bring-up's teardown of the netns run user.)
-	if err := inst.Teardown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	leftovers := []struct{ what, path string }{
 		{"namespace", "/run/netns/" + guestNS},
 		{"state dir", cfg.StateDir()},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/backend/netns"
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/jail"
@@ -118,46 +120,88 @@ func (s *Status) Text() string {
 	return b.String()
 }
 
+// RunUserComment marks a run user lever created itself (its passwd comment field), so
+// that teardown never deletes a host account lever merely adopted.
+const RunUserComment = "lever run user"
+
 // Teardown removes what lever made in a guest that shares the host (the netns
 // substrate): the run user's containers and podman service, its storage, the user itself
 // with its subordinate ids, and its runtime dir. On a VM the guest's deletion does this.
-// `lever destroy` should call it before deleting the guest.
 func (in *Instance) Teardown(ctx context.Context) error {
 	if !in.InPlace {
 		return nil
 	}
-	uidOut, err := exec.CommandContext(ctx, "id", "-u", in.RunUser).Output()
+	return teardownRunUser(ctx, in.Runner, in.RunUser, nsName(in))
+}
+
+// TeardownInPlace is Teardown for `lever destroy`, which must work without a lev binary
+// or a loadable tree: it needs only the backend. Backends whose guest has its own
+// filesystem have nothing to remove here.
+func TeardownInPlace(ctx context.Context, b backend.Backend) error {
+	r, ok := b.Runner().(*netns.Runner)
+	if !ok {
+		return nil
+	}
+	user := "lever"
+	if r.RunUser != "" {
+		user = r.RunUser
+	}
+	ns := ""
+	if n, ok := b.(interface{ Namespace() string }); ok {
+		ns = n.Namespace()
+	}
+	return teardownRunUser(ctx, r, user, ns)
+}
+
+func teardownRunUser(ctx context.Context, r guest.Runner, user, ns string) error {
+	ent, err := exec.CommandContext(ctx, "getent", "passwd", user).Output()
 	if err != nil {
 		return nil // no run user: nothing to remove
 	}
-	uid, _ := strconv.Atoi(strings.TrimSpace(string(uidOut)))
-	if _, err := os.Stat("/run/netns/" + nsName(in)); err == nil {
-		jail.StopService(ctx, in.Runner, uid)
+	fields := strings.Split(strings.TrimSpace(string(ent)), ":")
+	if len(fields) < 5 || fields[4] != RunUserComment {
+		// Not made by lever (provision.sh sets the comment): leave the account and its
+		// podman state alone rather than wipe somebody's user.
+		return fmt.Errorf("run user %s was not created by lever (passwd comment %q); leaving it and its containers in place", user, fieldOr(fields, 4))
+	}
+	uid, _ := strconv.Atoi(fields[2])
+	if ns != "" {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			jail.StopService(ctx, r, uid)
+		}
 	}
 	// podman's storage holds files owned by subordinate ids; podman itself removes them.
-	exec.CommandContext(ctx, "runuser", "-u", in.RunUser, "--", "env", "XDG_RUNTIME_DIR=/run/user/"+strconv.Itoa(uid), "podman", "system", "reset", "--force").Run()
-	exec.CommandContext(ctx, "pkill", "-KILL", "-u", in.RunUser).Run()
-	if out, err := exec.CommandContext(ctx, "userdel", "--remove", in.RunUser).CombinedOutput(); err != nil {
-		return fmt.Errorf("removing run user %s: %v: %s", in.RunUser, err, out)
+	exec.CommandContext(ctx, "runuser", "-u", user, "--", "env", "XDG_RUNTIME_DIR=/run/user/"+strconv.Itoa(uid), "podman", "system", "reset", "--force").Run()
+	exec.CommandContext(ctx, "pkill", "-KILL", "-u", user).Run()
+	if out, err := exec.CommandContext(ctx, "userdel", "--remove", user).CombinedOutput(); err != nil {
+		return fmt.Errorf("removing run user %s: %v: %s", user, err, out)
 	}
 	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
-		if b, _ := os.ReadFile(f); !strings.Contains("\n"+string(b), "\n"+in.RunUser+":") {
-			continue // userdel removed it (a rewrite would race other writers)
-		}
 		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
+		if err != nil || !strings.Contains("\n"+string(data), "\n"+user+":") {
+			continue // userdel removed it (a rewrite would race other writers)
 		}
 		var keep []string
 		for _, l := range strings.Split(string(data), "\n") {
-			if l != "" && !strings.HasPrefix(l, in.RunUser+":") {
+			if l != "" && !strings.HasPrefix(l, user+":") {
 				keep = append(keep, l+"\n")
 			}
 		}
-		os.WriteFile(f, []byte(strings.Join(keep, "")), 0o644)
+		if err := os.WriteFile(f, []byte(strings.Join(keep, "")), 0o644); err != nil {
+			return fmt.Errorf("removing %s's range from %s: %w", user, f, err)
+		}
 	}
-	os.RemoveAll("/run/user/" + strconv.Itoa(uid))
+	if err := os.RemoveAll("/run/user/" + strconv.Itoa(uid)); err != nil {
+		return fmt.Errorf("removing run user's runtime dir: %w", err)
+	}
 	return nil
+}
+
+func fieldOr(f []string, i int) string {
+	if i < len(f) {
+		return f[i]
+	}
+	return ""
 }
 
 func nsName(in *Instance) string {

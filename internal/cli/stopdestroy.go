@@ -16,6 +16,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/backend"
 	_ "github.com/lever-jail/lever/internal/backend/all" // registers every backend
+	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
 )
@@ -140,6 +141,11 @@ func destroyInstance(ctx context.Context, cfg *config.Config, b backend.Backend)
 		return out, err
 	}
 	out.BrokerPID = pid
+	// On the netns substrate the guest shares the host's filesystem and users: the run
+	// user, its rootless podman state and runtime dir are host objects to remove first.
+	if err := bringup.TeardownInPlace(ctx, b); err != nil {
+		return out, fmt.Errorf("removing the run user lever made: %w; guest and host state are kept", err)
+	}
 	if err := b.Destroy(ctx); err != nil {
 		return out, fmt.Errorf("destroying guest %s (%s): %w; host state in %s is kept", out.Guest, out.Backend, err, out.StateDir)
 	}

@@ -37,7 +37,7 @@ fi
 
 # 2. the run user, with subordinate ids for rootless podman's user namespace
 if ! id -u "$U" >/dev/null 2>&1; then
-	useradd --create-home --shell /bin/sh --user-group "$U"
+	useradd --create-home --shell /bin/sh --user-group --comment "lever run user" "$U"
 	echo "changed: created run user $U"
 fi
 uid=$(id -u "$U")
