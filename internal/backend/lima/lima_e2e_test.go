@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/testutil"
 )
@@ -220,12 +221,17 @@ func (e *limaEnv) record(t *testing.T, name string) {
 func (e *limaEnv) measureBringUp(t *testing.T) {
 	r := &sshRunner{instDir: e.home + "/.lima/" + e.vm, vm: e.vm, wrap: []string{"ip", "netns", "exec", e.ns,
 		"runuser", "-u", e.user, "--", "env", "-i", "HOME=" + e.home, "PATH=/usr/bin:/bin"}}
+	cfg, err := config.Load(filepath.Join(e.dir, "lever.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := guest.SpecFor(cfg, HostAlias)
 	rec := &recorder{inner: r}
-	if err := verifiedBringUp(context.Background(), rec); err != nil {
+	if err := verifiedBringUp(context.Background(), rec, spec); err != nil {
 		t.Fatalf("verified bring-up over the lima runner: %v", err)
 	}
 	if dir := os.Getenv("LEVER_LIMA_RECORD"); dir != "" {
-		b, _ := json.MarshalIndent(rec.log, "", "  ")
+		b, _ := json.MarshalIndent(recording{Spec: spec, Exchanges: rec.log}, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "guest-verified-bringup.json"), append(b, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +239,7 @@ func (e *limaEnv) measureBringUp(t *testing.T) {
 	res := testing.Benchmark(func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			c := &guest.Counting{Inner: r}
-			if err := verifiedBringUp(context.Background(), c); err != nil {
+			if err := verifiedBringUp(context.Background(), c, spec); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportMetric(float64(c.Calls()), "guest-calls/op")

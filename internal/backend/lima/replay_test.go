@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
 )
 
@@ -60,7 +59,7 @@ func (r *replay) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 
 // verifiedBringUp is the guest half of a verified, unchanged `lever egress apply` on Lima:
 // the bring-up guest check, then the egress check that finds the chains as desired.
-func verifiedBringUp(ctx context.Context, r guest.Runner) error {
+func verifiedBringUp(ctx context.Context, r guest.Runner, spec guest.EgressSpec) error {
 	f, err := GatherFacts(ctx, r)
 	if err != nil {
 		return err
@@ -68,7 +67,7 @@ func verifiedBringUp(ctx context.Context, r guest.Runner) error {
 	if err := CheckFacts(f, "fuse.sshfs", false); err != nil {
 		return err
 	}
-	rep, err := guest.EnsureEgress(ctx, r, guest.SpecFor(&config.Config{Backend: "lima", Egress: "open"}, HostAlias))
+	rep, err := guest.EnsureEgress(ctx, r, spec)
 	if err != nil {
 		return err
 	}
@@ -78,24 +77,32 @@ func verifiedBringUp(ctx context.Context, r guest.Runner) error {
 	return nil
 }
 
-func loadExchanges(tb testing.TB) []exchange {
+// recording is what the e2e test saves: the egress spec lever derived from its lever.yaml
+// and the guest exchanges of one verified bring-up.
+type recording struct {
+	Spec      guest.EgressSpec `json:"spec"`
+	Exchanges []exchange       `json:"exchanges"`
+}
+
+func loadRecording(tb testing.TB) recording {
 	raw, err := os.ReadFile("testdata/guest-verified-bringup.json")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var ex []exchange
-	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&ex); err != nil {
+	var rec recording
+	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&rec); err != nil {
 		tb.Fatal(err)
 	}
-	return ex
+	return rec
 }
 
 // The recorded guest state from the real VM passes the bring-up checks, in exactly the
 // recorded number of calls; the same state with /lever unmounted fails closed.
 func TestVerifiedBringUpOnRecordedGuest(t *testing.T) {
-	ex := loadExchanges(t)
+	rec := loadRecording(t)
+	ex := rec.Exchanges
 	c := &guest.Counting{Inner: &replay{ex: ex}}
-	if err := verifiedBringUp(context.Background(), c); err != nil {
+	if err := verifiedBringUp(context.Background(), c, rec.Spec); err != nil {
 		t.Fatal(err)
 	}
 	if int(c.Calls()) != len(ex) {
@@ -110,7 +117,7 @@ func TestVerifiedBringUpOnRecordedGuest(t *testing.T) {
 	}
 	empty := append([]exchange{}, ex...)
 	empty[0].Stdout = strings.Replace(empty[0].Stdout, "mount fuse.sshfs", "mount none #", 1)
-	if err := verifiedBringUp(context.Background(), &replay{ex: empty}); err == nil || !strings.Contains(err.Error(), "/lever is not mounted in the guest") {
+	if err := verifiedBringUp(context.Background(), &replay{ex: empty}, rec.Spec); err == nil || !strings.Contains(err.Error(), "/lever is not mounted in the guest") {
 		t.Fatalf("unmounted /lever: err = %v, want it refused", err)
 	}
 }
@@ -119,11 +126,11 @@ func TestVerifiedBringUpOnRecordedGuest(t *testing.T) {
 // unchanged bring-up, replaying outputs recorded from the real VM (each real round-trip
 // costs ~0.15-1 s there; the e2e test logs the measured wall time).
 func BenchmarkLimaVerifiedBringUpGuestCalls(b *testing.B) {
-	ex := loadExchanges(b)
+	rec := loadRecording(b)
 	var calls int64
 	for i := 0; i < b.N; i++ {
-		c := &guest.Counting{Inner: &replay{ex: ex}}
-		if err := verifiedBringUp(context.Background(), c); err != nil {
+		c := &guest.Counting{Inner: &replay{ex: rec.Exchanges}}
+		if err := verifiedBringUp(context.Background(), c, rec.Spec); err != nil {
 			b.Fatal(err)
 		}
 		calls += c.Calls()
