@@ -41,6 +41,9 @@ func TestRenderValidatesAndAsksForExactlyTheContainment(t *testing.T) {
 			t.Fatalf("port forward %+v is not ignore", pf)
 		}
 	}
+	if *y.PropagateProxyEnv {
+		t.Fatal("host proxy variables would be copied into the guest")
+	}
 	if *y.Plain {
 		t.Fatal("plain mode would drop the mount")
 	}
