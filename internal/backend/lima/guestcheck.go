@@ -148,6 +148,9 @@ func CheckFacts(f Facts, wantFSType string, nestedVirt bool) error {
 	if nestedVirt && !f.KVM {
 		problems = append(problems, "nested_virt is on but the guest has no /dev/kvm")
 	}
+	if !nestedVirt && f.KVM {
+		problems = append(problems, "nested_virt is off but the guest has /dev/kvm (the CPU model exposes VMX/SVM)")
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("guest check failed: %s", strings.Join(problems, "; "))
 	}

@@ -19,15 +19,19 @@ const MountPoint = "/lever"
 
 // Params are the values the containment template is rendered with.
 type Params struct {
-	Tree       string // absolute host path of the project tree
-	Image      string // absolute path of the guest disk image (qcow2)
-	Kernel     string // optional: direct kernel boot
-	Initrd     string
-	CPUs       int
-	Memory     string
-	Disk       string
-	CPUType    string // "max" normally; "host" under nested_virt so the guest sees VMX/SVM
-	LegacyBIOS bool   // direct kernel boot needs no UEFI firmware
+	Tree   string // absolute host path of the project tree
+	Image  string // absolute path of the guest disk image (qcow2)
+	Kernel string // optional: direct kernel boot
+	Initrd string
+	CPUs   int
+	Memory string
+	Disk   string
+	// CPUType is "max" normally, "host" under nested_virt.
+	CPUType string
+	// KVMBlacklist keeps the guest kernel from loading kvm without nested_virt: qemu's max
+	// model (under TCG too) offers SVM/VMX, and the guest would otherwise get /dev/kvm.
+	KVMBlacklist bool
+	LegacyBIOS   bool // direct kernel boot needs no UEFI firmware
 }
 
 // ParamsFrom derives the template values from lever.yaml. Relative paths resolve against
@@ -56,6 +60,8 @@ func ParamsFrom(cfg *config.Config) (Params, error) {
 	}
 	if cfg.NestedVirt {
 		p.CPUType = "host"
+	} else {
+		p.KVMBlacklist = true
 	}
 	if p.CPUs == 0 {
 		p.CPUs = 2

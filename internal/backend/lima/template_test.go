@@ -73,3 +73,33 @@ func TestRenderQuotesHostileValues(t *testing.T) {
 		t.Fatalf("hostile tree escaped its field: %+v", y.Mounts)
 	}
 }
+
+// nested_virt decides whether the guest may have /dev/kvm: off, the kvm modules are
+// blacklisted on the kernel command line; on, the guest gets the host CPU model.
+func TestRenderNestedVirt(t *testing.T) {
+	for _, nested := range []bool{false, true} {
+		cfg := testConfig(t)
+		cfg.NestedVirt = nested
+		p, err := ParamsFrom(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Render(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := Validate(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmdline := y.Images[0].Kernel.Cmdline
+		blacklisted := strings.Contains(cmdline, "modprobe.blacklist=kvm,kvm_amd,kvm_intel")
+		cpu := y.CPUType["x86_64"]
+		if blacklisted == nested || (nested && cpu != "host") || (!nested && cpu != "max") {
+			t.Errorf("nested_virt=%t: cmdline %q, cpuType %q", nested, cmdline, cpu)
+		}
+		if l := (&Lima{cfg: cfg}).ManagerDevices(); (len(l) == 1 && l[0] == "/dev/kvm") != nested {
+			t.Errorf("nested_virt=%t: manager devices %v", nested, l)
+		}
+	}
+}
