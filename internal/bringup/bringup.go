@@ -562,11 +562,26 @@ func (in *Instance) stepImage(ctx context.Context) (bool, string, error) {
 	return true, fmt.Sprintf("built and loaded %s (%d KiB)", in.imageRef, len(in.image.Archive)>>10), nil
 }
 
+// managerKVM says whether the manager gets /dev/kvm: a backend that names the manager's
+// devices (Lima: only under nested_virt) decides; otherwise nested_virt does. Devices are
+// create-time only: a change shows as a new container hash and needs --fresh.
+func (in *Instance) managerKVM() bool {
+	if d, ok := in.b.(interface{ ManagerDevices() []string }); ok {
+		for _, dev := range d.ManagerDevices() {
+			if dev == "/dev/kvm" {
+				return true
+			}
+		}
+		return false
+	}
+	return in.cfg.NestedVirt
+}
+
 // Containers is the plan of lev containers for this instance.
 func (in *Instance) Containers() ([]jail.Container, error) {
 	p := jail.Params{
 		Instance: in.cfg.Name, Image: in.imageRef, TreeSource: in.TreeSrc,
-		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.cfg.NestedVirt,
+		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.managerKVM(),
 		TicketRoot: in.agentsRoot(),
 		Command:    []string{"serve", "--token-file", jail.TicketMount + "/" + FileToken},
 		Env: map[string]string{

@@ -218,11 +218,18 @@ func (l *Lima) Stop(ctx context.Context) error {
 		return err
 	}
 	inst, err := l.list(ctx)
-	if err != nil || inst == nil || inst.Status == "Stopped" {
+	if err != nil {
 		return err
 	}
-	_, err = l.lc.run(ctx, "stop", l.vm)
-	return err
+	// The forwards die with the master; cancel them first so no socket file outlives it.
+	ferr := l.cancelForwards(ctx)
+	if inst == nil || inst.Status == "Stopped" {
+		return ferr
+	}
+	if _, err = l.lc.run(ctx, "stop", l.vm); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // Destroy deletes the VM (limactl delete --force) and lever's host files for it.
@@ -235,6 +242,7 @@ func (l *Lima) Destroy(ctx context.Context) error {
 		return err
 	}
 	if inst != nil {
+		_ = l.cancelForwards(ctx)
 		if _, err := l.lc.run(ctx, "delete", "--force", l.vm); err != nil {
 			return err
 		}
