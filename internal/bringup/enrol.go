@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/lever-jail/lever/internal/brokerctl"
@@ -39,13 +42,22 @@ const (
 	FileToken = "token" // lev's own daemon bearer token
 )
 
-// ServeEnrol runs in the guest as root, in the jail's network namespace: it enrols each
-// agent with the broker (dialled by IP through the egress firewall) and leaves its files,
-// owned by the run user and readable by it only, in the agent's dir.
+// ServeEnrol runs in the guest, in the jail's network namespace; started as root, it
+// becomes the run user first. It enrols each agent with the broker (dialled by IP through
+// the egress firewall) and leaves its files, owned by the run user and readable by it
+// only, in the agent's dir.
 func ServeEnrol(r io.Reader, w io.Writer) error {
 	var req EnrolRequest
 	if err := json.NewDecoder(r).Decode(&req); err != nil {
 		return fmt.Errorf("reading the enrolment request: %w", err)
+	}
+	// The agents' dirs live on the run user's tmpfs, where the run user (and so anything
+	// that escapes a rootless container) can plant symlinks. Root following one would
+	// write or chown any file in the guest, so the helper sheds root before it touches
+	// the filesystem or the network: all it needs is the jail's network namespace, which
+	// it is already in.
+	if err := becomeUser(req.UID); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -55,29 +67,69 @@ func ServeEnrol(r io.Reader, w io.Writer) error {
 			return err
 		}
 		tok := make([]byte, 24)
-		rand.Read(tok)
-		if err := os.MkdirAll(a.Dir, 0o700); err != nil {
+		if _, err := rand.Read(tok); err != nil {
 			return err
 		}
-		// The dir and its parents up to the run user's runtime dir belong to the run user.
-		for d := a.Dir; len(d) > len("/run/user/") && filepath.Base(filepath.Dir(d)) != "user"; d = filepath.Dir(d) {
-			os.Chown(d, req.UID, req.UID)
-			os.Chmod(d, 0o700)
+		if err := os.MkdirAll(a.Dir, 0o700); err != nil {
+			return fmt.Errorf("making %s: %w", a.Dir, err)
 		}
 		for name, data := range map[string][]byte{FileCA: []byte(req.CAPEM), FileCert: cert, FileKey: key, FileToken: []byte(hex.EncodeToString(tok) + "\n")} {
-			p := filepath.Join(a.Dir, name)
-			tmp := p + ".tmp"
-			if err := os.WriteFile(tmp, data, 0o600); err != nil {
-				return err
-			}
-			if err := os.Chown(tmp, req.UID, req.UID); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp, p); err != nil {
+			if err := writeFileAtomic(filepath.Join(a.Dir, name), data); err != nil {
 				return err
 			}
 		}
 		fmt.Fprintf(w, "enrolled %s\n", a.Name)
+	}
+	return nil
+}
+
+// becomeUser drops root for good: supplementary groups, then gid, then uid (Go applies
+// each to every thread). Already running as uid is fine; running as anyone else is not.
+func becomeUser(uid int) error {
+	if os.Geteuid() == uid {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("enrolment helper runs as uid %d, neither root nor the run user %d", os.Geteuid(), uid)
+	}
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return fmt.Errorf("looking up the run user %d: %w", uid, err)
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return fmt.Errorf("run user %d has a bad gid %q", uid, u.Gid)
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("dropping supplementary groups: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return fmt.Errorf("switching to gid %d: %w", gid, err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("switching to uid %d: %w", uid, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes through a fresh temp file (O_EXCL: never an existing file or a
+// planted symlink) and renames it into place.
+func writeFileAtomic(p string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, p)
+	}
+	if werr != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", p, werr)
 	}
 	return nil
 }
