@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -150,6 +151,11 @@ type Pipeline struct {
 	HTTP  *http.Client
 	// Env is the environment tools' child processes get.
 	Env []string
+	// Protected are paths (each a subtree) the file tools never write, even inside the
+	// workdir: lev's own home, config.toml and policy file. A workdir that holds lev's
+	// home (a jail's tree, say) must not let the agent rewrite its own permissions, grants,
+	// taint policy or run records with write_file.
+	Protected []string
 }
 
 // Prepare runs steps 1 to 4. A non-nil Result is a refusal (or a bad request) to hand
@@ -202,6 +208,9 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 			if err != nil {
 				return c, fenceRefusal(err)
 			}
+			if prot := p.protects(a.Real); prot != "" {
+				return c, refused(StepFence, "write-protected", fmt.Sprintf("%s: refused: %s is lev's own state (%s); the file tools never write it", tc.Name, w, prot))
+			}
 			c.Writes = append(c.Writes, a)
 		}
 	}
@@ -219,6 +228,22 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		return c, refused(StepGate, d.Source, fmt.Sprintf("%s: blocked by the taint gate: %s", tc.Name, d.Reason))
 	}
 	return c, nil
+}
+
+// protects returns the protected path that real (a resolved real path) falls under.
+func (p *Pipeline) protects(real string) string {
+	for _, prot := range p.Protected {
+		if prot == "" {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(prot); err == nil {
+			prot = r
+		}
+		if workfs.Within(real, prot) {
+			return prot
+		}
+	}
+	return ""
 }
 
 func fenceRefusal(err error) *Result {

@@ -14,6 +14,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/policy"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/lev/workfs"
@@ -233,7 +234,8 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 		FS:    fsys,
 		Perms: &pipeline.Permissions{User: cfg.Perms, Blueprint: bp.Perms, Yolo: rec.Yolo, Allow: allow},
 		Gate:  gate, Exec: exec, Asker: ask, HTTP: httpc,
-		Env: pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv),
+		Env:       pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv),
+		Protected: []string{levconfig.Home(), levconfig.Path(), policy.PathFor(cfg)},
 	}
 	return &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}, nil
 }
