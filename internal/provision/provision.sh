@@ -102,9 +102,9 @@ events_logger = \"file\"
 "
 if [ "$(cat "$conf" 2>/dev/null)
 " != "$want" ]; then
-	mkdir -p "$(dirname "$conf")"
-	printf '%s' "$want" >"$conf"
-	chown -R "$U:" "$home/.config"
+	# Written as the run user: the path is in its home, where a symlink it planted would
+	# otherwise make root overwrite any file in the guest.
+	runuser -u "$U" -- sh -c 'mkdir -p "$(dirname "$1")" && printf "%s" "$2" >"$1"' sh "$conf" "$want"
 	echo "changed: $conf (runtime $runtime, cgroups $cgm)"
 fi
 

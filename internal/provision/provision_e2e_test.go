@@ -124,6 +124,32 @@ func TestProvisionIdempotentAndStamped(t *testing.T) {
 			}
 		})
 	}
+	// Attack: the run user swaps its containers.conf for a symlink to a root-owned file.
+	// Provisioning rewrites the conf (it differs), and must do so without root's powers.
+	t.Run("containers.conf symlinked at a root file", func(t *testing.T) {
+		victim := filepath.Join(t.TempDir(), "victim")
+		os.Chmod(filepath.Dir(victim), 0o755)
+		if err := os.WriteFile(victim, []byte("root's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		home := "/home/" + name
+		if out, err := exec.Command("getent", "passwd", name).Output(); err == nil {
+			home = strings.Split(strings.TrimSpace(string(out)), ":")[5]
+		}
+		conf := filepath.Join(home, ".config", "containers", "containers.conf")
+		os.Remove(conf)
+		if err := os.Symlink(victim, conf); err != nil {
+			t.Fatal(err)
+		}
+		Run(ctx, r, p, false) // may fail: the run user cannot write the target
+		if b, _ := os.ReadFile(victim); string(b) != "root's\n" {
+			t.Fatalf("provisioning wrote through the planted symlink: victim now %q", b)
+		}
+		os.Remove(conf)
+		if _, err := Run(ctx, r, p, false); err != nil {
+			t.Fatalf("provisioning after the link is gone: %v", err)
+		}
+	})
 	// The run user exists with a 65536-id subordinate range and a private runtime dir.
 	sub, _ := os.ReadFile("/etc/subuid")
 	if !strings.Contains(string(sub), name+":") || !strings.Contains(string(sub), ":65536") {
