@@ -186,14 +186,11 @@ func init() {
 			if a.MaxBytes > 0 && a.MaxBytes < max {
 				max = a.MaxBytes
 			}
-			data, trunc, err := p.FS.ReadFile("read_file", c.Reads[0], a.Offset+max)
+			// Offset and max are kept apart: offset+max could overflow, and reading the
+			// whole prefix to slice it off would let a large offset bypass MaxReadBytes.
+			data, trunc, err := p.FS.ReadFileAt("read_file", c.Reads[0], a.Offset, max)
 			if err != nil {
 				return nil, err
-			}
-			if a.Offset >= int64(len(data)) {
-				data = nil
-			} else {
-				data = data[a.Offset:]
 			}
 			s := string(data)
 			if trunc {

@@ -103,6 +103,11 @@ func NewFence(agent string, sts []Status, home, workdir string) (*Fence, error) 
 		switch st.Entry.Kind {
 		case Exact:
 			r.exact = bindPath(st.Entry.Body, home, workdir)
+			// Parse can only refuse "/" written as such: "../../.." (or "~" with a home
+			// of /) reaches the root only once bound.
+			if r.exact == "/" {
+				return nil, fmt.Errorf("read path %q: resolves to / from workdir %s: a catch-all (the whole filesystem) is refused", st.Entry.Raw, workdir)
+			}
 			dir = r.exact
 		case Glob:
 			base, rest := splitGlobBase(st.Entry.Body, home, workdir)
@@ -127,6 +132,11 @@ func NewFence(agent string, sts []Status, home, workdir string) (*Fence, error) 
 			} else {
 				dir = literalDir(base, rest, `.*+?()[]{}|^$\`)
 			}
+		}
+		// Parse checks only absolute patterns; a relative glob (or one under a home of /)
+		// becomes a catch-all only once bound, so every compiled pattern is checked here.
+		if r.re != nil && matchesAllCanaries(r.re.String()) {
+			return nil, fmt.Errorf("read path %q: compiles to %s from workdir %s, which matches every path: a catch-all is refused", st.Entry.Raw, r.re, workdir)
 		}
 		f.byDir[dir] = append(f.byDir[dir], r)
 		f.n++

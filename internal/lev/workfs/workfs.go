@@ -103,10 +103,16 @@ func (f *FS) ResolveRead(tool, p string) (Access, error) {
 	a := Access{Path: p, Abs: f.abs(p)}
 	real, err := filepath.EvalSymlinks(a.Abs)
 	if err != nil {
-		// A missing path outside the fence is refused the same way an existing one is, so
-		// the refusal does not tell the model what exists there.
-		if ferr := f.fence(tool, a.Abs, a.Abs, p); ferr != nil {
-			return a, ferr
+		// A missing path is fenced where it would be, not where it is written: through a
+		// symlinked component (workdir/l -> ~/.ssh) the lexical path is inside the workdir,
+		// and answering "no such file" there but "refused" for an existing file would be
+		// an oracle for what exists outside the fence. Both the point the walk stopped at
+		// and the full would-be path must pass before non-existence is reported.
+		stop, would := resolveMissing(a.Abs)
+		for _, r := range []string{would, stop} {
+			if ferr := f.fence(tool, r, a.Abs, p); ferr != nil {
+				return a, ferr
+			}
 		}
 		return a, fmt.Errorf("%s: %s: %w", tool, p, unwrapPathErr(err))
 	}
@@ -119,6 +125,64 @@ func (f *FS) ResolveRead(tool, p string) (Access, error) {
 		a.Entry = f.Fence.Match(real).Entry.Raw
 	}
 	return a, nil
+}
+
+// maxLinks bounds symlink expansion in resolveMissing, as the kernel's ELOOP does.
+const maxLinks = 255
+
+// resolveMissing resolves an absolute path that EvalSymlinks could not, following every
+// symlink (dangling ones included) as far as the filesystem goes. stop is the real path
+// where the walk ended: the first component that does not exist (or cannot be looked
+// up, or is not a directory yet has components after it). would is stop with the
+// remaining components appended lexically: where the path would be if it existed.
+func resolveMissing(abs string) (stop, would string) {
+	resolved := "/"
+	rest := strings.Split(abs, "/")
+	links := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			// resolved is already real, so its parent is the kernel's "..".
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return next, filepath.Join(append([]string{next}, rest...)...)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			links++
+			target, err := os.Readlink(next)
+			if err != nil || links > maxLinks {
+				return next, filepath.Join(append([]string{next}, rest...)...)
+			}
+			if filepath.IsAbs(target) {
+				resolved = "/"
+			}
+			rest = append(strings.Split(target, "/"), rest...)
+			continue
+		}
+		if !fi.IsDir() && hasComponents(rest) {
+			// The kernel stops here with ENOTDIR; what follows names nothing.
+			return next, filepath.Join(append([]string{next}, rest...)...)
+		}
+		resolved = next
+	}
+	return resolved, resolved
+}
+
+func hasComponents(parts []string) bool {
+	for _, p := range parts {
+		if p != "" && p != "." {
+			return true
+		}
+	}
+	return false
 }
 
 // fence decides a real path; abs is the lexical path, for the message.
@@ -193,6 +257,20 @@ func (f *FS) ResolveWrite(tool, p string) (Access, error) {
 // real path, and refusing anything but a regular file. At most max bytes are returned;
 // truncated reports whether the file was longer.
 func (f *FS) ReadFile(tool string, a Access, max int64) (data []byte, truncated bool, err error) {
+	return f.ReadFileAt(tool, a, 0, max)
+}
+
+// ReadFileAt is ReadFile starting at byte offset. The buffer is bounded by max (never by
+// offset+max, which a model-chosen offset could overflow or inflate to the file's size),
+// and an offset past the end of the file is an error rather than an empty read, so a
+// mistyped offset is visible.
+func (f *FS) ReadFileAt(tool string, a Access, offset, max int64) (data []byte, truncated bool, err error) {
+	if offset < 0 {
+		return nil, false, fmt.Errorf("%s: %s: offset %d is negative", tool, a.Path, offset)
+	}
+	if max < 0 {
+		max = 0
+	}
 	file, err := f.open(tool, a)
 	if err != nil {
 		return nil, false, err
@@ -205,8 +283,12 @@ func (f *FS) ReadFile(tool string, a Access, max int64) (data []byte, truncated 
 	if !st.Mode().IsRegular() {
 		return nil, false, fmt.Errorf("%s: %s: not a regular file", tool, a.Path)
 	}
-	buf := make([]byte, min(st.Size(), max)+1)
-	n, err := readFull(file, buf)
+	if offset > st.Size() {
+		return nil, false, fmt.Errorf("%s: %s: offset %d is past the end of the file (%d bytes)", tool, a.Path, offset, st.Size())
+	}
+	// One byte more than max tells a truncated file from one that is exactly max long.
+	buf := make([]byte, min(st.Size()-offset, max)+1)
+	n, err := readFullAt(file, buf, offset)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %s: %w", tool, a.Path, err)
 	}
@@ -266,9 +348,11 @@ func (f *FS) WriteFile(tool string, a Access, data []byte) error {
 
 var errEscape = errors.New("path escapes the workdir")
 
-func readFull(file *os.File, buf []byte) (int, error) {
-	n, err := io.ReadFull(file, buf)
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+// readFullAt fills buf from offset with pread, so the file position (and the size of the
+// skipped prefix) never matters; a short read at end of file is not an error.
+func readFullAt(file *os.File, buf []byte, offset int64) (int, error) {
+	n, err := file.ReadAt(buf, offset)
+	if errors.Is(err, io.EOF) {
 		return n, nil
 	}
 	return n, err
