@@ -71,7 +71,9 @@ func (s *Server) handleEnrol(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, code, "enrolment_refused", err.Error())
 		return
 	}
-	s.issue(w, r, csr, t.Agent, t.Role)
+	s.issue(w, r, t.Agent, t.Role, func() ([]byte, *x509.Certificate, error) {
+		return s.CA.EnrolClient(csr, t.Agent, t.Role, s.opts.ClientCertTTL, t.Issued)
+	})
 }
 
 func isTicketRefusal(err error) bool {
@@ -97,12 +99,23 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := peerCert(r)
+	if s.beforeIssue != nil {
+		s.beforeIssue(c.Subject.CommonName)
+	}
 	// Identity and role carry over from the certificate presented, never from the CSR.
-	s.issue(w, r, csr, c.Subject.CommonName, ca.Role(c))
+	// requirePeer's revocation check is not enough on its own: a revocation may land
+	// between it and here, so RenewClient checks again atomically with issuance.
+	s.issue(w, r, c.Subject.CommonName, ca.Role(c), func() ([]byte, *x509.Certificate, error) {
+		return s.CA.RenewClient(csr, c, s.opts.ClientCertTTL)
+	})
 }
 
-func (s *Server) issue(w http.ResponseWriter, r *http.Request, csr *x509.CertificateRequest, agent, role string) {
-	certPEM, leaf, err := s.CA.IssueClient(csr, agent, role, s.opts.ClientCertTTL)
+func (s *Server) issue(w http.ResponseWriter, r *http.Request, agent, role string, mint func() ([]byte, *x509.Certificate, error)) {
+	certPEM, leaf, err := mint()
+	if errors.Is(err, ca.ErrRevoked) {
+		jsonError(w, r, http.StatusForbidden, "revoked", strings.TrimPrefix(err.Error(), "ca: "))
+		return
+	}
 	if err != nil {
 		jsonError(w, r, http.StatusInternalServerError, "internal", err.Error())
 		return

@@ -110,6 +110,10 @@ type Server struct {
 	started    time.Time
 	cancel     context.CancelFunc
 	stateMu    sync.Mutex
+
+	// beforeIssue, set only by tests, runs after /renew's peer check and before the CA
+	// issues, to land a revocation exactly in that window.
+	beforeIssue func(agent string)
 }
 
 // New loads (or makes) the CA, mints the server certificate for the configured SANs

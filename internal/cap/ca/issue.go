@@ -65,11 +65,70 @@ func ValidAgentName(name string) error {
 	return nil
 }
 
+// ErrRevoked is wrapped by every refusal to issue because of a revocation.
+var ErrRevoked = errors.New("revoked")
+
 // IssueClient signs a client certificate for agent (CN) in role (OU) over the public key
 // of csr. The CSR's own subject is ignored: identity comes from the ticket or the current
 // certificate, never from what the client asks for. The key was made by the client and
 // never leaves it. Every issued certificate is recorded so an agent can be revoked by name.
+// IssueClient has no authorising credential to date, so it refuses any agent that was
+// ever revoked by name; the broker uses EnrolClient and RenewClient.
 func (c *CA) IssueClient(csr *x509.CertificateRequest, agent, role string, ttl time.Duration) ([]byte, *x509.Certificate, error) {
+	return c.issueClient(csr, agent, role, ttl, func(r *registry) error {
+		if at, ok := r.Agents[agent]; ok {
+			return fmt.Errorf("ca: agent %q was %w by name at %s", agent, ErrRevoked, at.UTC().Format(time.RFC3339))
+		}
+		return nil
+	})
+}
+
+// EnrolClient issues for a redeemed ticket made at ticketIssued. If the agent was revoked
+// by name, only a ticket made after that revocation re-enrols it: one made before (and
+// still pending, or redeemed while the revocation landed) is refused.
+func (c *CA) EnrolClient(csr *x509.CertificateRequest, agent, role string, ttl time.Duration, ticketIssued time.Time) ([]byte, *x509.Certificate, error) {
+	return c.issueClient(csr, agent, role, ttl, func(r *registry) error {
+		if at, ok := r.Agents[agent]; ok && !ticketIssued.After(at) {
+			return fmt.Errorf("ca: agent %q was %w by name at %s, after its ticket was made; enrol it with a new ticket", agent, ErrRevoked, at.UTC().Format(time.RFC3339))
+		}
+		return nil
+	})
+}
+
+// RenewClient issues a successor to cur (a verified client certificate of this CA) with
+// the same CN and role. It refuses when cur is revoked or was issued before its agent was
+// revoked by name. The check runs under the registry lock together with signing and
+// recording, so a revocation cannot slip in between the broker's peer check and issuance.
+func (c *CA) RenewClient(csr *x509.CertificateRequest, cur *x509.Certificate, ttl time.Duration) ([]byte, *x509.Certificate, error) {
+	agent, serial := cur.Subject.CommonName, SerialHex(cur.SerialNumber)
+	return c.issueClient(csr, agent, Role(cur), ttl, func(r *registry) error {
+		if _, ok := r.Revoked[serial]; ok {
+			return fmt.Errorf("ca: client certificate %s (%s) is %w", serial, agent, ErrRevoked)
+		}
+		at, ok := r.Agents[agent]
+		if !ok {
+			return nil
+		}
+		// Without an exact record, NotBefore+backdate is the signing time truncated to the
+		// second: never later than the truth, so the comparison errs towards refusing.
+		issuedAt := cur.NotBefore.Add(backdate)
+		for _, e := range r.Issued {
+			if e.Serial == serial && !e.IssuedAt.IsZero() {
+				issuedAt = e.IssuedAt
+				break
+			}
+		}
+		if !issuedAt.After(at) {
+			return fmt.Errorf("ca: client certificate %s (%s) predates the revocation of agent %q at %s: %w", serial, agent, agent, at.UTC().Format(time.RFC3339), ErrRevoked)
+		}
+		return nil
+	})
+}
+
+// issueClient validates, then holds the registry lock across allow, signing and recording:
+// a revocation (which takes the same lock) either sees the new certificate and revokes it,
+// or lands first and allow refuses.
+func (c *CA) issueClient(csr *x509.CertificateRequest, agent, role string, ttl time.Duration, allow func(*registry) error) ([]byte, *x509.Certificate, error) {
 	if err := ValidAgentName(agent); err != nil {
 		return nil, nil, fmt.Errorf("ca: %w", err)
 	}
@@ -84,6 +143,15 @@ func (c *CA) IssueClient(csr *x509.CertificateRequest, agent, role string, ttl t
 	}
 	if ttl <= 0 {
 		ttl = DefaultClientTTL
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, err := c.loadRegistry()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := allow(r); err != nil {
+		return nil, nil, err
 	}
 	now := c.Now()
 	tmpl := &x509.Certificate{
@@ -102,7 +170,8 @@ func (c *CA) IssueClient(csr *x509.CertificateRequest, agent, role string, ttl t
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := c.record(leaf, agent, role); err != nil {
+	r.Issued = append(r.Issued, issued{Serial: SerialHex(leaf.SerialNumber), Agent: agent, Role: role, NotAfter: leaf.NotAfter, IssuedAt: now})
+	if err := c.saveRegistry(r); err != nil {
 		return nil, nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), leaf, nil

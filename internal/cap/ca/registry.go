@@ -20,6 +20,9 @@ type issued struct {
 	Agent    string    `json:"agent"`
 	Role     string    `json:"role"`
 	NotAfter time.Time `json:"not_after"`
+	// IssuedAt is the CA clock at signing, exact (NotBefore is backdated and truncated to
+	// the second), so a renewal can tell a pre-revocation certificate from a re-enrolled one.
+	IssuedAt time.Time `json:"issued_at,omitempty"`
 }
 
 type revoked struct {
@@ -31,6 +34,12 @@ type revoked struct {
 type registry struct {
 	Issued  []issued           `json:"issued"`
 	Revoked map[string]revoked `json:"revoked"`
+	// Agents holds the time each agent was revoked by name. It is durable and is never
+	// cleared: it refuses every issuance authorised by something older than the revocation
+	// (a certificate presented at /renew, a ticket made before it), so a renewal or
+	// enrolment already in flight when the revocation lands cannot mint a fresh, unrevoked
+	// certificate. A ticket made after it re-enrols the agent deliberately.
+	Agents map[string]time.Time `json:"revoked_agents,omitempty"`
 }
 
 // revCache is the in-memory view of the revoked set, refreshed when the file changes
@@ -44,7 +53,7 @@ type revCache struct {
 func (c *CA) registryPath() string { return filepath.Join(c.dir, RegistryFile) }
 
 func (c *CA) loadRegistry() (*registry, error) {
-	r := &registry{Revoked: map[string]revoked{}}
+	r := &registry{Revoked: map[string]revoked{}, Agents: map[string]time.Time{}}
 	data, err := os.ReadFile(c.registryPath())
 	if errors.Is(err, os.ErrNotExist) {
 		return r, nil
@@ -57,6 +66,9 @@ func (c *CA) loadRegistry() (*registry, error) {
 	}
 	if r.Revoked == nil {
 		r.Revoked = map[string]revoked{}
+	}
+	if r.Agents == nil {
+		r.Agents = map[string]time.Time{}
 	}
 	return r, nil
 }
@@ -87,17 +99,6 @@ func (c *CA) saveRegistry(r *registry) error {
 	return nil
 }
 
-func (c *CA) record(leaf *x509.Certificate, agent, role string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, err := c.loadRegistry()
-	if err != nil {
-		return err
-	}
-	r.Issued = append(r.Issued, issued{Serial: SerialHex(leaf.SerialNumber), Agent: agent, Role: role, NotAfter: leaf.NotAfter})
-	return c.saveRegistry(r)
-}
-
 // RevokeSerial revokes one client certificate by its serial (hex). It returns the agent
 // it belonged to; an unknown serial is an error, so a typo is not a silent no-op.
 func (c *CA) RevokeSerial(serial string) (string, error) {
@@ -117,7 +118,10 @@ func (c *CA) RevokeSerial(serial string) (string, error) {
 }
 
 // RevokeAgent revokes every live client certificate issued to agent and returns their
-// serials. The agent can come back only through a new enrolment ticket.
+// serials, and marks the agent revoked by name from now on (see registry.Agents): a
+// renewal or enrolment racing with this call either finished first, and its certificate
+// is among those revoked here, or runs after and is refused. The agent can come back only
+// through an enrolment ticket made after this call.
 func (c *CA) RevokeAgent(agent string) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -135,6 +139,7 @@ func (c *CA) RevokeAgent(agent string) ([]string, error) {
 	if len(serials) == 0 {
 		return nil, fmt.Errorf("ca: agent %q has no live client certificate", agent)
 	}
+	r.Agents[agent] = c.Now()
 	sort.Strings(serials)
 	return serials, c.saveRegistry(r)
 }
