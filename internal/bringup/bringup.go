@@ -623,6 +623,7 @@ func (in *Instance) stepLev(ctx context.Context) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
+	c.BeforeStart = func(ct jail.Container) error { return in.checkMountSources(ctx, ct) }
 	changed := false
 	var parts []string
 	for _, ct := range cs {
@@ -646,6 +647,41 @@ func (in *Instance) stepLev(ctx context.Context) (bool, string, error) {
 	}
 	sort.Strings(parts)
 	return changed, strings.Join(parts, ", "), nil
+}
+
+// checkMountSourcesScript fails when a bind-mount source inside the tree is missing or
+// reaches its real path through a symlink. $1 is the tree; the rest are paths below it.
+const checkMountSourcesScript = `t=$(realpath -e -- "$1") || { echo "tree $1 is missing" >&2; exit 3; }; shift
+for rel do
+	r=$(realpath -e -- "$t/$rel") || { echo "mount source $t/$rel is missing" >&2; exit 3; }
+	[ "$r" = "$t/$rel" ] || { echo "mount source $t/$rel resolves to $r through a symlink" >&2; exit 4; }
+done`
+
+// checkMountSources refuses a container whose in-tree bind sources (a worker's dir, the
+// manager's read_only paths) are symlinks now. The agents can write the tree: a manager
+// that swaps a worker's dir, or a read_only path, for a link to the run user's runtime dir
+// would otherwise hand that directory (podman's socket included) to a container at its
+// next start. One guest call, made only when a container is about to start.
+func (in *Instance) checkMountSources(ctx context.Context, ct jail.Container) error {
+	tree := strings.TrimSuffix(in.TreeSrc, "/")
+	var rels []string
+	for _, m := range ct.Mounts {
+		if rel, ok := strings.CutPrefix(m.Source, tree+"/"); ok {
+			rels = append(rels, rel)
+		}
+	}
+	if len(rels) == 0 {
+		return nil
+	}
+	argv := append([]string{"/bin/sh", "-c", checkMountSourcesScript, "sh", tree}, rels...)
+	res, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: argv})
+	if err != nil {
+		return fmt.Errorf("checking bind-mount sources in the tree: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("refused: %s", strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
 }
 
 func lastLines(s string, n int) string {

@@ -17,6 +17,10 @@ import (
 type Client struct {
 	ctx context.Context
 	URI string
+	// BeforeStart, when set, is called right before a container is created or started
+	// (never on the unchanged path). Podman resolves bind-mount sources at every start,
+	// and the in-tree sources are writable by the agents: bring-up checks them here.
+	BeforeStart func(Container) error
 }
 
 // Connect opens the bindings connection (unix:///run/user/UID/podman/podman.sock, or an
@@ -72,6 +76,9 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 			if ins.State != nil && ins.State.Running {
 				return Unchanged, nil
 			}
+			if err := c.beforeStart(ct); err != nil {
+				return "", err
+			}
 			err := containers.Start(c.ctx, ct.Name, nil)
 			if err == nil {
 				return Started, nil
@@ -89,6 +96,9 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 		}
 		change = Recreated
 	}
+	if err := c.beforeStart(ct); err != nil {
+		return "", err
+	}
 	if _, err := containers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
 		return "", fmt.Errorf("creating container %s: %w", ct.Name, err)
 	}
@@ -96,6 +106,16 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 		return "", fmt.Errorf("starting container %s: %w", ct.Name, err)
 	}
 	return change, nil
+}
+
+func (c *Client) beforeStart(ct Container) error {
+	if c.BeforeStart == nil {
+		return nil
+	}
+	if err := c.BeforeStart(ct); err != nil {
+		return fmt.Errorf("not starting container %s: %w", ct.Name, err)
+	}
+	return nil
 }
 
 func (c *Client) inspect(name string) (*define.InspectContainerData, error) {

@@ -1,0 +1,85 @@
+package bringup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/jail"
+)
+
+// localRunner runs guest commands on this machine: the check is a shell script, and the
+// real sh and realpath are what it must be proven against.
+type localRunner struct{}
+
+func (localRunner) Run(ctx context.Context, c guest.Cmd) (guest.Result, error) {
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return guest.Result{Stdout: out.Bytes(), Stderr: errb.Bytes(), ExitCode: ee.ExitCode()}, nil
+	}
+	return guest.Result{Stdout: out.Bytes(), Stderr: errb.Bytes()}, err
+}
+
+// TestMountSourcesRefuseSwappedSymlinks attacks the bind sources an agent can rewrite: a
+// worker's dir or a read_only path swapped for a symlink (to the run user's runtime dir,
+// say) is refused before the container starts, naming the path.
+func TestMountSourcesRefuseSwappedSymlinks(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "tree")
+	outside := filepath.Join(root, "run-user")
+	for _, d := range []string{"workers/a", "workers/b", "docs", outside} {
+		p := d
+		if !filepath.IsAbs(d) {
+			p = filepath.Join(tree, d)
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(tree, "workers", "evil")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(tree, "workers", "a"), filepath.Join(tree, "docs-link")); err != nil {
+		t.Fatal(err)
+	}
+	in := &Instance{Runner: &guest.Counting{Inner: localRunner{}}, TreeSrc: tree}
+	mounts := func(srcs ...string) jail.Container {
+		c := jail.Container{Name: "c"}
+		for _, s := range srcs {
+			c.Mounts = append(c.Mounts, jail.Mount{Source: s})
+		}
+		return c
+	}
+	cases := []struct {
+		name string
+		ct   jail.Container
+		want string // "" = accepted
+	}{
+		{"plain worker dir", mounts(filepath.Join(tree, "workers/a"), "/run/user/1000/lever/agents/worker-a"), ""},
+		{"the tree itself and a ticket dir", mounts(tree, "/run/user/1000/lever/agents/manager"), ""},
+		{"worker dir swapped for a link out", mounts(filepath.Join(tree, "workers/evil")), "workers/evil resolves to " + outside},
+		{"read_only path is a link inside the tree", mounts(tree, filepath.Join(tree, "docs-link")), "docs-link resolves to"},
+		{"missing source", mounts(filepath.Join(tree, "workers/gone")), "workers/gone is missing"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := in.checkMountSources(context.Background(), c.ct)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("got %v, want a refusal naming %q", err, c.want)
+			}
+		})
+	}
+}
