@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -607,11 +608,57 @@ func (in *Instance) Containers() ([]jail.Container, error) {
 		if cs[i].Role == jail.Worker {
 			home = cs[i].Mounts[0].Dest + "/.lev"
 		}
+		// An image of the user's choosing for a container (it must hold /lev and be in
+		// the run user's podman already: no registry is used).
+		if img := in.containerImage(cs[i]); img != "" {
+			cs[i].Image = img
+		}
+		if cs[i].Role == jail.Manager && in.cfg.Lev.Blueprint != "" {
+			// lev.blueprint is a path in the tree; `lev run` with no agent runs it.
+			cs[i].Env["LEV_BLUEPRINT"] = path.Join(jail.TreeDir, filepath.ToSlash(in.cfg.Lev.Blueprint))
+		}
 		cs[i].Env["LEV_HOME"] = home
 		cs[i].Env["LEV_LISTEN"] = "127.0.0.1:" + strconv.Itoa(7700+i)
 		cs[i].Rehash()
 	}
 	return cs, nil
+}
+
+// containerImage is workers[].image (defaulting to manager.image) or manager.image for
+// ct, or "" for lever's lev image.
+func (in *Instance) containerImage(ct jail.Container) string {
+	if ct.Role == jail.Manager {
+		return in.cfg.Manager.Image
+	}
+	for _, w := range in.cfg.Workers {
+		if ct.Env["LEVER_WORKER"] == w.Name && w.Image != "" {
+			return w.Image
+		}
+	}
+	return in.cfg.Manager.Image // a worker's image defaults to the manager's
+}
+
+// customImagesPresent checks the per-container images lever.yaml names, each by its key.
+func (in *Instance) customImagesPresent(c *jail.Client) error {
+	keys := map[string]string{}
+	if in.cfg.Manager.Image != "" {
+		keys[in.cfg.Manager.Image] = "manager.image"
+	}
+	for i, w := range in.cfg.Workers {
+		if w.Image != "" {
+			keys[w.Image] = fmt.Sprintf("workers[%d].image", i)
+		}
+	}
+	for img, key := range keys {
+		ok, err := c.ImageExists(img)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%s %s is not in the run user's podman (no registry is used): load it there first", key, img)
+		}
+	}
+	return nil
 }
 
 func (in *Instance) stepLev(ctx context.Context) (bool, string, error) {
@@ -621,6 +668,9 @@ func (in *Instance) stepLev(ctx context.Context) (bool, string, error) {
 	}
 	cs, err := in.Containers()
 	if err != nil {
+		return false, "", err
+	}
+	if err := in.customImagesPresent(c); err != nil {
 		return false, "", err
 	}
 	c.BeforeStart = func(ct jail.Container) error { return in.checkMountSources(ctx, ct) }

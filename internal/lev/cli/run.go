@@ -21,15 +21,23 @@ func newRunCmd() *cobra.Command {
 	var spec runner.Spec
 	var detach, headless bool
 	cmd := &cobra.Command{
-		Use:   "run <agent>",
+		Use:   "run [agent]",
 		Short: "Spawn a run on the daemon (starting it if needed) and wait for its result",
-		Args:  cobra.ExactArgs(1),
+		Long: `Spawn a run on the daemon (starting it if needed) and wait for its result.
+
+The agent is a blueprint name or a path to its .toml file. Without one, $LEV_BLUEPRINT is
+used: inside a lever jail it names lever.yaml's lev.blueprint.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			spec.Agent = args[0]
+			if len(args) == 1 {
+				spec.Agent = args[0]
+			} else if spec.Agent = os.Getenv("LEV_BLUEPRINT"); spec.Agent == "" {
+				return &ExitError{Code: 2, Err: fmt.Errorf("lev run: name an agent (a blueprint name or .toml path), or set LEV_BLUEPRINT")}
+			}
 			if strings.HasSuffix(spec.Agent, ".toml") || strings.ContainsRune(spec.Agent, '/') {
 				// The daemon resolves names from its own directory, not ours.
 				if spec.Agent, err = filepath.Abs(spec.Agent); err != nil {
