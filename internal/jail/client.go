@@ -63,8 +63,8 @@ const (
 )
 
 // Ensure makes the container exist with exactly these settings and run. A container whose
-// spec-hash label matches is only started if stopped; anything else is replaced, unless it
-// carries a mismatching hash and keep is set (lever stop + up keeps the manager).
+// spec-hash label matches is only started if stopped (so lever stop + up keeps it, and its
+// create-time devices); one with another hash, or any container under fresh, is replaced.
 func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 	ins, err := c.inspect(ct.Name)
 	if err != nil {
