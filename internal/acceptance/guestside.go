@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -115,11 +116,30 @@ func inspectProc(pid int, selfNS string) ProcInfo {
 	if _, err := os.Stat(root + "/cgroup.controllers"); err == nil {
 		pi.Cgroup = "v2"
 		pi.PidsMax, pi.MemoryMax = read(root+"/pids.max"), read(root+"/memory.max")
+		if pi.PidsMax == "" && pi.MemoryMax == "" {
+			// The container sees a cgroup root with no limit files: its /sys is the guest's
+			// (a container on the guest's own network cannot mount a sysfs of its own), so
+			// its /sys/fs/cgroup is the whole hierarchy. Read its cgroup by the path the
+			// kernel gives for it instead (this side runs in the guest's cgroup namespace).
+			pi.PidsMax, pi.MemoryMax = v2Limits(read(base+"/cgroup"), read)
+		}
 	} else {
 		pi.Cgroup = "v1"
 		pi.PidsMax, pi.MemoryMax = read(root+"/pids/pids.max"), read(root+"/memory/memory.limit_in_bytes")
 	}
 	return pi
+}
+
+// v2Limits reads pids.max and memory.max of the cgroup named by a /proc/<pid>/cgroup "0::"
+// line, under the guest's /sys/fs/cgroup.
+func v2Limits(procCgroup string, read func(string) string) (pids, mem string) {
+	for _, l := range strings.Split(procCgroup, "\n") {
+		if p, ok := strings.CutPrefix(l, "0::"); ok && !strings.Contains(p, "..") {
+			dir := "/sys/fs/cgroup" + path.Clean("/"+p)
+			return read(dir + "/pids.max"), read(dir + "/memory.max")
+		}
+	}
+	return "", ""
 }
 
 // Fingerprint computes a Scan's identifying fields from the secret, on the host.
