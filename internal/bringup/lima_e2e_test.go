@@ -1,0 +1,334 @@
+//go:build e2e
+
+package bringup_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/acceptance"
+	"github.com/lever-jail/lever/internal/bringup"
+	"github.com/lever-jail/lever/internal/testutil"
+)
+
+// Test addresses for the acceptance probes on Lima. The VM's user-mode network leaves
+// through the test's loopback-only namespace, so none of these reach anything even if the
+// jail's egress let them through: a leak shows as a probe that connected or was refused
+// by slirp, never as traffic to a real address.
+const (
+	limaLAN       = "192.168.77.10:80"
+	limaInternet  = "198.51.100.10:443"
+	limaDNS       = "198.51.100.53:53"
+	limaLinkLocal = "169.254.169.253:80"
+	limaMetadata  = "169.254.169.254:80"
+)
+
+// limaUp is one run as the VM's unprivileged owner, inside a loopback-only namespace.
+type limaUp struct {
+	user, home, ns, prefix string
+	uid                    int
+	bin                    string // lever and lev
+	dir                    string
+	vm                     string
+}
+
+func (e *limaUp) env() []string {
+	return []string{"HOME=" + e.home, "USER=" + e.user, "LOGNAME=" + e.user,
+		"LIMA_HOME=" + e.home + "/.lima", fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", e.uid),
+		"LEVER_LEV_BINARY=" + e.bin + "/lev",
+		"PATH=" + e.prefix + "/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+func (e *limaUp) as(t *testing.T, argv ...string) (string, int) {
+	t.Helper()
+	args := append(append([]string{"netns", "exec", e.ns, "runuser", "-u", e.user, "--", "env", "-i"}, e.env()...), argv...)
+	cmd := exec.Command("ip", args...)
+	cmd.Dir = "/"
+	var o bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &o
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return o.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%q: %v", argv, err)
+	}
+	return o.String(), 0
+}
+
+// lever runs the lever binary as the owner; every call is logged with its duration.
+func (e *limaUp) lever(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	s := time.Now()
+	out, code := e.as(t, append([]string{e.bin + "/lever"}, append(args, e.dir+"/lever.yaml")...)...)
+	t.Logf("TIMING lever %s: exit %d in %.1fs\n%s", strings.Join(args, " "), code, time.Since(s).Seconds(), out)
+	return out, code
+}
+
+// guest runs a script in the VM as the run user over Lima's ssh config.
+func (e *limaUp) guest(t *testing.T, script string) (string, int) {
+	t.Helper()
+	return e.as(t, "ssh", "-F", e.home+"/.lima/"+e.vm+"/ssh.config", "-o", "LogLevel=ERROR", "lima-"+e.vm, "--", script)
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
+
+// TestLimaUpstream is not a test: it is the fake OpenAI-compatible upstream, run inside
+// the test's namespace (the broker, also there, reaches it on loopback). It appends each
+// request's Authorization header to $LEVER_TEST_UPSTREAM_LOG.
+func TestLimaUpstream(t *testing.T) {
+	addr, logPath := os.Getenv("LEVER_TEST_UPSTREAM"), os.Getenv("LEVER_TEST_UPSTREAM_LOG")
+	if addr == "" {
+		t.Skip("helper process only")
+	}
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &upstream{}
+	h := func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(f, "%q\n", r.Header.Get("Authorization"))
+		f.Sync()
+		up.handler(w, r)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Fatal(http.Serve(l, http.HandlerFunc(h)))
+}
+
+// TestLeverUpAcceptanceLima is the issue-7 flow on the real Lima VM: lever up from nothing
+// to lev in the guest's rootless podman, acceptance all PASS (limits enforced: cgroup v2 in
+// the guest), an agent run through the broker's /llm/ route with the key seen by the
+// upstream on every request and nowhere in the guest, a second up that changes nothing,
+// and a destroy that leaves nothing.
+func TestLeverUpAcceptanceLima(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, tool := range []string{"qemu-system-x86_64", "qemu-img", "ssh", "runuser", "useradd"} {
+		testutil.RequireTool(t, tool)
+	}
+	t0 := time.Now()
+	root, _ := filepath.Abs("../..")
+	cache := os.Getenv("LEVER_LIMA_CACHE")
+	if cache == "" {
+		cache = filepath.Join(root, ".cache", "lima")
+	}
+	image := lastLine(sh(t, filepath.Join(root, "scripts/lima/build-guest-image.sh"), cache))
+	prefix := lastLine(sh(t, filepath.Join(root, "scripts/lima/build-limactl.sh"), cache))
+
+	b := make([]byte, 3)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	e := &limaUp{user: "lvtm" + sfx, ns: "lvtm" + sfx, prefix: prefix}
+	name := "m" + sfx
+
+	bin, err := os.MkdirTemp("", "lvtm-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(bin) })
+	os.Chmod(bin, 0o755)
+	e.bin = bin
+	for _, p := range []struct{ out, pkg string }{{"lever", "./cmd/lever"}, {"lev", "./cmd/lev"}} {
+		c := exec.Command("go", "build", "-tags", "remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp", "-o", filepath.Join(bin, p.out), p.pkg)
+		c.Dir = root
+		c.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", p.out, err, out)
+		}
+	}
+
+	sh(t, "useradd", "-m", "-s", "/bin/bash", e.user)
+	e.home = "/home/" + e.user
+	e.uid, _ = strconv.Atoi(strings.TrimSpace(sh(t, "id", "-u", e.user)))
+	rt := fmt.Sprintf("/run/user/%d", e.uid)
+	sh(t, "install", "-d", "-m", "0700", "-o", e.user, "-g", e.user, rt)
+	sh(t, "ip", "netns", "add", e.ns)
+	sh(t, "ip", "-n", e.ns, "link", "set", "lo", "up")
+	upLog := filepath.Join(t.TempDir(), "upstream.log")
+	t.Cleanup(func() {
+		// Best effort, in order: lever destroy, the VM, then the user's processes (by pid),
+		// the user, its runtime dir and the namespace (which ends the upstream helper).
+		e.as(t, bin+"/lever", "destroy", e.dir+"/lever.yaml")
+		e.as(t, "limactl", "delete", "--force", e.vm)
+		for _, sel := range [][]string{{"-u", strconv.Itoa(e.uid)}} {
+			if out, err := exec.Command("pgrep", sel...).Output(); err == nil {
+				for _, p := range strings.Fields(string(out)) {
+					exec.Command("kill", "-KILL", p).Run()
+				}
+				time.Sleep(time.Second)
+			}
+		}
+		if out, err := exec.Command("ip", "netns", "pids", e.ns).Output(); err == nil {
+			for _, p := range strings.Fields(string(out)) {
+				exec.Command("kill", "-KILL", p).Run()
+			}
+		}
+		exec.Command("userdel", "-r", "-f", e.user).Run()
+		os.RemoveAll(rt)
+		exec.Command("ip", "netns", "del", e.ns).Run()
+	})
+
+	// The upstream, on the namespace's loopback.
+	upAddr := "127.0.0.1:18080"
+	hc := exec.Command("ip", "netns", "exec", e.ns, os.Args[0], "-test.run=^TestLimaUpstream$")
+	hc.Env = append(os.Environ(), "LEVER_TEST_UPSTREAM="+upAddr, "LEVER_TEST_UPSTREAM_LOG="+upLog)
+	var hout bytes.Buffer
+	hc.Stdout, hc.Stderr = &hout, &hout
+	if err := hc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hc.Process.Kill(); hc.Wait() })
+
+	key := "sk-lvtm-" + sfx + "-" + hex.EncodeToString(append(b, b...))
+	e.dir = e.home + "/proj"
+	e.vm = "lever-" + name
+	jailPort, adminPort := 18443, 18444
+	for _, d := range []string{"tree/src", "tree/.lev/agents"} {
+		os.MkdirAll(filepath.Join(e.dir, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(e.dir, "tree/README.md"), []byte("hello\n"), 0o644)
+	os.WriteFile(filepath.Join(e.dir, "tree/.lev/agents/answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(e.dir, "key"), []byte(key+"\n"), 0o600)
+	os.WriteFile(filepath.Join(e.dir, "lever.yaml"), []byte(fmt.Sprintf(`name: %s
+backend: lima
+tree: tree
+egress: closed
+disk: 4GiB
+manager:
+  allow_ports: [%d]
+broker:
+  llm_auth: api-key
+  api_key_file: key
+  llm_upstream: http://%s/v1
+  jail_port: %d
+  admin_port: %d
+lima:
+  image: %s/disk.qcow2
+  kernel: %s/vmlinuz
+  initrd: %s/initrd.img
+  limactl: %s/bin/limactl
+  accel: tcg
+  cpus: 2
+  memory: 2GiB
+`, name, jailPort, upAddr, jailPort, adminPort, image, image, image, prefix)), 0o644)
+	sh(t, "chown", "-R", e.user+":"+e.user, e.dir)
+	t.Logf("TIMING setup (artifacts, builds, user, namespace): %.1fs", time.Since(t0).Seconds())
+
+	accArgs := []string{"acceptance", "--json", "--lan", limaLAN, "--internet", limaInternet, "--dns", limaDNS, "--link-local", limaLinkLocal, "--metadata", limaMetadata}
+	acceptancePasses := func(stage string) {
+		t.Helper()
+		out, code := e.lever(t, accArgs...)
+		res := checks(t, out)
+		for id, r := range res {
+			if r.Status != acceptance.Pass {
+				t.Errorf("%s: %s is %s, want PASS: %s", stage, id, r.Status, r.Detail)
+			}
+		}
+		if code != 0 || len(res) < 12 {
+			t.Fatalf("%s: acceptance exit %d with %d checks:\n%s", stage, code, len(res), out)
+		}
+	}
+
+	// 1. cold: from nothing to lev running in the guest's rootless podman.
+	out, code := e.lever(t, "up")
+	if code != 0 || !strings.Contains(out, "lever-"+name+"-manager running") {
+		t.Fatalf("cold up: exit %d", code)
+	}
+	// Acceptance runs once, after the agent's run: its whole-filesystem key scan is the
+	// slowest step under TCG (~4 MB/s), and after the run is when a leaked key would show.
+
+	// 2. the whole chain: an agent run by lev in the jail through the broker's /llm/ route.
+	script := fmt.Sprintf(`podman exec --env LEV_TOKEN="$(cat /run/user/$(id -u)/lever/agents/manager/token)" --env LEV_MODEL=test-model lever-%s-manager /lev run answer --workdir /lever`, name)
+	s := time.Now()
+	runOut, runCode := e.guest(t, script)
+	t.Logf("TIMING lev run in the jail: exit %d in %.1fs\n%s", runCode, time.Since(s).Seconds(), runOut)
+	auths := readAuths(t, upLog)
+	if runCode != 0 || !strings.Contains(runOut, "42") || len(auths) == 0 {
+		t.Fatalf("the agent did not complete its task through the broker (%d upstream requests)\n%s", len(auths), hout.String())
+	}
+	for i, a := range auths {
+		if a != "Bearer "+key {
+			t.Errorf("upstream request %d carried %q", i, a)
+		}
+	}
+	acceptancePasses("after cold up and the agent's run (key nowhere in the guest)")
+
+	// 3. warm: a second up changes nothing.
+	out, code = e.lever(t, "up")
+	if code != 0 || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("second up changed something or failed (exit %d)", code)
+	}
+	out, code = e.lever(t, "apply", "--json")
+	var res bringup.Result
+	if i := strings.Index(out, "{\n"); i < 0 || json.Unmarshal([]byte(out[i:]), &res) != nil || code != 0 {
+		t.Fatalf("apply --json: exit %d\n%s", code, out)
+	}
+	if res.Changed {
+		t.Errorf("warm apply changed something: %+v", res.Steps)
+	}
+	for _, st := range res.Steps {
+		t.Logf("FIGURE warm step %-10s %6.0f ms %d guest calls changed=%v", st.ID, float64(st.Duration)/1e6, st.Calls, st.Changed)
+	}
+	t.Logf("FIGURE warm apply: %d guest calls in %s", res.GuestCalls, res.Duration)
+
+	// 4. destroy leaves nothing: no VM, no instance dir, no state, no process of the owner.
+	if out, code := e.lever(t, "destroy"); code != 0 {
+		t.Fatalf("destroy: exit %d %s", code, out)
+	}
+	if out, _ := e.as(t, "limactl", "list", "--format", "{{.Name}}"); strings.Contains(out, e.vm) {
+		t.Errorf("destroy left the VM: %s", out)
+	}
+	for _, p := range []string{e.home + "/.lima/" + e.vm, e.home + "/.local/state/lever/" + name} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("destroy left %s", p)
+		}
+	}
+	var left string
+	for i := 0; i < 30; i++ {
+		o, _ := exec.Command("pgrep", "-a", "-u", strconv.Itoa(e.uid)).Output()
+		if left = strings.TrimSpace(string(o)); left == "" {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if left != "" {
+		t.Errorf("destroy left processes of %s:\n%s", e.user, left)
+	}
+	t.Logf("TIMING whole test: %.1fs", time.Since(t0).Seconds())
+}
+
+func readAuths(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		v, err := strconv.Unquote(sc.Text())
+		if err != nil {
+			t.Fatalf("upstream log: %v", err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
