@@ -38,7 +38,7 @@ lint:
 fuzz:
 	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 10s ./internal/config
 
-ci: lint e2e fuzz
+ci: lint fuzz e2e
 
 clean:
 	rm -rf $(BIN)
