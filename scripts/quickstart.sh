@@ -7,9 +7,15 @@
 # Backend: the best one this machine has, in lever's order of preference: orbstack, then
 # lima (built locally: scripts/lima/build-limactl.sh and build-guest-image.sh, no image
 # download), then -- only if you opt in with LEVER_DEV_NETNS=1 -- the netns development
-# substrate (no hypervisor boundary; for trying lever out and for CI). Your LLM API key is
-# read from $LEVER_API_KEY_FILE (mode 0600, outside the tree); without one, a throwaway
-# key and a local upstream are used so the whole flow still runs.
+# substrate (no hypervisor boundary; for trying lever out and for CI). LEVER_DEV_NETNS=1
+# also skips the Lima build. Your LLM API key is read from $LEVER_API_KEY_FILE (mode 0600,
+# outside the tree); without one, a throwaway key and a local upstream are used so the
+# whole flow still runs.
+#
+# limactl refuses root: run as root, the script creates an unprivileged owner for the VM
+# ($LEVER_QUICKSTART_USER, default leverqs) and runs lever as that user; run as a user, it
+# runs lever as you. Extra acceptance flags (targets standing for the LAN, the internet...)
+# come from $LEVER_ACCEPTANCE_ARGS.
 #
 # On the netns substrate the acceptance targets that stand for the LAN, the metadata
 # service and the internet are addresses in a namespace this script makes (lvqs-world):
@@ -24,24 +30,63 @@ say() { echo "=== $* ($(( $(date +%s) - t0 ))s)"; }
 
 say "packages"
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -qq --no-install-recommends iptables iproute2 podman uidmap slirp4netns \
-	passt crun runc ca-certificates make git procps >/dev/null
+# The same list as .ci/run: podman and friends for the jail, qemu/debootstrap/ssh for Lima.
+pkgs=(iptables iproute2 podman uidmap slirp4netns passt fuse-overlayfs crun runc
+	busybox-static ca-certificates make git procps python3
+	qemu-system-x86 qemu-utils debootstrap fdisk openssh-client openssh-sftp-server)
+if ! apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1; then
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
 
 say "build lever and lev"
 make build >/dev/null
 
+# Who runs lever: limactl refuses root, so as root the VM gets an unprivileged owner.
+RUNAS=()
+QS_USER=$(id -un)
+if [ "$(id -u)" = 0 ] && [ "${LEVER_DEV_NETNS:-}" != 1 ]; then
+	QS_USER=${LEVER_QUICKSTART_USER:-leverqs}
+	id "$QS_USER" >/dev/null 2>&1 || useradd -m -s /bin/bash -c "lever quickstart" "$QS_USER"
+	if [ -e /dev/kvm ] && getent group kvm >/dev/null; then usermod -aG kvm "$QS_USER"; fi
+fi
+QS_HOME=$(getent passwd "$QS_USER" | cut -d: -f6)
+QS_UID=$(id -u "$QS_USER")
+if [ "$QS_USER" != "$(id -un)" ]; then
+	install -d -m 0700 -o "$QS_USER" -g "$QS_USER" "/run/user/$QS_UID"
+	RUNAS=(runuser -u "$QS_USER" -- env -i HOME="$QS_HOME" USER="$QS_USER" LOGNAME="$QS_USER"
+		XDG_RUNTIME_DIR="/run/user/$QS_UID" PATH="$PATH:/usr/sbin:/usr/bin:/sbin:/bin")
+	[ $# -ge 1 ] || WORK=$QS_HOME/lever-quickstart
+fi
+
+limaprefix="" limaimage=""
+if [ "${LEVER_DEV_NETNS:-}" != 1 ]; then
+	say "lima: guest image and limactl (built locally, cached in .cache/lima)"
+	limaimage=$(scripts/lima/build-guest-image.sh "$ROOT/.cache/lima" | tail -1)
+	limaprefix=$(scripts/lima/build-limactl.sh "$ROOT/.cache/lima" | tail -1)
+	export PATH=$limaprefix/bin:$PATH
+	if [ ${#RUNAS[@]} -gt 0 ]; then
+		RUNAS=(runuser -u "$QS_USER" -- env -i HOME="$QS_HOME" USER="$QS_USER" LOGNAME="$QS_USER"
+			XDG_RUNTIME_DIR="/run/user/$QS_UID" PATH="$PATH:/usr/sbin:/usr/bin:/sbin:/bin")
+	fi
+fi
+# lever and lev where the run user can read them
+mkdir -p "$WORK.bin"; cp bin/lever bin/lev "$WORK.bin/"; chmod 755 "$WORK.bin" "$WORK.bin/lever" "$WORK.bin/lev"
+lv() { "${RUNAS[@]}" env LEVER_STATE_DIR="$WORK/state" LEVER_LEV_BINARY="$WORK.bin/lev" "$WORK.bin/lever" "$@"; }
+
 backend=""
-probe() { lever backends --json | python3 -c "import json,sys; d={b['name']:b for b in json.load(sys.stdin)['backends']}; print('yes' if d.get('$1',{}).get('available',{}).get('usable') else 'no')" 2>/dev/null || echo no; }
-if [ "$(probe orbstack)" = yes ]; then backend=orbstack
+probe() { lv backends --json | python3 -c "import json,sys; d={b['name']:b for b in json.load(sys.stdin)['backends']}; print('yes' if d.get('$1',{}).get('available',{}).get('usable') else 'no')" 2>/dev/null || echo no; }
+if [ "${LEVER_DEV_NETNS:-}" = 1 ]; then backend=netns
+elif [ "$(probe orbstack)" = yes ]; then backend=orbstack
 elif [ "$(probe lima)" = yes ]; then backend=lima
-elif [ "${LEVER_DEV_NETNS:-}" = 1 ]; then backend=netns
 else
 	echo "no containment backend is usable here (lever backends says why); set LEVER_DEV_NETNS=1 to try the development substrate" >&2
-	lever backends >&2 || true
+	lv backends >&2 || true
 	exit 2
 fi
 say "backend: $backend"
 
+if [ -d "$WORK/state" ]; then lv destroy "$WORK/project/lever.yaml" >/dev/null 2>&1 || true; fi
 rm -rf "$WORK"; mkdir -p "$WORK"
 cp -r examples/hello "$WORK/project"
 chmod -R a+rwX "$WORK/project"; chmod 755 "$WORK"
@@ -67,11 +112,25 @@ else
 	upstream=$(sed -n 's/^  llm_upstream: //p' examples/hello/lever.yaml)
 fi
 sed -i "s|^backend: .*|backend: $backend|; s|^  api_key_file: .*|  api_key_file: $keyfile|; s|^  llm_upstream: .*|  llm_upstream: $upstream|" "$WORK/project/lever.yaml"
-export LEVER_STATE_DIR=$WORK/state LEVER_LEV_BINARY=$ROOT/bin/lev
+if [ "$backend" = lima ]; then
+	accel=kvm; [ -e /dev/kvm ] || accel=tcg
+	cat >>"$WORK/project/lever.yaml" <<EOF_LIMA
+lima:
+  image: $limaimage/disk.qcow2
+  kernel: $limaimage/vmlinuz
+  initrd: $limaimage/initrd.img
+  limactl: $limaprefix/bin/limactl
+  accel: $accel
+  cpus: 2
+  memory: 2GiB
+EOF_LIMA
+fi
+if [ ${#RUNAS[@]} -gt 0 ]; then chown -R "$QS_USER:" "$WORK"; fi
+export LEVER_STATE_DIR=$WORK/state LEVER_LEV_BINARY=$WORK.bin/lev
 cfg=$WORK/project/lever.yaml
 
 say "lever up"
-lever up "$cfg"
+lv up "$cfg"
 
 acc=()
 if [ "$backend" = netns ]; then
@@ -88,11 +147,13 @@ if [ "$backend" = netns ]; then
 	acc=(--lan 192.168.77.10:80 --internet 198.51.100.10:443 --dns 198.51.100.53:53 --link-local 169.254.169.253:80 --metadata 169.254.169.254:80)
 fi
 
+# shellcheck disable=SC2206
+acc+=(${LEVER_ACCEPTANCE_ARGS:-})
 say "lever acceptance"
 set +e
-lever acceptance "${acc[@]}" --out "$WORK/acceptance.md" "$cfg"
+lv acceptance "${acc[@]}" --out "$WORK/acceptance.md" "$cfg"
 rc=$?
 set -e
 cat "$WORK/acceptance.md"
-say "done: jail 'hello' on $backend (acceptance exit $rc); tear down with: LEVER_STATE_DIR=$WORK/state lever destroy $cfg"
+say "done: jail 'hello' on $backend (acceptance exit $rc); tear down with: ${RUNAS[*]:+runuser -u $QS_USER -- }env LEVER_STATE_DIR=$WORK/state $WORK.bin/lever destroy $cfg"
 exit $rc
