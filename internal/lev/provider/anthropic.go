@@ -116,23 +116,10 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 	if a.APIKey != "" {
 		hreq.Header.Set("x-api-key", a.APIKey)
 	}
-	resp, err := a.Client.Do(hreq)
-	if err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, statusError("anthropic", resp)
-	}
-	if a.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return a.readStream(resp)
-	}
-	data, err := capread.Body(resp)
-	if err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
-	}
 	var r anResponse
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("anthropic: decoding reply from %s: %w", capread.Peer(resp), err)
+	streamed, _, err := exchange(a.Client, "anthropic", hreq, a.Stream, a.readStream, &r)
+	if err != nil || streamed != nil {
+		return streamed, err
 	}
 	if r.Error != nil {
 		return nil, fmt.Errorf("anthropic: %s", r.Error.Message)

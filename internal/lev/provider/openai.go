@@ -123,23 +123,10 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 	if o.Stream {
 		hreq.Header.Set("Accept", "text/event-stream")
 	}
-	resp, err := o.Client.Do(hreq)
-	if err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, statusError("openai", resp)
-	}
-	if o.Stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return o.readStream(resp)
-	}
-	data, err := capread.Body(resp)
-	if err != nil {
-		return nil, fmt.Errorf("openai: %w", err)
-	}
 	var r oaResponse
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("openai: decoding reply from %s: %w", capread.Peer(resp), err)
+	streamed, resp, err := exchange(o.Client, "openai", hreq, o.Stream, o.readStream, &r)
+	if err != nil || streamed != nil {
+		return streamed, err
 	}
 	if r.Error != nil {
 		return nil, fmt.Errorf("openai: %s", r.Error.Message)
@@ -239,6 +226,30 @@ func normArgs(s string) json.RawMessage {
 }
 
 // statusError reads (under the cap) and quotes the start of an error reply.
+// exchange sends hreq. An SSE reply (when a stream was asked for) goes to stream; any other
+// 2xx body is read under the 64 MiB cap and decoded into into. who prefixes every error.
+func exchange(c *http.Client, who string, hreq *http.Request, wantStream bool, stream func(*http.Response) (*Response, error), into any) (*Response, *http.Response, error) {
+	resp, err := c.Do(hreq)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", who, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, nil, statusError(who, resp)
+	}
+	if wantStream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		r, err := stream(resp)
+		return r, resp, err
+	}
+	data, err := capread.Body(resp)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", who, err)
+	}
+	if err := json.Unmarshal(data, into); err != nil {
+		return nil, nil, fmt.Errorf("%s: decoding reply from %s: %w", who, capread.Peer(resp), err)
+	}
+	return nil, resp, nil
+}
+
 func statusError(who string, resp *http.Response) error {
 	data, err := capread.Body(resp)
 	if err != nil {
