@@ -49,6 +49,9 @@ type Engine struct {
 	mu     sync.Mutex
 	active map[string]context.CancelFunc
 	askers map[string]*apiAsker
+	// done is closed when a run's goroutine has fully let go of it: its final status is
+	// saved a moment before it leaves active, and a resume in that moment must wait.
+	done map[string]chan struct{}
 }
 
 func (e *Engine) logf(format string, args ...any) {
@@ -140,6 +143,19 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	rec.Interactive = interactive
 	// Claim the run before preparing it, so two resumes cannot both drive it.
 	e.mu.Lock()
+	if _, busy := e.active[id]; busy && rec.Status != StatusRunning {
+		// Its goroutine saved the final status and is finishing: wait for it.
+		if ch := e.done[id]; ch != nil {
+			e.mu.Unlock()
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			e.mu.Lock()
+		}
+	}
 	if _, busy := e.active[id]; busy {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("run %s is still running", id)
@@ -247,6 +263,11 @@ func (e *Engine) spawn(r *run) {
 		e.active = map[string]context.CancelFunc{}
 	}
 	e.active[r.rec.ID] = cancel
+	if e.done == nil {
+		e.done = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	e.done[r.rec.ID] = done
 	if r.asker != nil {
 		if e.askers == nil {
 			e.askers = map[string]*apiAsker{}
@@ -263,7 +284,11 @@ func (e *Engine) spawn(r *run) {
 			e.mu.Lock()
 			delete(e.active, r.rec.ID)
 			delete(e.askers, r.rec.ID)
+			if e.done[r.rec.ID] == done {
+				delete(e.done, r.rec.ID)
+			}
 			e.mu.Unlock()
+			close(done)
 		}()
 		e.drive(ctx, r)
 	}()
