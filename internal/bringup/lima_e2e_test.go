@@ -120,6 +120,7 @@ func TestLimaUpstream(t *testing.T) {
 // and a destroy that leaves nothing.
 func TestLeverUpAcceptanceLima(t *testing.T) {
 	testutil.RequireRoot(t)
+	testutil.LockVM(t)
 	for _, tool := range []string{"qemu-system-x86_64", "qemu-img", "ssh", "runuser", "useradd"} {
 		testutil.RequireTool(t, tool)
 	}

@@ -251,6 +251,7 @@ func (e *limaEnv) measureBringUp(t *testing.T) {
 var guestCallsRE = regexp.MustCompile(`verified unchanged .*; (\d+) guest call`)
 
 func TestLimaE2E(t *testing.T) {
+	testutil.LockVM(t)
 	start := time.Now()
 	e := newLimaEnv(t)
 	t.Logf("setup (artifacts, lever build, user, netns): %.0fs", time.Since(start).Seconds())
@@ -397,6 +398,7 @@ func TestLimaE2E(t *testing.T) {
 // A fresh VM under a global override.yaml that adds a mount is refused before its first
 // boot: limactl create runs, the drift check names the mount, and qemu never starts.
 func TestLimaFreshVMDriftRefusedBeforeBoot(t *testing.T) {
+	testutil.LockVM(t)
 	e := newLimaEnv(t)
 	extra := filepath.Join(e.home, "extra")
 	e.asOK(t, "mkdir", "-p", extra, e.home+"/.lima/_config")
