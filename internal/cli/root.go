@@ -88,14 +88,6 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
-// notBuilt is the body of a command the spec names but this build does not implement yet:
-// it says so plainly and exits 2 rather than pretending to work.
-func notBuilt(name string) func(*cobra.Command, []string) error {
-	return func(*cobra.Command, []string) error {
-		return &ExitError{Code: 2, Err: fmt.Errorf("%s is not built yet in this version of lever", name)}
-	}
-}
-
 // configArg returns the config path from the optional positional argument.
 func configArg(args []string) string {
 	if len(args) > 0 {
