@@ -497,37 +497,18 @@ func (e *Engine) record(ss *stageState, c *pipeline.Call, res *pipeline.Result) 
 	}
 }
 
-// mergeSandbox lays a stage's [sandbox] keys over the agent's.
+// mergeSandbox lays a stage's [sandbox] keys over the agent's (sandbox.Overlay).
 func mergeSandbox(agent, stage *sandbox.Config) *sandbox.Config {
 	if agent == nil && stage == nil {
 		return nil
 	}
-	m := sandbox.Config{}
-	for _, c := range []*sandbox.Config{agent, stage} {
-		if c == nil {
-			continue
-		}
-		if c.Kind != "" {
-			m.Kind = c.Kind
-		}
-		if c.Engine != "" {
-			m.Engine = c.Engine
-		}
-		if c.Image != "" {
-			m.Image = c.Image
-		}
-		if c.Network != nil {
-			m.Network = c.Network
-		}
-		if c.Mount != "" || len(c.Mounts) > 0 {
-			m.Mount, m.Mounts = c.Mount, c.Mounts
-		}
-		if c.Persist != nil {
-			m.Persist = c.Persist
-		}
-		if c.OnUnavailable != "" {
-			m.OnUnavailable = c.OnUnavailable
-		}
+	var a, st sandbox.Config
+	if agent != nil {
+		a = *agent
 	}
+	if stage != nil {
+		st = *stage
+	}
+	m := sandbox.Overlay(a, st)
 	return &m
 }
