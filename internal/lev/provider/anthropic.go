@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,15 +102,10 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 	if err != nil {
 		return nil, err
 	}
-	base := a.BaseURL
-	if base == "" {
-		base = DefaultAnthropicBase
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/v1/messages", bytes.NewReader(body))
+	hreq, err := newJSONPost(ctx, a.BaseURL, DefaultAnthropicBase, "/v1/messages", body)
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("anthropic-version", "2023-06-01")
 	if a.APIKey != "" {
 		hreq.Header.Set("x-api-key", a.APIKey)

@@ -108,15 +108,10 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	base := o.BaseURL
-	if base == "" {
-		base = DefaultOpenAIBase
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/chat/completions", bytes.NewReader(body))
+	hreq, err := newJSONPost(ctx, o.BaseURL, DefaultOpenAIBase, "/chat/completions", body)
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
 	if o.APIKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+o.APIKey)
 	}
@@ -226,6 +221,19 @@ func normArgs(s string) json.RawMessage {
 }
 
 // statusError reads (under the cap) and quotes the start of an error reply.
+// newJSONPost builds a JSON POST to base (or def when base is empty) + path.
+func newJSONPost(ctx context.Context, base, def, path string, body []byte) (*http.Request, error) {
+	if base == "" {
+		base = def
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	return hreq, nil
+}
+
 // exchange sends hreq. An SSE reply (when a stream was asked for) goes to stream; any other
 // 2xx body is read under the 64 MiB cap and decoded into into. who prefixes every error.
 func exchange(c *http.Client, who string, hreq *http.Request, wantStream bool, stream func(*http.Response) (*Response, error), into any) (*Response, *http.Response, error) {
