@@ -86,7 +86,9 @@ func (b *levBox) lev(args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-func (b *levBox) agent(name, text string) { mustWrite(b.t, filepath.Join(b.home, "agents", name+".toml"), text) }
+func (b *levBox) agent(name, text string) {
+	mustWrite(b.t, filepath.Join(b.home, "agents", name+".toml"), text)
+}
 
 // probeCall scripts one tool call in stage "probe", then submits what it returned.
 func probeCall(tool, args string) string {
@@ -133,6 +135,7 @@ func TestSeedScriptsAnswerToShell(t *testing.T) {
 		{"--allow shell lifts the ask", "", []string{"--allow", "shell"}, true, "seeded", ""},
 		{"allowed runs (kind none: host network)", "[tool_permissions]\nshell = \"allow\"\n", nil, true, "seeded lo: " + hostIface, ""},
 		{"allowed runs in the namespace sandbox", "[tool_permissions]\nshell = \"allow\"\n[sandbox]\nkind = \"namespace\"\nnetwork = false\n", nil, true, "seeded lo:", hostIface},
+		{"allowed runs in the blueprint's own sandbox", "[tool_permissions]\nshell = \"allow\"\n", nil, true, "seeded lo:", hostIface},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,7 +145,11 @@ func TestSeedScriptsAnswerToShell(t *testing.T) {
 			b := newBox(t, bin, "lev", tc.config)
 			mustWrite(t, filepath.Join(b.wd, "seed.sh"), "touch marker; printf 'seeded '; awk 'NR>2 {print $1}' /proc/net/dev | tr '\\n' ' '")
 			mustWrite(t, b.script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"submit_output\"\nargs = '{\"output\": \"{{last}}\"}'\n")
-			b.agent("seeder", "name = \"seeder\"\nversion = \"1\"\n[[seeds]]\nscript = \"seed.sh\"\n[stages.s]\ntools = [\"submit_output\"]\n")
+			bpSandbox := ""
+			if strings.Contains(tc.name, "blueprint's own sandbox") {
+				bpSandbox = "[sandbox]\nkind = \"namespace\"\nnetwork = false\n"
+			}
+			b.agent("seeder", "name = \"seeder\"\nversion = \"1\"\n"+bpSandbox+"[[seeds]]\nscript = \"seed.sh\"\n[stages.s]\ntools = [\"submit_output\"]\n")
 			out, stderr, code := b.lev(append([]string{"run", "seeder", "--workdir", b.wd}, tc.args...)...)
 			_, err := os.Stat(filepath.Join(b.wd, "marker"))
 			if ran := err == nil; ran != tc.ran {
@@ -205,7 +212,22 @@ func TestAgentCannotReachLevState(t *testing.T) {
 			if kind == "none" {
 				rows = append(fileRows(b.wd), rows...)
 			}
-			for _, r := range rows {
+			// Once the daemon runs: its /proc entries (root/, environ, fd/) and its API
+			// without the token. The 401 is the control that the API was reached.
+			daemonRow := func() row {
+				pid, _ := os.ReadFile(filepath.Join(b.home, "daemon.pid"))
+				p := "/proc/" + strings.TrimSpace(string(pid))
+				cmd := "cat " + p + "/root" + b.tokenFile + " " + p + "/environ " + p + "/fd/* 2>&1 | head -c 2000; ls /proc | tr \"\\n\" \" \"; echo; " +
+					"curl -s -o /dev/null -w \"api %{http_code}\" http://" + b.addr + "/api/agents; echo; cat notes.txt"
+				return row{"shell: the daemon's /proc and API", "shell", `{"command": ` + jsonArg(cmd) + `}`, false, "api 401"}
+			}
+			for i := 0; i <= len(rows); i++ {
+				var r row
+				if i == len(rows) {
+					r = daemonRow()
+				} else {
+					r = rows[i]
+				}
 				mustWrite(t, b.script, probeCall(r.tool, r.args))
 				out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
 				if code != 0 {
@@ -216,6 +238,9 @@ func TestAgentCannotReachLevState(t *testing.T) {
 				}
 				if !strings.Contains(out, r.want) {
 					t.Fatalf("%s: output lacks %q:\n%s", r.name, r.want, out)
+				}
+				if r.tool == "shell" {
+					t.Logf("%s: %s", r.name, out)
 				}
 				if r.tool == "shell" && !strings.Contains(out, "notes content") {
 					t.Fatalf("shell: the control read of notes.txt failed:\n%s", out)
@@ -265,24 +290,34 @@ func TestAgentCannotReachLevState(t *testing.T) {
 	})
 }
 
-// TestResumeUsesAdmittedBlueprint: an agent rewrites its own blueprint (a file in its
-// workdir, as lever's lev.blueprint is) and is then refused a read; once the user grants
-// the read, lev resume continues under the blueprint the run was admitted under. The
-// control: the rewrite did reach the file.
+// TestResumeUsesAdmittedBlueprint: a run resumes under the blueprint it was admitted
+// under, never the file as it is now. Rows: the agent rewrites its own blueprint (a file
+// in its workdir, as lever's lev.blueprint is), or the agents-directory file changes after
+// admission. The run is then refused a read; once the user grants it, lev resume must
+// continue with the admitted stage prompt. The control: the edit did reach the file.
 func TestResumeUsesAdmittedBlueprint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
 	bin := buildLev(t)
-	b := newBox(t, bin, "lev", "")
-	mustWrite(t, filepath.Join(b.root, "docs", "plan.md"), "the plan")
 	blueprint := func(prompt string) string {
 		return "name = \"selfedit\"\nversion = \"1\"\n[read_paths]\nallow = [\"~/docs\"]\n[stages.edit]\ntools = [\"write_file\", \"read_file\", \"submit_output\"]\n" +
 			"[stages.report]\nprompt = \"" + prompt + "\"\ntools = [\"submit_output\"]\n"
 	}
-	bpFile := filepath.Join(b.wd, "agent.toml")
-	mustWrite(t, bpFile, blueprint("ORIGINAL PROMPT"))
-	mustWrite(t, b.script, `
+	for _, inWorkdir := range []bool{true, false} {
+		name := "agents directory file edited after admission"
+		if inWorkdir {
+			name = "blueprint in the workdir rewritten by the agent"
+		}
+		t.Run(name, func(t *testing.T) {
+			b := newBox(t, bin, "lev", "")
+			mustWrite(t, filepath.Join(b.root, "docs", "plan.md"), "the plan")
+			bpFile, agent := filepath.Join(b.wd, "agent.toml"), filepath.Join(b.wd, "agent.toml")
+			if !inWorkdir {
+				bpFile, agent = filepath.Join(b.home, "agents", "selfedit.toml"), "selfedit"
+			}
+			mustWrite(t, bpFile, blueprint("ORIGINAL PROMPT"))
+			mustWrite(t, b.script, `
 [[rule]]
 stage = "edit"
 turn = 1
@@ -308,34 +343,39 @@ turn = 1
 tool = "submit_output"
 args = '{"output": "{{last}}"}'
 `)
-	_, stderr, code := b.lev("run", bpFile, "--workdir", b.wd, "--yolo")
-	if code != 1 || !strings.Contains(stderr, "lev resume r-") {
-		t.Fatalf("run: exit %d\n%s", code, stderr)
-	}
-	if data, _ := os.ReadFile(bpFile); !strings.Contains(string(data), "EVIL PROMPT") {
-		t.Fatalf("control: the agent's rewrite did not reach %s:\n%s", bpFile, data)
-	}
-	id := stderr[strings.Index(stderr, "lev resume r-")+len("lev resume "):]
-	id = id[:strings.IndexAny(id, ") \n")]
-	old, _ := os.ReadFile(b.cfgFile)
-	mustWrite(t, b.cfgFile, string(old)+"[agent_read_paths.selfedit]\nallow = [\"~/docs\"]\n")
-	out, stderr, code := b.lev("resume", id)
-	if code != 0 || !strings.Contains(out, "ORIGINAL PROMPT") || strings.Contains(out, "EVIL") {
-		t.Fatalf("resume %s: exit %d (want the admitted blueprint's prompt)\nstdout %s\nstderr %s", id, code, out, stderr)
-	}
-	var rec struct {
-		Admission struct {
-			BlueprintSHA256 string   `json:"blueprint_sha256"`
-			ConfigSHA256    string   `json:"config_sha256"`
-			ResumeConfigs   []string `json:"resume_config_sha256"`
-		} `json:"admission"`
-	}
-	data, err := os.ReadFile(filepath.Join(b.home, "runs", id, "run.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &rec)
-	}
-	a := rec.Admission
-	if err != nil || a.BlueprintSHA256 == "" || a.ConfigSHA256 == "" || len(a.ResumeConfigs) != 1 || a.ResumeConfigs[0] == a.ConfigSHA256 {
-		t.Fatalf("admission record %+v (%v): want the blueprint hash and two different config hashes", a, err)
+			_, stderr, code := b.lev("run", agent, "--workdir", b.wd, "--yolo")
+			if code != 1 || !strings.Contains(stderr, "lev resume r-") {
+				t.Fatalf("run: exit %d\n%s", code, stderr)
+			}
+			if !inWorkdir {
+				mustWrite(t, bpFile, blueprint("EVIL PROMPT"))
+			}
+			if data, _ := os.ReadFile(bpFile); !strings.Contains(string(data), "EVIL PROMPT") {
+				t.Fatalf("control: the rewrite did not reach %s:\n%s", bpFile, data)
+			}
+			id := stderr[strings.Index(stderr, "lev resume r-")+len("lev resume "):]
+			id = id[:strings.IndexAny(id, ") \n")]
+			old, _ := os.ReadFile(b.cfgFile)
+			mustWrite(t, b.cfgFile, string(old)+"[agent_read_paths.selfedit]\nallow = [\"~/docs\"]\n")
+			out, stderr, code := b.lev("resume", id)
+			if code != 0 || !strings.Contains(out, "ORIGINAL PROMPT") || strings.Contains(out, "EVIL") {
+				t.Fatalf("resume %s: exit %d (want the admitted blueprint's prompt)\nstdout %s\nstderr %s", id, code, out, stderr)
+			}
+			var rec struct {
+				Admission struct {
+					BlueprintSHA256 string   `json:"blueprint_sha256"`
+					ConfigSHA256    string   `json:"config_sha256"`
+					ResumeConfigs   []string `json:"resume_config_sha256"`
+				} `json:"admission"`
+			}
+			data, err := os.ReadFile(filepath.Join(b.home, "runs", id, "run.json"))
+			if err == nil {
+				err = json.Unmarshal(data, &rec)
+			}
+			a := rec.Admission
+			if err != nil || a.BlueprintSHA256 == "" || a.ConfigSHA256 == "" || len(a.ResumeConfigs) != 1 || a.ResumeConfigs[0] == a.ConfigSHA256 {
+				t.Fatalf("admission record %+v (%v): want the blueprint hash and two different config hashes", a, err)
+			}
+		})
 	}
 }
