@@ -197,8 +197,10 @@ type Spec struct {
 	Memory     string
 	RunArgs    []string
 	Persist    bool
-	// Mask are protected paths in the workdir, hidden from the container.
-	Mask []string
+	// Mask are protected paths in the workdir, hidden from the container: each directory
+	// under an empty read-only directory (EmptyDir), each file under /dev/null.
+	Mask     []string
+	EmptyDir string
 }
 
 // Key is the configuration hash: equal specs share one container.
@@ -246,11 +248,12 @@ func (s Spec) RunArgv(name string, detach bool, cmd ...string) []string {
 	}
 	for _, p := range s.Mask {
 		// Over the workdir's bind mount: lev's state inside it is not there to read. With
-		// every capability dropped, nothing in the container can unmount these.
+		// every capability dropped, nothing in the container can unmount these. A bind of
+		// an empty directory, not a tmpfs: podman's tmpfs copies up what it covers.
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			argv = append(argv, "-v", "/dev/null:"+p+":ro")
 		} else {
-			argv = append(argv, "--tmpfs", p+":ro,size=4k,mode=000")
+			argv = append(argv, "-v", s.EmptyDir+":"+p+":ro")
 		}
 	}
 	argv = append(argv, s.RunArgs...)
@@ -294,11 +297,14 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 		return nil, err
 	}
 	for _, p := range mask {
-		if within(p, s.Workdir) {
+		if within(p, s.Workdir) && !maskedAbove(p, mask) && exists(p) {
 			if strings.ContainsAny(p, ":,\n") {
 				return nil, fmt.Errorf("lev's state %q is in the workdir and its name cannot be masked in a container mount", p)
 			}
 			s.Mask = append(s.Mask, p)
+			if s.EmptyDir, err = emptyDir(); err != nil {
+				return nil, fmt.Errorf("masking lev's state in the container: %w", err)
+			}
 		}
 		for _, mt := range s.Mounts {
 			src, err := filepath.EvalSymlinks(mt.Src)
@@ -391,4 +397,37 @@ func (m *Manager) Close() error {
 // within reports whether p lies in (or is) dir; both clean absolute paths.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir) && (dir == "/" || p[len(dir)] == '/')
+}
+
+var (
+	emptyOnce sync.Once
+	emptyPath string
+	emptyErr  error
+)
+
+// emptyDir is an empty, read-only directory the daemon makes once: what a container sees
+// in place of lev's state.
+func emptyDir() (string, error) {
+	emptyOnce.Do(func() {
+		emptyPath, emptyErr = os.MkdirTemp("", "lev-masked-")
+		if emptyErr == nil {
+			emptyErr = os.Chmod(emptyPath, 0o555)
+		}
+	})
+	return emptyPath, emptyErr
+}
+
+// maskedAbove reports whether another mask entry holds p (hiding that one hides p).
+func maskedAbove(p string, mask []string) bool {
+	for _, q := range mask {
+		if q != p && within(p, q) {
+			return true
+		}
+	}
+	return false
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
