@@ -254,6 +254,30 @@ func TestAgentCannotReachLevState(t *testing.T) {
 			}
 		})
 	}
+	t.Run("token file and TLS key outside LEV_HOME, under a granted read path", func(t *testing.T) {
+		b := newBox(t, bin, "lev", "")
+		keys := filepath.Join(b.root, "keys")
+		mustWrite(t, filepath.Join(keys, "client.key"), "TLS-KEY-SECRET")
+		mustWrite(t, filepath.Join(keys, "client.pem"), "cert")
+		mustWrite(t, filepath.Join(keys, "other.txt"), "other content")
+		old, _ := os.ReadFile(b.cfgFile)
+		cfg := strings.Replace(string(old), "[provider]\n", "[provider]\ntls_cert = \""+filepath.Join(keys, "client.pem")+"\"\ntls_key = \""+filepath.Join(keys, "client.key")+"\"\n", 1)
+		mustWrite(t, b.cfgFile, "[daemon]\ntoken_file = \""+filepath.Join(keys, "token")+"\"\n"+strings.Replace(cfg, "[daemon]\n", "", 1)+
+			"[agent_read_paths.prober]\nallow = [\"~/keys\"]\n")
+		b.agent("prober", strings.Replace(proberBlueprint, "[stages.probe]", "[read_paths]\nallow = [\"~/keys\"]\n[stages.probe]", 1))
+		for _, r := range []row{
+			{"read the token", "read_file", `{"path": "~/keys/token"}`, true, "lev's own state"},
+			{"read the TLS key", "read_file", `{"path": "~/keys/client.key"}`, true, "lev's own state"},
+			{"control: read beside them", "read_file", `{"path": "~/keys/other.txt"}`, false, "other content"},
+		} {
+			mustWrite(t, b.script, probeCall(r.tool, strings.Replace(r.args, "~", b.root, 1)))
+			out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+			tok, _ := os.ReadFile(filepath.Join(keys, "token"))
+			if code != 0 || !strings.Contains(out, r.want) || len(tok) < 16 || strings.Contains(out, strings.TrimSpace(string(tok))) || strings.Contains(out, "TLS-KEY-SECRET") {
+				t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", r.name, code, out, stderr)
+			}
+		}
+	})
 	t.Run("relative LEV_HOME", func(t *testing.T) {
 		b := newBox(t, bin, "rel-lev", "")
 		b.agent("prober", proberBlueprint)
