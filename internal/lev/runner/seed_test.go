@@ -37,6 +37,10 @@ func TestSeedsAnswerToTheFence(t *testing.T) {
 	write(t, filepath.Join(agents, "seeder", "notes.txt"), "shipped with the blueprint")
 	os.Symlink(filepath.Join(home, ".ssh", "id"), filepath.Join(wd, "sneaky"))
 	os.Symlink(filepath.Join(home, ".ssh", "id"), filepath.Join(agents, "seeder", "link"))
+	// lev's home inside the workdir, as in a jail: no seed of any kind reads it.
+	t.Setenv("LEV_HOME", filepath.Join(wd, ".lev"))
+	write(t, filepath.Join(wd, ".lev", "token"), "SECRET-TOKEN")
+	os.Symlink(filepath.Join(wd, ".lev", "token"), filepath.Join(agents, "seeder", "toklink"))
 
 	cases := []struct {
 		name, seeds, grants, want string
@@ -54,6 +58,11 @@ func TestSeedsAnswerToTheFence(t *testing.T) {
 		{"script outside", `script = "/bin/true"`, "", "outside the workdir", false},
 		{"blueprint seed escaping its dir", `file = "blueprint:../../home/.ssh/id"`, `allow = ["~/docs"]`, "a blueprint: seed cannot leave it", false},
 		{"blueprint seed through a symlink", `file = "blueprint:link"`, "", "a blueprint: seed cannot leave it", false},
+		{"file seed of lev's token", `file = ".lev/token"`, "", "lev's own state", false},
+		{"glob seed over lev's home", `glob = ".lev/*"`, "", "lev's own state", false},
+		{"script seed from lev's home", `script = ".lev/token"`, "", "lev's own state", false},
+		{"blueprint seed linking to lev's token", `file = "blueprint:toklink"`, "", "lev's own state", false},
+		{"file seed with read_file denied", `file = "in.txt"`, "readdeny", `read_file = "deny"`, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,6 +74,8 @@ func TestSeedsAnswerToTheFence(t *testing.T) {
 				cfgText, tc.grants = "", ""
 			case "deny":
 				cfgText, tc.grants = "[tool_permissions]\nshell = \"deny\"\n", ""
+			case "readdeny":
+				cfgText, tc.grants = "[tool_permissions]\nread_file = \"deny\"\n", ""
 			}
 			if tc.grants != "" {
 				cfgText += "[agent_read_paths.seeder]\n" + tc.grants + "\n"
@@ -81,7 +92,7 @@ func TestSeedsAnswerToTheFence(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "seed 1") {
 					t.Fatalf("err = %v, want refusal with %q", err, tc.want)
 				}
-				if strings.Contains(err.Error(), "SECRET") {
+				if strings.Contains(err.Error(), "SECRET") || strings.Contains(err.Error(), "SECRET-TOKEN") {
 					t.Fatal("secret in the error")
 				}
 				return
