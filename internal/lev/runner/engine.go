@@ -92,6 +92,9 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 	}
 	if err := e.seed(ctx, r); err != nil {
 		pipeline.Close(r.exec)
+		// The run never existed: drop the seed calls' trail, keep the refusal in the log.
+		os.RemoveAll(e.Store.RunDir(rec.ID))
+		e.logf("%s: %v", rec.Agent, err)
 		return nil, err
 	}
 	for _, st := range r.bp.Order {

@@ -54,7 +54,7 @@ func (e *MaskUnavailableError) Error() string {
 }
 
 var (
-	maskOnce sync.Mutex
+	maskMu   sync.Mutex
 	maskOK   = map[string]bool{}
 )
 
@@ -71,8 +71,8 @@ func CheckMask(ctx context.Context, lookPath func(string) (string, error)) (stri
 	if err != nil {
 		return "", &MaskUnavailableError{"unshare (util-linux) not found on PATH"}
 	}
-	maskOnce.Lock()
-	defer maskOnce.Unlock()
+	maskMu.Lock()
+	defer maskMu.Unlock()
 	if maskOK[unshare] {
 		return unshare, nil
 	}
