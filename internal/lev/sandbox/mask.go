@@ -54,8 +54,8 @@ func (e *MaskUnavailableError) Error() string {
 }
 
 var (
-	maskMu   sync.Mutex
-	maskOK   = map[string]bool{}
+	maskMu sync.Mutex
+	maskOK = map[string]bool{}
 )
 
 // CheckMask probes once (per unshare binary) that masking works: a masked directory
