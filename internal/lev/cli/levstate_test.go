@@ -278,6 +278,44 @@ func TestAgentCannotReachLevState(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a worker's lev home named in LEV_PROTECT", func(t *testing.T) {
+		// lever's manager mounts the tree with each worker's $LEV_HOME in it. Without
+		// LEV_PROTECT the manager's tools could write a worker's config.toml (the control
+		// row); with it, nothing reaches it, shell included.
+		for _, protect := range []bool{false, true} {
+			var extra []string
+			if protect {
+				extra = []string{"LEV_PROTECT=wd/worker/.lev"} // relative: pinned at start
+			}
+			b := newBox(t, bin, "lev", "[tool_permissions]\nshell = \"allow\"\n", extra...)
+			b.agent("prober", proberBlueprint)
+			mustWrite(t, filepath.Join(b.wd, "worker", ".lev", "config.toml"), "WORKER-CONFIG")
+			mustWrite(t, filepath.Join(b.wd, "worker", "notes.txt"), "worker notes")
+			rows := []row{
+				{"read the worker's config", "read_file", `{"path": "worker/.lev/config.toml"}`, protect, "lev's own state"},
+				{"shell reads the worker's config", "shell", `{"command": "cat worker/.lev/config.toml; cat worker/notes.txt"}`, false, "worker notes"},
+				{"write the worker's config", "write_file", `{"path": "worker/.lev/config.toml", "content": "[tool_permissions]"}`, protect, "lev's own state"},
+			}
+			for _, r := range rows {
+				mustWrite(t, b.script, probeCall(r.tool, r.args))
+				out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+				if code != 0 {
+					t.Fatalf("%s: exit %d\n%s\n%s", r.name, code, out, stderr)
+				}
+				leaked := strings.Contains(out, "WORKER-CONFIG")
+				if protect && (leaked || !strings.Contains(out, r.want)) {
+					t.Fatalf("protected, %s: %s", r.name, out)
+				}
+				if !protect && r.tool == "read_file" && !leaked {
+					t.Fatalf("control, %s: the unprotected read did not reach the file: %s", r.name, out)
+				}
+			}
+			data, _ := os.ReadFile(filepath.Join(b.wd, "worker", ".lev", "config.toml"))
+			if written := string(data) == "[tool_permissions]"; written == protect {
+				t.Fatalf("LEV_PROTECT=%v: worker config is %q", protect, data)
+			}
+		}
+	})
 	t.Run("relative LEV_HOME", func(t *testing.T) {
 		b := newBox(t, bin, "rel-lev", "")
 		b.agent("prober", proberBlueprint)

@@ -105,6 +105,25 @@ func AbsEnv() error {
 			return err
 		}
 	}
+	// LEV_PROTECT is a list (filepath.ListSeparator) of other paths lev treats as its own
+	// state: another lev's home that lies in this one's workdirs (lever's workers' homes,
+	// for the manager).
+	if v := os.Getenv("LEV_PROTECT"); v != "" {
+		var out []string
+		for _, p := range filepath.SplitList(v) {
+			if p == "" {
+				continue
+			}
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return fmt.Errorf("$LEV_PROTECT entry %q: %w", p, err)
+			}
+			out = append(out, resolveExisting(abs))
+		}
+		if err := os.Setenv("LEV_PROTECT", strings.Join(out, string(filepath.ListSeparator))); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

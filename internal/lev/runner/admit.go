@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
@@ -95,6 +96,11 @@ func (e *Engine) protected(cfg *levconfig.Config) (*levstate.State, error) {
 		paths[cfg.Provider.TLSCert] = "the provider's TLS certificate"
 		paths[cfg.Provider.TLSCA] = "the provider's TLS CA"
 		paths[cfg.Provider.Script] = "the scripted provider's rules"
+	}
+	for _, p := range filepath.SplitList(os.Getenv("LEV_PROTECT")) {
+		if p != "" {
+			paths[p] = "another lev's state ($LEV_PROTECT)"
+		}
 	}
 	return levstate.New(levconfig.Home(), paths)
 }
