@@ -621,6 +621,20 @@ func (in *Instance) Containers() ([]jail.Container, error) {
 		cs[i].Env["LEV_LISTEN"] = "127.0.0.1:" + strconv.Itoa(7700+i)
 		cs[i].Rehash()
 	}
+	// The manager mounts the whole tree, workers' lev homes included: its lev treats them
+	// as its own state too, so no manager tool rewrites a worker's config, agents or runs.
+	var workerHomes []string
+	for _, c := range cs {
+		if c.Role == jail.Worker {
+			workerHomes = append(workerHomes, c.Env["LEV_HOME"])
+		}
+	}
+	for i := range cs {
+		if cs[i].Role == jail.Manager && len(workerHomes) > 0 {
+			cs[i].Env["LEV_PROTECT"] = strings.Join(workerHomes, ":")
+			cs[i].Rehash()
+		}
+	}
 	return cs, nil
 }
 

@@ -36,3 +36,27 @@ func TestContainersHonourImageAndBlueprintKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerProtectsWorkerLevHomes: the manager mounts the whole tree, workers' lev homes
+// included, so its lev gets them in LEV_PROTECT (its tools then never read or write a
+// worker's config, agents or runs); a worker's lev gets none (it sees only its own dir).
+func TestManagerProtectsWorkerLevHomes(t *testing.T) {
+	cfg := &config.Config{Name: "t", Egress: "open",
+		Workers: []config.Worker{{Name: "a", Dir: "wa"}, {Name: "b", Dir: "sub/wb"}},
+		Broker:  config.Broker{JailPort: 7443},
+	}
+	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", aliasV4: "10.0.0.1"}
+	cs, err := in.Containers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		want := ""
+		if c.Role == jail.Manager {
+			want = "/lever/wa/.lev:/lever/sub/wb/.lev"
+		}
+		if got := c.Env["LEV_PROTECT"]; got != want {
+			t.Errorf("%s %s: LEV_PROTECT = %q, want %q (LEV_HOME %q)", c.Role, c.Env["LEVER_WORKER"], got, want, c.Env["LEV_HOME"])
+		}
+	}
+}

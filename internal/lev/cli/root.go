@@ -47,6 +47,13 @@ required); lev run spawns a run on it, starting it if needed. State lives in $LE
 
 // Main runs lev with args and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// Pin lev's state paths once, before anything reads them or starts a daemon that
+	// inherits them (a relative LEV_HOME would otherwise mean a different place, or
+	// nothing protected, from another directory).
+	if err := levconfig.AbsEnv(); err != nil {
+		fmt.Fprintln(stderr, "lev:", err)
+		return 2
+	}
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {

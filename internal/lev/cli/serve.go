@@ -14,6 +14,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/levstate"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
@@ -42,6 +43,11 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: fmt.Errorf("refusing to start without a bearer token: %w", err)}
 			}
+			// The token file this daemon uses is lev's state for every run, wherever
+			// --token-file put it.
+			if err := levstate.Register(tokenFile, "the daemon's bearer token"); err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("token file: %w", err)}
+			}
 			if err := daemon.CheckListen(listen, allowRemote); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -61,6 +67,7 @@ func newServeCmd() *cobra.Command {
 				Config:    w.Current,
 				Home:      pipeline.UserHome(),
 				Log:       logger.Printf,
+				Secrets:   []string{token},
 			}
 			eng.Recover()
 			srv := &daemon.Server{Engine: eng, Watcher: w, Token: token, Log: logger.Printf}

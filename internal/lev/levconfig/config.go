@@ -70,22 +70,90 @@ type Config struct {
 // DefaultListen is loopback only.
 const DefaultListen = "127.0.0.1:7447"
 
-// Home is lev's state directory: $LEV_HOME, else ~/.leviath.
+// Home is lev's state directory: $LEV_HOME, else ~/.leviath. It is always absolute: a
+// relative one is taken against the current directory (AbsEnv pins it once at start).
 func Home() string {
 	if h := os.Getenv("LEV_HOME"); h != "" {
-		return h
+		return absPath(h)
 	}
 	h, err := os.UserHomeDir()
 	if err != nil {
-		return ".leviath"
+		return absPath(".leviath")
 	}
 	return filepath.Join(h, ".leviath")
+}
+
+// PathEnv are the environment variables naming lev's state; AbsEnv pins them.
+var PathEnv = []string{"LEV_HOME", "LEV_CONFIG", "LEV_AGENTS_DIR", "LEV_POLICY"}
+
+// AbsEnv makes every PathEnv variable absolute and symlink-resolved (as far as the path
+// exists), once, when lev starts: a relative LEV_HOME names the directory under the
+// current directory at that moment, whatever directory a tool or a daemon started later
+// runs in, so protection of lev's own state can never be turned off by spelling it
+// relative.
+func AbsEnv() error {
+	for _, k := range PathEnv {
+		v := os.Getenv(k)
+		if v == "" {
+			continue
+		}
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return fmt.Errorf("$%s=%q: %w", k, v, err)
+		}
+		if err := os.Setenv(k, resolveExisting(abs)); err != nil {
+			return err
+		}
+	}
+	// LEV_PROTECT is a list (filepath.ListSeparator) of other paths lev treats as its own
+	// state: another lev's home that lies in this one's workdirs (lever's workers' homes,
+	// for the manager).
+	if v := os.Getenv("LEV_PROTECT"); v != "" {
+		var out []string
+		for _, p := range filepath.SplitList(v) {
+			if p == "" {
+				continue
+			}
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return fmt.Errorf("$LEV_PROTECT entry %q: %w", p, err)
+			}
+			out = append(out, resolveExisting(abs))
+		}
+		if err := os.Setenv("LEV_PROTECT", strings.Join(out, string(filepath.ListSeparator))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// resolveExisting resolves symlinks in the longest existing prefix of abs.
+func resolveExisting(abs string) string {
+	existing, rest := abs, ""
+	for {
+		if r, err := filepath.EvalSymlinks(existing); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
 }
 
 // Path is the config file: $LEV_CONFIG, else <home>/config.toml.
 func Path() string {
 	if p := os.Getenv("LEV_CONFIG"); p != "" {
-		return p
+		return absPath(p)
 	}
 	return filepath.Join(Home(), "config.toml")
 }

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/lever-jail/lever/internal/lev/sandbox"
 )
 
 // ShellRequest is one shell command to run.
@@ -16,6 +18,9 @@ type ShellRequest struct {
 	Env     []string
 	Timeout time.Duration
 	Stage   Stage // carries the stage's [sandbox] settings
+	// Mask is lev's own state (absolute, resolved paths) to hide from the command: every
+	// executor must honour it or refuse to run (sandbox.MaskArgv, container mounts).
+	Mask []string
 }
 
 // ShellResult is its outcome; output is capped at MaxResultBytes per stream.
@@ -37,7 +42,15 @@ type HostExecutor struct{}
 func (HostExecutor) Shell(ctx context.Context, req ShellRequest) (ShellResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", req.Command)
+	argv := []string{"sh", "-c", req.Command}
+	if len(req.Mask) > 0 {
+		unshare, err := sandbox.CheckMask(ctx, nil)
+		if err != nil {
+			return ShellResult{}, err
+		}
+		argv = sandbox.MaskArgv(unshare, true, req.Mask, req.Command)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = req.Dir
 	cmd.Env = req.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -41,6 +41,9 @@ type apiAsker struct {
 	mu  sync.Mutex
 	cur string // the pending question's id
 	n   int
+	// spawning: seeds run before the run exists for anybody to answer; every question
+	// then is a no, at once (rather than a wait nobody can end).
+	spawning bool
 }
 
 func (a *apiAsker) Ask(ctx context.Context, q pipeline.Question) (bool, error) {
@@ -62,6 +65,10 @@ func (a *apiAsker) AskGate(ctx context.Context, q pipeline.Question) (taint.Answ
 
 func (a *apiAsker) ask(ctx context.Context, q pipeline.Question, gate bool) (string, error) {
 	a.mu.Lock()
+	if a.spawning {
+		a.mu.Unlock()
+		return AnswerDeny, nil
+	}
 	a.n++
 	qq := &Question{ID: fmt.Sprintf("q%d", a.n), Tool: q.Tool, Args: q.Args, Reason: q.Reason, Gate: gate, Asked: time.Now().UTC()}
 	a.cur = qq.ID

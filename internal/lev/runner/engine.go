@@ -14,7 +14,6 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
-	"github.com/lever-jail/lever/internal/lev/policy"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/lev/workfs"
@@ -44,6 +43,9 @@ type Engine struct {
 	Home  string
 	Asker pipeline.Asker
 	Log   func(format string, args ...any)
+	// Secrets are values no tool's environment may carry under any name (the daemon's
+	// bearer token).
+	Secrets []string
 
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -84,12 +86,15 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 	}
 	rec := &Record{ID: NewID(), Agent: spec.Agent, Workdir: spec.Workdir, Input: spec.Input,
 		Yolo: spec.Yolo, Allow: spec.Allow, Interactive: spec.Interactive, Status: StatusRunning, Created: time.Now().UTC()}
-	r, err := e.prepare(rec)
+	r, err := e.prepare(rec, false)
 	if err != nil {
 		return nil, err
 	}
 	if err := e.seed(ctx, r); err != nil {
 		pipeline.Close(r.exec)
+		// The run never existed: drop the seed calls' trail, keep the refusal in the log.
+		os.RemoveAll(e.Store.RunDir(rec.ID))
+		e.logf("%s: %v", rec.Agent, err)
 		return nil, err
 	}
 	for _, st := range r.bp.Order {
@@ -165,7 +170,7 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	}
 	e.active[id] = func() {}
 	e.mu.Unlock()
-	r, err := e.prepare(rec)
+	r, err := e.prepare(rec, true)
 	if err != nil {
 		e.mu.Lock()
 		delete(e.active, id)
@@ -186,17 +191,20 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	return snap, nil
 }
 
-// prepare loads the blueprint and config and builds the pipeline: everything that can
-// fail before the run starts.
-func (e *Engine) prepare(rec *Record) (*run, error) {
+// prepare loads the blueprint (a resumed run's from the snapshot in its record) and
+// config and builds the pipeline: everything that can fail before the run starts.
+func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	cfg := e.Config()
-	file, err := blueprint.Find(e.AgentsDir, rec.Agent)
+	if resume && rec.Admission == nil {
+		return nil, fmt.Errorf("run %s has no blueprint snapshot (recorded by an older lev): it cannot be resumed from what it was admitted under; start a new run", rec.ID)
+	}
+	bp, file, err := e.loadBlueprint(rec)
 	if err != nil {
 		return nil, err
 	}
-	bp, err := blueprint.Load(file, pipeline.Known)
+	state, err := e.protected(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lev's own state: %w", err)
 	}
 	rec.Blueprint, rec.Version, rec.Agent = file, bp.Version, bp.Name
 	fsys, sts, err := pipeline.BuildFS(bp, cfg, rec.Workdir, e.Home)
@@ -206,6 +214,17 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 	rec.ReadPaths = nil
 	for _, st := range sts {
 		rec.ReadPaths = append(rec.ReadPaths, ReadPathStatus{Entry: st.Entry.Raw, Granted: st.Granted, By: st.By})
+	}
+	if what, ok := state.Covers(fsys.Workdir); ok {
+		return nil, fmt.Errorf("workdir %s lies in lev's own state (%s): no run works there, its tools would reach lev's config, token or records", fsys.Workdir, what)
+	}
+	// lev's state inside the workdir (a jail tree holding $LEV_HOME) stays: every file
+	// tool refuses it and every shell command runs with it masked.
+	fsys.Protect = state
+	if h := configHash(cfg); !resume {
+		rec.Admission.ConfigSHA256 = h
+	} else {
+		rec.Admission.ResumeConfigs = append(rec.Admission.ResumeConfigs, h)
 	}
 	rec.Workdir = fsys.Workdir
 	allow := map[string]bool{}
@@ -224,10 +243,11 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taint gate: %w", err)
 	}
-	exec, err := pipeline.NewExecutor(env)
+	inner, err := pipeline.NewExecutor(env)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	exec := &maskExec{inner: inner, mask: state.Paths()}
 	newProv := e.NewProvider
 	if newProv == nil {
 		newProv = provider.New
@@ -250,8 +270,8 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 		FS:    fsys,
 		Perms: &pipeline.Permissions{User: cfg.Perms, Blueprint: bp.Perms, Yolo: rec.Yolo, Allow: allow},
 		Gate:  gate, Exec: exec, Asker: ask, HTTP: httpc,
-		Env:       pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv),
-		Protected: []string{levconfig.Home(), levconfig.Path(), policy.PathFor(cfg)},
+		Env:       scrubSecrets(pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv), e.Secrets),
+		Protected: state.Paths(),
 	}
 	return &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}, nil
 }

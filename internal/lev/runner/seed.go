@@ -2,21 +2,61 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
+	"github.com/lever-jail/lever/internal/lev/levstate"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
 const maxSeedBytes = 1 << 20
 
-// seed reads the blueprint's seeds through the same fence as read_file: a seed outside the
-// workdir fails the spawn unless a declared and granted [read_paths] entry covers it. A
-// "blueprint:" seed reads only from the blueprint's own directory.
+// seed runs the blueprint's seeds at spawn. A seed that reads or runs something is that
+// tool's call, taken through the pipeline like any other (offer aside: the blueprint
+// declares it, the model does not choose it): a file or glob seed is a read_file call, a
+// script seed a shell call in the first stage's sandbox. So each answers to the tool's
+// permission (deny refuses the spawn; ask is a refusal too, since nobody is attached to
+// a run before it exists: --allow shell, --yolo or an allow in config.toml lift it), the
+// fence and lev's protected state, the taint gate, and for scripts the sandbox, masking
+// and scrubbed environment of stage 1's shell. Each is recorded in stage 1's
+// tool_calls.jsonl with an id "seed-N".
+//
+// A "blueprint:" seed reads only from the blueprint's own directory: text shipped with
+// the blueprint, like its prompts. A "blueprint:" script still runs as a shell call.
 func (e *Engine) seed(ctx context.Context, r *run) error {
+	if len(r.bp.Seeds) == 0 {
+		return nil
+	}
+	st0 := r.bp.Order[0]
+	dir := e.Store.StageDir(r.rec.ID, 0)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("seeds: %w", err)
+	}
+	pst := pipeline.Stage{Index: 0, Name: st0.Name, Dir: dir, Tools: []string{"read_file", "shell"},
+		Sandbox: mergeSandbox(r.bp.Sandbox, st0.Sandbox)}
+	ss := &stageState{rec: &StageRecord{Name: st0.Name}, dir: dir}
+	asker := r.pipe.Asker
+	r.pipe.Asker = nil
+	if r.asker != nil {
+		r.asker.mu.Lock()
+		r.asker.spawning = true
+		r.asker.mu.Unlock()
+	}
+	defer func() {
+		r.pipe.Asker = asker
+		if r.asker != nil {
+			r.asker.mu.Lock()
+			r.asker.spawning = false
+			r.asker.mu.Unlock()
+		}
+	}()
+	n := 0
 	var b strings.Builder
 	for i, s := range r.bp.Seeds {
 		kind, spec := "file", s.File
@@ -25,6 +65,9 @@ func (e *Engine) seed(ctx context.Context, r *run) error {
 			kind, spec = "glob", s.Glob
 		case s.Script != "":
 			kind, spec = "script", s.Script
+		}
+		refuse := func(err error) error {
+			return fmt.Errorf("spawn refused: seed %d (%s %q): %w", i+1, kind, spec, err)
 		}
 		var paths []string
 		if kind == "glob" {
@@ -36,7 +79,7 @@ func (e *Engine) seed(ctx context.Context, r *run) error {
 			}
 			m, err := filepath.Glob(pat)
 			if err != nil {
-				return fmt.Errorf("seed %d (%s %q): %w", i+1, kind, spec, err)
+				return refuse(err)
 			}
 			for _, p := range m {
 				if strings.HasPrefix(spec, "blueprint:") {
@@ -49,21 +92,24 @@ func (e *Engine) seed(ctx context.Context, r *run) error {
 			paths = []string{spec}
 		}
 		for _, p := range paths {
-			data, acc, err := e.readSeed(r, kind, p)
+			n++
+			var data []byte
+			var acc workfs.Access
+			var err error
+			if strings.HasPrefix(p, "blueprint:") || kind == "script" {
+				data, acc, err = e.readSeed(r, p)
+			} else {
+				data, acc, err = e.seedCall(ctx, r, pst, ss, n, "read_file", map[string]any{"path": p, "max_bytes": maxSeedBytes})
+			}
 			if err != nil {
-				return fmt.Errorf("spawn refused: seed %d (%s %q): %w", i+1, kind, spec, err)
+				return refuse(err)
 			}
 			r.rec.Seeds = append(r.rec.Seeds, SeedRecord{Kind: kind, Path: p, Real: acc.Real, Outside: acc.Outside, Bytes: len(data)})
 			if kind == "script" {
-				res, err := r.pipe.Exec.Shell(ctx, pipeline.ShellRequest{Command: string(data), Dir: r.pipe.FS.Workdir,
-					Env: r.pipe.Env, Timeout: 60 * time.Second, Stage: pipeline.Stage{Name: r.bp.Order[0].Name}})
-				if err != nil {
-					return fmt.Errorf("seed %d (script %q): %w", i+1, spec, err)
+				n++
+				if data, _, err = e.seedCall(ctx, r, pst, ss, n, "shell", map[string]any{"command": string(data), "timeout_seconds": 60}); err != nil {
+					return refuse(err)
 				}
-				if res.ExitCode != 0 {
-					return fmt.Errorf("seed %d (script %q): exit code %d: %s", i+1, spec, res.ExitCode, res.Stderr)
-				}
-				data = res.Stdout
 			}
 			fmt.Fprintf(&b, "\n\nSeed %s (%s):\n%s", p, kind, data)
 		}
@@ -72,16 +118,57 @@ func (e *Engine) seed(ctx context.Context, r *run) error {
 	return nil
 }
 
-func (e *Engine) readSeed(r *run, kind, p string) ([]byte, workfs.Access, error) {
+// seedCall runs one seed as a tool call through the whole pipeline and records it. It
+// returns what the seed contributes: a read's content, a script's stdout.
+func (e *Engine) seedCall(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, n int, tool string, args map[string]any) ([]byte, workfs.Access, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, workfs.Access{}, err
+	}
+	mx, _ := r.exec.(*maskExec)
+	if mx != nil {
+		mx.last = nil
+	}
+	c, res := r.pipe.Handle(ctx, pst, provider.ToolCall{ID: fmt.Sprintf("seed-%d", n), Name: tool, Args: raw})
+	e.record(ss, c, res)
+	var acc workfs.Access
+	if len(c.Reads) > 0 {
+		acc = c.Reads[0]
+	}
+	if res.Refusal != nil {
+		return nil, acc, fmt.Errorf("%s (refused at the %s step)", res.Refusal.Msg, res.Refusal.Step)
+	}
+	if res.IsError {
+		return nil, acc, fmt.Errorf("%s", res.Content)
+	}
+	if tool != "shell" {
+		return []byte(res.Content), acc, nil
+	}
+	if mx == nil || mx.last == nil {
+		return nil, acc, fmt.Errorf("shell: no result")
+	}
+	if mx.last.ExitCode != 0 {
+		return nil, acc, fmt.Errorf("exit code %d: %s", mx.last.ExitCode, mx.last.Stderr)
+	}
+	return mx.last.Stdout, acc, nil
+}
+
+// readSeed reads a script seed's file (through the run's fence, which refuses lev's own
+// state) or a "blueprint:" seed (only inside the blueprint's directory).
+func (e *Engine) readSeed(r *run, p string) ([]byte, workfs.Access, error) {
 	if rest, ok := strings.CutPrefix(p, "blueprint:"); ok {
 		// The blueprint ships only its own directory: no grant lets this out.
 		dir, err := filepath.EvalSymlinks(r.bp.Dir)
 		if err != nil {
 			return nil, workfs.Access{}, err
 		}
-		bfs := &workfs.FS{Agent: r.bp.Name, Workdir: dir}
+		bfs := &workfs.FS{Agent: r.bp.Name, Workdir: dir, Protect: shipped{r.pipe.FS.Protect, dir}}
 		acc, err := bfs.ResolveRead("seed", rest)
 		if err != nil {
+			var ref *workfs.Refusal
+			if asRefusal(err, &ref) && ref.Code == workfs.CodeLevState {
+				return nil, acc, err
+			}
 			return nil, acc, &workfs.Refusal{Code: workfs.CodeBlueprintSeed, Path: p,
 				Msg: fmt.Sprintf("%s reads outside the blueprint's directory %s; a blueprint: seed cannot leave it (%v)", p, dir, err)}
 		}
@@ -101,3 +188,34 @@ func (e *Engine) readSeed(r *run, kind, p string) ([]byte, workfs.Access, error)
 	}
 	return data, acc, err
 }
+
+// shipped is lev's protected state as seen from a blueprint's own directory: that
+// directory lies in lev's agents directory (itself protected), so the entries holding it
+// are exempt; every other entry (token, config, records, keys; one placed inside the
+// blueprint's directory too) stays refused.
+type shipped struct {
+	p   workfs.Protector
+	dir string
+}
+
+func (s shipped) Covers(real string) (string, bool) {
+	st, ok := s.p.(*levstate.State)
+	if !ok {
+		if s.p == nil {
+			return "", false
+		}
+		return s.p.Covers(real)
+	}
+	for _, e := range st.Entries() {
+		if workfs.Within(real, e.Path) && !workfs.Within(s.dir, e.Path) {
+			return fmt.Sprintf("%s is %s", e.Path, e.What), true
+		}
+	}
+	return "", false
+}
+
+// CoversFile: no hard link can be planted in the agents directory (no tool writes it, a
+// shell never sees it), so a blueprint's shipped files are not checked by inode.
+func (s shipped) CoversFile(os.FileInfo) (string, bool) { return "", false }
+
+func asRefusal(err error, r **workfs.Refusal) bool { return errors.As(err, r) }

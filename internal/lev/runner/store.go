@@ -58,6 +58,8 @@ type Record struct {
 	Stage       int               `json:"stage"` // the current (or last) stage
 	Stages      []StageRecord     `json:"stages"`
 	Seeds       []SeedRecord      `json:"seeds,omitempty"`
+	// Admission is the blueprint snapshot (and config hashes) the run was admitted under.
+	Admission *Admission `json:"admission,omitempty"`
 	// ReadPaths says, per declared [read_paths] entry, whether the config in force at
 	// spawn (or the last resume) grants it.
 	ReadPaths []ReadPathStatus `json:"read_paths,omitempty"`

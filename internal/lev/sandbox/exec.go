@@ -23,6 +23,9 @@ type Command struct {
 	// Stdout and Stderr, when set, receive the output instead of Result (a tool that caps
 	// output passes capped writers).
 	Stdout, Stderr io.Writer
+	// Mask are lev's own state (absolute, resolved paths): hidden from the command in
+	// every kind (see mask.go; a container never mounts them).
+	Mask []string
 }
 
 // Result is a finished command. A non-zero exit is a Result, not an error.
@@ -108,6 +111,13 @@ type hostExec struct{ r runner }
 func (h hostExec) Kind() string { return KindNone }
 
 func (h hostExec) Run(ctx context.Context, c Command) (Result, error) {
+	if len(c.Mask) > 0 {
+		unshare, err := CheckMask(ctx, nil)
+		if err != nil {
+			return Result{}, err
+		}
+		return h.r.run(ctx, MaskArgv(unshare, true, c.Mask, c.Script), c)
+	}
 	return h.r.run(ctx, []string{"sh", "-c", c.Script}, c)
 }
 
@@ -132,6 +142,12 @@ func NamespaceArgv(unshare string, network bool, script string) []string {
 }
 
 func (n nsExec) Run(ctx context.Context, c Command) (Result, error) {
+	if len(c.Mask) > 0 {
+		if _, err := CheckMask(ctx, func(string) (string, error) { return n.unshare, nil }); err != nil {
+			return Result{}, err
+		}
+		return n.r.run(ctx, MaskArgv(n.unshare, n.network, c.Mask, c.Script), c)
+	}
 	return n.r.run(ctx, NamespaceArgv(n.unshare, n.network, c.Script), c)
 }
 

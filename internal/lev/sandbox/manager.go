@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -98,6 +99,14 @@ func (e *UnavailableError) Error() string {
 // returns an *UnavailableError so the agent fails to spawn; "warn" logs and returns a host
 // executor.
 func (m *Manager) Executor(ctx context.Context, cfg Config, workdir string) (Executor, error) {
+	return m.ExecutorMasked(ctx, cfg, workdir, nil)
+}
+
+// ExecutorMasked is Executor for a run whose commands must not see mask (lev's own state,
+// absolute resolved paths): a container gets an empty tmpfs (or /dev/null) over each one
+// that lies in the workdir, and refuses an extra mount that would expose one. Kinds that
+// share the host's filesystem mask per command (Command.Mask).
+func (m *Manager) ExecutorMasked(ctx context.Context, cfg Config, workdir string, mask []string) (Executor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -112,7 +121,7 @@ func (m *Manager) Executor(ctx context.Context, cfg Config, workdir string) (Exe
 	case KindNamespace:
 		ex, err = m.namespace(ctx, cfg)
 	case KindContainer:
-		ex, err = m.container(ctx, cfg, workdir)
+		ex, err = m.container(ctx, cfg, workdir, mask)
 	}
 	var ue *UnavailableError
 	if errors.As(err, &ue) && cfg.OnUnavailable == OnUnavailableWarn {
@@ -188,6 +197,10 @@ type Spec struct {
 	Memory     string
 	RunArgs    []string
 	Persist    bool
+	// Mask are protected paths in the workdir, hidden from the container: each directory
+	// under an empty read-only directory (EmptyDir), each file under /dev/null.
+	Mask     []string
+	EmptyDir string
 }
 
 // Key is the configuration hash: equal specs share one container.
@@ -196,6 +209,9 @@ func (s Spec) Key() string {
 	fmt.Fprintf(h, "%q %q %q %t %q %d %q %q %t", s.Engine, s.EngineArgs, s.Image, s.Network, s.Workdir, s.PidsLimit, s.Memory, s.RunArgs, s.Persist)
 	for _, m := range s.Mounts {
 		fmt.Fprintf(h, " %q", m.String())
+	}
+	for _, p := range s.Mask {
+		fmt.Fprintf(h, " mask %q", p)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
@@ -229,6 +245,16 @@ func (s Spec) RunArgv(name string, detach bool, cmd ...string) []string {
 	argv = append(argv, "-v", s.Workdir+":"+s.Workdir+":rw", "-w", s.Workdir)
 	for _, m := range s.Mounts {
 		argv = append(argv, "-v", m.String())
+	}
+	for _, p := range s.Mask {
+		// Over the workdir's bind mount: lev's state inside it is not there to read. With
+		// every capability dropped, nothing in the container can unmount these. A bind of
+		// an empty directory, not a tmpfs: podman's tmpfs copies up what it covers.
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			argv = append(argv, "-v", "/dev/null:"+p+":ro")
+		} else {
+			argv = append(argv, "-v", s.EmptyDir+":"+p+":ro")
+		}
 	}
 	argv = append(argv, s.RunArgs...)
 	if detach {
@@ -265,10 +291,30 @@ func (m *Manager) SpecFor(cfg Config, workdir string) (Spec, error) {
 	return s, nil
 }
 
-func (m *Manager) container(ctx context.Context, cfg Config, workdir string) (Executor, error) {
+func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mask []string) (Executor, error) {
 	s, err := m.SpecFor(cfg, workdir)
 	if err != nil {
 		return nil, err
+	}
+	for _, p := range mask {
+		if within(p, s.Workdir) && !maskedAbove(p, mask) && exists(p) {
+			if strings.ContainsAny(p, ":,\n") {
+				return nil, fmt.Errorf("lev's state %q is in the workdir and its name cannot be masked in a container mount", p)
+			}
+			s.Mask = append(s.Mask, p)
+			if s.EmptyDir, err = emptyDir(); err != nil {
+				return nil, fmt.Errorf("masking lev's state in the container: %w", err)
+			}
+		}
+		for _, mt := range s.Mounts {
+			src, err := filepath.EvalSymlinks(mt.Src)
+			if err != nil {
+				src = filepath.Clean(mt.Src)
+			}
+			if within(p, src) || within(src, p) {
+				return nil, fmt.Errorf("sandbox mount %s would expose lev's own state %s to the container; mount something that neither holds nor lies in it", mt.String(), p)
+			}
+		}
 	}
 	if _, err := m.o.LookPath(s.Engine); err != nil {
 		return nil, &UnavailableError{KindContainer, fmt.Sprintf("container engine %q not found on PATH", s.Engine)}
@@ -346,4 +392,42 @@ func (m *Manager) Close() error {
 		delete(m.containers, key)
 	}
 	return errors.Join(errs...)
+}
+
+// within reports whether p lies in (or is) dir; both clean absolute paths.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir) && (dir == "/" || p[len(dir)] == '/')
+}
+
+var (
+	emptyOnce sync.Once
+	emptyPath string
+	emptyErr  error
+)
+
+// emptyDir is an empty, read-only directory the daemon makes once: what a container sees
+// in place of lev's state.
+func emptyDir() (string, error) {
+	emptyOnce.Do(func() {
+		emptyPath, emptyErr = os.MkdirTemp("", "lev-masked-")
+		if emptyErr == nil {
+			emptyErr = os.Chmod(emptyPath, 0o555)
+		}
+	})
+	return emptyPath, emptyErr
+}
+
+// maskedAbove reports whether another mask entry holds p (hiding that one hides p).
+func maskedAbove(p string, mask []string) bool {
+	for _, q := range mask {
+		if q != p && within(p, q) {
+			return true
+		}
+	}
+	return false
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }

@@ -22,7 +22,15 @@ const (
 	CodeNotGranted    = "not-granted"           // declared, but the config does not grant it
 	CodeWriteOutside  = "write-outside-workdir" // writes never leave the workdir
 	CodeBlueprintSeed = "blueprint-seed-escape" // a blueprint: seed outside the blueprint dir
+	CodeLevState      = "lev-state"             // lev's own home, token, keys, config or records
 )
+
+// Protector knows lev's own state (levstate.State): no file tool reads or writes it, by
+// any name (a path under it, or a hard link to one of its files).
+type Protector interface {
+	Covers(real string) (string, bool)
+	CoversFile(fi os.FileInfo) (string, bool)
+}
 
 // Refusal is a fence or confinement refusal. Its message is what the model and the run
 // record see.
@@ -47,6 +55,29 @@ type FS struct {
 	Agent   string
 	Workdir string // real, absolute
 	Fence   *readpaths.Fence
+	// Protect, when set, refuses lev's own state for reads and writes, inside the workdir
+	// or not, whatever [read_paths] grants.
+	Protect Protector
+}
+
+// protected refuses real (a resolved path) or fi (the file itself, when known) if it is
+// lev's own state.
+func (f *FS) protected(tool, given, real string, fi os.FileInfo) error {
+	if f.Protect == nil {
+		return nil
+	}
+	what, ok := f.Protect.Covers(real)
+	if !ok && fi != nil {
+		what, ok = f.Protect.CoversFile(fi)
+		if ok {
+			what = "a hard link to " + what
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return &Refusal{Code: CodeLevState, Path: given, Real: real,
+		Msg: fmt.Sprintf("%s: refused: %s is lev's own state (%s); no tool reads or writes it", tool, given, what)}
 }
 
 // New resolves workdir to its real path (a symlinked component is followed once, here, so
@@ -187,6 +218,9 @@ func hasComponents(parts []string) bool {
 
 // fence decides a real path; abs is the lexical path, for the message.
 func (f *FS) fence(tool, real, abs, given string) error {
+	if err := f.protected(tool, given, real, nil); err != nil {
+		return err
+	}
 	if Within(real, f.Workdir) {
 		return nil
 	}
@@ -250,7 +284,20 @@ func (f *FS) ResolveWrite(tool, p string) (Access, error) {
 	if !Within(a.Real, f.Workdir) || a.Real == f.Workdir {
 		return a, refuse(a.Real)
 	}
+	if err := f.protectedWrite(tool, a); err != nil {
+		return a, err
+	}
 	return a, nil
+}
+
+// protectedWrite refuses a write to lev's state: by path, or by writing through a hard
+// link (made by a shell, say) to one of lev's files.
+func (f *FS) protectedWrite(tool string, a Access) error {
+	fi, err := os.Lstat(a.Real)
+	if err != nil {
+		fi = nil
+	}
+	return f.protected(tool, a.Path, a.Real, fi)
 }
 
 // ReadFile reads an access returned by ResolveRead, re-checking the opened descriptor's
@@ -325,6 +372,12 @@ func (f *FS) open(tool string, a Access) (*os.File, error) {
 			return nil, err
 		}
 	}
+	if fi, err := file.Stat(); err == nil {
+		if err := f.protected(tool, a.Path, a.Real, fi); err != nil {
+			file.Close()
+			return nil, err
+		}
+	}
 	return file, nil
 }
 
@@ -335,6 +388,9 @@ func (f *FS) WriteFile(tool string, a Access, data []byte) error {
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return &Refusal{Code: CodeWriteOutside, Path: a.Path, Real: a.Real,
 			Msg: fmt.Sprintf("%s: refused: %s is outside the workdir", tool, a.Path)}
+	}
+	if err := f.protectedWrite(tool, a); err != nil {
+		return err
 	}
 	if err := writeBeneath(f.Workdir, rel, data); err != nil {
 		if errors.Is(err, errEscape) {

@@ -134,7 +134,7 @@ func (x *Executor) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeli
 		bp = *req.Stage.Sandbox
 	}
 	cfg := x.effective(bp)
-	ex, err := x.m.Executor(ctx, cfg, x.workdir)
+	ex, err := x.m.ExecutorMasked(ctx, cfg, x.workdir, req.Mask)
 	if err != nil {
 		return pipeline.ShellResult{}, err
 	}
@@ -148,11 +148,15 @@ func (x *Executor) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeli
 	}
 	var out, errb pipeline.CappedBuffer
 	out.Max, errb.Max = pipeline.MaxResultBytes, pipeline.MaxResultBytes
-	c := sandbox.Command{Script: req.Command, Dir: req.Dir, Stdout: &out, Stderr: &errb}
-	if ex.Kind() == sandbox.KindNamespace {
-		// A namespace shares the host's filesystem and binaries, so it gets the host
-		// environment the host executor would; a container keeps its image's own.
+	c := sandbox.Command{Script: req.Command, Dir: req.Dir, Stdout: &out, Stderr: &errb, Mask: req.Mask}
+	if ex.Kind() != sandbox.KindContainer {
+		// A namespace (or the "warn" fallback to the host) shares the host's filesystem
+		// and binaries, so it gets the scrubbed host environment the host executor would;
+		// never the daemon's own (which holds lev's token). A container keeps its image's.
 		c.Env = req.Env
+		if c.Env == nil {
+			c.Env = []string{}
+		}
 	}
 	res, err := ex.Run(ctx, c)
 	sr := pipeline.ShellResult{Stdout: out.Bytes(), Stderr: errb.Bytes(), ExitCode: res.ExitCode}

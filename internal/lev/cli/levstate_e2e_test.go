@@ -1,0 +1,71 @@
+//go:build e2e
+
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/lev/sandbox/sbxtest"
+	"github.com/lever-jail/lever/internal/testutil"
+)
+
+const levstateImage = "localhost/lvtsbx-busybox:levstate-e2e"
+
+// TestContainerSandboxHidesLevState drives the real binary with [sandbox] kind =
+// "container" (root podman with runc, as MACHINE-NOTES require here): lev's home inside
+// the workdir is covered in the container, a mount exposing it is refused, and a script
+// seed runs inside the container (PID 1 there is the keep-alive sleep, which neither the
+// host nor a namespace has).
+func TestContainerSandboxHidesLevState(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "podman")
+	testutil.RequireTool(t, "runc")
+	tarball := filepath.Join(t.TempDir(), "rootfs.tar")
+	if err := sbxtest.WriteBusyboxRootfs(tarball); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("podman", "--runtime", "runc", "import", tarball, levstateImage).CombinedOutput(); err != nil {
+		t.Fatalf("podman import: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", levstateImage).Run() })
+	bin := buildLev(t)
+	engineEnv := []string{"LEV_SANDBOX_ENGINE_ARGS=--runtime runc --cgroup-manager cgroupfs",
+		"LEV_SANDBOX_RUN_ARGS=--ulimit nofile=1024:1024 --ulimit nproc=1024:1024"}
+	sbx := "[tool_permissions]\nshell = \"allow\"\n[sandbox]\nkind = \"container\"\nimage = \"" + levstateImage + "\"\nnetwork = false\n"
+
+	t.Run("shell cannot read lev's home in the workdir", func(t *testing.T) {
+		b := newBox(t, bin, "wd/.lev", sbx, engineEnv...)
+		b.agent("prober", proberBlueprint)
+		mustWrite(t, b.script, probeCall("shell", `{"command": "cat .lev/token; ls -a .lev; umount .lev; cat .lev/token; cat notes.txt; cat /proc/1/cmdline"}`))
+		out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+		t.Logf("%s", out)
+		if code != 0 || strings.Contains(out, levToken) || !strings.Contains(out, "notes content") || !strings.Contains(out, "sleep") {
+			t.Fatalf("exit %d (want the token hidden, notes.txt read, inside the container)\nstdout %s\nstderr %s", code, out, stderr)
+		}
+	})
+	t.Run("a mount exposing lev's home is refused", func(t *testing.T) {
+		b := newBox(t, bin, "lev", "", engineEnv...)
+		old, _ := os.ReadFile(b.cfgFile)
+		mustWrite(t, b.cfgFile, string(old)+sbx+"mounts = [\""+b.home+":/levhome:ro\"]\n")
+		b.agent("prober", proberBlueprint)
+		mustWrite(t, b.script, probeCall("shell", `{"command": "cat /levhome/token"}`))
+		out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+		if code != 0 || strings.Contains(out, levToken) || !strings.Contains(out, "would expose lev's own state") {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, stderr)
+		}
+	})
+	t.Run("a script seed runs in the container", func(t *testing.T) {
+		b := newBox(t, bin, "lev", sbx, engineEnv...)
+		mustWrite(t, filepath.Join(b.wd, "seed.sh"), "touch marker; printf 'pid1='; cat /proc/1/cmdline")
+		mustWrite(t, b.script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"submit_output\"\nargs = '{\"output\": \"{{last}}\"}'\n")
+		b.agent("seeder", "name = \"seeder\"\nversion = \"1\"\n[[seeds]]\nscript = \"seed.sh\"\n[stages.s]\ntools = [\"submit_output\"]\n")
+		out, stderr, code := b.lev("run", "seeder", "--workdir", b.wd)
+		if _, err := os.Stat(filepath.Join(b.wd, "marker")); err != nil || code != 0 || !strings.Contains(out, "pid1=sleep") {
+			t.Fatalf("exit %d, marker %v\nstdout %s\nstderr %s", code, err, out, stderr)
+		}
+	})
+}

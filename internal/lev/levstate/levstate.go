@@ -1,0 +1,202 @@
+// Package levstate knows which files are lev's own state (its home, config, token, keys,
+// policy, agents and run records) and answers one question for every tool: does this
+// path, or this file, belong to lev? No tool may read or write such a file: reading the
+// token lets an agent drive the daemon's API, and writing config, policy, blueprints or
+// records changes what a later run loads.
+//
+// Paths are made absolute and symlink-resolved once, when the set is built; files are
+// also remembered by device and inode, so a hard link made elsewhere is still lev's file.
+package levstate
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Entry is one protected path: a file, or a directory and everything under it.
+type Entry struct {
+	Path string // absolute, symlink-resolved (as far as it exists)
+	What string // e.g. "lev's home", "the daemon token"
+}
+
+type fileID struct{ dev, ino uint64 }
+
+// State is the protected set for one run.
+type State struct {
+	Home    string
+	entries []Entry
+	ids     map[fileID]string
+}
+
+var (
+	extraMu sync.Mutex
+	extra   []Entry
+)
+
+// Register adds a path the daemon itself holds (the token file it was started with, say)
+// to every State built afterwards.
+func Register(path, what string) error {
+	p, err := Resolve(path)
+	if err != nil {
+		return err
+	}
+	extraMu.Lock()
+	defer extraMu.Unlock()
+	extra = append(extra, Entry{Path: p, What: what})
+	return nil
+}
+
+// Resolve makes p absolute (against the current directory) and resolves symlinks in the
+// part of it that exists; the missing rest is appended lexically.
+func Resolve(p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("empty path")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	existing, rest := abs, ""
+	for {
+		if r, err := filepath.EvalSymlinks(existing); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+}
+
+// New builds the set from home (lev's home directory) and other paths, keyed by path,
+// valued by what they are. Empty paths are skipped.
+func New(home string, paths map[string]string) (*State, error) {
+	s := &State{ids: map[fileID]string{}}
+	h, err := Resolve(home)
+	if err != nil {
+		return nil, fmt.Errorf("lev home %q: %w", home, err)
+	}
+	s.Home = h
+	s.add(Entry{Path: h, What: "lev's home ($LEV_HOME)"})
+	keys := make([]string, 0, len(paths))
+	for p := range paths {
+		keys = append(keys, p)
+	}
+	sort.Strings(keys)
+	for _, p := range keys {
+		if p == "" {
+			continue
+		}
+		r, err := Resolve(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", paths[p], p, err)
+		}
+		s.add(Entry{Path: r, What: paths[p]})
+	}
+	extraMu.Lock()
+	for _, e := range extra {
+		s.add(e)
+	}
+	extraMu.Unlock()
+	return s, nil
+}
+
+func (s *State) add(e Entry) {
+	for _, x := range s.entries {
+		if x.Path == e.Path {
+			return
+		}
+	}
+	s.entries = append(s.entries, e)
+	// Remember the files (not directories: a directory cannot be hard-linked) by inode, so
+	// another name for the same file is refused too. Files under a protected directory
+	// are remembered when they are regular files directly in it (the token, config.toml).
+	s.remember(e.Path, e.What)
+	if fi, err := os.Stat(e.Path); err == nil && fi.IsDir() {
+		if ents, err := os.ReadDir(e.Path); err == nil {
+			for _, d := range ents {
+				s.remember(filepath.Join(e.Path, d.Name()), e.What)
+			}
+		}
+	}
+}
+
+func (s *State) remember(p, what string) {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	if id, ok := idOf(fi); ok {
+		s.ids[id] = fmt.Sprintf("%s (%s)", p, what)
+	}
+}
+
+func idOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, true
+}
+
+// Entries lists the protected paths.
+func (s *State) Entries() []Entry { return append([]Entry(nil), s.entries...) }
+
+// Paths lists the protected paths alone.
+func (s *State) Paths() []string {
+	out := make([]string, len(s.entries))
+	for i, e := range s.entries {
+		out[i] = e.Path
+	}
+	return out
+}
+
+// Covers says which protected entry real (an absolute, resolved path) falls under.
+func (s *State) Covers(real string) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	for _, e := range s.entries {
+		if within(real, e.Path) {
+			return fmt.Sprintf("%s is %s", e.Path, e.What), true
+		}
+	}
+	return "", false
+}
+
+// CoversFile says whether fi (from stat or fstat) is one of lev's files under another
+// name: a hard link.
+func (s *State) CoversFile(fi os.FileInfo) (string, bool) {
+	if s == nil || fi == nil {
+		return "", false
+	}
+	id, ok := idOf(fi)
+	if !ok {
+		return "", false
+	}
+	what, ok := s.ids[id]
+	return what, ok
+}
+
+// Inside lists the protected entries that lie inside dir (a resolved path): the ones a
+// sandbox sharing dir must mask.
+func (s *State) Inside(dir string) []Entry {
+	var out []Entry
+	for _, e := range s.entries {
+		if within(e.Path, dir) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir) && (dir == "/" || p[len(dir)] == '/')
+}

@@ -1,0 +1,65 @@
+package levstate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCovers: every spelling of a protected path (relative, .., a symlinked parent, a
+// hard link elsewhere) is recognised; an ordinary file beside them is not.
+func TestCovers(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(root, "home")
+	os.MkdirAll(filepath.Join(home, "runs"), 0o700)
+	os.WriteFile(filepath.Join(home, "token"), []byte("tok"), 0o600)
+	keyDir := filepath.Join(root, "keys")
+	os.MkdirAll(keyDir, 0o700)
+	os.WriteFile(filepath.Join(keyDir, "client.key"), []byte("key"), 0o600)
+	os.WriteFile(filepath.Join(keyDir, "other.txt"), []byte("x"), 0o600)
+	os.Symlink(home, filepath.Join(root, "homelink"))
+	os.Link(filepath.Join(home, "token"), filepath.Join(root, "hard"))
+	os.Link(filepath.Join(keyDir, "client.key"), filepath.Join(root, "hardkey"))
+	t.Chdir(root)
+	// The home given relative and through a symlink: it must still protect the real one.
+	s, err := New("homelink", map[string]string{"keys/client.key": "the provider's TLS key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Home != home {
+		t.Fatalf("home %q, want %q", s.Home, home)
+	}
+	cases := []struct {
+		path string
+		want bool
+	}{
+		{filepath.Join(home, "token"), true},
+		{filepath.Join(home, "runs", "r-1", "run.json"), true},
+		{home, true},
+		{filepath.Join(keyDir, "client.key"), true},
+		{filepath.Join(keyDir, "other.txt"), false},
+		{root, false},
+		{home + "x", false},
+	}
+	for _, tc := range cases {
+		if _, got := s.Covers(tc.path); got != tc.want {
+			t.Errorf("Covers(%s) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{{"hard", true}, {"hardkey", true}, {filepath.Join(keyDir, "other.txt"), false}} {
+		fi, err := os.Stat(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if what, got := s.CoversFile(fi); got != tc.want {
+			t.Errorf("CoversFile(%s) = %v (%s), want %v", tc.path, got, what, tc.want)
+		}
+	}
+	if in := s.Inside(root); len(in) != 2 || !strings.Contains(in[0].What+in[1].What, "TLS key") {
+		t.Errorf("Inside(root) = %+v", in)
+	}
+}

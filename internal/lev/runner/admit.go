@@ -1,0 +1,144 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/levstate"
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/policy"
+)
+
+// Admission is what a run was admitted under, kept in its record: the blueprint's bytes
+// (a run resumes from these, never from the file again: the file may sit in a workdir an
+// agent writes, or be edited after the run began) and the config's hash at spawn and at
+// each resume.
+//
+// The config is read live on resume, on purpose: the spec has a grant added to
+// config.toml after a refusal apply when the refused run is resumed. That is safe only
+// because config.toml is lev's own state: no tool reads or writes it (levstate), a shell
+// never sees it (masked), and a run cannot work in a directory inside lev's home. So the
+// config a resume reads was written by the user, not by an agent; the hashes in the
+// record show which config each leg of the run ran under.
+type Admission struct {
+	BlueprintSHA256 string   `json:"blueprint_sha256"`
+	Blueprint       []byte   `json:"blueprint_bytes"`
+	ConfigSHA256    string   `json:"config_sha256"`
+	ResumeConfigs   []string `json:"resume_config_sha256,omitempty"`
+}
+
+func sha(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// configHash hashes the config file as it is now ("" for none).
+func configHash(cfg *levconfig.Config) string {
+	if cfg == nil || cfg.File == "" {
+		return ""
+	}
+	b, err := os.ReadFile(cfg.File)
+	if err != nil {
+		return "missing"
+	}
+	return sha(b)
+}
+
+// loadBlueprint loads a new run's blueprint from its file and snapshots it, or a resumed
+// run's from its snapshot (checking the hash it was admitted under).
+func (e *Engine) loadBlueprint(rec *Record) (*blueprint.Blueprint, string, error) {
+	if rec.Admission != nil {
+		a := rec.Admission
+		if sha(a.Blueprint) != a.BlueprintSHA256 {
+			return nil, "", fmt.Errorf("run %s: its blueprint snapshot does not match the hash it was admitted under; refusing to resume", rec.ID)
+		}
+		bp, err := blueprint.Parse(rec.Blueprint, a.Blueprint, pipeline.Known)
+		if err != nil {
+			return nil, "", fmt.Errorf("run %s: its blueprint snapshot: %w", rec.ID, err)
+		}
+		return bp, rec.Blueprint, nil
+	}
+	file, err := blueprint.Find(e.AgentsDir, rec.Agent)
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading blueprint: %w", err)
+	}
+	bp, err := blueprint.Parse(file, data, pipeline.Known)
+	if err != nil {
+		return nil, "", err
+	}
+	rec.Admission = &Admission{BlueprintSHA256: sha(data), Blueprint: data}
+	return bp, file, nil
+}
+
+// protected is lev's own state for a run under cfg: no tool reads or writes any of it.
+func (e *Engine) protected(cfg *levconfig.Config) (*levstate.State, error) {
+	paths := map[string]string{
+		levconfig.Path():        "lev's config.toml",
+		policy.PathFor(cfg):     "the taint policy file",
+		os.Getenv("LEV_POLICY"): "the taint policy file ($LEV_POLICY)",
+		e.AgentsDir:             "lev's agents directory",
+		e.Store.Dir:             "lev's run records",
+	}
+	if cfg != nil {
+		paths[cfg.TokenFile()] = "the daemon's bearer token"
+		paths[cfg.Provider.TLSKey] = "the provider's TLS key"
+		paths[cfg.Provider.TLSCert] = "the provider's TLS certificate"
+		paths[cfg.Provider.TLSCA] = "the provider's TLS CA"
+		paths[cfg.Provider.Script] = "the scripted provider's rules"
+	}
+	for _, p := range filepath.SplitList(os.Getenv("LEV_PROTECT")) {
+		if p != "" {
+			paths[p] = "another lev's state ($LEV_PROTECT)"
+		}
+	}
+	return levstate.New(levconfig.Home(), paths)
+}
+
+// scrubSecrets drops every variable whose value holds one of secrets (the daemon's token
+// under any name).
+func scrubSecrets(env []string, secrets []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		_, v, _ := strings.Cut(kv, "=")
+		keep := true
+		for _, s := range secrets {
+			if s != "" && strings.Contains(v, s) {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// maskExec hands every shell command lev's protected paths to hide.
+type maskExec struct {
+	inner pipeline.Executor
+	mask  []string
+	// last keeps the most recent raw result, for a script seed's stdout and exit code.
+	last *pipeline.ShellResult
+}
+
+func (m *maskExec) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeline.ShellResult, error) {
+	req.Mask = append([]string(nil), m.mask...)
+	res, err := m.inner.Shell(ctx, req)
+	r := res
+	m.last = &r
+	return res, err
+}
+
+// Close closes the executor it wraps (containers torn down).
+func (m *maskExec) Close() error { return pipeline.Close(m.inner) }

@@ -1,0 +1,99 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// Masking hides lev's own state (its home, token, keys, config) from commands that share
+// the host's filesystem: kinds "none" and "namespace", and the "warn" fallback.
+//
+// The command runs in a new user, mount and PID namespace (with its own /proc, so the
+// daemon's /proc/<pid>/environ, fd/ and root/ are not there to read). In it, an empty
+// read-only tmpfs covers each protected directory and /dev/null each protected file.
+// Then the command enters a second, nested user and mount namespace: mounts copied into
+// a namespace owned by a less privileged user namespace are locked by the kernel, so
+// `umount` inside cannot lift a mask (the technique bubblewrap uses). Without user
+// namespaces there is no masking, and commands refuse to run (MaskUnavailableError).
+
+// maskScript runs in the outer namespace: $1 is unshare, $2 the command, the rest the
+// paths to mask.
+const maskScript = `set -e
+unshare=$1; cmd=$2; shift 2
+for p in "$@"; do
+	if [ -d "$p" ]; then
+		mount -t tmpfs -o ro,mode=000,size=4k lev-masked "$p"
+	elif [ -e "$p" ]; then
+		mount --bind -o ro /dev/null "$p"
+	fi
+done
+exec "$unshare" --user --map-root-user --mount -- sh -c "$cmd"`
+
+// MaskArgv is the argv that runs script with mask hidden. network=false also gives it
+// an empty network namespace (kind "namespace" with network = false).
+func MaskArgv(unshare string, network bool, mask []string, script string) []string {
+	argv := []string{unshare, "--user", "--map-root-user", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child"}
+	if !network {
+		argv = append(argv, "--net")
+	}
+	argv = append(argv, "--", "sh", "-c", maskScript, "lev-mask", unshare, script)
+	return append(argv, mask...)
+}
+
+// MaskUnavailableError says lev's state cannot be hidden from commands here.
+type MaskUnavailableError struct{ Reason string }
+
+func (e *MaskUnavailableError) Error() string {
+	return fmt.Sprintf("cannot hide lev's own state (home, token, keys) from shell commands: %s; lev refuses to run commands on the host without it: enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0) and install util-linux's unshare, or use [sandbox] kind = \"container\"", e.Reason)
+}
+
+var (
+	maskMu sync.Mutex
+	maskOK = map[string]bool{}
+)
+
+// CheckMask probes once (per unshare binary) that masking works: a masked directory
+// reads as empty and cannot be unmounted from inside.
+func CheckMask(ctx context.Context, lookPath func(string) (string, error)) (string, error) {
+	if runtime.GOOS != "linux" {
+		return "", &MaskUnavailableError{"user namespaces exist only on Linux"}
+	}
+	if lookPath == nil {
+		lookPath = exec.LookPath
+	}
+	unshare, err := lookPath("unshare")
+	if err != nil {
+		return "", &MaskUnavailableError{"unshare (util-linux) not found on PATH"}
+	}
+	maskMu.Lock()
+	defer maskMu.Unlock()
+	if maskOK[unshare] {
+		return unshare, nil
+	}
+	dir, err := os.MkdirTemp("", "lev-mask-probe-")
+	if err != nil {
+		return "", &MaskUnavailableError{err.Error()}
+	}
+	defer os.RemoveAll(dir)
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("probe"), 0o600); err != nil {
+		return "", &MaskUnavailableError{err.Error()}
+	}
+	argv := MaskArgv(unshare, true, []string{dir}, "umount "+dir+" 2>/dev/null; cat "+secret+" 2>/dev/null; echo done")
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", &MaskUnavailableError{fmt.Sprintf("probe failed: %v: %s", err, strings.TrimSpace(string(out)))}
+	}
+	if strings.Contains(string(out), "probe") || !strings.Contains(string(out), "done") {
+		return "", &MaskUnavailableError{fmt.Sprintf("probe could still read a masked file: %q", out)}
+	}
+	maskOK[unshare] = true
+	return unshare, nil
+}
