@@ -163,12 +163,14 @@ func slashFirst(seq []*syntax.Regexp) bool {
 	case syntax.OpConcat:
 		return slashFirst(with(n.Sub...))
 	case syntax.OpAlternate:
+		// Each branch judged alone, and the rest as if a branch could be empty: never
+		// re-walking the rest once per branch keeps this linear in the tree's size.
 		for _, a := range n.Sub {
-			if !slashFirst(with(a)) {
+			if !slashFirst([]*syntax.Regexp{a}) {
 				return false
 			}
 		}
-		return true
+		return slashFirst(rest)
 	case syntax.OpQuest, syntax.OpStar, syntax.OpPlus, syntax.OpRepeat:
 		return slashFirst(n.Sub[:1]) && slashFirst(rest)
 	}

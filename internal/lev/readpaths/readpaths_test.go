@@ -106,7 +106,7 @@ func TestGrantComparesPatterns(t *testing.T) {
 		{"~/d", "glob:~/d", false},
 		{"regex:/data/x/.*", "regex:/data/x/(.*)", false},
 		{"~/Docs", "~/docs", false},
-		{"~/docs", "/home/u/docs", false}, // the home's spelling is part of the pattern
+		{"~/docs", "/home/u/docs", false},      // the home's spelling is part of the pattern
 		{"~/caf\u00e9", "~/cafe\u0301", false}, // no Unicode normalisation: bytes compare
 	}
 	for _, tc := range cases {
