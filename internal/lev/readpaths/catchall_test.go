@@ -75,7 +75,9 @@ func TestParseRefuses(t *testing.T) {
 		{"regex literal with trailing /", "regex:/data/runs/", `its fixed prefix /data/runs/ is not a clean path (""): real paths never contain empty, . or .. components`},
 		// Bytes.
 		{"NUL", "/data/x\x00y", "NUL byte"},
-		{"newline inside", "/data/x\ny", "control character U+000A"},
+		{"newline inside", "/data/x\ny", "non-printable character U+000A"},
+		{"right-to-left override", "~/docs/\u202etxt.exe", "non-printable character U+202E"},
+		{"zero-width space", "~/do\u200bcs", "non-printable character U+200B"},
 		{"invalid UTF-8", "/data/x\xff", "not valid UTF-8"},
 		{"empty", "glob:", "empty pattern"},
 	}

@@ -17,6 +17,7 @@ package readpaths
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -110,9 +111,10 @@ func (e Entry) Key() string {
 }
 
 // checkChars refuses bytes a real path cannot sensibly carry in a config file: NUL (the
-// kernel cuts a path there), other control characters (they would garble every message
-// and suggested config line), and invalid UTF-8 (regexp reads it as U+FFFD, so a pattern
-// and the path it was copied from would disagree).
+// kernel cuts a path there), control and format characters (a newline or a right-to-left
+// override would make the entry lev validate shows, and the grant line it suggests, look
+// like another path than the one enforced), and invalid UTF-8 (regexp reads it as U+FFFD,
+// so a pattern and the path it was copied from would disagree).
 func checkChars(body string) error {
 	if !utf8.ValidString(body) {
 		return fmt.Errorf("not valid UTF-8")
@@ -121,8 +123,8 @@ func checkChars(body string) error {
 		if r == 0 {
 			return fmt.Errorf("NUL byte")
 		}
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("control character %U", r)
+		if !unicode.IsGraphic(r) {
+			return fmt.Errorf("non-printable character %U", r)
 		}
 	}
 	return nil
