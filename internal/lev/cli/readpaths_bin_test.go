@@ -60,6 +60,7 @@ func TestReadPathAttacksBinary(t *testing.T) {
 		"classes":   {"glob:~/pub/a[!x]*", "deep"},                  // [!x] matched "/"
 		"classesok": {"glob:~/pub/a[!x]*", "shallow"},               // control: the entry's real reach
 		"regexok":   {"regex:" + home + "/pub/ab\\.txt", "shallow"}, // control for the regex rows
+		"homeabs":   {home, "homeok"},                               // the home spelled absolutely: its whole subtree
 	}
 	daemon := func(name, grants string) []string {
 		lh := filepath.Join(root, name)
@@ -86,11 +87,14 @@ allow = ["glob:~/pub/a[!x]*"]
 `)
 	envB := daemon("levB", "[security]\nallow_blueprint_read_paths = true\n")
 
-	refusedAtParse := map[string]string{
-		"dotdot":   `read path "~/../victim": a path cannot contain ".."`,
-		"escape":   `read path "` + escape + `": bad regex: error parsing regexp: unexpected )`,
-		"nearall":  `read path "regex:/[^x].*": a catch-all regex is refused`,
-		"nearglob": `read path "glob:/*/**": a catch-all glob is refused`,
+	refusedAtParse := map[string][]string{
+		"dotdot":   {`read path "~/../victim": a path cannot contain ".."`},
+		"escape":   {`read path "` + escape + `": bad regex: error parsing regexp: unexpected )`},
+		"nearall":  {`read path "regex:/[^x].*": a catch-all regex is refused`},
+		"nearglob": {`read path "glob:/*/**": a catch-all glob is refused`},
+		// Only the real home says this one is too broad: validate checks against it, the
+		// run when it binds the fence.
+		"homeabs": {`read path "` + home + `" (home ` + home, `: it reaches the whole home directory`},
 	}
 	cases := []struct {
 		name, agent string
@@ -106,6 +110,7 @@ allow = ["glob:~/pub/a[!x]*"]
 		{"regex near-catch-all", "nearall", envB, "", "VICTIM-SECRET"},
 		{"glob near-catch-all", "nearglob", envB, "", "VICTIM-SECRET"},
 		{"control: anchored regex", "regexok", envB, `"PUBLIC-AB"`, "VICTIM-SECRET"},
+		{"the home spelled absolutely", "homeabs", envB, "", "HOME-VICTIM-OK"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,13 +119,19 @@ allow = ["glob:~/pub/a[!x]*"]
 			if strings.Contains(out+stderr+vout, tc.leak) {
 				t.Fatalf("leaked %s:\nvalidate %s\nrun %s\n%s", tc.leak, vout, out, stderr)
 			}
-			if frag, bad := refusedAtParse[tc.agent]; bad {
-				if vcode != 1 || !strings.Contains(vout, "✗ Blueprint '"+tc.agent+"' is invalid") || !strings.Contains(vout, frag) {
-					t.Fatalf("validate: exit %d\n%s\nwant it to name the entry: %s", vcode, vout, frag)
+			if frags, bad := refusedAtParse[tc.agent]; bad {
+				if vcode != 1 || !strings.Contains(vout, "✗ Blueprint '"+tc.agent+"' is invalid") {
+					t.Fatalf("validate: exit %d\n%s", vcode, vout)
 				}
-				if code == 0 || !strings.Contains(stderr, frag) {
-					t.Fatalf("run: exit %d\nstdout %s\nstderr %s\nwant a refusal naming the entry: %s", code, out, stderr, frag)
+				for _, frag := range frags {
+					if !strings.Contains(vout, frag) {
+						t.Fatalf("validate:\n%s\nwant it to name the entry: %s", vout, frag)
+					}
+					if code == 0 || !strings.Contains(stderr, frag) {
+						t.Fatalf("run: exit %d\nstdout %s\nstderr %s\nwant a refusal naming the entry: %s", code, out, stderr, frag)
+					}
 				}
+				t.Logf("validate: %s\nrun: %s", vout, stderr)
 				return
 			}
 			if vcode != 0 || !strings.Contains(vout, "1 declared, 1 granted") {
