@@ -67,10 +67,17 @@ func respell(e Entry) []string {
 	out := []string{
 		prefix + strings.ReplaceAll(c, "/", "//"),
 		prefix + c + "/",
-		"  " + prefix + c + " ",
 	}
 	if e.Relative {
 		out = append(out, prefix+"./"+c)
+	}
+	for i, v := range out {
+		if strings.TrimSpace(v) != v {
+			out[i] = v + "/" // keep a component's own trailing space from being trimmed
+		}
+	}
+	if strings.TrimSpace(c) == c {
+		out = append(out, "  "+prefix+c+" ")
 	}
 	return out
 }
@@ -91,7 +98,7 @@ func FuzzGrantAgreesWithEnforcement(f *testing.F) {
 		{"regex:/(.*)", "/root/.ssh/id_rsa"}, {"~/..", "/home"}, {"../shared", "/home/u/p/shared/x"},
 		{"glob:../n/*.md", "/home/u/p/n/a.md"}, {"glob:~/d/**/*.md", "/home/u/d/x/y.md"},
 		{"regex:~/logs/[0-9]+\\.log", "/home/u/logs/1.log"}, {"glob:/data/x/?", "/data/x/\n"},
-		{`regex:/data/x/\Q)|(.*`, "/x"}, {"glob:~/a/[a-c]?/*", "/home/u/a/b//c"},
+		{`regex:/data/x/\Q)|(.*`, "/x"}, {"glob:~/a/[a-c]?/*", "/home/u/a/b//c"}, {"0 /", "0"},
 	} {
 		f.Add(s[0], s[1])
 	}
