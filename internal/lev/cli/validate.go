@@ -27,6 +27,11 @@ func newValidateCmd() *cobra.Command {
 				return &ExitError{Code: 2, Err: err}
 			}
 			bp, err := blueprint.Load(file, pipeline.Known)
+			if err == nil {
+				// What depends on the home (an entry spelling it, or a parent of it,
+				// absolutely) is refused here as the run would refuse it.
+				err = readpaths.Check(bp.Declared, pipeline.UserHome())
+			}
 			if err != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
 				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}

@@ -8,13 +8,17 @@
 //	"../shared-docs"           relative: resolved against the run's workdir
 //	"glob:~/design-docs/**"    glob: * stays in one component, ** crosses components
 //	"regex:/data/archives/.*"  regex: anchored (^...$) and absolute
+//
+// Every entry has ONE canonical form, computed by Parse. Granting compares canonical forms
+// (Key) and enforcement compiles the canonical form, never the text as written, so a
+// spelling cannot be read one way when granting and another way when reading.
 package readpaths
 
 import (
 	"fmt"
-	"path"
-	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Kind is an entry's syntax.
@@ -32,64 +36,50 @@ func (k Kind) String() string {
 
 // Entry is one parsed [read_paths] entry, not yet bound to a home or workdir.
 type Entry struct {
-	Raw  string // as written, trimmed
+	Raw  string // as written, trimmed: what messages and suggested config lines show
 	Kind Kind
-	// Body is Raw without its "glob:"/"regex:" prefix.
-	Body string
 	// Relative entries resolve against the run's workdir.
 	Relative bool
+	// canon is the canonical body (no "glob:"/"regex:" prefix). Exact and glob entries:
+	// "~", "/" or the relative leading "../" run, then the components joined by single
+	// slashes, with empty components, trailing slashes and "." dropped. Regex entries: the
+	// body as written (regex equivalence is undecidable, so only the same text grants).
+	canon string
 }
-
-// canaries are paths in distinct top-level trees: an entry matching all of them grants
-// the whole filesystem and is refused as a catch-all.
-var canaries = []string{"/etc/shadow", "/root/.ssh/id_ed25519", "/var/lib/secret/key", "/proc/1/environ"}
 
 // Parse validates one entry. Everything that can be checked without a workdir is checked
 // here, so a bad entry fails when the blueprint or config is parsed, not at run time.
 func Parse(raw string) (Entry, error) {
 	s := strings.TrimSpace(raw)
 	e := Entry{Raw: s}
+	body := s
 	switch {
 	case strings.HasPrefix(s, "glob:"):
-		e.Kind, e.Body = Glob, strings.TrimPrefix(s, "glob:")
+		e.Kind, body = Glob, strings.TrimPrefix(s, "glob:")
 	case strings.HasPrefix(s, "regex:"):
-		e.Kind, e.Body = Regex, strings.TrimPrefix(s, "regex:")
-	default:
-		e.Kind, e.Body = Exact, s
+		e.Kind, body = Regex, strings.TrimPrefix(s, "regex:")
 	}
-	if e.Body == "" {
+	if body == "" {
 		return e, fmt.Errorf("read path %q: empty pattern", raw)
 	}
-	if strings.ContainsRune(e.Body, 0) {
-		return e, fmt.Errorf("read path %q: NUL byte", raw)
+	if err := checkChars(body); err != nil {
+		return e, fmt.Errorf("read path %q: %w", raw, err)
 	}
 	switch e.Kind {
-	case Exact:
-		e.Relative = !isAbsLike(e.Body)
-		if !e.Relative && cleanHome(e.Body) == "/" {
-			return e, fmt.Errorf("read path %q: a catch-all (the whole filesystem) is refused", raw)
-		}
-	case Glob:
-		e.Relative = !isAbsLike(e.Body)
-		if err := checkGlobDots(e.Body, e.Relative); err != nil {
+	case Exact, Glob:
+		c, rel, err := canonPath(body, e.Kind)
+		if err != nil {
 			return e, fmt.Errorf("read path %q: %w", raw, err)
 		}
-		if _, err := regexp.Compile(globToRegex(e.Body)); err != nil {
-			return e, fmt.Errorf("read path %q: bad glob: %w", raw, err)
-		}
-		if !e.Relative && matchesAllCanaries(globToRegex(e.Body)) {
-			return e, fmt.Errorf("read path %q: a catch-all glob (it matches every path) is refused", raw)
-		}
+		e.canon, e.Relative = c, rel
 	case Regex:
-		if !isAbsLike(e.Body) {
+		if !isAbsLike(body) {
 			return e, fmt.Errorf("read path %q: a regex must be absolute (start with /, a drive letter, or ~/); a catch-all like regex:.* is refused; use glob: for paths relative to the workdir", raw)
 		}
-		if _, err := regexp.Compile(anchor(e.Body)); err != nil {
-			return e, fmt.Errorf("read path %q: bad regex: %w", raw, err)
-		}
-		if matchesAllCanaries(anchor(e.Body)) {
-			return e, fmt.Errorf("read path %q: a catch-all regex (it matches every path) is refused", raw)
-		}
+		e.canon = body
+	}
+	if err := e.checkUnbound(); err != nil {
+		return e, fmt.Errorf("read path %q: %w", raw, err)
 	}
 	return e, nil
 }
@@ -107,112 +97,100 @@ func ParseAll(raws []string) ([]Entry, error) {
 	return out, nil
 }
 
-// Key is the form grants are compared in: the raw text with a "~/" home and redundant
-// slashes normalised, so "~/x/" and "~/x" are the same grant.
+// Key is the form grants are compared in: the kind and the canonical body. Two entries
+// with the same Key compile to the same rule (the rule is built from the canonical body
+// alone), which is what makes "granted" and "enforced" agree.
 func (e Entry) Key() string {
-	body := e.Body
-	if e.Kind == Exact {
-		body = cleanHome(body)
-	}
 	switch e.Kind {
 	case Glob:
-		return "glob:" + body
+		return "glob:" + e.canon
 	case Regex:
-		return "regex:" + body
+		return "regex:" + e.canon
 	}
-	return body
+	return e.canon
 }
 
-func cleanHome(p string) string {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		return "~" + strings.TrimSuffix(path.Clean("/"+strings.TrimPrefix(p, "~")), "/")
+// checkChars refuses bytes a real path cannot sensibly carry in a config file: NUL (the
+// kernel cuts a path there), control and format characters (a newline or a right-to-left
+// override would make the entry lev validate shows, and the grant line it suggests, look
+// like another path than the one enforced), and invalid UTF-8 (regexp reads it as U+FFFD,
+// so a pattern and the path it was copied from would disagree).
+func checkChars(body string) error {
+	if !utf8.ValidString(body) {
+		return fmt.Errorf("not valid UTF-8")
 	}
-	if strings.HasPrefix(p, "/") {
-		return path.Clean(p)
-	}
-	c := path.Clean(p)
-	return c
-}
-
-func isAbsLike(p string) bool {
-	if strings.HasPrefix(p, "/") || p == "~" || strings.HasPrefix(p, "~/") {
-		return true
-	}
-	// A drive letter: accepted syntactically so a blueprint written on Windows parses.
-	return len(p) >= 3 && p[1] == ':' && (p[2] == '/' || p[2] == '\\') &&
-		((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'))
-}
-
-// checkGlobDots refuses "." and ".." components, except in a relative entry's leading
-// run, which is folded into the workdir when the pattern is compiled.
-func checkGlobDots(body string, relative bool) error {
-	parts := strings.Split(body, "/")
-	leading := relative
-	for _, p := range parts {
-		if leading && (p == "." || p == "..") {
-			continue
+	for _, r := range body {
+		if r == 0 {
+			return fmt.Errorf("NUL byte")
 		}
-		leading = false
-		if p == "." || p == ".." {
-			return fmt.Errorf("a glob cannot contain %q (only a relative entry's leading ./ and ../ run is allowed)", p)
+		if !unicode.IsGraphic(r) {
+			return fmt.Errorf("non-printable character %U", r)
 		}
 	}
 	return nil
 }
 
-func matchesAllCanaries(re string) bool {
-	r, err := regexp.Compile(re)
-	if err != nil {
-		return false
+// canonPath canonicalises an exact or glob body. "." and ".." are refused everywhere but
+// a relative entry's leading run: "~/../x" or "/data/../etc" would be matched lexically
+// when granting but mean something else once bound (and "..", lexically, ignores
+// symlinks), so there is no spelling whose two readings could differ.
+func canonPath(body string, k Kind) (canon string, relative bool, err error) {
+	if isDrive(body) {
+		// Accepted so a blueprint written on Windows parses; lev runs on Linux, where
+		// no real path starts with a drive letter, so the entry is inert (bind).
+		return body, false, nil
 	}
-	for _, c := range canaries {
-		if !r.MatchString(c) {
-			return false
+	root, rest := "", body
+	switch {
+	case body == "~" || strings.HasPrefix(body, "~/"):
+		root, rest = "~", body[1:]
+	case strings.HasPrefix(body, "/"):
+		root = "/"
+	default:
+		relative = true
+	}
+	var parts []string
+	leading := relative
+	for _, c := range strings.Split(rest, "/") {
+		switch {
+		case c == "":
+			continue // "//" and a trailing "/" name the same path
+		case leading && c == ".":
+			continue
+		case leading && c == "..":
+			parts = append(parts, c)
+			continue
+		case c == "." || c == "..":
+			if k == Glob {
+				return "", false, fmt.Errorf("a glob cannot contain %q (only a relative entry's leading ./ and ../ run is allowed)", c)
+			}
+			return "", false, fmt.Errorf("a path cannot contain %q (only a relative entry's leading ./ and ../ run is allowed; elsewhere it would be read one way when granting and another when reading)", c)
 		}
+		leading = false
+		parts = append(parts, c)
 	}
-	return true
+	joined := strings.Join(parts, "/")
+	switch root {
+	case "~":
+		if joined == "" {
+			return "~", false, nil
+		}
+		return "~/" + joined, false, nil
+	case "/":
+		return "/" + joined, false, nil
+	}
+	if joined == "" {
+		return ".", true, nil
+	}
+	return joined, true, nil
 }
 
-func anchor(re string) string { return "^(?:" + re + ")$" }
+func isAbsLike(p string) bool {
+	return strings.HasPrefix(p, "/") || p == "~" || strings.HasPrefix(p, "~/") || isDrive(p)
+}
 
-// globToRegex turns a glob over "/"-separated paths into an anchored regex. "*" and "?"
-// stay within one component; "**" crosses components, and a trailing "/**" also matches
-// the directory itself.
-func globToRegex(g string) string {
-	var b strings.Builder
-	b.WriteString("^")
-	for i := 0; i < len(g); i++ {
-		c := g[i]
-		switch {
-		case strings.HasPrefix(g[i:], "/**/"):
-			b.WriteString("/(?:.*/)?")
-			i += 3
-		case strings.HasPrefix(g[i:], "/**") && i+3 == len(g):
-			b.WriteString("(?:/.*)?")
-			i += 2
-		case strings.HasPrefix(g[i:], "**"):
-			b.WriteString(".*")
-			i++
-		case c == '*':
-			b.WriteString("[^/]*")
-		case c == '?':
-			b.WriteString("[^/]")
-		case c == '[':
-			j := strings.IndexByte(g[i+1:], ']')
-			if j < 0 {
-				b.WriteString(`\[`)
-				continue
-			}
-			class := g[i+1 : i+1+j]
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			}
-			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
-			i += j + 1
-		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
-		}
-	}
-	b.WriteString("$")
-	return b.String()
+// isDrive reports a Windows drive-letter path ("C:/x", `C:\x`).
+func isDrive(p string) bool {
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '/' || p[2] == '\\') &&
+		((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'))
 }

@@ -3,7 +3,6 @@ package readpaths
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 )
 
@@ -25,8 +24,9 @@ type Status struct {
 }
 
 // Resolve compares patterns, not paths on disk: a grant applies to a declared entry when it
-// is the same entry (after normalising "~/" and slashes). A grant for something the
-// blueprint does not declare opens nothing.
+// has the same canonical form (Key). The fence compiles that same canonical form, so what
+// is granted here is exactly what is enforced. A grant for something the blueprint does
+// not declare opens nothing.
 func Resolve(agent string, declared []Entry, g Grants) []Status {
 	out := make([]Status, 0, len(declared))
 	agentKeys := keys(g.Agent[agent])
@@ -83,9 +83,8 @@ type Fence struct {
 }
 
 type rule struct {
-	st    Status
-	exact string         // exact and relative-exact entries: the absolute path
-	re    *regexp.Regexp // glob and regex entries
+	st Status
+	b  bound
 }
 
 // Match is the outcome of looking a real path up.
@@ -94,54 +93,38 @@ type Match struct {
 	Found bool // some declared entry matches (granted or not)
 }
 
-// NewFence binds statuses to home and workdir (both real, absolute, "/"-separated).
+// NewFence binds statuses to home and workdir (both real, absolute, "/"-separated). Each
+// entry is compiled from its canonical form (the one grants were compared in) and judged
+// again by the breadth rules now that the home and workdir are known: a relative entry, or
+// a "~/" entry under an unusual home, can reach / or the home only once bound.
 func NewFence(agent string, sts []Status, home, workdir string) (*Fence, error) {
 	f := &Fence{agent: agent, byDir: map[string][]*rule{}}
 	for _, st := range sts {
-		r := &rule{st: st}
-		var dir string
-		switch st.Entry.Kind {
-		case Exact:
-			r.exact = bindPath(st.Entry.Body, home, workdir)
-			// Parse can only refuse "/" written as such: "../../.." (or "~" with a home
-			// of /) reaches the root only once bound.
-			if r.exact == "/" {
-				return nil, fmt.Errorf("read path %q: resolves to / from workdir %s: a catch-all (the whole filesystem) is refused", st.Entry.Raw, workdir)
-			}
-			dir = r.exact
-		case Glob:
-			base, rest := splitGlobBase(st.Entry.Body, home, workdir)
-			re, err := regexp.Compile("^" + regexp.QuoteMeta(base) + globBody(rest) + "$")
-			if err != nil {
-				return nil, fmt.Errorf("read path %q: %w", st.Entry.Raw, err)
-			}
-			r.re = re
-			dir = literalDir(base, rest, "*?[\\")
-		case Regex:
-			base, rest := "", st.Entry.Body
-			if strings.HasPrefix(rest, "~") {
-				base, rest = home, strings.TrimPrefix(rest, "~")
-			}
-			re, err := regexp.Compile("^(?:" + regexp.QuoteMeta(base) + rest + ")$")
-			if err != nil {
-				return nil, fmt.Errorf("read path %q: %w", st.Entry.Raw, err)
-			}
-			r.re = re
-			if strings.Contains(rest, "|") {
-				dir = "/" // an alternation can leave any prefix: check it for every path
-			} else {
-				dir = literalDir(base, rest, `.*+?()[]{}|^$\`)
-			}
+		b, err := st.Entry.bindChecked(home, workdir)
+		if err != nil {
+			return nil, fmt.Errorf("read path %q (home %s, workdir %s): %w", st.Entry.Raw, home, workdir, err)
 		}
-		// Parse checks only absolute patterns; a relative glob (or one under a home of /)
-		// becomes a catch-all only once bound, so every compiled pattern is checked here.
-		if r.re != nil && matchesAllCanaries(r.re.String()) {
-			return nil, fmt.Errorf("read path %q: compiles to %s from workdir %s, which matches every path: a catch-all is refused", st.Entry.Raw, r.re, workdir)
+		if b.inert {
+			continue
 		}
-		f.byDir[dir] = append(f.byDir[dir], r)
+		f.byDir[b.dir] = append(f.byDir[b.dir], &rule{st: st, b: b})
 		f.n++
 	}
 	return f, nil
+}
+
+// Check binds the non-relative entries to home and applies the breadth rules, so lev
+// validate refuses what a run would (relative entries need the run's workdir).
+func Check(es []Entry, home string) error {
+	for _, e := range es {
+		if e.Relative {
+			continue
+		}
+		if _, err := e.bindChecked(home, "/"); err != nil {
+			return fmt.Errorf("read path %q (home %s): %w", e.Raw, home, err)
+		}
+	}
+	return nil
 }
 
 // Len is the number of entries.
@@ -149,12 +132,16 @@ func (f *Fence) Len() int { return f.n }
 
 // Match looks up a real (symlink-resolved, absolute, clean) path. A granted entry wins over
 // an ungranted one, so the refusal message can name a declared-but-ungranted entry only
-// when nothing grants the path.
+// when nothing grants the path. A path that is not absolute and clean matches nothing:
+// patterns are written for real paths, and "a/../b" is not one.
 func (f *Fence) Match(real string) Match {
+	if !path.IsAbs(real) || path.Clean(real) != real {
+		return Match{}
+	}
 	var ungranted *rule
 	for dir := real; ; dir = path.Dir(dir) {
 		for _, r := range f.byDir[dir] {
-			if !r.matches(real) {
+			if !r.b.matches(real) {
 				continue
 			}
 			if r.st.Granted {
@@ -164,7 +151,7 @@ func (f *Fence) Match(real string) Match {
 				ungranted = r
 			}
 		}
-		if dir == "/" || dir == "." {
+		if dir == "/" {
 			break
 		}
 	}
@@ -174,67 +161,9 @@ func (f *Fence) Match(real string) Match {
 	return Match{}
 }
 
-func (r *rule) matches(p string) bool {
-	if r.re != nil {
-		return r.re.MatchString(p)
+func (b bound) matches(p string) bool {
+	if b.re != nil {
+		return b.re.MatchString(p)
 	}
-	return p == r.exact || strings.HasPrefix(p, r.exact) && (r.exact == "/" || p[len(r.exact)] == '/')
-}
-
-// bindPath makes an exact entry absolute: "~" is the home, relative entries join the
-// workdir.
-func bindPath(body, home, workdir string) string {
-	switch {
-	case body == "~":
-		return home
-	case strings.HasPrefix(body, "~/"):
-		return path.Clean(home + body[1:])
-	case strings.HasPrefix(body, "/"):
-		return path.Clean(body)
-	}
-	return path.Join(workdir, body)
-}
-
-// splitGlobBase returns the literal base a glob is rooted at (home, or the workdir with a
-// relative entry's leading ./ and ../ run folded in) and the rest of the pattern.
-func splitGlobBase(body, home, workdir string) (base, rest string) {
-	switch {
-	case strings.HasPrefix(body, "~/"):
-		return home, body[1:]
-	case strings.HasPrefix(body, "/"):
-		return "", body
-	}
-	parts := strings.Split(body, "/")
-	i := 0
-	for i < len(parts) && (parts[i] == "." || parts[i] == "..") {
-		i++
-	}
-	base = path.Join(append([]string{workdir}, parts[:i]...)...)
-	if base == "/" {
-		base = ""
-	}
-	return base, "/" + strings.Join(parts[i:], "/")
-}
-
-// literalDir is the deepest directory every match must lie under: base plus the literal
-// run of rest up to its last "/" before the first metacharacter.
-func literalDir(base, rest, metas string) string {
-	lit := rest
-	if i := strings.IndexAny(rest, metas); i >= 0 {
-		lit = rest[:i]
-	}
-	full := base + lit
-	if i := strings.LastIndexByte(full, '/'); i >= 0 {
-		full = full[:i]
-	}
-	if full == "" {
-		return "/"
-	}
-	return path.Clean(full)
-}
-
-// globBody converts a glob (starting with "/" or empty) to regex text, unanchored.
-func globBody(g string) string {
-	re := globToRegex(g)
-	return re[1 : len(re)-1]
+	return p == b.exact || strings.HasPrefix(p, b.exact) && p[len(b.exact)] == '/'
 }

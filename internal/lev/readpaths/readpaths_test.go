@@ -2,8 +2,11 @@ package readpaths
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
+
+func quoteGo(s string) string { return fmt.Sprintf("%q", s) }
 
 func TestMatch(t *testing.T) {
 	home, wd := "/home/u", "/home/u/proj/wd"
@@ -34,9 +37,40 @@ func TestMatch(t *testing.T) {
 		{"regex:/data/runs", "/data/runs-anything", false},
 		{"regex:/data/runs", "/data/runs/x", false},
 		{"regex:~/logs/[0-9]+\\.log", "/home/u/logs/12.log", true},
-		{"regex:/a/x|/b/y", "/b/y", true},
+		{"regex:/data/x/(a|b)", "/data/x/b", true},
+		{"regex:/data/x/(a|b)", "/data/x/c", false},
+		// Glob classes, * and ? never match "/".
+		{"glob:~/pub/a[!x]*", "/home/u/pub/ab.txt", true},
+		{"glob:~/pub/a[!x]*", "/home/u/pub/a/secret", false},
+		{"glob:~/pub/a[!x]*", "/home/u/pub/ax", false},
+		{"glob:~/pub/a[^x]*", "/home/u/pub/a/secret", false},
+		{"glob:~/pub/a[^x]*", "/home/u/pub/ay", true},
+		{"glob:~/pub/a[a-z]", "/home/u/pub/aq", true},
+		{"glob:~/pub/a?b", "/home/u/pub/a/b", false},
+		{"glob:~/pub/a?b", "/home/u/pub/a\nb", true},
+		{"glob:~/pub/a*b", "/home/u/pub/a/b", false},
+		{"glob:~/pub/a*b", "/home/u/pub/a\nb", true},
+		{"glob:~/pub/**", "/home/u/pub/x\ny/z", true},
+		{"glob:~/pub/a**", "/home/u/pub/a/b/c", true},
+		{"glob:~/pub/a**", "/home/u/pubx", false},
+		// Canonical spellings match what the canonical form matches.
+		{"~/docs/", "/home/u/docs/a", true},
+		{"~//docs", "/home/u/docs/a", true},
+		{"glob:~//pub///*.md/", "/home/u/pub/a.md", true},
+		{"./cache", "/home/u/proj/wd/cache/x", true},
+		// Regex metacharacters in the home are literal.
+		{"regex:~/x", "/home/u/x", true},
+		// Regexes match whole paths, inner anchors or not.
+		{"regex:/data/x/a(?m:$)", "/data/x/a", true},
+		{"regex:/data/x/a(?m:$)", "/data/x/a\\n", false},
+		{"regex:/data/x/a$", "/data/x/a", true},
+		{"regex:/data/x/a", "/data/x/a/../../../etc", false},
+		// Not a real path: never matched.
+		{"~/.leviath/runs", "/home/u/.leviath/runs/../../.ssh/id_rsa", false},
+		{"~/.leviath/runs", "home/u/.leviath/runs/x", false},
 	}
 	for _, tc := range cases {
+		tc.path = strings.ReplaceAll(tc.path, `\n`, "\n")
 		t.Run(tc.entry+" "+tc.path, func(t *testing.T) {
 			e, err := Parse(tc.entry)
 			if err != nil {
@@ -53,20 +87,58 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+// TestGrantComparesPatterns: a grant applies when the canonical forms agree: slashes,
+// a trailing slash and a relative "./" do not matter; kind, case and the home's spelling do.
 func TestGrantComparesPatterns(t *testing.T) {
-	decl, _ := ParseAll([]string{"~/runs/", "glob:~/d/**", "/data/x"})
-	g := Grants{Agent: map[string][]Entry{}}
-	g.Agent["cto"], _ = ParseAll([]string{"~/runs"})
-	g.Security, _ = ParseAll([]string{"/data//x", "glob:~/d/*"})
-	sts := Resolve("cto", decl, g)
-	want := []bool{true, false, true}
-	for i, s := range sts {
-		if s.Granted != want[i] {
-			t.Errorf("%s granted = %v, want %v (%s)", s.Entry.Raw, s.Granted, want[i], s.By)
-		}
+	cases := []struct {
+		declared, grant string
+		want            bool
+	}{
+		{"~/runs/", "~/runs", true},
+		{"~//runs", "~/runs", true},
+		{"~/runs", "~/runs/", true},
+		{"/data//x", "/data/x/", true},
+		{"./x", "x", true},
+		{"./../x", "../x", true},
+		{"glob:~/d//**", "glob:~/d/**/", true},
+		{"  ~/runs  ", "~/runs", true},
+		{"glob:~/d/**", "glob:~/d/*", false},
+		{"~/d", "glob:~/d", false},
+		{"regex:/data/x/.*", "regex:/data/x/(.*)", false},
+		{"~/Docs", "~/docs", false},
+		{"~/docs", "/home/u/docs", false},      // the home's spelling is part of the pattern
+		{"~/caf\u00e9", "~/cafe\u0301", false}, // no Unicode normalisation: bytes compare
 	}
-	if other := Resolve("other", decl, g); other[0].Granted {
-		t.Error("an agent's grant applied to another agent")
+	for _, tc := range cases {
+		t.Run(tc.declared+" vs "+tc.grant, func(t *testing.T) {
+			decl, err := Parse(tc.declared)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := Parse(tc.grant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := Resolve("cto", []Entry{decl}, Grants{Agent: map[string][]Entry{"cto": {g}}})
+			if st[0].Granted != tc.want {
+				t.Fatalf("granted = %v, want %v (keys %q, %q)", st[0].Granted, tc.want, decl.Key(), g.Key())
+			}
+			if other := Resolve("other", []Entry{decl}, Grants{Agent: map[string][]Entry{"cto": {g}}}); other[0].Granted {
+				t.Fatal("an agent's grant applied to another agent")
+			}
+			if !tc.want {
+				return
+			}
+			// Granted means the same rule: the grant's own spelling, bound, matches
+			// exactly what the declaration matches.
+			fd, _ := NewFence("cto", []Status{{Entry: decl, Granted: true}}, "/home/u", "/home/u/p/wd")
+			fg, _ := NewFence("cto", []Status{{Entry: g, Granted: true}}, "/home/u", "/home/u/p/wd")
+			for _, p := range []string{"/home/u/runs", "/home/u/runs/a", "/data/x/y", "/home/u/p/wd/x", "/home/u/p/x", "/home/u/d/e/f", "/home/u/runsx"} {
+				if fd.Match(p).Granted != fg.Match(p).Granted {
+					t.Fatalf("%s: declared matches %v, grant matches %v", p, fd.Match(p).Granted, fg.Match(p).Granted)
+				}
+			}
+		})
 	}
 }
 
