@@ -23,7 +23,6 @@ import (
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/policy"
-	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
@@ -91,7 +90,7 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 		g.gate.Asker = asker{env.Asker}
 	}
 	if env.Blueprint != nil && env.Config != nil {
-		for _, st := range readpaths.Resolve(env.Blueprint.Name, env.Blueprint.Declared, env.Config.Grants) {
+		for _, st := range pipeline.ResolveGrants(env.Blueprint, env.Config) {
 			if st.Granted {
 				g.hasGrant = true
 			}
