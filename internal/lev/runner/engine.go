@@ -17,6 +17,8 @@ import (
 	"github.com/lever-jail/lever/internal/lev/policy"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
+	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/taint/labels"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
@@ -44,6 +46,9 @@ type Engine struct {
 	Home  string
 	Asker pipeline.Asker
 	Log   func(format string, args ...any)
+	// Labels keeps the taint labels of run records and of files the file tools write, in
+	// lev's state; nil: <runs dir>/../taint-labels.json (see LabelStore).
+	Labels *labels.Store
 
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -89,6 +94,11 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 		return nil, err
 	}
 	if err := e.seed(ctx, r); err != nil {
+		pipeline.Close(r.exec)
+		return nil, err
+	}
+	e.labelSeeds(r)
+	if err := e.labelRun(r); err != nil {
 		pipeline.Close(r.exec)
 		return nil, err
 	}
@@ -226,7 +236,7 @@ func (e *Engine) prepare(rec *Record) (*run, error) {
 		ask = api
 	}
 	env := &pipeline.RunEnv{RunID: rec.ID, Agent: bp.Name, Workdir: fsys.Workdir, RunDir: e.Store.RunDir(rec.ID),
-		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: ask, Log: e.Log}
+		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: ask, Log: e.Log, Labels: e.LabelStore()}
 	gate, err := pipeline.NewGate(env)
 	if err != nil {
 		return nil, fmt.Errorf("taint gate: %w", err)
@@ -336,6 +346,10 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 	rec := r.rec
 	fail := func(status, msg string, ref *pipeline.Refusal) {
 		rec.Status, rec.Error, rec.Refusal = status, msg, ref
+		if err := e.labelRun(r); err != nil {
+			// The record is still written: unlabelled, a run's records read as Private.
+			rec.Error = msg + "; " + err.Error()
+		}
 		if err := e.Store.Save(rec); err != nil {
 			// Nowhere left to put it but the daemon's log: say so loudly.
 			e.logf("run %s: %s: %s; AND ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, status, msg, err)
@@ -368,6 +382,10 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			return
 		}
 		sr.Status = "running"
+		if err := e.labelRun(r); err != nil {
+			fail(StatusFailed, err.Error(), nil)
+			return
+		}
 		if err := e.Store.Save(rec); err != nil {
 			fail(StatusFailed, err.Error(), nil)
 			return
@@ -376,7 +394,7 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 		sr.Status = status
 		// A stage's record is complete whatever ended it; a write that fails fails the run,
 		// and its error (naming the file) replaces a lesser one.
-		if err := e.saveStage(ss); err != nil {
+		if err := e.saveStage(r, ss); err != nil {
 			status, msg, ref = StatusFailed, err.Error(), nil
 			sr.Status = status
 		}
@@ -389,6 +407,10 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 	rec.Status = StatusCompleted
 	rec.Result = prev
 	rec.Stage = len(rec.Stages) - 1
+	if err := e.labelRun(r); err != nil {
+		fail(StatusFailed, err.Error(), nil)
+		return
+	}
 	if err := writeJSON(filepath.Join(e.Store.RunDir(rec.ID), "result.json"), map[string]any{"id": rec.ID, "agent": rec.Agent, "output": prev}); err != nil {
 		rec.Result = nil
 		fail(StatusFailed, err.Error(), nil)
@@ -440,9 +462,13 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 		resp.ToolCalls = recordableCalls(resp.ToolCalls)
 		ss.messages = append(ss.messages, provider.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
 		if len(resp.ToolCalls) == 0 {
-			if ref := e.gateAnswer(ctx, r, pst, ss, resp.Text); ref != nil {
+			ref, err := e.gateAnswer(ctx, r, pst, ss, resp.Text)
+			if err != nil {
+				return StatusFailed, err.Error(), nil
+			}
+			if ref != nil {
 				ss.messages = append(ss.messages, provider.Message{Role: "user", Content: ref.Msg})
-				if err := e.saveStage(ss); err != nil {
+				if err := e.saveStage(r, ss); err != nil {
 					return StatusFailed, err.Error(), nil
 				}
 				continue
@@ -454,7 +480,7 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 		if status, msg, ref, done := e.calls(ctx, r, pst, ss, resp.ToolCalls); done {
 			return status, msg, ref
 		}
-		if err := e.saveStage(ss); err != nil {
+		if err := e.saveStage(r, ss); err != nil {
 			return StatusFailed, err.Error(), nil
 		}
 	}
@@ -467,7 +493,7 @@ func (e *Engine) calls(ctx context.Context, r *run, pst pipeline.Stage, ss *stag
 	for k, tc := range calls {
 		c, res := r.pipe.Handle(ctx, pst, tc)
 		ss.rec.ToolCalls++
-		if err := e.record(ss, c, res); err != nil {
+		if err := e.record(r, ss, c, res); err != nil {
 			// The call ran but its trail is lost: stop here rather than go on unrecorded.
 			return StatusFailed, err.Error(), nil, true
 		}
@@ -505,7 +531,10 @@ type callRecord struct {
 	DurationMS       float64            `json:"duration_ms"`
 }
 
-func (e *Engine) record(ss *stageState, c *pipeline.Call, res *pipeline.Result) error {
+func (e *Engine) record(r *run, ss *stageState, c *pipeline.Call, res *pipeline.Result) error {
+	if err := e.labelRun(r); err != nil {
+		return err
+	}
 	out := res.Content
 	if len(out) > 4096 {
 		out = out[:4096] + "…"
@@ -520,8 +549,11 @@ func (e *Engine) record(ss *stageState, c *pipeline.Call, res *pipeline.Result) 
 	return appendJSONL(filepath.Join(ss.dir, "tool_calls.jsonl"), cr)
 }
 
-// saveStage writes the stage's conversation and stage.json.
-func (e *Engine) saveStage(ss *stageState) error {
+// saveStage writes the stage's conversation and stage.json, labelled first.
+func (e *Engine) saveStage(r *run, ss *stageState) error {
+	if err := e.labelRun(r); err != nil {
+		return err
+	}
 	if err := writeJSON(filepath.Join(ss.dir, "messages.json"), ss.messages); err != nil {
 		return err
 	}
@@ -563,4 +595,56 @@ func mergeSandbox(agent, stage *sandbox.Config) *sandbox.Config {
 	}
 	m := sandbox.Overlay(a, st)
 	return &m
+}
+
+// LabelStore is the engine's taint label store: Labels, or taint-labels.json beside the
+// runs directory (in lev's state, where no tool writes).
+func (e *Engine) LabelStore() *labels.Store {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.Labels == nil {
+		e.Labels = &labels.Store{Path: filepath.Join(filepath.Dir(e.Store.Dir), "taint-labels.json"),
+			Runs: e.Store.Dir, State: []string{levconfig.Home()}}
+	}
+	return e.Labels
+}
+
+// labelRun raises the run's stored label to the highest its context ever had, before a
+// record holding that context is written: a later run that reads the record (through a
+// grant of the runs directory, or a lev home inside its workdir) takes this label. A gate
+// that cannot say (none registered) leaves the run Private.
+func (e *Engine) labelRun(r *run) error {
+	l := taint.Private
+	if h, ok := r.pipe.Gate.(interface{ HighWater() taint.Level }); ok {
+		l = h.HighWater()
+	}
+	return e.LabelStore().RaiseRun(r.rec.ID, l)
+}
+
+// labelSeeds gives the first message the stored labels of the files its seeds read: a
+// seed must not launder a file a tainted run wrote. A script seed's output is labelled
+// like shell output, by what the workdir holds.
+func (e *Engine) labelSeeds(r *run) {
+	g, ok := r.pipe.Gate.(interface {
+		AddInput(stage int, l taint.Level, origin string)
+	})
+	if !ok {
+		return
+	}
+	ls := e.LabelStore()
+	for _, s := range r.rec.Seeds {
+		var l taint.Level
+		var err error
+		if s.Kind == "script" {
+			l, err = ls.Tree(r.pipe.FS.Workdir, true)
+		} else {
+			l, err = ls.File(s.Real)
+		}
+		if err != nil {
+			e.logf("run %s: seed %s: %v (read as private)", r.rec.ID, s.Path, err)
+		}
+		if l > taint.Internal {
+			g.AddInput(0, l, "seed "+s.Path)
+		}
+	}
 }
