@@ -188,7 +188,7 @@ args = '{"output": "{{last}}"}'
 	})
 
 	out, _, code := runLev(t, bin, base, "validate", "builder")
-	if code != 0 || out != "✓ Blueprint 'builder' is valid.\n  1 stage, version 2.0.0\n" {
+	if code != 0 || out != "✓ Blueprint 'builder' is valid.\n  1 stage, version 2.0.0\n  file "+filepath.Join(levHome, "agents", "builder.toml")+", installed as 'builder': per-agent grants come from [agent_read_paths.builder]\n" {
 		t.Fatalf("validate: %d %q", code, out)
 	}
 	// Headless, shell asks: the model sees the refusal; the scripted model then submits it.
