@@ -393,9 +393,14 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 		status, msg, ref := e.stage(ctx, r, i, st, ss)
 		sr.Status = status
 		// A stage's record is complete whatever ended it; a write that fails fails the run,
-		// and its error (naming the file) replaces a lesser one.
+		// and its error (naming the file) is added to whatever ended the stage.
 		if err := e.saveStage(r, ss); err != nil {
-			status, msg, ref = StatusFailed, err.Error(), nil
+			if status == StatusFailed {
+				msg += "; then " + err.Error()
+			} else {
+				msg = err.Error()
+			}
+			status, ref = StatusFailed, nil
 			sr.Status = status
 		}
 		if status != "completed" {
