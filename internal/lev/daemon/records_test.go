@@ -164,7 +164,9 @@ func TestRecordsSurviveMalformedOutputAndFailedWrites(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			served := make(chan error, 1)
-			go func() { served <- (&Server{Engine: eng, Watcher: watcher, Token: token, Log: log.Printf}).Serve(ctx, ln) }()
+			go func() {
+				served <- (&Server{Engine: eng, Watcher: watcher, Token: token, Log: log.Printf}).Serve(ctx, ln)
+			}()
 			defer func() { cancel(); <-served }()
 			client := &Client{Base: "http://" + ln.Addr().String(), Token: token}
 
