@@ -609,7 +609,7 @@ func (e *Engine) LabelStore() *labels.Store {
 	defer e.mu.Unlock()
 	if e.Labels == nil {
 		e.Labels = &labels.Store{Path: filepath.Join(filepath.Dir(e.Store.Dir), "taint-labels.json"),
-			Runs: e.Store.Dir, State: []string{levconfig.Home()}}
+			Runs: e.Store.Dir, State: []string{levconfig.Home(), filepath.Dir(e.Store.Dir)}}
 	}
 	return e.Labels
 }

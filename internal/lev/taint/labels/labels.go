@@ -116,23 +116,28 @@ func (s *Store) save(st *state) error {
 	return nil
 }
 
-func (s *Store) update(f func(*state)) error {
+// update applies f under the lock and saves when f reports a change.
+func (s *Store) update(f func(*state) bool) error {
 	defer s.lock()()
 	st, err := s.load()
 	if err != nil {
 		return err
 	}
-	f(st)
+	if !f(st) {
+		return nil
+	}
 	return s.save(st)
 }
 
 // RaiseRun raises run id's label to at least l. Call it before writing a record that holds
 // data at l: a crash in between leaves a label at least as high as the data.
 func (s *Store) RaiseRun(id string, l taint.Level) error {
-	return s.update(func(st *state) {
-		if cur, ok := st.Runs[id]; !ok || l > cur {
-			st.Runs[id] = l
+	return s.update(func(st *state) bool {
+		if cur, ok := st.Runs[id]; ok && l <= cur {
+			return false
 		}
+		st.Runs[id] = l
+		return true
 	})
 }
 
@@ -143,8 +148,9 @@ func (s *Store) BeforeWrite(path string, l taint.Level) error {
 	if l <= taint.Internal {
 		return nil
 	}
-	return s.update(func(st *state) {
+	return s.update(func(st *state) bool {
 		st.Files = append(st.Files, entry{Path: path, Level: l})
+		return true
 	})
 }
 
@@ -155,7 +161,7 @@ func (s *Store) BeforeWrite(path string, l taint.Level) error {
 // include the file's earlier label.
 func (s *Store) AfterWrite(path string, l taint.Level, replaced bool) error {
 	dev, ino, ok := identity(path)
-	return s.update(func(st *state) {
+	return s.update(func(st *state) bool {
 		if !replaced {
 			l = taint.Max(l, s.fileLevel(st, path, dev, ino, ok))
 		}
@@ -180,6 +186,7 @@ func (s *Store) AfterWrite(path string, l taint.Level, replaced bool) error {
 			}
 			st.Files = append(st.Files, ne)
 		}
+		return true
 	})
 }
 

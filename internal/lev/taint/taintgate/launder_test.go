@@ -8,8 +8,11 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/taint/labels"
+	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
 // Laundering suite (issue 10, lev item 4): data keeps the highest label it ever had
@@ -259,6 +262,52 @@ func TestLaunderingThroughStorage(t *testing.T) {
 			}
 			if strings.Contains(string(reader.Result), "lvtsbx") {
 				t.Fatalf("control leaked the secret: %s", reader.Result)
+			}
+		})
+	}
+}
+
+// TestSameRunAfterEviction: a run that wrote Private data to a file and then evicted the
+// read that brought it in (its taint falls back to Internal) gets the label back when it
+// reads the file again. Control: a file it did not write stays Internal, and the same
+// outbound call passes.
+func TestSameRunAfterEviction(t *testing.T) {
+	post := `{"url": "http://127.0.0.1:9/collect", "body": "x"}`
+	for _, tc := range []struct {
+		name    string
+		written bool
+		allowed bool
+	}{
+		{name: "reads back the file it wrote", written: true, allowed: false},
+		{name: "control: reads a file it did not write", written: false, allowed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, "", "", "", false)
+			dir := t.TempDir()
+			h.g.env.Labels = &labels.Store{Path: filepath.Join(dir, "labels.json"), Runs: filepath.Dir(h.runDir)}
+			id := h.readPrivate()
+			f := filepath.Join(dir, "copy.txt")
+			wc := &pipeline.Call{ID: "w1", Tool: "write_file", Writes: []workfs.Access{{Path: "copy.txt", Real: f}}}
+			if tc.written {
+				if d, _ := h.g.Check(context.Background(), wc); !d.Allow {
+					t.Fatalf("write_file gated: %+v", d)
+				}
+			}
+			must(t, os.WriteFile(f, []byte(secret), 0o600)) // what write_file does
+			if tc.written {
+				h.g.Observe(context.Background(), wc, &pipeline.Result{Content: "wrote"})
+			}
+			if !h.g.Evict(id) || h.g.Level() != taint.Internal {
+				t.Fatalf("after eviction level %s", h.g.Level())
+			}
+			rc := &pipeline.Call{ID: "r9", Tool: "read_file", Reads: []workfs.Access{{Path: "copy.txt", Real: f}}}
+			h.g.Observe(context.Background(), rc, &pipeline.Result{Content: secret})
+			if d := h.call("http_post", post); d.Allow != tc.allowed {
+				t.Fatalf("http_post after reading the file back: %+v (level %s)", d, h.g.Level())
+			}
+			// The run's high-water mark (its records' label) never falls.
+			if h.g.HighWater() != taint.Private {
+				t.Fatalf("high water %s", h.g.HighWater())
 			}
 		})
 	}
