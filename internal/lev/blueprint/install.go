@@ -16,7 +16,19 @@ func InstallName(agentsDir, file string) string {
 	if agentsDir == "" || file == "" {
 		return ""
 	}
-	dir, f := canon(agentsDir), canon(file)
+	// Lexically first (agents/cto may be a directory link the user made), then with the
+	// directories' symlinks resolved (the agents directory itself may be reached by a link).
+	if n := installName(abs(agentsDir), abs(file)); n != "" {
+		return n
+	}
+	dir := abs(agentsDir)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	return installName(dir, resolveDir(file))
+}
+
+func installName(dir, f string) string {
 	base := filepath.Base(f)
 	switch parent := filepath.Dir(f); {
 	case parent == dir && filepath.Ext(base) == ".toml":
@@ -32,14 +44,18 @@ func InstallName(agentsDir, file string) string {
 	return ""
 }
 
-// canon is an absolute, clean path with the directory's symlinks resolved (the file itself
-// is not resolved: agents/cto.toml may be a link the user made to a file elsewhere, and it
-// is then installed as cto).
-func canon(p string) string {
+func abs(p string) string {
 	if a, err := filepath.Abs(p); err == nil {
-		p = a
+		return a
 	}
-	d, b := filepath.Split(p)
+	return filepath.Clean(p)
+}
+
+// resolveDir is p, absolute, with the symlinks of its directory resolved (not of its last
+// element: agents/cto.toml may be a link the user made to a file elsewhere, and it is then
+// installed as cto).
+func resolveDir(p string) string {
+	d, b := filepath.Split(abs(p))
 	if r, err := filepath.EvalSymlinks(d); err == nil {
 		d = r
 	}

@@ -30,7 +30,7 @@ func BuildFS(bp *blueprint.Blueprint, cfg *levconfig.Config, workdir, home strin
 		return nil, nil, err
 	}
 	sts := ResolveGrants(bp, cfg)
-	fence, err := readpaths.NewFence(bp.Name, sts, home, fsys.Workdir)
+	fence, err := readpaths.NewFence(bp.Installed, sts, home, fsys.Workdir)
 	if err != nil {
 		return nil, nil, err
 	}
