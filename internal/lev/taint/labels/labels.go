@@ -209,8 +209,8 @@ func (s *Store) File(path string) (taint.Level, error) {
 
 // Tree is the highest label of anything stored at or under dir: what a directory listing
 // may yield (names only: a tainted run chose the names of the files it wrote), or, with
-// contents, what a command that can read the whole tree may yield (then lev's runs and
-// state inside dir count too).
+// contents, what a command that can read the whole tree may yield (then the records of
+// lev's runs inside dir count too).
 func (s *Store) Tree(dir string, contents bool) (taint.Level, error) {
 	defer s.lock()()
 	st, err := s.load()
@@ -230,13 +230,10 @@ func (s *Store) Tree(dir string, contents bool) (taint.Level, error) {
 		return l, nil
 	}
 	if s.Runs != "" && within(clean(s.Runs), dir) {
-		// lev's runs directory lies inside dir: every run's records are reachable.
+		// lev's runs directory lies inside dir (a jail's tree holds LEV_HOME): every run's
+		// records are reachable. lev's other state (token, config) is guarded by the
+		// write/read protection, not by a label: it holds no run's data.
 		l = taint.Max(l, s.allRuns(st))
-	}
-	for _, d := range s.State {
-		if d != "" && within(clean(d), dir) {
-			l = taint.Private
-		}
 	}
 	for _, e := range st.Files {
 		if e.Path != "" && within(e.Path, dir) {

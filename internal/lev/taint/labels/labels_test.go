@@ -87,6 +87,13 @@ func TestStore(t *testing.T) {
 			e.s.RaiseRun("r-1", taint.Private)
 			write(t, filepath.Join(e.wd, "lev/runs/r-1/run.json"), "{}")
 		}, read: ".", tree: 2, want: taint.Private},
+		{name: "control: a tree holding lev's runs, all internal", setup: func(t *testing.T, e env) {
+			e.s.RaiseRun("r-1", taint.Internal)
+			write(t, filepath.Join(e.wd, "lev/runs/r-1/run.json"), "{}")
+		}, read: ".", tree: 2, want: taint.Internal},
+		{name: "a tree holding an unlabelled run", setup: func(t *testing.T, e env) {
+			write(t, filepath.Join(e.wd, "lev/runs/r-9/run.json"), "{}")
+		}, read: ".", tree: 2, want: taint.Private},
 		{name: "unreadable label file fails closed", setup: func(t *testing.T, e env) {
 			write(t, e.s.Path, "{not json")
 		}, read: "a.txt", want: taint.Private},
