@@ -64,7 +64,16 @@ type state struct {
 var (
 	locksMu sync.Mutex
 	locks   = map[string]*sync.Mutex{}
+	// cache holds the last parsed state per file, reused while the file's size, mtime and
+	// inode are unchanged (read under the file's lock; JSON parsing dominated a lookup).
+	cache = map[string]cached{}
 )
+
+type cached struct {
+	size, mtime int64
+	ino         uint64
+	st          *state
+}
 
 func (s *Store) lock() func() {
 	locksMu.Lock()
@@ -78,7 +87,18 @@ func (s *Store) lock() func() {
 	return m.Unlock
 }
 
+// load reads the state; called with the file's lock held. The result is a private copy.
 func (s *Store) load() (*state, error) {
+	fi, err := os.Stat(s.Path)
+	if err == nil {
+		_, ino, _ := identity(s.Path)
+		locksMu.Lock()
+		c, ok := cache[s.Path]
+		locksMu.Unlock()
+		if ok && c.size == fi.Size() && c.mtime == fi.ModTime().UnixNano() && c.ino == ino {
+			return c.st.clone(), nil
+		}
+	}
 	st := &state{Runs: map[string]taint.Level{}}
 	b, err := os.ReadFile(s.Path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -93,7 +113,27 @@ func (s *Store) load() (*state, error) {
 	if st.Runs == nil {
 		st.Runs = map[string]taint.Level{}
 	}
-	return st, nil
+	s.remember(st)
+	return st.clone(), nil
+}
+
+func (s *Store) remember(st *state) {
+	fi, err := os.Stat(s.Path)
+	if err != nil {
+		return
+	}
+	_, ino, _ := identity(s.Path)
+	locksMu.Lock()
+	cache[s.Path] = cached{size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: ino, st: st.clone()}
+	locksMu.Unlock()
+}
+
+func (st *state) clone() *state {
+	c := &state{Runs: make(map[string]taint.Level, len(st.Runs)), Files: append([]entry(nil), st.Files...)}
+	for k, v := range st.Runs {
+		c.Runs[k] = v
+	}
+	return c
 }
 
 func (s *Store) save(st *state) error {
@@ -113,6 +153,7 @@ func (s *Store) save(st *state) error {
 		os.Remove(tmp)
 		return fmt.Errorf("recording taint labels %s: %w", s.Path, err)
 	}
+	s.remember(st)
 	return nil
 }
 

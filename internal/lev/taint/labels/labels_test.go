@@ -3,6 +3,7 @@ package labels
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/lev/taint"
@@ -122,4 +123,34 @@ func TestStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkStore: the per-call cost the labels add, on a store holding 200 Private files
+// and 200 runs (every call re-reads the file, so a label another run wrote is never missed).
+func BenchmarkStore(b *testing.B) {
+	root := b.TempDir()
+	s := &Store{Path: filepath.Join(root, "labels.json"), Runs: filepath.Join(root, "runs")}
+	for i := 0; i < 200; i++ {
+		p := filepath.Join(root, "wd", "f", strconv.Itoa(i))
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		os.WriteFile(p, []byte("x"), 0o600)
+		s.AfterWrite(p, taint.Private, true)
+		s.RaiseRun("r-"+strconv.Itoa(i), taint.Internal)
+	}
+	target := filepath.Join(root, "wd", "f", "100")
+	b.Run("File", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s.File(target)
+		}
+	})
+	b.Run("RaiseRun unchanged", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s.RaiseRun("r-1", taint.Internal)
+		}
+	})
+	b.Run("AfterWrite", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s.AfterWrite(target, taint.Private, true)
+		}
+	})
 }
