@@ -23,14 +23,14 @@ import (
 // ungated, which proves the read reaches the labels and is not blocked for another reason.
 
 // launderRun is one real engine run with the scripted provider and this gate.
-func (w *world) launderRun(t *testing.T, agent, bp, script, workdir string) *runner.Record {
+func (w *world) launderRun(t *testing.T, agent, bp, script, workdir string, extraCfg ...string) *runner.Record {
 	t.Helper()
 	sc := filepath.Join(w.root, agent+"-script.toml")
 	must(t, os.WriteFile(sc, []byte(strings.ReplaceAll(script, "HOME", w.home)), 0o644))
 	pol := filepath.Join(w.root, "policy.toml")
 	must(t, os.WriteFile(pol, nil, 0o644))
 	cfg := "[provider]\nkind = \"scripted\"\nscript = " + q(sc) + "\n[security]\npolicy_file = " + q(pol) +
-		"\n[tool_permissions]\nshell = \"allow\"\n[agent_read_paths.writer]\nallow = [\"~/secret\"]\n"
+		"\n[tool_permissions]\nshell = \"allow\"\n[agent_read_paths.writer]\nallow = [\"~/secret\"]\n" + strings.Join(extraCfg, "")
 	cfgFile := filepath.Join(w.levHome, "config.toml")
 	must(t, os.WriteFile(cfgFile, []byte(cfg), 0o644))
 	conf, err := levconfig.Load(cfgFile)
@@ -147,6 +147,7 @@ func TestLaunderingThroughStorage(t *testing.T) {
 		readerWD           string
 		readTool, readArgs string // READER_RUN is replaced by the writer's run id
 		seeds              string
+		writerCfg          string // config.toml text for the writer's run only
 		blocked            bool
 	}
 	write := `{"path": "notes/leak.txt", "content": "{{last}}"}`
@@ -157,6 +158,8 @@ func TestLaunderingThroughStorage(t *testing.T) {
 		{name: "write_file then read_files", src: secretPath, writeTool: "write_file", writeArgs: write, readTool: "read_files", readArgs: `{"paths": ["notes/leak.txt"]}`, blocked: true},
 		{name: "write_file then shell cat", src: secretPath, writeTool: "write_file", writeArgs: write, readTool: "shell", readArgs: `{"command": "cat notes/leak.txt"}`, blocked: true},
 		{name: "control: write_file then shell cat", src: benignPath, writeTool: "write_file", writeArgs: write, readTool: "shell", readArgs: `{"command": "cat notes/leak.txt"}`},
+		{name: "writer with taint tracking off still labels what it writes", src: secretPath, writeTool: "write_file", writeArgs: write,
+			writerCfg: "[taint_tracking]\nenabled = false\n", readTool: "read_file", readArgs: read, blocked: true},
 		{name: "renamed after writing (inode follows)", src: secretPath, writeTool: "write_file", writeArgs: write,
 			between: func(t *testing.T, w *world, _ *runner.Record) {
 				must(t, os.Rename(filepath.Join(w.wd, "notes/leak.txt"), filepath.Join(w.wd, "notes/moved.txt")))
@@ -213,8 +216,8 @@ func TestLaunderingThroughStorage(t *testing.T) {
 			if tc.src != secretPath {
 				agent, bp = "clean", cleanBP
 			}
-			writer := w.launderRun(t, agent, bp, writerScript(tc.src, wtool, wargs), w.wd)
-			if tc.src == secretPath {
+			writer := w.launderRun(t, agent, bp, writerScript(tc.src, wtool, wargs), w.wd, tc.writerCfg)
+			if tc.src == secretPath && tc.writerCfg == "" {
 				// The writer itself could not publish (it holds the secret), but it stored it.
 				if strings.Contains(string(writer.Result), secret) {
 					t.Fatalf("writer published the secret: %s", writer.Result)
