@@ -99,6 +99,10 @@ type Blueprint struct {
 	Order    []*Stage              `toml:"-"` // stages in file order
 	Declared []readpaths.Entry     `toml:"-"`
 	Perms    map[string]Permission `toml:"-"`
+	// Installed is the name the file is installed under in the agents directory (see
+	// InstallName), set by Install; "" for a blueprint run by its path. Per-agent grants
+	// are keyed on it.
+	Installed string `toml:"-"`
 }
 
 // DefaultMaxTurns bounds a stage's model turns when the blueprint does not.

@@ -33,24 +33,28 @@ tools = ["submit_output"]
 
 // TestValidateReport: the spec's output, character for character.
 func TestValidateReport(t *testing.T) {
-	bp, err := blueprint.Parse("cto.toml", []byte(ctoBlueprint), pipeline.Known)
+	bp, err := blueprint.Parse("/agents/cto.toml", []byte(ctoBlueprint), pipeline.Known)
 	if err != nil {
 		t.Fatal(err)
 	}
+	bp.Installed = "cto" // as blueprint.Install sets it for agents/cto.toml
 	cases := []struct {
 		name, config, want string
 	}{
 		{"one of two granted", "[agent_read_paths.cto]\nallow = [\"~/.leviath/runs\"]\n",
 			`✓ Blueprint 'cto' is valid.
   3 stages, version 1.0.0
+  file /agents/cto.toml, installed as 'cto': per-agent grants come from [agent_read_paths.cto]
   WARN your config does not grant glob:~/design-docs/**: reads matching them will be refused [read-paths-not-granted]
        add to your config.toml: [agent_read_paths.cto] allow = ["glob:~/design-docs/**"]
   NOTE declares [read_paths] (reads outside the run workdir): 2 declared, 1 granted [read-paths-declared]
        ~/.leviath/runs: granted; glob:~/design-docs/**: NOT granted
+  NOTE grants given to /agents/cto.toml: ~/.leviath/runs by [agent_read_paths.cto] [read-paths-granted]
 `},
 		{"none granted", "",
 			`✓ Blueprint 'cto' is valid.
   3 stages, version 1.0.0
+  file /agents/cto.toml, installed as 'cto': per-agent grants come from [agent_read_paths.cto]
   WARN your config does not grant ~/.leviath/runs, glob:~/design-docs/**: reads matching them will be refused [read-paths-not-granted]
        add to your config.toml: [agent_read_paths.cto] allow = ["~/.leviath/runs", "glob:~/design-docs/**"]
   NOTE declares [read_paths] (reads outside the run workdir): 2 declared, 0 granted [read-paths-declared]
@@ -59,16 +63,20 @@ func TestValidateReport(t *testing.T) {
 		{"machine-wide plus blueprint trust", "[security]\nallow_blueprint_read_paths = true\n",
 			`✓ Blueprint 'cto' is valid.
   3 stages, version 1.0.0
+  file /agents/cto.toml, installed as 'cto': per-agent grants come from [agent_read_paths.cto]
   NOTE declares [read_paths] (reads outside the run workdir): 2 declared, 2 granted [read-paths-declared]
        ~/.leviath/runs: granted; glob:~/design-docs/**: granted
+  NOTE grants given to /agents/cto.toml: ~/.leviath/runs by [security] allow_blueprint_read_paths; glob:~/design-docs/** by [security] allow_blueprint_read_paths [read-paths-granted]
 `},
 		{"a grant for another agent does not count", "[agent_read_paths.other]\nallow = [\"~/.leviath/runs\", \"glob:~/design-docs/**\"]\n[security]\nread_paths = [\"~/.leviath/runs/\"]\n",
 			`✓ Blueprint 'cto' is valid.
   3 stages, version 1.0.0
+  file /agents/cto.toml, installed as 'cto': per-agent grants come from [agent_read_paths.cto]
   WARN your config does not grant glob:~/design-docs/**: reads matching them will be refused [read-paths-not-granted]
        add to your config.toml: [agent_read_paths.cto] allow = ["glob:~/design-docs/**"]
   NOTE declares [read_paths] (reads outside the run workdir): 2 declared, 1 granted [read-paths-declared]
        ~/.leviath/runs: granted; glob:~/design-docs/**: NOT granted
+  NOTE grants given to /agents/cto.toml: ~/.leviath/runs by [security] read_paths [read-paths-granted]
 `},
 	}
 	for _, tc := range cases {
@@ -180,7 +188,7 @@ args = '{"output": "{{last}}"}'
 	})
 
 	out, _, code := runLev(t, bin, base, "validate", "builder")
-	if code != 0 || out != "✓ Blueprint 'builder' is valid.\n  1 stage, version 2.0.0\n" {
+	if code != 0 || out != "✓ Blueprint 'builder' is valid.\n  1 stage, version 2.0.0\n  file "+filepath.Join(levHome, "agents", "builder.toml")+", installed as 'builder': per-agent grants come from [agent_read_paths.builder]\n" {
 		t.Fatalf("validate: %d %q", code, out)
 	}
 	// Headless, shell asks: the model sees the refusal; the scripted model then submits it.

@@ -98,7 +98,11 @@ func warnUngranted(w io.Writer, rec *runner.Record) {
 		return
 	}
 	fmt.Fprintf(w, "lev: WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]\n", strings.Join(missing, ", "))
-	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(rec.Agent, missing))
+	key := rec.Agent
+	if strings.ContainsRune(key, '/') {
+		key = "" // run by its path: no install name, no per-agent table
+	}
+	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(key, missing))
 }
 
 // prompter answers an interactive run's questions on the terminal.

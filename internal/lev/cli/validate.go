@@ -36,6 +36,10 @@ func newValidateCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
 				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}
 			}
+			if err := blueprint.Install(agentsDir(), bp); err != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
+				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}
+			}
 			fmt.Fprint(cmd.OutOrStdout(), ValidateReport(bp, cfg))
 			return nil
 		},
@@ -48,16 +52,24 @@ func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "✓ Blueprint '%s' is valid.\n", bp.Name)
 	fmt.Fprintf(&b, "  %s, version %s\n", plural(len(bp.Order), "stage"), bp.Version)
+	// Which file this is, and which per-agent table its grants come from: the install
+	// name, not the name inside the file.
+	if bp.Installed != "" {
+		fmt.Fprintf(&b, "  file %s, installed as '%s': per-agent grants come from [agent_read_paths.%s]\n", bp.File, bp.Installed, bp.Installed)
+	} else {
+		fmt.Fprintf(&b, "  file %s, not installed in the agents directory: no [agent_read_paths] table applies, only [security] grants\n", bp.File)
+	}
 	if len(bp.Declared) == 0 {
 		return b.String()
 	}
-	sts := readpaths.Resolve(bp.Name, bp.Declared, cfg.Grants)
-	var missing, parts []string
+	sts := pipeline.ResolveGrants(bp, cfg)
+	var missing, parts, by []string
 	granted := 0
 	for _, s := range sts {
 		if s.Granted {
 			granted++
 			parts = append(parts, s.Entry.Raw+": granted")
+			by = append(by, s.Entry.Raw+" by "+s.By)
 		} else {
 			missing = append(missing, s.Entry.Raw)
 			parts = append(parts, s.Entry.Raw+": NOT granted")
@@ -65,9 +77,12 @@ func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 	}
 	if len(missing) > 0 {
 		fmt.Fprintf(&b, "  WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]\n", quoteList(missing))
-		fmt.Fprintf(&b, "       add to your config.toml: %s\n", readpaths.GrantLine(bp.Name, missing))
+		fmt.Fprintf(&b, "       add to your config.toml: %s\n", readpaths.GrantLine(bp.Installed, missing))
 	}
 	fmt.Fprintf(&b, "  NOTE declares [read_paths] (reads outside the run workdir): %d declared, %d granted [read-paths-declared]\n", len(sts), granted)
 	fmt.Fprintf(&b, "       %s\n", strings.Join(parts, "; "))
+	if len(by) > 0 {
+		fmt.Fprintf(&b, "  NOTE grants given to %s: %s [read-paths-granted]\n", bp.File, strings.Join(by, "; "))
+	}
 	return b.String()
 }

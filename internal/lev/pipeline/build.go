@@ -25,15 +25,28 @@ func UserHome() string {
 
 // BuildFS binds a blueprint's declarations and the config's grants to a workdir.
 func BuildFS(bp *blueprint.Blueprint, cfg *levconfig.Config, workdir, home string) (*workfs.FS, []readpaths.Status, error) {
-	fsys, err := workfs.New(bp.Name, workdir, nil)
+	fsys, err := workfs.New(bp.Installed, workdir, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	sts := readpaths.Resolve(bp.Name, bp.Declared, cfg.Grants)
-	fence, err := readpaths.NewFence(bp.Name, sts, home, fsys.Workdir)
+	sts := ResolveGrants(bp, cfg)
+	fence, err := readpaths.NewFence(bp.Installed, sts, home, fsys.Workdir)
 	if err != nil {
 		return nil, nil, err
 	}
 	fsys.Fence = fence
 	return fsys, sts, nil
+}
+
+// ResolveGrants is the one place a blueprint's declarations meet the config's grants (the
+// fence, the taint gate and lev validate all use it). [agent_read_paths.NAME] applies by
+// the name the blueprint is installed under (bp.Installed), never by the name it gives
+// itself; a blueprint run by its path from outside the agents directory has no install
+// name and gets only the machine-wide grants.
+func ResolveGrants(bp *blueprint.Blueprint, cfg *levconfig.Config) []readpaths.Status {
+	g := cfg.Grants
+	if bp.Installed == "" {
+		g.Agent = nil
+	}
+	return readpaths.Resolve(bp.Installed, bp.Declared, g)
 }

@@ -81,6 +81,7 @@ func newFenceEnv(t testing.TB) *fenceEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bp.Installed = "cto" // installed as agents/cto.toml: [agent_read_paths.cto] applies
 	cfg, err := levconfig.Parse("config.toml", []byte(fenceConfig))
 	if err != nil {
 		t.Fatal(err)

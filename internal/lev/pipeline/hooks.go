@@ -6,6 +6,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/taint/labels"
 )
 
 // RunEnv is what a gate or executor factory gets when a run spawns (or resumes).
@@ -20,6 +21,9 @@ type RunEnv struct {
 	Asker     Asker // nil: headless
 	// Log writes a line to the daemon's log.
 	Log func(format string, args ...any)
+	// Labels keeps the taint labels of data stored outside the run's context (run records,
+	// files the file tools write); nil: none are kept or consulted.
+	Labels *labels.Store
 }
 
 // GateFactory makes a run's gate. An error fails the spawn.

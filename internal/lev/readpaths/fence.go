@@ -60,6 +60,10 @@ func GrantLine(agent string, raws []string) string {
 	for i, r := range raws {
 		q[i] = fmt.Sprintf("%q", r)
 	}
+	if agent == "" {
+		// A blueprint with no install name (run by its path) has no per-agent table.
+		return fmt.Sprintf("[security] read_paths = [%s]", strings.Join(q, ", "))
+	}
 	return fmt.Sprintf("[agent_read_paths.%s] allow = [%s]", tableKey(agent), strings.Join(q, ", "))
 }
 

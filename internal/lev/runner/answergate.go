@@ -11,10 +11,11 @@ import (
 // gateAnswer puts a plain final answer through the taint gate as the submit_output it
 // stands for: it becomes the stage's output, and for the last stage the result served by
 // GET /api/agents/{id}/result, so it leaves the machine the same way (issue 6). It returns
-// the refusal when the gate blocks it; the gate has audited the decision either way.
-func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, text string) *pipeline.Refusal {
+// the refusal when the gate blocks it; the gate has audited the decision either way. The
+// error is a failure to record the refusal.
+func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, text string) (*pipeline.Refusal, error) {
 	if r.pipe == nil || r.pipe.Gate == nil {
-		return nil
+		return nil, nil
 	}
 	args, _ := json.Marshal(map[string]string{"output": text})
 	c := &pipeline.Call{ID: fmt.Sprintf("answer-%d", ss.rec.Turns), Tool: "submit_output", Args: args, Stage: pst}
@@ -24,10 +25,9 @@ func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss 
 	}
 	c.Gate = &d
 	if d.Allow {
-		return nil
+		return nil, nil
 	}
 	ref := &pipeline.Refusal{Step: pipeline.StepGate, Code: d.Source,
 		Msg: "your final answer leaves the machine like submit_output and was blocked by the taint gate: " + d.Reason}
-	e.record(ss, c, &pipeline.Result{Content: ref.Msg, IsError: true, Refusal: ref})
-	return ref
+	return ref, e.record(r, ss, c, &pipeline.Result{Content: ref.Msg, IsError: true, Refusal: ref})
 }

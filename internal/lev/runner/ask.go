@@ -74,14 +74,19 @@ func (a *apiAsker) ask(ctx context.Context, q pipeline.Question, gate bool) (str
 	a.cur = qq.ID
 	a.mu.Unlock()
 	a.rec.Question = qq
-	a.e.Store.Save(a.rec)
 	defer func() {
 		a.mu.Lock()
 		a.cur = ""
 		a.mu.Unlock()
 		a.rec.Question = nil
-		a.e.Store.Save(a.rec)
+		if err := a.e.Store.Save(a.rec); err != nil {
+			a.e.logf("run %s: %v", a.rec.ID, err)
+		}
 	}()
+	// Unrecorded, the question is invisible to whoever would answer it: a refusal.
+	if err := a.e.Store.Save(a.rec); err != nil {
+		return AnswerDeny, err
+	}
 	select {
 	case ans := <-a.ch:
 		return ans, nil

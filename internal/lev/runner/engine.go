@@ -16,6 +16,8 @@ import (
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
+	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/taint/labels"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
@@ -46,6 +48,9 @@ type Engine struct {
 	// Secrets are values no tool's environment may carry under any name (the daemon's
 	// bearer token).
 	Secrets []string
+	// Labels keeps the taint labels of run records and of files the file tools write, in
+	// lev's state; nil: <runs dir>/../taint-labels.json (see LabelStore).
+	Labels *labels.Store
 
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -97,6 +102,11 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 		e.logf("%s: %v", rec.Agent, err)
 		return nil, err
 	}
+	e.labelSeeds(r)
+	if err := e.labelRun(r); err != nil {
+		pipeline.Close(r.exec)
+		return nil, err
+	}
 	for _, st := range r.bp.Order {
 		rec.Stages = append(rec.Stages, StageRecord{Name: st.Name, Status: "pending"})
 	}
@@ -129,7 +139,9 @@ func (e *Engine) Recover() {
 	for _, r := range recs {
 		if r.Status == StatusRunning {
 			r.Status, r.Error = StatusFailed, "interrupted: the daemon stopped during the run (lev resume continues it)"
-			e.Store.Save(r)
+			if err := e.Store.Save(r); err != nil {
+				e.logf("run %s: marking it failed: %v", r.ID, err)
+			}
 		}
 	}
 }
@@ -206,7 +218,12 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lev's own state: %w", err)
 	}
-	rec.Blueprint, rec.Version, rec.Agent = file, bp.Version, bp.Name
+	// Grants go by the name the file is installed under, never the name it gives itself;
+	// rec.Agent stays what the run was asked for, so a resume finds the same file.
+	if err := blueprint.Install(e.AgentsDir, bp); err != nil {
+		return nil, err
+	}
+	rec.Blueprint, rec.Version = file, bp.Version
 	fsys, sts, err := pipeline.BuildFS(bp, cfg, rec.Workdir, e.Home)
 	if err != nil {
 		return nil, err
@@ -238,7 +255,7 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 		ask = api
 	}
 	env := &pipeline.RunEnv{RunID: rec.ID, Agent: bp.Name, Workdir: fsys.Workdir, RunDir: e.Store.RunDir(rec.ID),
-		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: ask, Log: e.Log}
+		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: ask, Log: e.Log, Labels: e.LabelStore()}
 	gate, err := pipeline.NewGate(env)
 	if err != nil {
 		return nil, fmt.Errorf("taint gate: %w", err)
@@ -349,8 +366,14 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 	rec := r.rec
 	fail := func(status, msg string, ref *pipeline.Refusal) {
 		rec.Status, rec.Error, rec.Refusal = status, msg, ref
+		if err := e.labelRun(r); err != nil {
+			// The record is still written: unlabelled, a run's records read as Private.
+			rec.Error = msg + "; " + err.Error()
+		}
 		if err := e.Store.Save(rec); err != nil {
-			e.logf("run %s: recording: %v", rec.ID, err)
+			// Nowhere left to put it but the daemon's log: say so loudly.
+			e.logf("run %s: %s: %s; AND ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, status, msg, err)
+			return
 		}
 		e.logf("run %s: %s: %s", rec.ID, status, msg)
 	}
@@ -379,11 +402,27 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			return
 		}
 		sr.Status = "running"
-		e.Store.Save(rec)
+		if err := e.labelRun(r); err != nil {
+			fail(StatusFailed, err.Error(), nil)
+			return
+		}
+		if err := e.Store.Save(rec); err != nil {
+			fail(StatusFailed, err.Error(), nil)
+			return
+		}
 		status, msg, ref := e.stage(ctx, r, i, st, ss)
 		sr.Status = status
-		writeJSON(filepath.Join(ss.dir, "stage.json"), sr)
-		writeJSON(filepath.Join(ss.dir, "messages.json"), ss.messages)
+		// A stage's record is complete whatever ended it; a write that fails fails the run,
+		// and its error (naming the file) is added to whatever ended the stage.
+		if err := e.saveStage(r, ss); err != nil {
+			if status == StatusFailed {
+				msg += "; then " + err.Error()
+			} else {
+				msg = err.Error()
+			}
+			status, ref = StatusFailed, nil
+			sr.Status = status
+		}
 		if status != "completed" {
 			fail(status, msg, ref)
 			return
@@ -393,9 +432,18 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 	rec.Status = StatusCompleted
 	rec.Result = prev
 	rec.Stage = len(rec.Stages) - 1
-	writeJSON(filepath.Join(e.Store.RunDir(rec.ID), "result.json"), map[string]any{"id": rec.ID, "agent": rec.Agent, "output": prev})
+	if err := e.labelRun(r); err != nil {
+		fail(StatusFailed, err.Error(), nil)
+		return
+	}
+	if err := writeJSON(filepath.Join(e.Store.RunDir(rec.ID), "result.json"), map[string]any{"id": rec.ID, "agent": rec.Agent, "output": prev}); err != nil {
+		rec.Result = nil
+		fail(StatusFailed, err.Error(), nil)
+		return
+	}
 	if err := e.Store.Save(rec); err != nil {
-		e.logf("run %s: recording: %v", rec.ID, err)
+		e.logf("run %s: completed, BUT ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, err)
+		return
 	}
 	e.logf("run %s: completed", rec.ID)
 }
@@ -418,15 +466,11 @@ func (r *run) firstMessage(i int, st *blueprint.Stage, prev json.RawMessage) str
 // the turn limit.
 func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, ss *stageState) (string, string, *pipeline.Refusal) {
 	pst := pipeline.Stage{Index: i, Name: st.Name, Dir: ss.dir, Tools: st.Tools, Sandbox: mergeSandbox(r.bp.Sandbox, st.Sandbox)}
-	save := func() {
-		writeJSON(filepath.Join(ss.dir, "messages.json"), ss.messages)
-		writeJSON(filepath.Join(ss.dir, "stage.json"), ss.rec)
-	}
-	// Calls left over from a refused turn run first, under the config in force now.
+	// Calls left over from a refused turn run first, under the config in force now. The
+	// caller writes stage.json and messages.json when the stage ends, however it ends.
 	if pending := ss.rec.Pending; len(pending) > 0 {
 		ss.rec.Pending = nil
 		if status, msg, ref, done := e.calls(ctx, r, pst, ss, pending); done {
-			save()
 			return status, msg, ref
 		}
 	}
@@ -438,26 +482,32 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 			Tools: pipeline.Specs(st.Tools), MaxTokens: r.cfg.Provider.MaxTokens, Stage: st.Name})
 		ss.rec.Turns++
 		if err != nil {
-			save()
 			return StatusFailed, fmt.Sprintf("stage %s: model: %v", st.Name, err), nil
 		}
+		resp.ToolCalls = recordableCalls(resp.ToolCalls)
 		ss.messages = append(ss.messages, provider.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
 		if len(resp.ToolCalls) == 0 {
-			if ref := e.gateAnswer(ctx, r, pst, ss, resp.Text); ref != nil {
+			ref, err := e.gateAnswer(ctx, r, pst, ss, resp.Text)
+			if err != nil {
+				return StatusFailed, err.Error(), nil
+			}
+			if ref != nil {
 				ss.messages = append(ss.messages, provider.Message{Role: "user", Content: ref.Msg})
-				save()
+				if err := e.saveStage(r, ss); err != nil {
+					return StatusFailed, err.Error(), nil
+				}
 				continue
 			}
 			out, _ := json.Marshal(resp.Text)
 			ss.rec.Output = out
-			save()
 			return "completed", "", nil
 		}
 		if status, msg, ref, done := e.calls(ctx, r, pst, ss, resp.ToolCalls); done {
-			save()
 			return status, msg, ref
 		}
-		save()
+		if err := e.saveStage(r, ss); err != nil {
+			return StatusFailed, err.Error(), nil
+		}
 	}
 	return StatusFailed, fmt.Sprintf("stage %s: no output after %d turns", st.Name, st.MaxTurns), nil
 }
@@ -468,7 +518,13 @@ func (e *Engine) calls(ctx context.Context, r *run, pst pipeline.Stage, ss *stag
 	for k, tc := range calls {
 		c, res := r.pipe.Handle(ctx, pst, tc)
 		ss.rec.ToolCalls++
-		e.record(ss, c, res)
+		if err := e.record(r, ss, c, res); err != nil {
+			// The call ran but its trail is lost: stop here rather than go on unrecorded.
+			return StatusFailed, err.Error(), nil, true
+		}
+		if err := gateErr(r.pipe.Gate); err != nil {
+			return StatusFailed, err.Error(), nil, true
+		}
 		if res.Refusal != nil && res.Refusal.Code == workfs.CodeNotGranted {
 			ss.rec.Pending = append([]provider.ToolCall(nil), calls[k:]...)
 			return StatusRefused, res.Refusal.Msg + " (then: lev resume " + r.rec.ID + ")", res.Refusal, true
@@ -500,7 +556,10 @@ type callRecord struct {
 	DurationMS       float64            `json:"duration_ms"`
 }
 
-func (e *Engine) record(ss *stageState, c *pipeline.Call, res *pipeline.Result) {
+func (e *Engine) record(r *run, ss *stageState, c *pipeline.Call, res *pipeline.Result) error {
+	if err := e.labelRun(r); err != nil {
+		return err
+	}
 	out := res.Content
 	if len(out) > 4096 {
 		out = out[:4096] + "…"
@@ -512,9 +571,39 @@ func (e *Engine) record(ss *stageState, c *pipeline.Call, res *pipeline.Result) 
 	cr := callRecord{Time: time.Now().UTC(), ID: c.ID, Tool: c.Tool, Args: args, Permission: string(c.Permission),
 		PermissionSource: c.PermissionSource, Reads: c.Reads, Writes: c.Writes, Targets: c.Targets, Gate: c.Gate,
 		Refusal: res.Refusal, IsError: res.IsError, Result: out, DurationMS: float64(res.Duration.Microseconds()) / 1000}
-	if err := appendJSONL(filepath.Join(ss.dir, "tool_calls.jsonl"), cr); err != nil {
-		e.logf("recording tool call: %v", err)
+	return appendJSONL(filepath.Join(ss.dir, "tool_calls.jsonl"), cr)
+}
+
+// saveStage writes the stage's conversation and stage.json, labelled first.
+func (e *Engine) saveStage(r *run, ss *stageState) error {
+	if err := e.labelRun(r); err != nil {
+		return err
 	}
+	if err := writeJSON(filepath.Join(ss.dir, "messages.json"), ss.messages); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(ss.dir, "stage.json"), ss.rec)
+}
+
+// recordableCalls makes a model's tool calls storable: arguments that are not JSON (a
+// model's malformed output) are kept as a JSON string of the raw text, so messages.json
+// and stage.json can still be written and the pipeline refuses the call as bad arguments.
+func recordableCalls(calls []provider.ToolCall) []provider.ToolCall {
+	for i, tc := range calls {
+		if !json.Valid(tc.Args) {
+			calls[i].Args, _ = json.Marshal(string(tc.Args))
+		}
+	}
+	return calls
+}
+
+// gateErr is a gate's failure to write its own record (taint_state.json): the run's taint
+// would be lost on resume, so the run stops.
+func gateErr(g pipeline.Gate) error {
+	if e, ok := g.(interface{ Err() error }); ok {
+		return e.Err()
+	}
+	return nil
 }
 
 // mergeSandbox lays a stage's [sandbox] keys over the agent's (sandbox.Overlay).
@@ -531,4 +620,56 @@ func mergeSandbox(agent, stage *sandbox.Config) *sandbox.Config {
 	}
 	m := sandbox.Overlay(a, st)
 	return &m
+}
+
+// LabelStore is the engine's taint label store: Labels, or taint-labels.json beside the
+// runs directory (in lev's state, where no tool writes).
+func (e *Engine) LabelStore() *labels.Store {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.Labels == nil {
+		e.Labels = &labels.Store{Path: filepath.Join(filepath.Dir(e.Store.Dir), "taint-labels.json"),
+			Runs: e.Store.Dir, State: []string{levconfig.Home(), filepath.Dir(e.Store.Dir)}}
+	}
+	return e.Labels
+}
+
+// labelRun raises the run's stored label to the highest its context ever had, before a
+// record holding that context is written: a later run that reads the record (through a
+// grant of the runs directory, or a lev home inside its workdir) takes this label. A gate
+// that cannot say (none registered) leaves the run Private.
+func (e *Engine) labelRun(r *run) error {
+	l := taint.Private
+	if h, ok := r.pipe.Gate.(interface{ HighWater() taint.Level }); ok {
+		l = h.HighWater()
+	}
+	return e.LabelStore().RaiseRun(r.rec.ID, l)
+}
+
+// labelSeeds gives the first message the stored labels of the files its seeds read: a
+// seed must not launder a file a tainted run wrote. A script seed's output is labelled
+// like shell output, by what the workdir holds.
+func (e *Engine) labelSeeds(r *run) {
+	g, ok := r.pipe.Gate.(interface {
+		AddInput(stage int, l taint.Level, origin string)
+	})
+	if !ok {
+		return
+	}
+	ls := e.LabelStore()
+	for _, s := range r.rec.Seeds {
+		var l taint.Level
+		var err error
+		if s.Kind == "script" {
+			l, err = ls.Tree(r.pipe.FS.Workdir, true)
+		} else {
+			l, err = ls.File(s.Real)
+		}
+		if err != nil {
+			e.logf("run %s: seed %s: %v (read as private)", r.rec.ID, s.Path, err)
+		}
+		if l > taint.Internal {
+			g.AddInput(0, l, "seed "+s.Path)
+		}
+	}
 }

@@ -130,10 +130,13 @@ func (e *Engine) seedCall(ctx context.Context, r *run, pst pipeline.Stage, ss *s
 		mx.last = nil
 	}
 	c, res := r.pipe.Handle(ctx, pst, provider.ToolCall{ID: fmt.Sprintf("seed-%d", n), Name: tool, Args: raw})
-	e.record(ss, c, res)
 	var acc workfs.Access
 	if len(c.Reads) > 0 {
 		acc = c.Reads[0]
+	}
+	if err := e.record(r, ss, c, res); err != nil {
+		// A seed whose call cannot be recorded is a spawn with a hole in its record.
+		return nil, acc, fmt.Errorf("recording seed call: %w", err)
 	}
 	if res.Refusal != nil {
 		return nil, acc, fmt.Errorf("%s (refused at the %s step)", res.Refusal.Msg, res.Refusal.Step)

@@ -167,19 +167,26 @@ func (s *Store) List() ([]*Record, error) {
 	return out, nil
 }
 
+// writeJSON writes a record file atomically. Its error names the file, so a run failed by
+// it says which record could not be written and why.
 func writeJSON(p string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("recording %s: %w", p, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
+		return fmt.Errorf("recording %s: %w", p, err)
 	}
 	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return err
+		os.Remove(tmp)
+		return fmt.Errorf("recording %s: %w", p, err)
 	}
-	return os.Rename(tmp, p)
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("recording %s: %w", p, err)
+	}
+	return nil
 }
 
 func readJSON(p string, v any) error {
@@ -193,13 +200,18 @@ func readJSON(p string, v any) error {
 func appendJSONL(p string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("recording %s: %w", p, err)
 	}
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return fmt.Errorf("recording %s: %w", p, err)
 	}
-	defer f.Close()
 	_, err = f.Write(append(data, '\n'))
-	return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("recording %s: %w", p, err)
+	}
+	return nil
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/policy"
-	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
@@ -50,6 +49,11 @@ type Gate struct {
 	stage   int
 	byCall  map[string]taint.EntryID
 	started bool
+	// high is the highest level the context ever had: the label of the run's records,
+	// which keep what eviction dropped from the context.
+	high taint.Level
+	// err is the first failure to write taint_state.json; the run stops on it.
+	err error
 }
 
 // New builds the gate for a run from its environment.
@@ -65,6 +69,11 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 	// On unless the user turned it off; a blueprint may turn it on, never off.
 	if user != nil && user.Enabled != nil && !*user.Enabled {
 		g.enabled = bp != nil && bp.Enabled != nil && *bp.Enabled
+	}
+	// Labels are tracked even with the gate off: what this run stores (its records, the
+	// files it writes) keeps its label for the runs that read it later.
+	if err := g.track(); err != nil {
+		return nil, err
 	}
 	if !g.enabled {
 		return g, nil
@@ -90,16 +99,24 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 	if env.Asker != nil {
 		g.gate.Asker = asker{env.Asker}
 	}
+	return g, nil
+}
+
+// track loads or starts the run's labelled context.
+func (g *Gate) track() error {
+	env := g.env
 	if env.Blueprint != nil && env.Config != nil {
-		for _, st := range readpaths.Resolve(env.Blueprint.Name, env.Blueprint.Declared, env.Config.Grants) {
+		for _, st := range pipeline.ResolveGrants(env.Blueprint, env.Config) {
 			if st.Granted {
 				g.hasGrant = true
 			}
 		}
 	}
-	g.state = filepath.Join(env.RunDir, "taint_state.json")
+	if env.RunDir != "" {
+		g.state = filepath.Join(env.RunDir, "taint_state.json")
+	}
 	if err := g.load(); err != nil {
-		return nil, err
+		return err
 	}
 	if !g.started {
 		// The first stage's opening message: the task, and the seeds, which for an agent
@@ -108,10 +125,42 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 		if g.hasGrant && env.Blueprint != nil && len(env.Blueprint.Seeds) > 0 {
 			l = taint.Private
 		}
-		g.ctx.Add(region(0), l, "stage 0 input (task and seeds)")
+		g.add(region(0), l, "stage 0 input (task and seeds)")
 		g.started = true
 	}
-	return g, nil
+	return nil
+}
+
+// add puts an entry in the context and keeps the high-water mark. Called with g.mu held
+// (or before the gate is shared).
+func (g *Gate) add(region string, l taint.Level, origin string) taint.EntryID {
+	id := g.ctx.Add(region, l, origin)
+	g.high = taint.Max(g.high, g.ctx.Level())
+	return id
+}
+
+// HighWater is the highest label the run's context ever had: the label of everything the
+// run records (its conversation keeps what eviction dropped from the context).
+func (g *Gate) HighWater() taint.Level {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.high
+}
+
+// AddInput labels data the runtime put into stage n's first message after the gate was
+// built (a seed read from a labelled file).
+func (g *Gate) AddInput(stage int, l taint.Level, origin string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.add(region(stage), l, origin)
+	g.save()
+}
+
+// Err is the first failure to record the run's taint state.
+func (g *Gate) Err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
 }
 
 func apply(p *policy.Policy, t *blueprint.TaintTracking, tighten bool) (*policy.Policy, error) {
@@ -131,7 +180,7 @@ func (g *Gate) enter(n int) {
 	g.ctx.EvictRegion(region(g.stage))
 	g.byCall = map[string]taint.EntryID{}
 	g.stage = n
-	g.ctx.Add(region(n), carried, fmt.Sprintf("stage %d input (previous stage's output)", n))
+	g.add(region(n), carried, fmt.Sprintf("stage %d input (previous stage's output)", n))
 }
 
 // Level is the run's current taint.
@@ -159,14 +208,23 @@ func (g *Gate) Evict(callID string) bool {
 
 // Check is pipeline step 4.
 func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, error) {
-	if !g.enabled {
-		return pipeline.Decision{Allow: true, Source: "TaintTrackingOff"}, nil
-	}
 	g.mu.Lock()
 	g.enter(c.Stage.Index)
 	level := g.ctx.Level()
 	g.save()
 	g.mu.Unlock()
+	// A file the call writes takes the label of what the context holds now, stamped
+	// before the write so a crash cannot leave it unlabelled.
+	if g.env.Labels != nil {
+		for _, w := range c.Writes {
+			if err := g.env.Labels.BeforeWrite(w.Real, level); err != nil {
+				return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "LabelStoreError"}, nil
+			}
+		}
+	}
+	if !g.enabled {
+		return pipeline.Decision{Allow: true, Source: "TaintTrackingOff"}, nil
+	}
 	out, err := g.gate.Check(ctx, taint.Call{Tool: c.Tool, Target: Target(c), Taint: level, Stage: c.Stage.Index, CallID: c.ID})
 	if err != nil {
 		return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "AuditError"}, nil
@@ -176,15 +234,71 @@ func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, 
 
 // Observe labels a finished call's result as it enters the conversation.
 func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) {
-	if !g.enabled || r == nil || r.Refusal != nil {
+	if r == nil || r.Refusal != nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.enter(c.Stage.Index)
+	if !r.IsError {
+		g.labelWrites(c)
+	}
 	l := taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant})
-	g.byCall[c.ID] = g.ctx.Add(region(c.Stage.Index), l, c.Tool+" "+c.ID)
+	l = taint.Max(l, g.storedLevel(c))
+	g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID)
 	g.save()
+}
+
+// labelWrites records the label of the files a successful write_file or edit_file wrote:
+// the context's level (the content came from it); edit_file keeps the file's older label
+// too, since the rest of the file is still there. Called with g.mu held.
+func (g *Gate) labelWrites(c *pipeline.Call) {
+	if g.env.Labels == nil {
+		return
+	}
+	for _, w := range c.Writes {
+		if err := g.env.Labels.AfterWrite(w.Real, g.ctx.Level(), c.Tool == "write_file"); err != nil {
+			// The stamp taken before the write still labels the path; only the inode
+			// (which follows a later rename) is missing.
+			g.logf("run %s: %v", g.env.RunID, err)
+		}
+	}
+}
+
+// storedLevel is the label lev stored for what the call read: a labelled file, a run
+// record, lev's state. list_dir yields names, so it takes the labels under the directory;
+// shell can read the whole workdir. Called with g.mu held.
+func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
+	ls := g.env.Labels
+	if ls == nil {
+		return taint.Public
+	}
+	l := taint.Public
+	raise := func(x taint.Level, err error) {
+		if err != nil {
+			g.logf("run %s: %v (read as private)", g.env.RunID, err)
+		}
+		l = taint.Max(l, x)
+	}
+	switch c.Tool {
+	case "shell":
+		raise(ls.Tree(g.env.Workdir, true))
+	case "list_dir":
+		for _, a := range c.Reads {
+			raise(ls.Tree(a.Real, false))
+		}
+	default:
+		for _, a := range c.Reads {
+			raise(ls.File(a.Real))
+		}
+	}
+	return l
+}
+
+func (g *Gate) logf(format string, args ...any) {
+	if g.env.Log != nil {
+		g.env.Log(format, args...)
+	}
 }
 
 // Target is what the policy matches: the URL's host for the web and HTTP tools, the
@@ -217,6 +331,7 @@ func (a asker) Ask(ctx context.Context, p taint.Prompt) (taint.Answer, error) {
 
 type stateFile struct {
 	Stage   int                      `json:"stage"`
+	High    taint.Level              `json:"high"`
 	Entries []taint.Entry            `json:"entries"`
 	Calls   map[string]taint.EntryID `json:"calls"`
 }
@@ -227,11 +342,21 @@ func (g *Gate) save() {
 	if g.state == "" {
 		return
 	}
-	b, _ := json.Marshal(stateFile{Stage: g.stage, Entries: g.ctx.Live(), Calls: g.byCall})
+	b, err := json.Marshal(stateFile{Stage: g.stage, High: g.high, Entries: g.ctx.Live(), Calls: g.byCall})
 	tmp := g.state + ".tmp"
-	os.MkdirAll(filepath.Dir(g.state), 0o700)
-	if os.WriteFile(tmp, b, 0o600) == nil {
-		os.Rename(tmp, g.state)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(g.state), 0o700)
+	}
+	if err == nil {
+		err = os.WriteFile(tmp, b, 0o600)
+	}
+	if err == nil {
+		err = os.Rename(tmp, g.state)
+	}
+	if err != nil && g.err == nil {
+		// Lost, the taint would restart low on lev resume: the engine stops the run.
+		os.Remove(tmp)
+		g.err = fmt.Errorf("recording %s: %w", g.state, err)
 	}
 }
 
@@ -252,8 +377,9 @@ func (g *Gate) load() error {
 	for k, v := range st.Calls {
 		old[v] = k
 	}
+	g.high = st.High
 	for _, e := range st.Entries {
-		id := g.ctx.Add(e.Region, e.Level, e.Origin)
+		id := g.add(e.Region, e.Level, e.Origin)
 		if call, ok := old[e.ID]; ok {
 			g.byCall[call] = id
 		}
