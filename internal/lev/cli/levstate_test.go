@@ -418,7 +418,13 @@ args = '{"output": "{{last}}"}'
 			id := stderr[strings.Index(stderr, "lev resume r-")+len("lev resume "):]
 			id = id[:strings.IndexAny(id, ") \n")]
 			old, _ := os.ReadFile(b.cfgFile)
-			mustWrite(t, b.cfgFile, string(old)+"[agent_read_paths.selfedit]\nallow = [\"~/docs\"]\n")
+			// A blueprint run by its path gets only [security] grants (it has no install
+			// name); one in the agents directory gets its [agent_read_paths.NAME].
+			grant := "[agent_read_paths.selfedit]\nallow = [\"~/docs\"]\n"
+			if inWorkdir {
+				grant = "[security]\nread_paths = [\"~/docs\"]\n"
+			}
+			mustWrite(t, b.cfgFile, string(old)+grant)
 			out, stderr, code := b.lev("resume", id)
 			if code != 0 || !strings.Contains(out, "ORIGINAL PROMPT") || strings.Contains(out, "EVIL") {
 				t.Fatalf("resume %s: exit %d (want the admitted blueprint's prompt)\nstdout %s\nstderr %s", id, code, out, stderr)

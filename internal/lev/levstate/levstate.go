@@ -31,6 +31,9 @@ type State struct {
 	Home    string
 	entries []Entry
 	ids     map[fileID]string
+	// records is lev's run-records directory: the only protected part a read may reach,
+	// and only through a declared and granted [read_paths] entry (GrantableRead).
+	records string
 }
 
 var (
@@ -183,6 +186,33 @@ func (s *State) CoversFile(fi os.FileInfo) (string, bool) {
 	}
 	what, ok := s.ids[id]
 	return what, ok
+}
+
+// SetRecords names lev's run-records directory (see GrantableRead).
+func (s *State) SetRecords(dir string) error {
+	r, err := Resolve(dir)
+	if err != nil {
+		return err
+	}
+	s.records = r
+	return nil
+}
+
+// GrantableRead says whether real (an absolute, resolved path) lies in lev's run records
+// and in no other protected entry nested inside them: a read a declared and granted
+// [read_paths] entry may open (the spec's planner reading ~/.leviath/runs). Everything
+// else lev holds (token, keys, config, policy, blueprints, labels) no grant opens, and no
+// write reaches records at all.
+func (s *State) GrantableRead(real string) bool {
+	if s == nil || s.records == "" || !within(real, s.records) {
+		return false
+	}
+	for _, e := range s.entries {
+		if e.Path != s.records && within(e.Path, s.records) && within(real, e.Path) {
+			return false
+		}
+	}
+	return true
 }
 
 // Inside lists the protected entries that lie inside dir (a resolved path): the ones a

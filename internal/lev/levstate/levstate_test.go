@@ -63,3 +63,40 @@ func TestCovers(t *testing.T) {
 		t.Errorf("Inside(root) = %+v", in)
 	}
 }
+
+// TestGrantableRead: only lev's run records (and nothing nested in them that is protected
+// on its own) may be opened by a grant; the token, config and home are never grantable.
+func TestGrantableRead(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(root, "home")
+	runs := filepath.Join(home, "runs")
+	os.MkdirAll(filepath.Join(runs, "r-1"), 0o700)
+	os.WriteFile(filepath.Join(home, "token"), []byte("tok"), 0o600)
+	inner := filepath.Join(runs, "keys")
+	s, err := New(home, map[string]string{runs: "lev's run records", inner: "a key kept among the records"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.GrantableRead(filepath.Join(runs, "r-1", "run.json")) {
+		t.Fatal("records grantable before SetRecords")
+	}
+	if err := s.SetRecords(runs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want bool
+	}{
+		{filepath.Join(runs, "r-1", "run.json"), true},
+		{runs, true},
+		{filepath.Join(home, "token"), false},
+		{filepath.Join(home, "config.toml"), false},
+		{home, false},
+		{filepath.Join(inner, "client.key"), false},
+		{filepath.Join(root, "elsewhere"), false},
+	} {
+		if got := s.GrantableRead(tc.path); got != tc.want {
+			t.Errorf("GrantableRead(%s) = %v, want %v", tc.path, got, tc.want)
+		}
+	}
+}

@@ -102,7 +102,17 @@ func (e *Engine) protected(cfg *levconfig.Config) (*levstate.State, error) {
 			paths[p] = "another lev's state ($LEV_PROTECT)"
 		}
 	}
-	return levstate.New(levconfig.Home(), paths)
+	st, err := levstate.New(levconfig.Home(), paths)
+	if err != nil {
+		return nil, err
+	}
+	// Run records are the one part of lev's state the spec lets a user open to an agent
+	// (a planner reading past runs through a granted [read_paths] entry); they stay
+	// read-only and carry their runs' taint labels.
+	if err := st.SetRecords(e.Store.Dir); err != nil {
+		return nil, fmt.Errorf("lev's run records: %w", err)
+	}
+	return st, nil
 }
 
 // scrubSecrets drops every variable whose value holds one of secrets (the daemon's token

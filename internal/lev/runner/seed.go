@@ -222,3 +222,7 @@ func (s shipped) Covers(real string) (string, bool) {
 func (s shipped) CoversFile(os.FileInfo) (string, bool) { return "", false }
 
 func asRefusal(err error, r **workfs.Refusal) bool { return errors.As(err, r) }
+
+// GrantableRead: a blueprint: seed reads its own directory only; no grant reaches
+// records from there.
+func (s shipped) GrantableRead(string) bool { return false }

@@ -30,6 +30,9 @@ const (
 type Protector interface {
 	Covers(real string) (string, bool)
 	CoversFile(fi os.FileInfo) (string, bool)
+	// GrantableRead: a protected path a declared and granted [read_paths] entry may
+	// open for reading (lev's run records, nothing else).
+	GrantableRead(real string) bool
 }
 
 // Refusal is a fence or confinement refusal. Its message is what the model and the run
@@ -62,7 +65,7 @@ type FS struct {
 
 // protected refuses real (a resolved path) or fi (the file itself, when known) if it is
 // lev's own state.
-func (f *FS) protected(tool, given, real string, fi os.FileInfo) error {
+func (f *FS) protected(tool, given, real string, fi os.FileInfo, read bool) error {
 	if f.Protect == nil {
 		return nil
 	}
@@ -75,6 +78,13 @@ func (f *FS) protected(tool, given, real string, fi os.FileInfo) error {
 	}
 	if !ok {
 		return nil
+	}
+	if read && f.Protect.GrantableRead(real) && f.Fence != nil {
+		// A read of a run record the user granted by an explicit entry; the record's
+		// taint label applies to what the agent reads (taint/labels).
+		if m := f.Fence.Match(real); m.Found && m.Granted {
+			return nil
+		}
 	}
 	return &Refusal{Code: CodeLevState, Path: given, Real: real,
 		Msg: fmt.Sprintf("%s: refused: %s is lev's own state (%s); no tool reads or writes it", tool, given, what)}
@@ -218,7 +228,7 @@ func hasComponents(parts []string) bool {
 
 // fence decides a real path; abs is the lexical path, for the message.
 func (f *FS) fence(tool, real, abs, given string) error {
-	if err := f.protected(tool, given, real, nil); err != nil {
+	if err := f.protected(tool, given, real, nil, true); err != nil {
 		return err
 	}
 	if Within(real, f.Workdir) {
@@ -297,7 +307,7 @@ func (f *FS) protectedWrite(tool string, a Access) error {
 	if err != nil {
 		fi = nil
 	}
-	return f.protected(tool, a.Path, a.Real, fi)
+	return f.protected(tool, a.Path, a.Real, fi, false)
 }
 
 // ReadFile reads an access returned by ResolveRead, re-checking the opened descriptor's
@@ -373,7 +383,7 @@ func (f *FS) open(tool string, a Access) (*os.File, error) {
 		}
 	}
 	if fi, err := file.Stat(); err == nil {
-		if err := f.protected(tool, a.Path, a.Real, fi); err != nil {
+		if err := f.protected(tool, a.Path, a.Real, fi, true); err != nil {
 			file.Close()
 			return nil, err
 		}

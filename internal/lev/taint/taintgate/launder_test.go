@@ -149,6 +149,9 @@ func TestLaunderingThroughStorage(t *testing.T) {
 		seeds              string
 		writerCfg          string // config.toml text for the writer's run only
 		blocked            bool
+		// readerGrant: the reader declares lev's runs directory in [read_paths] and the
+		// config grants it; stateRefused: the read must be refused as lev's own state.
+		readerGrant, stateRefused bool
 	}
 	write := `{"path": "notes/leak.txt", "content": "{{last}}"}`
 	read := `{"path": "notes/leak.txt"}`
@@ -192,11 +195,17 @@ func TestLaunderingThroughStorage(t *testing.T) {
 					t.Fatalf("editor: %s %s", rec.Status, rec.Error)
 				}
 			}, readTool: "read_file", readArgs: read},
-		{name: "run record read from a workdir holding lev's runs", src: secretPath, readerWD: "root",
+		// lev's run records are lev's state: without an explicit grant no tool reads them,
+		// wherever they lie (here inside the reader's workdir).
+		{name: "run record read without a grant is refused as lev's state", src: secretPath, readerWD: "root",
+			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`, stateRefused: true},
+		{name: "control: a file beside lev's state in the same workdir reads", src: secretPath, readerWD: "root",
+			readTool: "read_file", readArgs: `{"path": "home/proj/readme.txt"}`},
+		// The spec's planner: the user grants the runs directory explicitly. The record
+		// reads, and what it holds is Private (its run's label, and a granted read).
+		{name: "run record read through a granted [read_paths] entry is Private", src: secretPath, readerWD: "root", readerGrant: true,
 			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`, blocked: true},
-		{name: "control: run record of a clean run", src: benignPath, readerWD: "root",
-			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`},
-		{name: "unlabelled lev state reads Private", src: benignPath, readerWD: "root",
+		{name: "unlabelled run record through a granted entry reads Private", src: benignPath, readerWD: "root", readerGrant: true,
 			between: func(t *testing.T, w *world, _ *runner.Record) {
 				p := filepath.Join(w.levHome, "runs", "r-20260101-000000-abcdef", "stages", "0", "tool_calls.jsonl")
 				must(t, os.MkdirAll(filepath.Dir(p), 0o700))
@@ -233,7 +242,26 @@ func TestLaunderingThroughStorage(t *testing.T) {
 				wd = w.root
 			}
 			bp = strings.Replace(readerBP, "SEEDS", tc.seeds, 1)
-			reader := w.launderRun(t, "reader", bp, readerScript(tc.readTool, strings.ReplaceAll(tc.readArgs, "READER_RUN", writer.ID)), wd)
+			var readerCfg []string
+			if tc.readerGrant {
+				runs := q(filepath.Join(w.levHome, "runs"))
+				bp = strings.Replace(bp, "[stages.one]", "[read_paths]\nallow = ["+runs+"]\n[stages.one]", 1)
+				readerCfg = append(readerCfg, "[agent_read_paths.reader]\nallow = ["+runs+"]\n")
+			}
+			reader := w.launderRun(t, "reader", bp, readerScript(tc.readTool, strings.ReplaceAll(tc.readArgs, "READER_RUN", writer.ID)), wd, readerCfg...)
+			if tc.stateRefused {
+				data, err := os.ReadFile(filepath.Join(w.levHome, "runs", reader.ID, "stages", "0", "tool_calls.jsonl"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(data), `"code":"lev-state"`) {
+					t.Fatalf("reader's read of the record was not refused as lev's state:\n%s", data)
+				}
+				if strings.Contains(string(reader.Result), "lvtsbx") || strings.Contains(string(reader.Result), "SECRET") {
+					t.Fatalf("reader published: %s", reader.Result)
+				}
+				return
+			}
 			audit, _ := taint.ReadAudit(taint.AuditPath(filepath.Join(w.levHome, "runs", reader.ID), 0))
 			var sub []taint.Record
 			for _, r := range calls(audit) {
