@@ -16,6 +16,8 @@ import (
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/runner"
+	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
+	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
 func newServeCmd() *cobra.Command {
@@ -61,6 +63,12 @@ func newServeCmd() *cobra.Command {
 				Config:    w.Current,
 				Home:      pipeline.UserHome(),
 				Log:       logger.Printf,
+				// The security steps, wired here and nowhere else.
+				NewGate:     taintgate.Factory,
+				NewExecutor: sandboxexec.Factory,
+			}
+			if err := eng.Validate(); err != nil {
+				return &ExitError{Code: 2, Err: err}
 			}
 			eng.Recover()
 			srv := &daemon.Server{Engine: eng, Watcher: w, Token: token, Log: logger.Printf}

@@ -253,10 +253,19 @@ func ReadToken(file string) (string, error) {
 	return t, nil
 }
 
+// StopGrace is how long a stopping daemon waits for its runs to let go.
+const StopGrace = 10 * time.Second
+
 // Serve runs the API on ln until ctx ends, reloading config.toml on change.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.Token == "" {
 		return errors.New("refusing to serve without a bearer token")
+	}
+	if s.Engine == nil {
+		return errors.New("refusing to serve without a run engine")
+	}
+	if err := s.Engine.Validate(); err != nil {
+		return err
 	}
 	if s.Watcher != nil {
 		go s.Watcher.Run(ctx, 500*time.Millisecond)
@@ -269,7 +278,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Shutdown(sctx)
 	}()
 	err := srv.Serve(ln)
-	s.Engine.Stop()
+	// Bounded: SIGTERM stops the daemon even if a run's call is stuck.
+	s.Engine.StopWithin(StopGrace)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/lever-jail/lever/internal/lev/pipeline"
@@ -13,12 +12,15 @@ import (
 // GET /api/agents/{id}/result, so it leaves the machine the same way (issue 6). It returns
 // the refusal when the gate blocks it; the gate has audited the decision either way.
 func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, text string) *pipeline.Refusal {
+	c := pipeline.AnswerCall(fmt.Sprintf("answer-%d", ss.rec.Turns), pst, text)
+	var d pipeline.Decision
+	var err error
 	if r.pipe == nil || r.pipe.Gate == nil {
-		return nil
+		// Fail closed, like the pipeline: no gate, no answer leaves.
+		d = pipeline.Decision{Allow: false, Reason: "this lev has no taint gate wired", Source: "no-gate"}
+	} else {
+		d, err = r.pipe.Gate.Check(ctx, c)
 	}
-	args, _ := json.Marshal(map[string]string{"output": text})
-	c := &pipeline.Call{ID: fmt.Sprintf("answer-%d", ss.rec.Turns), Tool: "submit_output", Args: args, Stage: pst}
-	d, err := r.pipe.Gate.Check(ctx, c)
 	if err != nil {
 		d = pipeline.Decision{Allow: false, Reason: err.Error(), Source: "GateError"}
 	}
