@@ -92,7 +92,7 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 	os.WriteFile(pol, []byte(c.policy), 0o644)
 	cfg := "[provider]\nkind = \"scripted\"\nscript = " + q(script) + "\n" +
 		"[security]\npolicy_file = " + q(pol) + "\n" +
-		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\n"
+		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\nhttp_get = \"allow\"\n"
 	if !c.noGrant {
 		cfg += "[agent_read_paths.exfil]\nallow = [\"~/secret\"]\n"
 	}
