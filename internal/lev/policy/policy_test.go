@@ -316,12 +316,19 @@ func TestPathFor(t *testing.T) {
 	cfgFile := filepath.Join(dir, "config.toml")
 	os.WriteFile(cfgFile, []byte("[security]\npolicy_file = \"pol.toml\"\n"), 0o600)
 	t.Setenv("LEV_CONFIG", cfgFile)
-	if got := DefaultPath(); got != filepath.Join(dir, "pol.toml") {
-		t.Errorf("from config: %s", got)
+	if got, err := DefaultPath(); err != nil || got != filepath.Join(dir, "pol.toml") {
+		t.Errorf("from config: %s %v", got, err)
 	}
 	t.Setenv("LEV_POLICY", "/x/p.toml")
-	if got := DefaultPath(); got != "/x/p.toml" {
-		t.Errorf("env: %s", got)
+	if got, err := DefaultPath(); err != nil || got != "/x/p.toml" {
+		t.Errorf("env: %s %v", got, err)
+	}
+	if got := PathFor(nil); got != "/x/p.toml" {
+		t.Errorf("env, live resolution: %s", got)
+	}
+	t.Setenv("LEV_POLICY", "rel.toml")
+	if _, err := DefaultPath(); err == nil || err.Error() != `LEV_POLICY="rel.toml": must be an absolute path (lev serve and lev policy may run in different directories)` {
+		t.Errorf("relative env: %v", err)
 	}
 }
 

@@ -75,7 +75,12 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 	if !g.enabled {
 		return g, nil
 	}
-	pol, err := policy.Load(policy.PathFor(env.Config))
+	// The same resolution `lev policy` uses ($LEV_POLICY, [security] policy_file, default).
+	polFile, err := policy.Resolve(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy.Load(polFile)
 	if err != nil {
 		return nil, err
 	}
