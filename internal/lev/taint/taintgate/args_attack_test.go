@@ -82,9 +82,9 @@ func TestArgumentSpellingsCannotSplitGateFromTool(t *testing.T) {
 	other, otherHits := countingServer(t, "127.0.0.2")
 	type outcome int
 	const (
-		badArgs outcome = iota // refused at offer, neither server hit
-		gateBlocks             // reached the gate, blocked; neither server hit
-		reachesAllowed         // ran, ALLOWED got exactly one request
+		badArgs        outcome = iota // refused at offer, neither server hit
+		gateBlocks                    // reached the gate, blocked; neither server hit
+		reachesAllowed                // ran, ALLOWED got exactly one request
 	)
 	cases := []struct {
 		name, args string
