@@ -42,7 +42,7 @@ func Decode(raw []byte, v any) error {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return fmt.Errorf("the arguments must be a JSON object, not %s", describe(tok))
 	}
-	if err := checkObject(dec, rv.Type().Elem(), ""); err != nil {
+	if err := checkObject(dec, rv.Type().Elem(), "", 1); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -73,8 +73,14 @@ func Object(raw []byte) (map[string]any, error) {
 
 var rawMessage = reflect.TypeOf(json.RawMessage(nil))
 
+// MaxDepth bounds how deeply arguments may nest (the walk recurses once per level).
+const MaxDepth = 200
+
 // checkObject reads an object's members after its '{' up to and including its '}'.
-func checkObject(dec *json.Decoder, t reflect.Type, path string) error {
+func checkObject(dec *json.Decoder, t reflect.Type, path string, depth int) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("the arguments nest deeper than %d levels", MaxDepth)
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -127,7 +133,7 @@ func checkObject(dec *json.Decoder, t reflect.Type, path string) error {
 			}
 			vt = ft
 		}
-		if err := checkValue(dec, vt, kp); err != nil {
+		if err := checkValue(dec, vt, kp, depth+1); err != nil {
 			return err
 		}
 	}
@@ -135,7 +141,10 @@ func checkObject(dec *json.Decoder, t reflect.Type, path string) error {
 	return syntaxErr(err)
 }
 
-func checkValue(dec *json.Decoder, t reflect.Type, path string) error {
+func checkValue(dec *json.Decoder, t reflect.Type, path string, depth int) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("the arguments nest deeper than %d levels", MaxDepth)
+	}
 	tok, err := dec.Token()
 	if err != nil {
 		return syntaxErr(err)
@@ -149,7 +158,7 @@ func checkValue(dec *json.Decoder, t reflect.Type, path string) error {
 	}
 	switch d {
 	case '{':
-		return checkObject(dec, t, path)
+		return checkObject(dec, t, path, depth)
 	case '[':
 		et := t
 		switch t.Kind() {
@@ -162,7 +171,7 @@ func checkValue(dec *json.Decoder, t reflect.Type, path string) error {
 			return fmt.Errorf("argument %s: want %s, got a JSON array", name(path), kindName(t))
 		}
 		for i := 0; dec.More(); i++ {
-			if err := checkValue(dec, et, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := checkValue(dec, et, fmt.Sprintf("%s[%d]", path, i), depth+1); err != nil {
 				return err
 			}
 		}

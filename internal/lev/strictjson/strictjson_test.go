@@ -2,6 +2,7 @@ package strictjson
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -44,6 +45,8 @@ func TestDecodeStrict(t *testing.T) {
 		{"trailing garbage", `{"url":"a"} x`, "trailing data", ""},
 		{"not an object", `["url"]`, "must be a JSON object, not an array", ""},
 		{"truncated", `{"url":"a"`, "end early", ""},
+		{"too deep", `{"out":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, "nest deeper than 200 levels", ""},
+		{"deep but within the bound", `{"out":` + strings.Repeat("[", 150) + strings.Repeat("]", 150) + `}`, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,7 +58,7 @@ func TestDecodeStrict(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !contains(err.Error(), c.err) {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Fatalf("error %v, want %q", err, c.err)
 			}
 		})
@@ -86,15 +89,4 @@ func TestObject(t *testing.T) {
 	if err != nil || m["channel"] != "x" {
 		t.Fatalf("%v %v", m, err)
 	}
-}
-
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && index(s, sub) >= 0) }
-
-func index(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
