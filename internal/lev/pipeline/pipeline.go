@@ -147,7 +147,7 @@ func refused(step, code, msg string) *Result {
 type Decision struct {
 	Allow  bool   `json:"allow"`
 	Reason string `json:"reason,omitempty"`
-	Source string `json:"source,omitempty"` // e.g. "PassThrough", "AutoBlock", "YoloAutoApprove"
+	Source string `json:"source,omitempty"` // e.g. "AutoBlock", "YoloAutoApprove", "no-gate"
 }
 
 // Gate is the taint gate hook (step 4). Check runs after the fence and before execution;
