@@ -17,6 +17,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/tomlx"
 )
 
 // File is the policy file as written.
@@ -130,6 +131,10 @@ func Load(path string) (*Policy, error) {
 // key (and the line, where the TOML decoder reports one).
 func Parse(data []byte, name string) (*Policy, error) {
 	var f File
+	// go-toml folds case when matching keys ([[Allow]] would be [[allow]]): refuse that.
+	if err := tomlx.ExactKeys(name, data, &f); err != nil {
+		return nil, err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {

@@ -69,6 +69,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad default", "default = \"maybe\"\n", `default: "maybe"`},
 		{"tool without clearance", "[tools.x]\noutbound = true\n", `tools.x: an outbound tool needs a clearance`},
 		{"syntax", "[[allow]\n", `line 1`},
+		{"table in another case", "[[Allow]]\ntool = \"shell\"\nmax_sensitivity = \"private\"\n", `policy.toml:1: unknown key "Allow" (keys are case-sensitive: the key is "allow")`},
+		{"key in another case", "[[allow]]\nTool = \"shell\"\nmax_sensitivity = \"private\"\n", `policy.toml:2: unknown key "allow.Tool" (keys are case-sensitive: the key is "tool")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), "policy.toml")
