@@ -18,6 +18,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/capread"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/runner"
+	"github.com/lever-jail/lever/internal/lev/strictjson"
 )
 
 // Server serves the API.
@@ -73,9 +74,8 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 	var spec runner.Spec
 	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20), r.ContentLength, 1<<20, "request body", r.RemoteAddr)
 	if err == nil {
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&spec)
+		// Strict like tool arguments: no key in another case, none twice.
+		err = strictjson.Decode(data, &spec)
 	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad spawn request: %w", err))
@@ -132,10 +132,8 @@ type ResumeRequest struct {
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	var rr ResumeRequest
 	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10), r.ContentLength, 64<<10, "request body", r.RemoteAddr)
-	if err == nil && len(strings.TrimSpace(string(data))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&rr)
+	if err == nil {
+		err = strictjson.Decode(data, &rr)
 	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad resume request: %w", err))
@@ -163,9 +161,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	var a Answer
 	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10), r.ContentLength, 64<<10, "request body", r.RemoteAddr)
 	if err == nil {
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&a)
+		err = strictjson.Decode(data, &a)
 	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad answer: %w", err))

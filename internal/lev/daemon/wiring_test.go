@@ -2,8 +2,12 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +75,43 @@ func TestServeRefusesWithoutSecuritySteps(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestAPIBodiesDecodeStrictly: the API's JSON bodies are decoded like tool arguments: a
+// key in another case or a key twice is a 400 naming it (encoding/json alone would take
+// "Yolo" as yolo, the last one winning). Control: the same body spelled plainly passes
+// decoding (and is refused later, for the missing blueprint, with 422).
+func TestAPIBodiesDecodeStrictly(t *testing.T) {
+	e := start(t, "")
+	post := func(path, body string) (int, string) {
+		req, _ := http.NewRequest("POST", e.base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	wd := strconv.Quote(e.wd)
+	cases := []struct {
+		path, body string
+		code       int
+		want       string
+	}{
+		{"/api/agents", `{"agent": "nope", "workdir": ` + wd + `, "yolo": false, "Yolo": true}`, 400, `arguments \"yolo\" and \"Yolo\" are the same key`},
+		{"/api/agents", `{"agent": "nope", "workdir": ` + wd + `, "YOLO": true}`, 400, `unknown argument \"YOLO\"`},
+		{"/api/agents", `{"agent": "nope", "workdir": ` + wd + `, "yolo": false, "yolo": true}`, 400, `argument \"yolo\" appears twice`},
+		{"/api/agents/r-x/resume", `{"Interactive": true}`, 400, `unknown argument \"Interactive\"`},
+		{"/api/agents/r-x/answer", `{"question": "q1", "answer": "deny", "Answer": "session"}`, 400, `arguments \"answer\" and \"Answer\"`},
+		{"/api/agents", `{"agent": "nope", "workdir": ` + wd + `, "yolo": true}`, 422, `no blueprint for agent`},
+	}
+	for _, c := range cases {
+		code, body := post(c.path, c.body)
+		if code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %s, want %d %s", c.path, c.body, code, body, c.code, c.want)
+		}
 	}
 }
