@@ -353,7 +353,7 @@ func TestBinaryArgumentSpellingsCannotSplitGateFromTool(t *testing.T) {
 	allowed, other := serve("127.0.0.1"), serve("127.0.0.2")
 	for _, c := range []struct {
 		name, args, step string // step: refusal step wanted, "" = ran
-		allowedHits          int32
+		allowedHits      int32
 	}{
 		{"url and URL", `{"url": "` + allowed + `/x", "URL": "` + other + `/x", "body": "{{last}}"}`, "offer", 0},
 		{"url twice", `{"url": "` + allowed + `/x", "url": "` + other + `/x", "body": "{{last}}"}`, "offer", 0},
