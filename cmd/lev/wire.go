@@ -1,15 +1,12 @@
 package main
 
-// The issue-6 packages plug in here, at link time, without the core knowing them:
-//   - policy.NewCommand is lev policy;
-//   - a package that calls pipeline.RegisterGate / pipeline.RegisterExecutor in its init
-//     is blank-imported so its gate or executor serves every run.
+// lev policy plugs in here. The taint gate and the sandbox executor are not plugged in
+// by import side effect: lev serve passes their factories to the run engine itself
+// (internal/lev/cli/serve.go), and an engine without either refuses to start.
 
 import (
 	"github.com/lever-jail/lever/internal/lev/cli"
 	"github.com/lever-jail/lever/internal/lev/policy"
-	_ "github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec" // issue 6: sandboxed shell
-	_ "github.com/lever-jail/lever/internal/lev/taint/taintgate"     // issue 6: taint gate
 )
 
 func init() {

@@ -15,6 +15,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/lev/taint"
 	"github.com/lever-jail/lever/internal/lev/tomlx"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
 // Permission is a [tool_permissions] value.
@@ -110,6 +111,37 @@ const DefaultMaxTurns = 40
 
 var nameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
 
+// ParsePermissions validates a [tool_permissions] table (config.toml's or a blueprint's):
+// every key a tool name (toolnames.Check: a built-in, or mcp__SERVER__TOOL), every value
+// allow, ask or deny. Keys are checked in document order, so the first bad one is named
+// with its line.
+func ParsePermissions(doc *tomlx.Doc, table map[string]string) (map[string]Permission, error) {
+	tools := make([]string, 0, len(table))
+	for t := range table {
+		tools = append(tools, t)
+	}
+	sort.Slice(tools, func(i, j int) bool {
+		li, lj := doc.Line("tool_permissions."+tools[i]), doc.Line("tool_permissions."+tools[j])
+		if li != lj {
+			return li < lj
+		}
+		return tools[i] < tools[j]
+	})
+	out := map[string]Permission{}
+	for _, tool := range tools {
+		key := "tool_permissions." + tool
+		if err := toolnames.Check(tool); err != nil {
+			return nil, doc.Errorf(key, "%v", err)
+		}
+		p, err := ParsePermission(table[tool])
+		if err != nil {
+			return nil, doc.Errorf(key, "%v", err)
+		}
+		out[tool] = p
+	}
+	return out, nil
+}
+
 // Load reads and validates a blueprint file. known reports whether a tool name exists.
 func Load(file string, known func(string) bool) (*Blueprint, error) {
 	data, err := os.ReadFile(file)
@@ -140,13 +172,8 @@ func Parse(file string, data []byte, known func(string) bool) (*Blueprint, error
 	if len(bp.Stages) == 0 {
 		return nil, fmt.Errorf("%s: at least one [stages.NAME] table is required", file)
 	}
-	bp.Perms = map[string]Permission{}
-	for tool, v := range bp.ToolPermissions {
-		p, err := ParsePermission(v)
-		if err != nil {
-			return nil, doc.Errorf("tool_permissions."+tool, "%v", err)
-		}
-		bp.Perms[tool] = p
+	if bp.Perms, err = ParsePermissions(doc, bp.ToolPermissions); err != nil {
+		return nil, err
 	}
 	for i, raw := range bp.ReadPaths.Allow {
 		e, err := readpaths.Parse(raw)

@@ -17,6 +17,8 @@ import (
 	"github.com/lever-jail/lever/internal/lev/levstate"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/runner"
+	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
+	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
 func newServeCmd() *cobra.Command {
@@ -68,6 +70,12 @@ func newServeCmd() *cobra.Command {
 				Home:      pipeline.UserHome(),
 				Log:       logger.Printf,
 				Secrets:   []string{token},
+				// The security steps, wired here and nowhere else.
+				NewGate:     taintgate.Factory,
+				NewExecutor: sandboxexec.Factory,
+			}
+			if err := eng.Validate(); err != nil {
+				return &ExitError{Code: 2, Err: err}
 			}
 			eng.Recover()
 			srv := &daemon.Server{Engine: eng, Watcher: w, Token: token, Log: logger.Printf}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/runner"
+	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
+	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
 const workBlueprint = `
@@ -117,6 +119,9 @@ func start(t *testing.T, config string) *env {
 		Config:    w.Current,
 		Home:      e.home,
 		Log:       t.Logf,
+		// The real security steps, as lev serve wires them.
+		NewGate:     taintgate.Factory,
+		NewExecutor: sandboxexec.Factory,
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -325,7 +330,9 @@ args = '{"output": "read: {{last}}"}'
 `)
 	write(t, filepath.Join(e.levHome, "agents", "reader.toml"), readerBlueprint)
 	ctx := context.Background()
-	rec, err := e.client.Spawn(ctx, runner.Spec{Agent: "reader", Workdir: e.wd})
+	// --yolo: the real taint gate would otherwise block submitting the Private data with
+	// nobody to ask; --yolo waives and audits that, and lifts no fence.
+	rec, err := e.client.Spawn(ctx, runner.Spec{Agent: "reader", Workdir: e.wd, Yolo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

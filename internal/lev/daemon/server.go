@@ -18,6 +18,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/capread"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/runner"
+	"github.com/lever-jail/lever/internal/lev/strictjson"
 )
 
 // Server serves the API.
@@ -73,9 +74,8 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 	var spec runner.Spec
 	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20), r.ContentLength, 1<<20, "request body", r.RemoteAddr)
 	if err == nil {
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&spec)
+		// Strict like tool arguments: no key in another case, none twice.
+		err = strictjson.Decode(data, &spec)
 	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad spawn request: %w", err))
@@ -132,10 +132,8 @@ type ResumeRequest struct {
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	var rr ResumeRequest
 	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10), r.ContentLength, 64<<10, "request body", r.RemoteAddr)
-	if err == nil && len(strings.TrimSpace(string(data))) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&rr)
+	if err == nil {
+		err = strictjson.Decode(data, &rr)
 	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad resume request: %w", err))
@@ -163,9 +161,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	var a Answer
 	data, err := capread.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10), r.ContentLength, 64<<10, "request body", r.RemoteAddr)
 	if err == nil {
-		dec := json.NewDecoder(strings.NewReader(string(data)))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(&a)
+		err = strictjson.Decode(data, &a)
 	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad answer: %w", err))
@@ -253,10 +249,19 @@ func ReadToken(file string) (string, error) {
 	return t, nil
 }
 
+// StopGrace is how long a stopping daemon waits for its runs to let go.
+const StopGrace = 10 * time.Second
+
 // Serve runs the API on ln until ctx ends, reloading config.toml on change.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.Token == "" {
 		return errors.New("refusing to serve without a bearer token")
+	}
+	if s.Engine == nil {
+		return errors.New("refusing to serve without a run engine")
+	}
+	if err := s.Engine.Validate(); err != nil {
+		return err
 	}
 	if s.Watcher != nil {
 		go s.Watcher.Run(ctx, 500*time.Millisecond)
@@ -269,7 +274,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		srv.Shutdown(sctx)
 	}()
 	err := srv.Serve(ln)
-	s.Engine.Stop()
+	// Bounded: SIGTERM stops the daemon even if a run's call is stuck.
+	s.Engine.StopWithin(StopGrace)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -189,13 +189,8 @@ func Parse(file string, data []byte) (*Config, error) {
 	if (c.Provider.TLSCert == "") != (c.Provider.TLSKey == "") {
 		return nil, doc.Errorf("provider.tls_cert", "tls_cert and tls_key go together")
 	}
-	c.Perms = map[string]blueprint.Permission{}
-	for tool, v := range c.ToolPermissions {
-		p, err := blueprint.ParsePermission(v)
-		if err != nil {
-			return nil, doc.Errorf("tool_permissions."+tool, "%v", err)
-		}
-		c.Perms[tool] = p
+	if c.Perms, err = blueprint.ParsePermissions(doc, c.ToolPermissions); err != nil {
+		return nil, err
 	}
 	c.Grants.AllowBlueprint = c.Security.AllowBlueprintReadPaths
 	for i, raw := range c.Security.ReadPaths {

@@ -19,6 +19,8 @@ func TestParse(t *testing.T) {
 		{"sandbox typo", "[sandbox]\nnetwrok = false\n", `config.toml:2: unknown key "sandbox.netwrok"`},
 		{"wrong type", "[security]\nallow_blueprint_read_paths = \"yes\"\n", `config.toml:2: key "security.allow_blueprint_read_paths"`},
 		{"syntax", "[security\n", `config.toml:1:`},
+		{"table in another case", "[Tool_Permissions]\nshell = \"deny\"\n", `config.toml:1: unknown key "Tool_Permissions" (keys are case-sensitive: the key is "tool_permissions")`},
+		{"two spellings of one table", "[tool_permissions]\nshell = \"allow\"\n[TOOL_PERMISSIONS]\nshell = \"deny\"\n", `config.toml:3: unknown key "TOOL_PERMISSIONS"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

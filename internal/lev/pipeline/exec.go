@@ -29,8 +29,9 @@ type ShellResult struct {
 	ExitCode       int
 }
 
-// Executor runs shell commands (step 5). The host executor is the default; a sandbox
-// executor (container or namespace) registers itself with RegisterExecutor.
+// Executor runs shell commands (step 5). There is no default: the engine is given the
+// sandbox executor's factory (sandboxexec.Factory), which uses HostExecutor only where the
+// user's [sandbox] says kind = "none" or on_unavailable = "warn".
 type Executor interface {
 	Shell(ctx context.Context, req ShellRequest) (ShellResult, error)
 }

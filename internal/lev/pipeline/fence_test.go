@@ -90,9 +90,18 @@ func newFenceEnv(t testing.TB) *fenceEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Pipeline{FS: fsys, Perms: &Permissions{User: cfg.Perms, Blueprint: bp.Perms}}
+	p := &Pipeline{FS: fsys, Perms: &Permissions{User: cfg.Perms, Blueprint: bp.Perms}, Gate: allowAll{}, Exec: HostExecutor{}}
 	return &fenceEnv{home: home, wd: wd, p: p, stage: Stage{Name: "work", Tools: bp.Order[0].Tools}}
 }
+
+// allowAll is a test gate that passes every call (production has no such gate: a
+// pipeline without a gate refuses everything).
+type allowAll struct{}
+
+func (allowAll) Check(context.Context, *Call) (Decision, error) {
+	return Decision{Allow: true, Source: "test-allow-all"}, nil
+}
+func (allowAll) Observe(context.Context, *Call, *Result) {}
 
 func must(t testing.TB, err error) {
 	t.Helper()

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"io"
-	"sync"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
@@ -26,47 +25,15 @@ type RunEnv struct {
 	Labels *labels.Store
 }
 
-// GateFactory makes a run's gate. An error fails the spawn.
+// GateFactory makes a run's gate. An error fails the spawn. There is no default and no
+// registry: whoever builds the engine passes the taint gate's factory in (cmd/lev via
+// lev serve), and an engine without one refuses to start.
 type GateFactory func(env *RunEnv) (Gate, error)
 
-// ExecutorFactory makes a run's executor. An error fails the spawn (on_unavailable =
+// ExecutorFactory makes a run's executor, passed in like GateFactory (required). An error fails the spawn (on_unavailable =
 // "error"); if the executor is an io.Closer it is closed when the run ends (containers
 // torn down).
 type ExecutorFactory func(env *RunEnv) (Executor, error)
-
-var (
-	hookMu      sync.Mutex
-	gateFactory GateFactory
-	execFactory ExecutorFactory
-)
-
-// RegisterGate installs the taint gate for every later run (call it from an init).
-func RegisterGate(f GateFactory) { hookMu.Lock(); gateFactory = f; hookMu.Unlock() }
-
-// RegisterExecutor installs the shell executor for every later run.
-func RegisterExecutor(f ExecutorFactory) { hookMu.Lock(); execFactory = f; hookMu.Unlock() }
-
-// NewGate builds the registered gate, or the pass-through default.
-func NewGate(env *RunEnv) (Gate, error) {
-	hookMu.Lock()
-	f := gateFactory
-	hookMu.Unlock()
-	if f == nil {
-		return PassThrough{}, nil
-	}
-	return f(env)
-}
-
-// NewExecutor builds the registered executor, or the host executor.
-func NewExecutor(env *RunEnv) (Executor, error) {
-	hookMu.Lock()
-	f := execFactory
-	hookMu.Unlock()
-	if f == nil {
-		return HostExecutor{}, nil
-	}
-	return f(env)
-}
 
 // Close closes x if it is an io.Closer.
 func Close(x any) error {

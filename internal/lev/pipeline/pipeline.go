@@ -1,13 +1,15 @@
 // Package pipeline is the one path every tool call takes, in one order:
 //
-//  1. offer:      the tool is offered in this stage, and its arguments match its schema
+//  1. offer:      the tool is offered in this stage, and its arguments decode, once and
+//     strictly, into the tool's own argument type (Call.Args); every later step, the
+//     record and any person asked read that one value, never the raw JSON again
 //  2. permission: allow / ask / deny from config.toml, tightened by the blueprint; deny is
 //     final; --yolo and --allow turn ask into allow; with nobody to ask, ask is a refusal
 //  3. fence:      every file tool is confined to the workdir; reads (never writes) may leave
 //     it only through a declared and granted [read_paths] entry, on the real path
-//  4. gate:       the taint gate (a Gate; pass-through unless one is registered)
-//  5. execute:    the tool runs; shell goes through an Executor (the host unless a sandbox
-//     executor is registered)
+//  4. gate:       the taint gate (a Gate, required: a pipeline without one refuses every call)
+//  5. execute:    the tool runs under its deadline; shell goes through the Executor
+//     (required: without one, shell fails)
 //  6. observe:    the gate sees the result (so taint can label what was read)
 //
 // A refusal at any step stops the call there and says which step refused it and why.
@@ -59,19 +61,53 @@ func (s Stage) Offers(tool string) bool {
 
 // Call is one tool call as it moves through the steps; each step fills in its part.
 type Call struct {
-	ID    string
-	Tool  string
-	Args  json.RawMessage
+	ID   string
+	Tool string
+	// Raw is the arguments as the model sent them. Only the offer step reads it: it
+	// decodes Raw once, strictly, into Args.
+	Raw   json.RawMessage
+	Args  Args // the decoded arguments (offer); nil when refused before they decoded
 	Stage Stage
 
 	Spec             *Tool
-	Parsed           any                  // the decoded arguments (offer)
 	Permission       blueprint.Permission // the effective permission (permission)
 	PermissionSource string               // what set it, and any flag that lifted ask
 	Reads            []workfs.Access      // resolved reads (fence)
 	Writes           []workfs.Access      // resolved writes (fence)
 	Targets          []string             // network targets: URLs (offer)
 	Gate             *Decision            // the gate's decision (gate)
+}
+
+// ArgsJSON is the decoded arguments re-encoded: exactly what the tool acts on, for the
+// run record and for a person asked to approve the call. A call refused before its
+// arguments decoded carries its raw bytes as a JSON string, so they are never taken for
+// arguments that ran.
+func (c *Call) ArgsJSON() json.RawMessage {
+	if c.Args != nil {
+		if b, err := json.Marshal(c.Args); err == nil {
+			return b
+		}
+	}
+	b, _ := json.Marshal(string(c.Raw))
+	return b
+}
+
+// PolicyArgs is the view of the decoded arguments the taint policy matches (the map
+// taint.Target reads, the same shape `lev policy test` builds from its command line).
+// It is derived from Args, never from Raw.
+func (c *Call) PolicyArgs() map[string]any {
+	m := map[string]any{}
+	if c.Args == nil {
+		return m
+	}
+	if o, ok := c.Args.(ObjectArgs); ok {
+		return o
+	}
+	b, err := json.Marshal(c.Args)
+	if err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	return m
 }
 
 // Private reports whether the call reads through a granted read path (outside the
@@ -111,7 +147,7 @@ func refused(step, code, msg string) *Result {
 type Decision struct {
 	Allow  bool   `json:"allow"`
 	Reason string `json:"reason,omitempty"`
-	Source string `json:"source,omitempty"` // e.g. "PassThrough", "AutoBlock", "YoloAutoApprove"
+	Source string `json:"source,omitempty"` // e.g. "AutoBlock", "YoloAutoApprove", "no-gate"
 }
 
 // Gate is the taint gate hook (step 4). Check runs after the fence and before execution;
@@ -120,14 +156,6 @@ type Gate interface {
 	Check(ctx context.Context, c *Call) (Decision, error)
 	Observe(ctx context.Context, c *Call, r *Result)
 }
-
-// PassThrough is the default gate: everything passes, nothing is recorded.
-type PassThrough struct{}
-
-func (PassThrough) Check(context.Context, *Call) (Decision, error) {
-	return Decision{Allow: true, Source: "PassThrough"}, nil
-}
-func (PassThrough) Observe(context.Context, *Call, *Result) {}
 
 // Question is put to a person when a permission (or a gate) says ask.
 type Question struct {
@@ -161,7 +189,7 @@ type Pipeline struct {
 // Prepare runs steps 1 to 4. A non-nil Result is a refusal (or a bad request) to hand
 // back to the model as it is.
 func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) (*Call, *Result) {
-	c := &Call{ID: tc.ID, Tool: tc.Name, Args: tc.Args, Stage: st}
+	c := &Call{ID: tc.ID, Tool: tc.Name, Raw: tc.Args, Stage: st}
 	// 1. offer
 	spec := Lookup(tc.Name)
 	if spec == nil || !st.Offers(tc.Name) {
@@ -172,7 +200,7 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 	if err != nil {
 		return c, refused(StepOffer, "bad-arguments", fmt.Sprintf("%s: bad arguments: %v", tc.Name, err))
 	}
-	c.Parsed = parsed
+	c.Args = parsed
 	if t, ok := parsed.(interface{ targets() []string }); ok {
 		c.Targets = t.targets()
 	}
@@ -185,7 +213,7 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		if p.Asker == nil {
 			return c, refused(StepPermission, "ask-headless", fmt.Sprintf("%s: refused: permission is \"ask\" (%s) and nobody is there to answer; allow it with --allow %s or --yolo, or set [tool_permissions] %s = \"allow\" in config.toml", tc.Name, c.PermissionSource, tc.Name, tc.Name))
 		}
-		ok, err := p.Asker.Ask(ctx, Question{Tool: tc.Name, Args: tc.Args, Reason: "permission is ask"})
+		ok, err := p.Asker.Ask(ctx, Question{Tool: tc.Name, Args: c.ArgsJSON(), Reason: "permission is ask"})
 		if err != nil || !ok {
 			return c, refused(StepPermission, "ask-declined", fmt.Sprintf("%s: refused: permission is \"ask\" and the answer was no", tc.Name))
 		}
@@ -215,11 +243,11 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		}
 	}
 	// 4. gate
-	gate := p.Gate
-	if gate == nil {
-		gate = PassThrough{}
+	if p.Gate == nil {
+		// Fail closed: a pipeline built without its gate runs nothing.
+		return c, refused(StepGate, "no-gate", fmt.Sprintf("%s: refused: this lev has no taint gate wired; no call runs without one", tc.Name))
 	}
-	d, err := gate.Check(ctx, c)
+	d, err := p.Gate.Check(ctx, c)
 	if err != nil {
 		d = Decision{Allow: false, Reason: err.Error(), Source: "GateError"}
 	}
@@ -260,7 +288,7 @@ func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (
 	start := time.Now()
 	c, res := p.Prepare(ctx, st, tc)
 	if res == nil {
-		res = p.execute(ctx, c)
+		res = p.executeWithDeadline(ctx, c)
 		if p.Gate != nil {
 			p.Gate.Observe(ctx, c, res)
 		}
@@ -269,6 +297,23 @@ func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (
 	}
 	res.Duration = time.Since(start)
 	return c, res
+}
+
+// executeWithDeadline runs the tool under its per-call deadline. A tool that does not
+// come back by then (a filesystem that blocks, a server that trickles) is abandoned: the
+// run gets an error result and goes on, and a daemon asked to stop is never held by it.
+func (p *Pipeline) executeWithDeadline(ctx context.Context, c *Call) *Result {
+	d := c.Spec.Deadline(c.Args)
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan *Result, 1)
+	go func() { done <- p.execute(ctx, c) }()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		return &Result{Content: fmt.Sprintf("%s: no result within %s (the call's deadline, or the run was stopped); abandoned", c.Tool, d), IsError: true}
+	}
 }
 
 func (p *Pipeline) execute(ctx context.Context, c *Call) *Result {

@@ -180,7 +180,7 @@ func BenchmarkPipeline(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			p := &Pipeline{FS: fsys, Perms: &Permissions{}, Gate: PassThrough{}}
+			p := &Pipeline{FS: fsys, Perms: &Permissions{}, Gate: allowAll{}}
 			st := Stage{Name: "s", Tools: []string{"read_file"}}
 			tc := toolCall("read_file", `{"path":"`+target+`"}`)
 			b.ReportAllocs()

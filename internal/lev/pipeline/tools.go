@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/capread"
 	"github.com/lever-jail/lever/internal/lev/provider"
+	"github.com/lever-jail/lever/internal/lev/strictjson"
 )
 
 // Class says what a tool can do, for the taint gate.
@@ -33,8 +33,50 @@ type Tool struct {
 	Description string
 	Class       Class
 	Schema      json.RawMessage
-	parse       func(json.RawMessage) (any, error)
+	parse       func(json.RawMessage) (Args, error)
 	run         func(ctx context.Context, p *Pipeline, c *Call) (*Result, error)
+	// deadline is how long one call may take (default DefaultDeadline): the pipeline
+	// abandons a call that runs past it.
+	deadline func(Args) time.Duration
+}
+
+// DefaultDeadline bounds a built-in tool call that has no deadline of its own (file tools,
+// submit_output). File tools act on regular files and directories only, so this is a
+// backstop for a filesystem that stops answering, not a normal wait.
+const DefaultDeadline = 30 * time.Second
+
+// HTTPDeadline bounds one HTTP tool call, connect to last byte.
+const HTTPDeadline = 60 * time.Second
+
+// Deadline is the per-call deadline of this tool for these arguments.
+func (t *Tool) Deadline(a Args) time.Duration {
+	if t.deadline != nil {
+		return t.deadline(a)
+	}
+	return DefaultDeadline
+}
+
+// Args is one call's arguments, decoded once by the offer step into the tool's own type
+// (readFileArgs, fetchArgs, ...; ObjectArgs for a tool with no Go type).
+type Args interface{ validate() error }
+
+// ObjectArgs are the arguments of a tool with no Go argument type (an MCP tool, when lev
+// has them): a JSON object decoded with the same strictness, no key repeated in any case.
+type ObjectArgs map[string]any
+
+func (ObjectArgs) validate() error { return nil }
+
+// DecodeArgs decodes raw for tool, strictly: a built-in's own argument type, else
+// ObjectArgs. It is the one decoder of tool arguments; nothing else reads raw arguments.
+func DecodeArgs(tool string, raw json.RawMessage) (Args, error) {
+	if t := registry[tool]; t != nil {
+		return t.parse(raw)
+	}
+	m, err := strictjson.Object(raw)
+	if err != nil {
+		return nil, err
+	}
+	return ObjectArgs(m), nil
 }
 
 // Output limits what one tool result puts in the model's context.
@@ -72,19 +114,12 @@ func Specs(names []string) []provider.ToolSpec {
 	return out
 }
 
-// strict decodes args into T, refusing unknown fields, then validates.
-func strict[T interface{ validate() error }](raw json.RawMessage) (any, error) {
+// strict decodes args into T (strictjson: exact keys, no key twice in any case, right
+// types, nothing after the object), then validates.
+func strict[T Args](raw json.RawMessage) (Args, error) {
 	var v T
-	if len(bytes.TrimSpace(raw)) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
+	if err := strictjson.Decode(raw, &v); err != nil {
 		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the arguments object")
 	}
 	if err := v.validate(); err != nil {
 		return nil, err
@@ -181,7 +216,7 @@ func init() {
 		Schema:      schema(`"path":{"type":"string"},"offset":{"type":"integer"},"max_bytes":{"type":"integer"}`, "path"),
 		parse:       strict[readFileArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			a := c.Parsed.(readFileArgs)
+			a := c.Args.(readFileArgs)
 			max := int64(MaxReadBytes)
 			if a.MaxBytes > 0 && a.MaxBytes < max {
 				max = a.MaxBytes
@@ -251,7 +286,7 @@ func init() {
 		Schema:      schema(`"path":{"type":"string"},"content":{"type":"string"}`, "path", "content"),
 		parse:       strict[writeFileArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			a := c.Parsed.(writeFileArgs)
+			a := c.Args.(writeFileArgs)
 			if err := p.FS.WriteFile("write_file", c.Writes[0], []byte(a.Content)); err != nil {
 				return nil, err
 			}
@@ -264,7 +299,7 @@ func init() {
 		Schema:      schema(`"path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}`, "path", "old_string", "new_string"),
 		parse:       strict[editFileArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			a := c.Parsed.(editFileArgs)
+			a := c.Args.(editFileArgs)
 			acc := c.Writes[0]
 			data, trunc, err := p.FS.ReadFile("edit_file", acc, 16<<20)
 			if err != nil {
@@ -296,6 +331,14 @@ type shellArgs struct {
 	TimeoutSeconds int    `json:"timeout_seconds"`
 }
 
+// timeout is the command's timeout: timeout_seconds, else two minutes.
+func (a shellArgs) timeout() time.Duration {
+	if a.TimeoutSeconds > 0 {
+		return time.Duration(a.TimeoutSeconds) * time.Second
+	}
+	return 120 * time.Second
+}
+
 func (a shellArgs) validate() error {
 	if a.TimeoutSeconds < 0 || a.TimeoutSeconds > 3600 {
 		return errors.New("timeout_seconds must be between 0 and 3600")
@@ -309,17 +352,14 @@ func init() {
 		Description: "Run a shell command (sh -c) in the workdir.",
 		Schema:      schema(`"command":{"type":"string"},"timeout_seconds":{"type":"integer"}`, "command"),
 		parse:       strict[shellArgs],
+		// The command's own timeout, plus a moment for the executor to kill and reap it.
+		deadline: func(a Args) time.Duration { return a.(shellArgs).timeout() + 10*time.Second },
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			a := c.Parsed.(shellArgs)
-			to := 120 * time.Second
-			if a.TimeoutSeconds > 0 {
-				to = time.Duration(a.TimeoutSeconds) * time.Second
+			a := c.Args.(shellArgs)
+			if p.Exec == nil {
+				return nil, errors.New("shell: refused: this lev has no executor wired")
 			}
-			exec := p.Exec
-			if exec == nil {
-				exec = &HostExecutor{}
-			}
-			r, err := exec.Shell(ctx, ShellRequest{Command: a.Command, Dir: p.FS.Workdir, Env: p.Env, Timeout: to, Stage: c.Stage})
+			r, err := p.Exec.Shell(ctx, ShellRequest{Command: a.Command, Dir: p.FS.Workdir, Env: p.Env, Timeout: a.timeout(), Stage: c.Stage})
 			if err != nil {
 				return nil, fmt.Errorf("shell: %w", err)
 			}
@@ -343,8 +383,18 @@ type fetchArgs struct {
 	Headers map[string]string `json:"headers"`
 }
 
-func (a fetchArgs) validate() error   { return checkURL(a.URL) }
-func (a fetchArgs) targets() []string { return []string{a.URL} }
+func (a fetchArgs) validate() error                      { return checkURL(a.URL) }
+func (a fetchArgs) request() (string, map[string]string) { return a.URL, a.Headers }
+
+// webFetchArgs: web_fetch takes a URL and nothing else (its schema has no headers).
+type webFetchArgs struct {
+	URL string `json:"url"`
+}
+
+func (a webFetchArgs) validate() error                      { return checkURL(a.URL) }
+func (a webFetchArgs) targets() []string                    { return []string{a.URL} }
+func (a webFetchArgs) request() (string, map[string]string) { return a.URL, nil }
+func (a fetchArgs) targets() []string                       { return []string{a.URL} }
 
 type postArgs struct {
 	URL         string            `json:"url"`
@@ -355,6 +405,8 @@ type postArgs struct {
 
 func (a postArgs) validate() error   { return checkURL(a.URL) }
 func (a postArgs) targets() []string { return []string{a.URL} }
+
+func httpDeadline(Args) time.Duration { return HTTPDeadline }
 
 func checkURL(s string) error {
 	if s == "" {
@@ -380,7 +432,7 @@ func doHTTP(ctx context.Context, p *Pipeline, tool, method, u, body, ctype strin
 	}
 	client := p.HTTP
 	if client == nil {
-		client = &http.Client{Timeout: 60 * time.Second, CheckRedirect: provider.SameOrigin}
+		client = &http.Client{Timeout: HTTPDeadline, CheckRedirect: provider.SameOrigin}
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -400,20 +452,22 @@ func doHTTP(ctx context.Context, p *Pipeline, tool, method, u, body, ctype strin
 func init() {
 	get := func(tool string) func(context.Context, *Pipeline, *Call) (*Result, error) {
 		return func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			a := c.Parsed.(fetchArgs)
-			return doHTTP(ctx, p, tool, http.MethodGet, a.URL, "", "", a.Headers)
+			u, hdr := c.Args.(interface {
+				request() (string, map[string]string)
+			}).request()
+			return doHTTP(ctx, p, tool, http.MethodGet, u, "", "", hdr)
 		}
 	}
 	register(&Tool{Name: "web_fetch", Class: ClassOutbound, Description: "Fetch a web page.",
-		Schema: schema(`"url":{"type":"string"}`, "url"), parse: strict[fetchArgs], run: get("web_fetch")})
+		Schema: schema(`"url":{"type":"string"}`, "url"), parse: strict[webFetchArgs], run: get("web_fetch"), deadline: httpDeadline})
 	register(&Tool{Name: "http_get", Class: ClassOutbound, Description: "HTTP GET a URL.",
 		Schema: schema(`"url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}`, "url"),
-		parse:  strict[fetchArgs], run: get("http_get")})
+		parse:  strict[fetchArgs], run: get("http_get"), deadline: httpDeadline})
 	register(&Tool{Name: "http_post", Class: ClassOutbound, Description: "HTTP POST a body to a URL.",
 		Schema: schema(`"url":{"type":"string"},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}`, "url"),
-		parse:  strict[postArgs],
+		parse:  strict[postArgs], deadline: httpDeadline,
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			a := c.Parsed.(postArgs)
+			a := c.Args.(postArgs)
 			return doHTTP(ctx, p, "http_post", http.MethodPost, a.URL, a.Body, a.ContentType, a.Headers)
 		}})
 }
@@ -438,9 +492,16 @@ func init() {
 		Schema:      schema(`"output":{}`, "output"),
 		parse:       strict[submitArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			return &Result{Content: "output submitted", Output: c.Parsed.(submitArgs).Output}, nil
+			return &Result{Content: "output submitted", Output: c.Args.(submitArgs).Output}, nil
 		},
 	})
+}
+
+// AnswerCall is the submit_output call a plain final answer stands for: the engine puts
+// it through the gate like one, with the answer as its decoded output.
+func AnswerCall(id string, st Stage, text string) *Call {
+	out, _ := json.Marshal(text)
+	return &Call{ID: id, Tool: "submit_output", Args: submitArgs{Output: out}, Stage: st, Spec: registry["submit_output"]}
 }
 
 func schema(props string, req ...string) json.RawMessage {

@@ -28,10 +28,10 @@ web_fetch, the HTTP tools, submit_output, any unclassified MCP or script tool) i
 carry data more sensitive than its clearance: allow, deny, or ask.`,
 		SilenceUsage: true,
 	}
-	cmd.PersistentFlags().StringVar(&path, "policy", "", "policy file (default $LEV_POLICY, $LEV_HOME/policy.toml or ~/.lev/policy.toml)")
-	file := func() string {
+	cmd.PersistentFlags().StringVar(&path, "policy", "", "policy file (default: the one live runs use: $LEV_POLICY, else config.toml [security] policy_file, else $LEV_HOME/policy.toml, ~/.leviath/policy.toml)")
+	file := func() (string, error) {
 		if path != "" {
-			return path
+			return path, nil
 		}
 		return DefaultPath()
 	}
@@ -39,13 +39,17 @@ carry data more sensitive than its clearance: allow, deny, or ask.`,
 	return cmd
 }
 
-func newListCmd(file func() string) *cobra.Command {
+func newListCmd(file func() (string, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the outbound tools' clearances, the allowlist and the rules",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := Load(file())
+			f, err := file()
+			if err != nil {
+				return err
+			}
+			p, err := Load(f)
 			if err != nil {
 				return err
 			}
@@ -96,19 +100,23 @@ func (p *Policy) List(w io.Writer) error {
 	return nil
 }
 
-func newAddCmd(file func() string) *cobra.Command {
+func newAddCmd(file func() (string, error)) *cobra.Command {
 	var target, maxS string
 	c := &cobra.Command{
 		Use:   "add <tool> --target PATTERN --max-sensitivity LEVEL",
 		Short: "Add an allowlist entry",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			idx, err := AddAllow(file(), AllowEntry{Tool: args[0], Target: target, MaxSensitivity: maxS})
+			f, err := file()
+			if err != nil {
+				return err
+			}
+			idx, err := AddAllow(f, AllowEntry{Tool: args[0], Target: target, MaxSensitivity: maxS})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "added allow[%d] to %s: %s may send up to %s to %q\n",
-				idx, file(), args[0], strings.ToLower(maxS), orAny(target))
+				idx, f, args[0], strings.ToLower(maxS), orAny(target))
 			return nil
 		},
 	}
@@ -163,7 +171,7 @@ func AddAllow(path string, a AllowEntry) (int, error) {
 	return len(p.File.Allow) - 1, nil
 }
 
-func newTestCmd(file func() string) *cobra.Command {
+func newTestCmd(file func() (string, error)) *cobra.Command {
 	var target, level string
 	var asJSON bool
 	c := &cobra.Command{
@@ -174,7 +182,11 @@ would see it, without running anything. --taint defaults to private: what the to
 with data read through a granted read path.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := Load(file())
+			f, err := file()
+			if err != nil {
+				return err
+			}
+			p, err := Load(f)
 			if err != nil {
 				return err
 			}

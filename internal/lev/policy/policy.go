@@ -17,6 +17,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/tomlx"
 )
 
 // File is the policy file as written.
@@ -63,23 +64,21 @@ type Policy struct {
 // hostTargeted tools have a host as their target, which is matched lower-case.
 var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true, "http_request": true}
 
-// DefaultPath is the policy file lev uses when no --policy is given: $LEV_POLICY, else
-// config.toml's [security] policy_file, else <lev home>/policy.toml (~/.leviath, or
-// $LEV_HOME).
-func DefaultPath() string {
+// Resolve is the one resolution of the taint policy file, used by live runs (the taint
+// gate, and the file tools' write protection) and by `lev policy` alike:
+//
+//  1. $LEV_POLICY, which must be absolute: the daemon and `lev policy` run in different
+//     directories, and a relative path would name two different files;
+//  2. config.toml's [security] policy_file (relative to the config file's directory; ~/
+//     is the home directory);
+//  3. <lev home>/policy.toml ($LEV_HOME, else ~/.leviath).
+func Resolve(cfg *levconfig.Config) (string, error) {
 	if p := os.Getenv("LEV_POLICY"); p != "" {
-		return p
+		if !filepath.IsAbs(p) {
+			return "", fmt.Errorf("LEV_POLICY=%q: must be an absolute path (lev serve and lev policy may run in different directories)", p)
+		}
+		return p, nil
 	}
-	cfg, err := levconfig.Load(levconfig.Path())
-	if err != nil {
-		cfg = nil
-	}
-	return PathFor(cfg)
-}
-
-// PathFor is the policy file for a loaded config: [security] policy_file (relative to the
-// config file's directory), else <lev home>/policy.toml.
-func PathFor(cfg *levconfig.Config) string {
 	if cfg != nil && cfg.Security.PolicyFile != "" {
 		p := cfg.Security.PolicyFile
 		if strings.HasPrefix(p, "~/") {
@@ -89,9 +88,30 @@ func PathFor(cfg *levconfig.Config) string {
 		} else if !filepath.IsAbs(p) && cfg.File != "" {
 			p = filepath.Join(filepath.Dir(cfg.File), p)
 		}
-		return p
+		return p, nil
 	}
-	return filepath.Join(levconfig.Home(), "policy.toml")
+	return filepath.Join(levconfig.Home(), "policy.toml"), nil
+}
+
+// PathFor is Resolve for callers that only need a path to protect: on a bad $LEV_POLICY it
+// returns the raw value (the run itself fails at the gate, which calls Resolve).
+func PathFor(cfg *levconfig.Config) string {
+	p, err := Resolve(cfg)
+	if err != nil {
+		return os.Getenv("LEV_POLICY")
+	}
+	return p
+}
+
+// DefaultPath is the policy file `lev policy` uses when no --policy is given: Resolve with
+// the config.toml a live run would load. A config.toml that does not load is an error here
+// as it is for a run, never a silent fall back to another file.
+func DefaultPath() (string, error) {
+	cfg, err := levconfig.Load(levconfig.Path())
+	if err != nil {
+		return "", fmt.Errorf("resolving the policy file: %w", err)
+	}
+	return Resolve(cfg)
 }
 
 // Load reads and validates the policy file at path. A missing file is the empty policy
@@ -111,6 +131,10 @@ func Load(path string) (*Policy, error) {
 // key (and the line, where the TOML decoder reports one).
 func Parse(data []byte, name string) (*Policy, error) {
 	var f File
+	// go-toml folds case when matching keys ([[Allow]] would be [[allow]]): refuse that.
+	if err := tomlx.ExactKeys(name, data, &f); err != nil {
+		return nil, err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {

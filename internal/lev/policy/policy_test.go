@@ -69,6 +69,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad default", "default = \"maybe\"\n", `default: "maybe"`},
 		{"tool without clearance", "[tools.x]\noutbound = true\n", `tools.x: an outbound tool needs a clearance`},
 		{"syntax", "[[allow]\n", `line 1`},
+		{"table in another case", "[[Allow]]\ntool = \"shell\"\nmax_sensitivity = \"private\"\n", `policy.toml:1: unknown key "Allow" (keys are case-sensitive: the key is "allow")`},
+		{"key in another case", "[[allow]]\nTool = \"shell\"\nmax_sensitivity = \"private\"\n", `policy.toml:2: unknown key "allow.Tool" (keys are case-sensitive: the key is "tool")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), "policy.toml")
@@ -316,12 +318,19 @@ func TestPathFor(t *testing.T) {
 	cfgFile := filepath.Join(dir, "config.toml")
 	os.WriteFile(cfgFile, []byte("[security]\npolicy_file = \"pol.toml\"\n"), 0o600)
 	t.Setenv("LEV_CONFIG", cfgFile)
-	if got := DefaultPath(); got != filepath.Join(dir, "pol.toml") {
-		t.Errorf("from config: %s", got)
+	if got, err := DefaultPath(); err != nil || got != filepath.Join(dir, "pol.toml") {
+		t.Errorf("from config: %s %v", got, err)
 	}
 	t.Setenv("LEV_POLICY", "/x/p.toml")
-	if got := DefaultPath(); got != "/x/p.toml" {
-		t.Errorf("env: %s", got)
+	if got, err := DefaultPath(); err != nil || got != "/x/p.toml" {
+		t.Errorf("env: %s %v", got, err)
+	}
+	if got := PathFor(nil); got != "/x/p.toml" {
+		t.Errorf("env, live resolution: %s", got)
+	}
+	t.Setenv("LEV_POLICY", "rel.toml")
+	if _, err := DefaultPath(); err == nil || err.Error() != `LEV_POLICY="rel.toml": must be an absolute path (lev serve and lev policy may run in different directories)` {
+		t.Errorf("relative env: %v", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/lever-jail/lever/internal/lev/pipeline"
@@ -14,12 +13,15 @@ import (
 // the refusal when the gate blocks it; the gate has audited the decision either way. The
 // error is a failure to record the refusal.
 func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, text string) (*pipeline.Refusal, error) {
+	c := pipeline.AnswerCall(fmt.Sprintf("answer-%d", ss.rec.Turns), pst, text)
+	var d pipeline.Decision
+	var err error
 	if r.pipe == nil || r.pipe.Gate == nil {
-		return nil, nil
+		// Fail closed, like the pipeline: no gate, no answer leaves.
+		d = pipeline.Decision{Allow: false, Reason: "this lev has no taint gate wired", Source: "no-gate"}
+	} else {
+		d, err = r.pipe.Gate.Check(ctx, c)
 	}
-	args, _ := json.Marshal(map[string]string{"output": text})
-	c := &pipeline.Call{ID: fmt.Sprintf("answer-%d", ss.rec.Turns), Tool: "submit_output", Args: args, Stage: pst}
-	d, err := r.pipe.Gate.Check(ctx, c)
 	if err != nil {
 		d = pipeline.Decision{Allow: false, Reason: err.Error(), Source: "GateError"}
 	}

@@ -51,6 +51,11 @@ type Engine struct {
 	// Labels keeps the taint labels of run records and of files the file tools write, in
 	// lev's state; nil: <runs dir>/../taint-labels.json (see LabelStore).
 	Labels *labels.Store
+	// NewGate and NewExecutor build each run's taint gate and shell executor. Both are
+	// required: there is no pass-through gate and no host fallback to drop into when
+	// one is missing, so an engine without them refuses to start (Validate).
+	NewGate     pipeline.GateFactory
+	NewExecutor pipeline.ExecutorFactory
 
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -59,6 +64,17 @@ type Engine struct {
 	// done is closed when a run's goroutine has fully let go of it: its final status is
 	// saved a moment before it leaves active, and a resume in that moment must wait.
 	done map[string]chan struct{}
+}
+
+// Validate reports what the engine lacks to run anything safely.
+func (e *Engine) Validate() error {
+	switch {
+	case e.NewGate == nil:
+		return errors.New("refusing to start: no taint gate is wired into this lev (Engine.NewGate is nil)")
+	case e.NewExecutor == nil:
+		return errors.New("refusing to start: no sandbox executor is wired into this lev (Engine.NewExecutor is nil)")
+	}
+	return nil
 }
 
 func (e *Engine) logf(format string, args ...any) {
@@ -206,6 +222,9 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 // prepare loads the blueprint (a resumed run's from the snapshot in its record) and
 // config and builds the pipeline: everything that can fail before the run starts.
 func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
 	cfg := e.Config()
 	if resume && rec.Admission == nil {
 		return nil, fmt.Errorf("run %s has no blueprint snapshot (recorded by an older lev): it cannot be resumed from what it was admitted under; start a new run", rec.ID)
@@ -256,13 +275,19 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	}
 	env := &pipeline.RunEnv{RunID: rec.ID, Agent: bp.Name, Workdir: fsys.Workdir, RunDir: e.Store.RunDir(rec.ID),
 		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: ask, Log: e.Log, Labels: e.LabelStore()}
-	gate, err := pipeline.NewGate(env)
+	gate, err := e.NewGate(env)
 	if err != nil {
 		return nil, fmt.Errorf("taint gate: %w", err)
 	}
-	inner, err := pipeline.NewExecutor(env)
+	if gate == nil {
+		return nil, errors.New("taint gate: the factory returned no gate")
+	}
+	inner, err := e.NewExecutor(env)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if inner == nil {
+		return nil, errors.New("sandbox: the factory returned no executor")
 	}
 	exec := &maskExec{inner: inner, mask: state.Paths()}
 	newProv := e.NewProvider
@@ -346,13 +371,30 @@ func (e *Engine) Active() []string {
 func (e *Engine) Wait() { e.wg.Wait() }
 
 // Stop cancels every active run and waits.
-func (e *Engine) Stop() {
+func (e *Engine) Stop() { e.StopWithin(0) }
+
+// StopWithin cancels every active run and waits for them, at most d (0: no bound). Every
+// tool call honours its context and has a deadline, so runs end promptly; the bound is
+// for whatever does not (a stuck filesystem): the daemon stops anyway, and reports false.
+func (e *Engine) StopWithin(d time.Duration) bool {
 	e.mu.Lock()
 	for _, c := range e.active {
 		c()
 	}
 	e.mu.Unlock()
-	e.wg.Wait()
+	if d <= 0 {
+		e.wg.Wait()
+		return true
+	}
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		e.logf("stopping: runs still busy after %s; exiting without them", d)
+		return false
+	}
 }
 
 // stageState is stage.json plus the conversation.
@@ -564,10 +606,9 @@ func (e *Engine) record(r *run, ss *stageState, c *pipeline.Call, res *pipeline.
 	if len(out) > 4096 {
 		out = out[:4096] + "…"
 	}
-	args := c.Args
-	if !json.Valid(args) {
-		args, _ = json.Marshal(string(args))
-	}
+	// The decoded arguments the tool acted on (raw bytes, as a string, only for a call
+	// refused before they decoded).
+	args := c.ArgsJSON()
 	cr := callRecord{Time: time.Now().UTC(), ID: c.ID, Tool: c.Tool, Args: args, Permission: string(c.Permission),
 		PermissionSource: c.PermissionSource, Reads: c.Reads, Writes: c.Writes, Targets: c.Targets, Gate: c.Gate,
 		Refusal: res.Refusal, IsError: res.IsError, Result: out, DurationMS: float64(res.Duration.Microseconds()) / 1000}

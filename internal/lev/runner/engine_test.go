@@ -17,9 +17,9 @@ func newEngine(t *testing.T, bp string, prov provider.Provider) (*Engine, string
 	os.MkdirAll(wd, 0o755)
 	write(t, filepath.Join(root, "agents", "a.toml"), bp)
 	cfg, _ := levconfig.Parse("config.toml", nil)
-	return &Engine{Store: &Store{Dir: filepath.Join(root, "runs")}, AgentsDir: filepath.Join(root, "agents"), Home: root,
+	return wired(&Engine{Store: &Store{Dir: filepath.Join(root, "runs")}, AgentsDir: filepath.Join(root, "agents"), Home: root,
 		Config:      func() *levconfig.Config { return cfg },
-		NewProvider: func(levconfig.Provider) (provider.Provider, error) { return prov, nil }}, wd
+		NewProvider: func(levconfig.Provider) (provider.Provider, error) { return prov, nil }}), wd
 }
 
 func TestRunOutcomes(t *testing.T) {

@@ -84,9 +84,9 @@ func TestSeedsAnswerToTheFence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eng := &Engine{Store: &Store{Dir: filepath.Join(root, "runs")}, AgentsDir: agents, Home: home,
+			eng := wired(&Engine{Store: &Store{Dir: filepath.Join(root, "runs")}, AgentsDir: agents, Home: home,
 				Config:      func() *levconfig.Config { return cfg },
-				NewProvider: func(levconfig.Provider) (provider.Provider, error) { return echoSeeds, nil }}
+				NewProvider: func(levconfig.Provider) (provider.Provider, error) { return echoSeeds, nil }})
 			rec, err := eng.Start(context.Background(), Spec{Agent: "seeder", Workdir: wd})
 			if !tc.ok {
 				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "seed 1") {

@@ -16,6 +16,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
+	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
 const runScript = `
@@ -53,15 +54,6 @@ func TestLevRunInRootlessPodman(t *testing.T) {
 	f := sandbox.PodmanFixture(t)
 	wd := f.Workdir(t)
 	os.WriteFile(filepath.Join(wd, "input.txt"), []byte("from the host\n"), 0o644)
-	pipeline.RegisterExecutor(func(env *pipeline.RunEnv) (pipeline.Executor, error) {
-		return sandboxexec.New(context.Background(), env, f.RootlessOptions())
-	})
-	t.Cleanup(func() {
-		pipeline.RegisterExecutor(func(env *pipeline.RunEnv) (pipeline.Executor, error) {
-			o, _ := sandboxexec.OptionsFromEnv()
-			return sandboxexec.New(context.Background(), env, o)
-		})
-	})
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
 	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(runScript), 0o644)
@@ -86,7 +78,11 @@ network = false
 		t.Fatal(err)
 	}
 	eng := &runner.Engine{Store: &runner.Store{Dir: filepath.Join(dir, "runs")}, AgentsDir: filepath.Join(dir, "agents"),
-		Config: func() *levconfig.Config { return cfg }, Home: dir, Log: t.Logf}
+		Config: func() *levconfig.Config { return cfg }, Home: dir, Log: t.Logf,
+		NewGate: taintgate.Factory,
+		NewExecutor: func(env *pipeline.RunEnv) (pipeline.Executor, error) {
+			return sandboxexec.New(context.Background(), env, f.RootlessOptions())
+		}}
 	rec, err := eng.Start(context.Background(), runner.Spec{Agent: "builder", Workdir: wd})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -19,6 +20,7 @@ type Doc struct {
 	File  string
 	Lines map[string]int
 	Order []string
+	parts map[string][]string // dotted path -> its key parts (a quoted key may hold a dot)
 }
 
 // Decode reads data into v, refusing unknown keys and mistyped values, and returns the key
@@ -26,6 +28,12 @@ type Doc struct {
 func Decode(file string, data []byte, v any) (*Doc, error) {
 	doc, err := index(file, data)
 	if err != nil {
+		return nil, err
+	}
+	// go-toml matches keys to fields case-insensitively ([Tool_Permissions] would fill
+	// tool_permissions, and two spellings of one table would merge): keys must be spelled
+	// exactly as documented, like every other strict key.
+	if err := doc.exactKeys(reflect.TypeOf(v)); err != nil {
 		return nil, err
 	}
 	dec := toml.NewDecoder(bytes.NewReader(data))
@@ -96,7 +104,7 @@ func (d *Doc) Line(key string) int {
 }
 
 func index(file string, data []byte) (*Doc, error) {
-	doc := &Doc{File: file, Lines: map[string]int{}}
+	doc := &Doc{File: file, Lines: map[string]int{}, parts: map[string][]string{}}
 	p := &unstable.Parser{}
 	p.Reset(data)
 	var table []string
@@ -105,11 +113,11 @@ func index(file string, data []byte) (*Doc, error) {
 		switch n.Kind {
 		case unstable.Table, unstable.ArrayTable:
 			table = keyParts(n.Key())
-			doc.add(strings.Join(table, "."), line(p, n.Key()))
+			doc.add(table, line(p, n.Key()))
 		case unstable.KeyValue:
 			k := keyParts(n.Key())
 			full := append(append([]string{}, table...), k...)
-			doc.add(strings.Join(full, "."), line(p, n.Key()))
+			doc.add(full, line(p, n.Key()))
 			if v := n.Value(); v.Kind == unstable.InlineTable {
 				doc.inline(p, full, v)
 			}
@@ -134,18 +142,84 @@ func (d *Doc) inline(p *unstable.Parser, prefix []string, n *unstable.Node) {
 			continue
 		}
 		full := append(append([]string{}, prefix...), keyParts(kv.Key())...)
-		d.add(strings.Join(full, "."), line(p, kv.Key()))
+		d.add(full, line(p, kv.Key()))
 		if v := kv.Value(); v.Kind == unstable.InlineTable {
 			d.inline(p, full, v)
 		}
 	}
 }
 
-func (d *Doc) add(key string, line int) {
+func (d *Doc) add(parts []string, line int) {
+	key := strings.Join(parts, ".")
 	if _, ok := d.Lines[key]; !ok {
 		d.Order = append(d.Order, key)
 		d.Lines[key] = line
+		d.parts[key] = parts
 	}
+}
+
+// ExactKeys is Decode's case check alone, for a caller with its own decoder (the policy
+// file): a key that names a field of v only case-insensitively is an error with its line.
+func ExactKeys(file string, data []byte, v any) error {
+	doc, err := index(file, data)
+	if err != nil {
+		return nil // a syntax error: the caller's decoder reports it in its own words
+	}
+	return doc.exactKeys(reflect.TypeOf(v))
+}
+
+// exactKeys refuses a key that names a struct field only case-insensitively.
+func (d *Doc) exactKeys(t reflect.Type) error {
+	for _, key := range d.Order {
+		ft := t
+	walk:
+		for _, part := range d.parts[key] {
+			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array {
+				ft = ft.Elem() // array tables: the path has no index
+			}
+			switch ft.Kind() {
+			case reflect.Map:
+				ft = ft.Elem()
+			case reflect.Struct:
+				next, exact, near := field(ft, part)
+				if !exact {
+					if near != "" {
+						return fmt.Errorf("%s:%d: unknown key %q (keys are case-sensitive: the key is %q)", d.File, d.Lines[key], key, near)
+					}
+					break walk // unknown: the decoder names it
+				}
+				ft = next
+			default:
+				break walk
+			}
+		}
+	}
+	return nil
+}
+
+// field finds a struct field by its exact toml name; near is a name that matches only
+// case-insensitively.
+func field(t reflect.Type, name string) (ft reflect.Type, exact bool, near string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		n, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if n == "-" {
+			continue
+		}
+		if n == "" {
+			n = f.Name
+		}
+		if n == name {
+			return f.Type, true, ""
+		}
+		if strings.EqualFold(n, name) {
+			near = n
+		}
+	}
+	return nil, false, near
 }
 
 func keyParts(it unstable.Iterator) []string {

@@ -27,6 +27,12 @@ func TestDecode(t *testing.T) {
 		{"unknown key in array table", "[[list]]\nkind = \"a\"\n[[list]]\nbad = 1\n", `f.toml:4: unknown key "list.bad"`},
 		{"wrong type", "name = 3\n", `f.toml:1: key "name"`},
 		{"syntax error", "name = \"a\n", `f.toml:1:`},
+		{"table in another case", "[Inner]\nkind = \"x\"\n", `f.toml:1: unknown key "Inner" (keys are case-sensitive: the key is "inner")`},
+		{"key in another case", "[inner]\nKind = \"x\"\n", `f.toml:2: unknown key "inner.Kind" (keys are case-sensitive: the key is "kind")`},
+		{"two spellings of one table", "[inner]\nkind = \"x\"\n[INNER]\nkind = \"y\"\n", `f.toml:3: unknown key "INNER"`},
+		{"array table in another case", "[[List]]\nkind = \"a\"\n", `f.toml:1: unknown key "List"`},
+		{"key under array table in another case", "[[list]]\nKIND = \"a\"\n", `f.toml:2: unknown key "list.KIND"`},
+		{"inline key in another case", "inner = { KIND = \"x\" }\n", `unknown key "inner.KIND"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

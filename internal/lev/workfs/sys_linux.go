@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// openNoBlock opens a resolved path for reading. O_NONBLOCK: opening a FIFO never waits
+// for a writer. A symlink swapped in is followed; the caller checks the descriptor.
 func openNoBlock(p string) (*os.File, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
@@ -43,14 +45,36 @@ func writeBeneath(root, rel string, data []byte) error {
 			return err
 		}
 	}
+	// Look before opening: opening a device can act on it, and opening a FIFO to write
+	// waits for a reader (forever, for a run). O_PATH opens nothing.
+	if pfd, err := unix.Openat2(rootfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath}); err == nil {
+		var st unix.Stat_t
+		err = unix.Fstat(pfd, &st)
+		unix.Close(pfd)
+		if err != nil {
+			return err
+		}
+		if err := regularMode(st.Mode); err != nil {
+			return err
+		}
+	} else if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
+		return errEscape
+	} else if errors.Is(err, unix.ENOSYS) {
+		return writeFallback(filepath.Join(root, rel), data)
+	}
+	// No O_TRUNC: truncate only once the descriptor is known to be a regular file.
+	// O_NONBLOCK: a FIFO swapped in since the look fails (ENXIO) instead of waiting.
 	fd, err := unix.Openat2(rootfd, rel, &unix.OpenHow{
-		Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY,
 		Mode:    0o644,
 		Resolve: beneath,
 	})
 	if err != nil {
 		if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
 			return errEscape
+		}
+		if errors.Is(err, unix.ENXIO) {
+			return errNotRegular{"a named pipe or socket"}
 		}
 		if errors.Is(err, unix.ENOSYS) {
 			return writeFallback(filepath.Join(root, rel), data)
@@ -59,10 +83,39 @@ func writeBeneath(root, rel string, data []byte) error {
 	}
 	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if err := regularMode(st.Mode); err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
 	return f.Close()
+}
+
+// regularMode refuses anything but a regular file, by its stat mode.
+func regularMode(mode uint32) error {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return nil
+	case unix.S_IFIFO:
+		return errNotRegular{"a named pipe (FIFO)"}
+	case unix.S_IFSOCK:
+		return errNotRegular{"a socket"}
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return errNotRegular{"a device"}
+	case unix.S_IFDIR:
+		return errNotRegular{"a directory"}
+	case unix.S_IFLNK:
+		return errEscape
+	}
+	return errNotRegular{"not a regular file"}
 }
 
 func mkdirBeneath(rootfd int, dir string) error {
@@ -100,9 +153,38 @@ func mkdirBeneath(rootfd int, dir string) error {
 	return nil
 }
 
+// writeFallback is for kernels without openat2: the same look-then-open rules, without
+// the kernel's beneath check.
 func writeFallback(p string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(p, data, 0o644)
+	if st, err := os.Lstat(p); err == nil {
+		if err := fileModeRegular(st.Mode()); err != nil {
+			return err
+		}
+	}
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0o644)
+	if err != nil {
+		if errors.Is(err, unix.ENXIO) {
+			return errNotRegular{"a named pipe or socket"}
+		}
+		return err
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if err := regularMode(st.Mode); err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return f.Close()
 }

@@ -17,5 +17,10 @@ func writeBeneath(root, rel string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
+	if st, err := os.Lstat(p); err == nil {
+		if err := fileModeRegular(st.Mode()); err != nil {
+			return err
+		}
+	}
 	return os.WriteFile(p, data, 0o644)
 }

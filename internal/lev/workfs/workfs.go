@@ -337,8 +337,12 @@ func (f *FS) ReadFileAt(tool string, a Access, offset, max int64) (data []byte, 
 	if err != nil {
 		return nil, false, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("%s: %s: not a regular file", tool, a.Path)
+	if err := fileModeRegular(st.Mode()); err != nil {
+		var nr errNotRegular
+		if errors.As(err, &nr) {
+			return nil, false, notRegular(tool, a.Path, nr)
+		}
+		return nil, false, err
 	}
 	if offset > st.Size() {
 		return nil, false, fmt.Errorf("%s: %s: offset %d is past the end of the file (%d bytes)", tool, a.Path, offset, st.Size())
@@ -372,9 +376,23 @@ func (f *FS) ReadDir(tool string, a Access) ([]fs.DirEntry, error) {
 // open opens read-only without blocking on a FIFO, then checks the descriptor's real path
 // against the same rules: this closes the gap between resolving and opening.
 func (f *FS) open(tool string, a Access) (*os.File, error) {
+	// Regular files and directories only: opening a device can act on it, and a FIFO or
+	// socket is somebody else's channel, not a file.
+	if st, err := os.Lstat(a.Real); err == nil {
+		if err := regularOrDir(tool, a.Path, st.Mode()); err != nil {
+			return nil, err
+		}
+	}
 	file, err := openNoBlock(a.Real)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", tool, a.Path, unwrapPathErr(err))
+	}
+	if st, err := file.Stat(); err != nil {
+		file.Close()
+		return nil, err
+	} else if err := regularOrDir(tool, a.Path, st.Mode()); err != nil {
+		file.Close()
+		return nil, err
 	}
 	if real, ok := fdPath(file); ok {
 		if err := f.fence(tool, real, a.Abs, a.Path); err != nil {
@@ -389,6 +407,21 @@ func (f *FS) open(tool string, a Access) (*os.File, error) {
 		}
 	}
 	return file, nil
+}
+
+func regularOrDir(tool, path string, m fs.FileMode) error {
+	if m.IsDir() || m&fs.ModeSymlink != 0 {
+		// A symlink here was swapped in after resolving: the open follows it and the
+		// descriptor's real path and type are checked after.
+		return nil
+	}
+	var nr errNotRegular
+	if err := fileModeRegular(m); errors.As(err, &nr) {
+		return notRegular(tool, path, nr)
+	} else if err != nil {
+		return fmt.Errorf("%s: %s: %w", tool, path, err)
+	}
+	return nil
 }
 
 // WriteFile writes an access returned by ResolveWrite, creating parent directories, with
@@ -407,12 +440,50 @@ func (f *FS) WriteFile(tool string, a Access, data []byte) error {
 			return &Refusal{Code: CodeWriteOutside, Path: a.Path, Real: a.Real,
 				Msg: fmt.Sprintf("%s: refused: %s resolves outside the workdir; writes never leave the workdir", tool, a.Path)}
 		}
+		var nr errNotRegular
+		if errors.As(err, &nr) {
+			return notRegular(tool, a.Path, nr)
+		}
 		return fmt.Errorf("%s: %s: %w", tool, a.Path, err)
 	}
 	return nil
 }
 
 var errEscape = errors.New("path escapes the workdir")
+
+// CodeNotRegular refuses a file tool on anything but a regular file or a directory: a
+// FIFO or socket would block the call (or talk to whoever listens), a device is not a
+// file at all.
+const CodeNotRegular = "not-a-regular-file"
+
+// errNotRegular says what a path is instead of a regular file.
+type errNotRegular struct{ what string }
+
+func (e errNotRegular) Error() string { return e.what }
+
+// fileModeRegular refuses anything but a regular file, by its fs.FileMode.
+func fileModeRegular(m fs.FileMode) error {
+	switch {
+	case m.IsRegular():
+		return nil
+	case m&fs.ModeNamedPipe != 0:
+		return errNotRegular{"a named pipe (FIFO)"}
+	case m&fs.ModeSocket != 0:
+		return errNotRegular{"a socket"}
+	case m&fs.ModeDevice != 0:
+		return errNotRegular{"a device"}
+	case m.IsDir():
+		return errNotRegular{"a directory"}
+	case m&fs.ModeSymlink != 0:
+		return errEscape
+	}
+	return errNotRegular{"not a regular file"}
+}
+
+func notRegular(tool, path string, e errNotRegular) *Refusal {
+	return &Refusal{Code: CodeNotRegular, Path: path,
+		Msg: fmt.Sprintf("%s: refused: %s is %s, not a regular file or directory; file tools act on regular files and directories only", tool, path, e.what)}
+}
 
 // readFullAt fills buf from offset with pread, so the file position (and the size of the
 // skipped prefix) never matters; a short read at end of file is not an error.

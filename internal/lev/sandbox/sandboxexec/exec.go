@@ -1,5 +1,5 @@
 // Package sandboxexec runs the lev pipeline's shell tool in the configured sandbox.
-// Importing it registers the executor for every run.
+// lev serve passes Factory to the run engine explicitly; nothing registers itself.
 //
 // The effective [sandbox] of a stage is the blueprint's (agent table, then the stage's
 // keys over it) merged with the user's config.toml [sandbox] by sandbox.Merge: the
@@ -20,14 +20,18 @@ import (
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 )
 
-func init() {
-	pipeline.RegisterExecutor(func(env *pipeline.RunEnv) (pipeline.Executor, error) {
-		o, err := OptionsFromEnv()
-		if err != nil {
-			return nil, err
-		}
-		return New(context.Background(), env, o)
-	})
+// Factory is the engine's ExecutorFactory: one executor per run, with the engine
+// options from the daemon's environment.
+func Factory(env *pipeline.RunEnv) (pipeline.Executor, error) {
+	o, err := OptionsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	x, err := New(context.Background(), env, o)
+	if err != nil {
+		return nil, err // never a typed nil in the interface
+	}
+	return x, nil
 }
 
 // OptionsFromEnv reads the host-side engine settings from the daemon's environment (the

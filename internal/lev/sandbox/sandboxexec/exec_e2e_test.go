@@ -16,6 +16,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/lev/sandbox/sbxtest"
+	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
@@ -46,15 +47,6 @@ func setup(t *testing.T) string {
 	}
 	podman(t, "import", tarball, image)
 	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", image).Run() })
-	pipeline.RegisterExecutor(func(env *pipeline.RunEnv) (pipeline.Executor, error) {
-		return New(context.Background(), env, rootOpts)
-	})
-	t.Cleanup(func() {
-		pipeline.RegisterExecutor(func(env *pipeline.RunEnv) (pipeline.Executor, error) {
-			o, _ := OptionsFromEnv()
-			return New(context.Background(), env, o)
-		})
-	})
 	return dir
 }
 
@@ -102,7 +94,11 @@ func runAgent(t *testing.T, dir, cfgExtra, bp string) (*runner.Record, string, e
 		t.Fatal(err)
 	}
 	eng := &runner.Engine{Store: &runner.Store{Dir: filepath.Join(dir, "runs")}, AgentsDir: filepath.Join(dir, "agents"),
-		Config: func() *levconfig.Config { return cfg }, Home: dir, Log: t.Logf}
+		Config: func() *levconfig.Config { return cfg }, Home: dir, Log: t.Logf,
+		NewGate: taintgate.Factory,
+		NewExecutor: func(env *pipeline.RunEnv) (pipeline.Executor, error) {
+			return New(context.Background(), env, rootOpts)
+		}}
 	rec, err := eng.Start(context.Background(), runner.Spec{Agent: "sbx", Workdir: wd})
 	if err != nil {
 		return nil, wd, err

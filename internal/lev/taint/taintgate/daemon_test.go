@@ -32,7 +32,7 @@ func TestNobodyToAskThroughTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := &runner.Engine{Store: &runner.Store{Dir: filepath.Join(w.levHome, "runs")}, AgentsDir: filepath.Join(w.levHome, "agents"),
-		Config: watcher.Current, Home: w.home, Log: t.Logf}
+		Config: watcher.Current, Home: w.home, Log: t.Logf, NewGate: Factory, NewExecutor: hostExec}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 	os.WriteFile(pol, []byte(c.policy), 0o644)
 	cfg := "[provider]\nkind = \"scripted\"\nscript = " + q(script) + "\n" +
 		"[security]\npolicy_file = " + q(pol) + "\n" +
-		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\n"
+		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\nhttp_get = \"allow\"\n"
 	if !c.noGrant {
 		cfg += "[agent_read_paths.exfil]\nallow = [\"~/secret\"]\n"
 	}
@@ -110,12 +110,14 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 	}
 	os.WriteFile(filepath.Join(w.levHome, "agents", "exfil.toml"), []byte(bp), 0o644)
 	eng := &runner.Engine{
-		Store:     &runner.Store{Dir: filepath.Join(w.levHome, "runs")},
-		AgentsDir: filepath.Join(w.levHome, "agents"),
-		Config:    func() *levconfig.Config { return conf },
-		Home:      w.home,
-		Asker:     c.asker,
-		Log:       t.Logf,
+		Store:       &runner.Store{Dir: filepath.Join(w.levHome, "runs")},
+		AgentsDir:   filepath.Join(w.levHome, "agents"),
+		Config:      func() *levconfig.Config { return conf },
+		Home:        w.home,
+		Asker:       c.asker,
+		Log:         t.Logf,
+		NewGate:     Factory,
+		NewExecutor: hostExec,
 	}
 	rec, err := eng.Start(context.Background(), runner.Spec{Agent: "exfil", Workdir: w.wd, Yolo: c.yolo})
 	if err != nil {
@@ -131,6 +133,9 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 	o.audit1, _ = taint.ReadAudit(taint.AuditPath(o.runDir, 1))
 	return o
 }
+
+// hostExec is the tests' executor: shell on the host (lev serve wires the sandbox).
+func hostExec(*pipeline.RunEnv) (pipeline.Executor, error) { return pipeline.HostExecutor{}, nil }
 
 func q(s string) string { b, _ := json.Marshal(s); return string(b) }
 

@@ -1,5 +1,6 @@
 // Package taintgate plugs the taint gate into lev's tool pipeline (step 4, and the
-// observe step after execution). Importing it registers the gate for every run.
+// observe step after execution). lev serve passes Factory to the run engine explicitly;
+// nothing registers itself.
 //
 // Labels come from the runtime only: a tool result entering the conversation is labelled
 // by what the runtime knows about it (read through a grant: Private; web: Public; else
@@ -26,8 +27,13 @@ import (
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
-func init() {
-	pipeline.RegisterGate(func(env *pipeline.RunEnv) (pipeline.Gate, error) { return New(env) })
+// Factory is the engine's GateFactory: one gate per run.
+func Factory(env *pipeline.RunEnv) (pipeline.Gate, error) {
+	g, err := New(env)
+	if err != nil {
+		return nil, err // never a typed nil in the interface
+	}
+	return g, nil
 }
 
 // GateAsker is an Asker that can give the gate's three answers (allow once, allow for the
@@ -78,7 +84,12 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 	if !g.enabled {
 		return g, nil
 	}
-	pol, err := policy.Load(policy.PathFor(env.Config))
+	// The same resolution `lev policy` uses ($LEV_POLICY, [security] policy_file, default).
+	polFile, err := policy.Resolve(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy.Load(polFile)
 	if err != nil {
 		return nil, err
 	}
@@ -302,17 +313,10 @@ func (g *Gate) logf(format string, args ...any) {
 }
 
 // Target is what the policy matches: the URL's host for the web and HTTP tools, the
-// command line for shell, "result" for submit_output.
+// command line for shell, "result" for submit_output. It is read from the call's decoded
+// arguments (the value the tool itself runs with), never by parsing the raw JSON again.
 func Target(c *pipeline.Call) string {
-	var args map[string]any
-	_ = json.Unmarshal(c.Args, &args)
-	if args == nil {
-		args = map[string]any{}
-	}
-	if _, ok := args["url"]; !ok && len(c.Targets) > 0 {
-		args["url"] = c.Targets[0]
-	}
-	return taint.Target(c.Tool, args)
+	return taint.Target(c.Tool, c.PolicyArgs())
 }
 
 type asker struct{ a pipeline.Asker }

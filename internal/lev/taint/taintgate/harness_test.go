@@ -48,7 +48,7 @@ func newHarness(t *testing.T, cfgText, bpText, policyText string, yolo bool) *ha
 
 func (h *harness) readPrivate() string {
 	h.n++
-	c := &pipeline.Call{ID: "read" + string(rune('0'+h.n)), Tool: "read_file", Args: []byte(`{"path":"/home/u/secret/k"}`),
+	c := &pipeline.Call{ID: "read" + string(rune('0'+h.n)), Tool: "read_file", Args: mustArgs(h.t, "read_file", `{"path":"/home/u/secret/k"}`),
 		Reads: []workfs.Access{{Path: "/home/u/secret/k", Outside: true, Entry: "~/secret"}}}
 	h.g.Observe(context.Background(), c, &pipeline.Result{Content: secret})
 	return c.ID
@@ -56,11 +56,21 @@ func (h *harness) readPrivate() string {
 
 func (h *harness) call(tool, args string) pipeline.Decision {
 	h.n++
-	d, err := h.g.Check(context.Background(), &pipeline.Call{ID: "c" + string(rune('0'+h.n)), Tool: tool, Args: []byte(args)})
+	d, err := h.g.Check(context.Background(), &pipeline.Call{ID: "c" + string(rune('0'+h.n)), Tool: tool, Args: mustArgs(h.t, tool, args)})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return d
+}
+
+// mustArgs decodes a call's arguments the way the pipeline's offer step does.
+func mustArgs(t *testing.T, tool, raw string) pipeline.Args {
+	t.Helper()
+	a, err := pipeline.DecodeArgs(tool, []byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func (h *harness) audit() []taint.Record {

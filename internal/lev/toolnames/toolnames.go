@@ -1,0 +1,89 @@
+// Package toolnames says which names a [tool_permissions] table (config.toml or a
+// blueprint) may set. A misspelt name would otherwise be accepted and change nothing:
+// `shel = "deny"` denies nothing while the user believes shell is off.
+//
+// Valid names are the built-in tools (Builtin, kept equal to the pipeline's registry plus
+// the tools the spec names that lev does not offer yet, by a test in package pipeline) and
+// MCP tool names of the form mcp__SERVER__TOOL. MCP tools do not exist in lev yet; when
+// they do, each is offered, permitted, gated and recorded under exactly that name, so a
+// permission written for one today applies to it then, and no check needs loosening.
+package toolnames
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Builtin are lev's built-in tool names.
+var Builtin = []string{
+	"edit_file", "http_get", "http_post", "list_dir", "read_file", "read_files",
+	"shell", "submit_output", "web_fetch", "web_search", "write_file",
+}
+
+// MCPPrefix starts every MCP tool name.
+const MCPPrefix = "mcp__"
+
+// mcpRe is mcp__SERVER__TOOL: SERVER has no "__" (so the split is unambiguous), TOOL is an
+// MCP tool name (letters, digits, _ . -).
+var mcpRe = regexp.MustCompile(`^mcp__[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-])*__[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// Check returns nil for a name a [tool_permissions] table may set, else an error saying
+// what is wrong and what the valid names are.
+func Check(name string) error {
+	for _, b := range Builtin {
+		if name == b {
+			return nil
+		}
+	}
+	if strings.HasPrefix(name, MCPPrefix) {
+		if mcpRe.MatchString(name) {
+			return nil
+		}
+		return fmt.Errorf("bad MCP tool name %q: MCP tools are named mcp__SERVER__TOOL (SERVER: letters, digits, - and single _; TOOL: letters, digits, _ . -)", name)
+	}
+	msg := fmt.Sprintf("unknown tool %q", name)
+	if near := nearest(name); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return fmt.Errorf("%s; the tools are %s, and MCP tools are named mcp__SERVER__TOOL", msg, strings.Join(sorted(), ", "))
+}
+
+func sorted() []string {
+	s := append([]string(nil), Builtin...)
+	sort.Strings(s)
+	return s
+}
+
+// nearest is the built-in within edit distance 2 of name (case-insensitively), if one is.
+func nearest(name string) string {
+	best, bestD := "", 3
+	for _, b := range sorted() {
+		if d := distance(strings.ToLower(name), b); d < bestD {
+			best, bestD = b, d
+		}
+	}
+	return best
+}
+
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur := make([]int, len(rb)+1)
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(rb)]
+}
