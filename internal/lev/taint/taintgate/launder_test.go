@@ -39,7 +39,7 @@ func (w *world) launderRun(t *testing.T, agent, bp, script, workdir string, extr
 	}
 	must(t, os.WriteFile(filepath.Join(w.levHome, "agents", agent+".toml"), []byte(bp), 0o644))
 	eng := &runner.Engine{Store: &runner.Store{Dir: filepath.Join(w.levHome, "runs")}, AgentsDir: filepath.Join(w.levHome, "agents"),
-		Config: func() *levconfig.Config { return conf }, Home: w.home, Log: t.Logf}
+		Config: func() *levconfig.Config { return conf }, Home: w.home, Log: t.Logf, NewGate: Factory, NewExecutor: hostExec}
 	rec, err := eng.Start(context.Background(), runner.Spec{Agent: agent, Workdir: workdir})
 	if err != nil {
 		t.Fatalf("spawn %s: %v", agent, err)
