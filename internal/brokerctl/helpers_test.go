@@ -98,7 +98,7 @@ func newHarness(t testing.TB, upstream http.Handler, edit func(*Options)) *harne
 		StateDir: h.state, Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
 		SANNames: []string{"host.lever.test"}, SANIPs: []net.IP{net.ParseIP("127.0.0.1")},
 		Upstream: h.upstream.URL + "/v1base", APIKeyFile: h.keyFile, AuthHeader: AuthBearer,
-		UpstreamRoots: roots, Logf: h.log.Logf,
+		UpstreamRoots: roots, Logf: h.log.Logf, LLMRoutes: fixtureRoutes(),
 	}
 	if edit != nil {
 		edit(&opts)
@@ -118,6 +118,17 @@ func newHarness(t testing.TB, upstream http.Handler, edit func(*Options)) *harne
 		srv.Shutdown(ctx)
 	})
 	return h
+}
+
+// fixtureRoutes allows the fake upstreams' endpoints the older tests call (/llm/plain,
+// /llm/stream, ...), plus the real model routes. Tests of the allowlist itself set
+// LLMRoutes to nil to get a provider kind's defaults.
+func fixtureRoutes() []string {
+	r := []string{"POST /v1/messages", "GET /v1/models"}
+	for _, p := range []string{"plain", "stream", "error", "chunked", "frame", "okframe", "s", "sink", "sized", "small", "big", "messages", "x"} {
+		r = append(r, "GET /"+p, "POST /"+p)
+	}
+	return r
 }
 
 // fakeUpstream answers like an LLM API: JSON for plain requests, SSE when the request
