@@ -126,7 +126,7 @@ func maskHeader(h http.Header, m *masker) {
 		for i, v := range vs {
 			vs[i] = m.String(v)
 		}
-		if nk := m.String(k); nk != k {
+		if nk := m.FoldString(k); nk != k {
 			delete(h, k)
 			h[nk] = vs
 		}
@@ -285,12 +285,16 @@ func (s *Server) jailRoutes() []jailRoute {
 
 func (s *Server) jailHandler() http.Handler {
 	mux := http.NewServeMux()
+	var llm http.Handler
 	for _, rt := range s.jailRoutes() {
-		if rt.roles == nil {
-			mux.HandleFunc(rt.pattern, rt.h)
-			continue
+		h := rt.h
+		if rt.roles != nil {
+			h = s.requirePeer(rt.pattern, rt.roles, rt.h)
 		}
-		mux.HandleFunc(rt.pattern, s.requirePeer(rt.pattern, rt.roles, rt.h))
+		mux.HandleFunc(rt.pattern, h)
+		if rt.pattern == "/llm/" {
+			llm = h
+		}
 	}
 	mux.HandleFunc("/", s.requirePeer("/", []string{ca.RoleManager, ca.RoleWorker}, func(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
@@ -311,6 +315,12 @@ func (s *Server) jailHandler() http.Handler {
 				}
 				return
 			}
+		}
+		// Everything below /llm/ as sent goes to the proxy's own path checks: the mux would
+		// clean "/llm/./x" or "/llm//x" into a redirect first, and match on the decoded path.
+		if strings.HasPrefix(r.RequestURI, "/llm/") {
+			llm.ServeHTTP(w, r)
+			return
 		}
 		mux.ServeHTTP(w, r)
 	}))

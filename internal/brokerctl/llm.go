@@ -304,8 +304,17 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 	br := bufio.NewReaderSize(body, 32<<10)
 	var frame bytes.Buffer
 	lineStart := true
+	sm := &sseMasker{m: s.mask}
+	send := func(frames [][]byte) error {
+		for _, f := range frames {
+			if _, err := w.Write(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	emit := func() error {
-		if _, err := w.Write(frame.Bytes()); err != nil {
+		if err := send(sm.push(frame.Bytes())); err != nil {
 			return err
 		}
 		if frame.Cap() > 1<<20 {
@@ -322,6 +331,12 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 		}
 		return nil
 	}
+	// Frames still held at the end (a possible start of the key) go out masked.
+	drain := func() {
+		if send(sm.finish()) == nil {
+			rc.Flush()
+		}
+	}
 	for {
 		line, err := br.ReadSlice('\n')
 		blank := lineStart && (string(line) == "\n" || string(line) == "\r\n")
@@ -331,6 +346,7 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 			msg := fmt.Sprintf("upstream SSE frame exceeds the %s frame cap; stream ended", sizeText(s.opts.MaxFrame))
 			rec(r).Detail = msg
 			rec(r).Outcome = "frame_cap"
+			drain()
 			fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"frame_cap\",\"message\":\"lever broker: %s\"}}\n\n", msg)
 			rc.Flush()
 			return
@@ -348,12 +364,14 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 			if frame.Len() > 0 {
 				emit()
 			}
+			drain()
 			return
 		default:
 			rec(r).Detail = "reading upstream stream: " + err.Error()
 			if frame.Len() > 0 {
 				emit()
 			}
+			drain()
 			panic(http.ErrAbortHandler)
 		}
 	}

@@ -1,9 +1,11 @@
 package brokerctl
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"io"
+	"strings"
 )
 
 // masker finds the API key in the forms a hostile or careless upstream could echo it in
@@ -24,6 +26,10 @@ type masker struct {
 	needles [][]byte
 	first   [256]bool // bytes a match can start with (a needle's first byte or an escape)
 	maxLen  int       // longest byte span one match can cover
+	// fold matches case-insensitively (lower-cased needles on lower-cased text): header
+	// names are case-folded on the way (Go canonicalises them, HTTP/2 lower-cases them),
+	// and a key with its case lost is still most of a key.
+	fold *masker
 }
 
 // maxToken is the longest escaped form of one byte the masker decodes (&#0000115;).
@@ -63,7 +69,31 @@ func newMasker(secret []byte) *masker {
 			m.maxLen = l
 		}
 	}
+	m.fold = &masker{maxLen: m.maxLen, first: m.first}
+	for _, n := range m.needles {
+		l := bytes.ToLower(n)
+		m.fold.needles = append(m.fold.needles, l)
+		m.fold.first[l[0]] = true
+	}
 	return m
+}
+
+// FoldString masks s case-insensitively (for header names).
+func (m *masker) FoldString(s string) string {
+	if m.fold == nil {
+		return s
+	}
+	low := []byte(strings.ToLower(s))
+	if len(low) != len(s) || !m.fold.maskInPlace(low) {
+		return m.String(s)
+	}
+	out := []byte(s)
+	for i, c := range low {
+		if c == '*' && out[i] != '*' {
+			out[i] = '*'
+		}
+	}
+	return string(out)
 }
 
 // base64Core is the part of the base64 encoding of secret, preceded by align unknown
