@@ -231,3 +231,33 @@ func grepTree(t testing.TB, dir, needle string, skip ...string) int {
 	})
 	return n
 }
+
+type tlsCert = tls.Certificate
+
+// issueClientRole mints a client certificate in role directly from the CA at dir.
+func issueClientRole(t testing.TB, caDirPath, agent, role string) tls.Certificate {
+	t.Helper()
+	c, err := ca.Load(caDirPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, csrPEM, err := ca.NewKeyAndCSR(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := ca.ParseCSRPEM(csrPEM)
+	certPEM, _, err := c.IssueClient(csr, agent, role, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pairOf(t, certPEM, keyPEM)
+}
+
+func pairOf(t testing.TB, certPEM, keyPEM []byte) tls.Certificate {
+	t.Helper()
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
+}

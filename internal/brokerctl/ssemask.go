@@ -21,8 +21,15 @@ import (
 type sseMasker struct {
 	m       *masker
 	pending []*sseFrame
-	text    []byte    // text of recent frames (sent ones kept as context)
-	spans   []sseSpan // where each byte of text came from
+	// Text is kept per channel: "" joins every string value of the stream, and "k:<name>"
+	// the values under one JSON key, so deltas interleaved with other fields ("type":
+	// "text_delta") still join up.
+	ch map[string]*sseChannel
+}
+
+type sseChannel struct {
+	text  []byte    // text of recent frames (sent ones kept as context)
+	spans []sseSpan // where each byte of text came from
 }
 
 type sseFrame struct{ b []byte }
@@ -34,12 +41,38 @@ type sseSpan struct {
 }
 
 const (
-	minHold = 3
-	maxHeld = 256 << 10
+	minHold     = 3
+	maxHeld     = 256 << 10
+	maxChannels = 64
 )
 
-// textOf appends the text of frame f to dst/spans.
-func textOf(f *sseFrame, text []byte, spans []sseSpan) ([]byte, []sseSpan) {
+func (s *sseMasker) channel(name string) *sseChannel {
+	if s.ch == nil {
+		s.ch = map[string]*sseChannel{}
+	}
+	c := s.ch[name]
+	if c == nil {
+		if len(s.ch) >= maxChannels {
+			return nil
+		}
+		c = &sseChannel{}
+		s.ch[name] = c
+	}
+	return c
+}
+
+func (s *sseMasker) appendText(key string, text []byte, spans []sseSpan) {
+	for _, name := range []string{"", "k:" + key} {
+		if c := s.channel(name); c != nil {
+			c.text = append(c.text, text...)
+			c.spans = append(c.spans, spans...)
+		}
+	}
+}
+
+// addFrame appends the text of frame f: the data lines, as decoded JSON string values
+// when they hold JSON, else as they are.
+func (s *sseMasker) addFrame(f *sseFrame) {
 	b := f.b
 	for off := 0; off < len(b); {
 		end := bytes.IndexByte(b[off:], '\n')
@@ -57,30 +90,35 @@ func textOf(f *sseFrame, text []byte, spans []sseSpan) ([]byte, []sseSpan) {
 			content := bytes.TrimRight(b[start:end], "\r")
 			trimmed := bytes.TrimLeft(content, " \t")
 			if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[' || trimmed[0] == '"') {
-				text, spans = jsonStrings(f, start, start+len(content), text, spans)
+				s.jsonStrings(f, start, start+len(content))
 			} else {
+				var text []byte
+				var spans []sseSpan
 				for k := start; k < start+len(content); k++ {
 					text = append(text, b[k])
 					spans = append(spans, sseSpan{f, k, k + 1})
 				}
+				s.appendText("", text, spans)
 			}
 		}
 		off = end + 1
 	}
-	return text, spans
 }
 
-// jsonStrings appends the decoded contents of every JSON string value in f.b[from:to]
-// (object keys are names, not text, and would only separate the pieces).
-func jsonStrings(f *sseFrame, from, to int, text []byte, spans []sseSpan) ([]byte, []sseSpan) {
+// jsonStrings adds the decoded contents of every JSON string value in f.b[from:to], to
+// the all-values channel and to the channel of the key it belongs to. Object keys are
+// names, not text.
+func (s *sseMasker) jsonStrings(f *sseFrame, from, to int) {
 	b := f.b
+	key := ""
+	var text []byte
+	var spans []sseSpan
 	in := false
-	mark := 0
 	for k := from; k < to; {
 		c := b[k]
 		if !in {
 			in = c == '"'
-			mark = len(text)
+			text, spans = text[:0], spans[:0]
 			k++
 			continue
 		}
@@ -93,7 +131,9 @@ func jsonStrings(f *sseFrame, from, to int, text []byte, spans []sseSpan) ([]byt
 				next++
 			}
 			if next < to && b[next] == ':' {
-				text, spans = text[:mark], spans[:mark]
+				key = string(text)
+			} else {
+				s.appendText(key, text, spans)
 			}
 		case c == '\\' && k+1 < to:
 			n, dec := 2, []byte(nil)
@@ -127,7 +167,6 @@ func jsonStrings(f *sseFrame, from, to int, text []byte, spans []sseSpan) ([]byt
 			k++
 		}
 	}
-	return text, spans
 }
 
 func hex4(b []byte, at, to int) (int, bool) {
@@ -146,9 +185,9 @@ func hex4(b []byte, at, to int) (int, bool) {
 }
 
 // maskRange masks the frame bytes behind text[i:j] that are not sent yet.
-func (s *sseMasker) maskRange(i, j int) {
+func (c *sseChannel) maskRange(i, j int) {
 	for k := i; k < j; k++ {
-		sp := s.spans[k]
+		sp := c.spans[k]
 		if sp.f == nil {
 			continue
 		}
@@ -183,86 +222,110 @@ func partialLen(b []byte, i int, needle []byte, matched int) int {
 	return 0
 }
 
-// push adds one complete frame and returns the frames that may be sent now, in order.
-func (s *sseMasker) push(frame []byte) [][]byte {
-	f := &sseFrame{b: append([]byte(nil), frame...)}
-	s.pending = append(s.pending, f)
-	s.text, s.spans = textOf(f, s.text, s.spans)
-	// Whole occurrences anywhere in the text (masking what is not sent yet).
-	for i := 0; i < len(s.text); i++ {
-		for _, n := range s.m.needles {
-			if end := matchAt(s.text, i, n); end > i {
-				s.maskRange(i, end)
+// maskWhole masks every whole occurrence in the channel's text.
+func (c *sseChannel) maskWhole(m *masker) {
+	for i := 0; i < len(c.text); i++ {
+		if !m.first[c.text[i]] {
+			continue
+		}
+		for _, n := range m.needles {
+			if end := matchAt(c.text, i, n); end > i {
+				c.maskRange(i, end)
 				for k := i; k < end; k++ {
-					s.text[k] = '*'
+					c.text[k] = '*'
 				}
 				i = end - 1
 				break
 			}
 		}
 	}
-	hold := s.holdPos()
-	held := 0
-	for _, p := range s.pending {
-		held += len(p.b)
-	}
-	if held > maxHeld {
-		s.maskRange(hold, len(s.text))
-		hold = len(s.text)
-	}
-	var holdFrame *sseFrame
-	if hold < len(s.text) {
-		holdFrame = s.spans[hold].f
-	}
-	var out [][]byte
-	for len(s.pending) > 0 && s.pending[0] != holdFrame {
-		out = append(out, s.pending[0].b)
-		s.sent(s.pending[0])
-		s.pending = s.pending[1:]
-	}
-	s.trim()
-	return out
 }
 
 // holdPos is the earliest start of a long enough partial occurrence at the end of the
 // text (len(text) when there is none): its frame and every later one are held.
-func (s *sseMasker) holdPos() int {
-	from := len(s.text) - s.m.maxLen
+func (c *sseChannel) holdPos(m *masker) int {
+	from := len(c.text) - m.maxLen
 	if from < 0 {
 		from = 0
 	}
-	for i := from; i < len(s.text); i++ {
-		for _, n := range s.m.needles {
-			if partialLen(s.text, i, n, 0) >= minHold {
+	for i := from; i < len(c.text); i++ {
+		for _, n := range m.needles {
+			if partialLen(c.text, i, n, 0) >= minHold {
 				return i
 			}
 		}
 	}
-	return len(s.text)
+	return len(c.text)
+}
+
+// push adds one complete frame and returns the frames that may be sent now, in order.
+func (s *sseMasker) push(frame []byte) [][]byte {
+	f := &sseFrame{b: append([]byte(nil), frame...)}
+	s.pending = append(s.pending, f)
+	s.addFrame(f)
+	held := 0
+	for _, p := range s.pending {
+		held += len(p.b)
+	}
+	// The earliest frame any channel holds, and every later one, wait.
+	first := len(s.pending)
+	for _, c := range s.ch {
+		c.maskWhole(s.m)
+		hold := c.holdPos(s.m)
+		if hold == len(c.text) {
+			continue
+		}
+		if held > maxHeld {
+			c.maskRange(hold, len(c.text))
+			continue
+		}
+		// The first unsent frame with a part of the partial occurrence (its start may be
+		// in a frame already sent, up to minHold-1 characters).
+		var hf *sseFrame
+		for k := hold; k < len(c.spans) && hf == nil; k++ {
+			hf = c.spans[k].f
+		}
+		for i, p := range s.pending {
+			if p == hf && i < first {
+				first = i
+			}
+		}
+	}
+	out := make([][]byte, 0, first)
+	for _, p := range s.pending[:first] {
+		out = append(out, p.b)
+		s.sent(p)
+	}
+	s.pending = s.pending[first:]
+	for _, c := range s.ch {
+		c.trim(s.m)
+	}
+	return out
 }
 
 // sent forgets a frame's bytes: its text stays as context for later matches.
 func (s *sseMasker) sent(f *sseFrame) {
-	for k := range s.spans {
-		if s.spans[k].f == f {
-			s.spans[k].f = nil
+	for _, c := range s.ch {
+		for k := range c.spans {
+			if c.spans[k].f == f {
+				c.spans[k].f = nil
+			}
 		}
 	}
 }
 
 // trim drops context no match can reach back to.
-func (s *sseMasker) trim() {
-	firstHeld := len(s.text)
-	for k, sp := range s.spans {
+func (c *sseChannel) trim(m *masker) {
+	firstHeld := len(c.text)
+	for k, sp := range c.spans {
 		if sp.f != nil {
 			firstHeld = k
 			break
 		}
 	}
-	cut := firstHeld - s.m.maxLen
-	if cut > 0 {
-		s.text = append(s.text[:0], s.text[cut:]...)
-		s.spans = append(s.spans[:0], s.spans[cut:]...)
+	if cut := firstHeld - m.maxLen; cut > 0 {
+		c.text = append(c.text[:0], c.text[cut:]...)
+		c.spans = append(c.spans[:0], c.spans[cut:]...)
 	}
 }
 
@@ -270,10 +333,12 @@ func (s *sseMasker) trim() {
 // occurrence: nothing more can complete it, and it is a piece of the key.
 func (s *sseMasker) finish() [][]byte {
 	var out [][]byte
-	s.maskRange(s.holdPos(), len(s.text))
+	for _, c := range s.ch {
+		c.maskRange(c.holdPos(s.m), len(c.text))
+	}
 	for _, p := range s.pending {
 		out = append(out, p.b)
 	}
-	s.pending, s.text, s.spans = nil, nil, nil
+	s.pending, s.ch = nil, nil
 	return out
 }
