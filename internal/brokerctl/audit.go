@@ -30,8 +30,8 @@ type Record struct {
 	// skip, set by the rate limiter, drops the line: a flood of refusals is summarised
 	// by the next line it lets through instead.
 	skip bool
-	// bodyTimeout is set when the request body did not arrive within the body timeout.
-	bodyTimeout bool
+	// body, on the jail listener, tells whether the request body timed out.
+	body *deadlineBody
 }
 
 // Field caps. Every field a client can influence (the name it claims, the method and

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lever-jail/lever/internal/cap/ca"
@@ -138,22 +139,32 @@ func maskHeader(h http.Header, m *masker) {
 // cancels the request when a read on its connection times out), and notes a timeout.
 type deadlineBody struct {
 	io.ReadCloser
-	rc     *http.ResponseController
-	record *Record
-	done   bool
+	rc       *http.ResponseController
+	deadline time.Time
+	done     atomic.Bool // read to the end (or failed)
+	timedOut atomic.Bool
 }
 
 func (d *deadlineBody) Read(p []byte) (int, error) {
 	n, err := d.ReadCloser.Read(p)
-	if err != nil && !d.done {
-		d.done = true
+	if err != nil && d.done.CompareAndSwap(false, true) {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			d.record.bodyTimeout = true
+			d.timedOut.Store(true)
 		} else {
 			d.rc.SetReadDeadline(time.Time{})
 		}
 	}
 	return n, err
+}
+
+// bodyTimedOut says whether the request's body missed its deadline. net/http may cancel
+// the request (on the connection's read timeout) before the body read reports it, so an
+// unfinished body past its deadline counts too.
+func (r *Record) bodyTimedOut() bool {
+	if r.body == nil {
+		return false
+	}
+	return r.body.timedOut.Load() || (!r.body.done.Load() && !time.Now().Before(r.body.deadline))
 }
 
 // audited wraps h so every request leaves one audit line, including one whose handler
@@ -179,8 +190,10 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 			// on its connection would cancel the response it is waiting for.
 			if r.ContentLength != 0 {
 				rc := http.NewResponseController(w)
-				rc.SetReadDeadline(time.Now().Add(s.opts.BodyTimeout))
-				r.Body = &deadlineBody{ReadCloser: body, rc: rc, record: record}
+				db := &deadlineBody{ReadCloser: body, rc: rc, deadline: time.Now().Add(s.opts.BodyTimeout)}
+				rc.SetReadDeadline(db.deadline)
+				r.Body = db
+				record.body = db
 			}
 		}
 		r = r.WithContext(context.WithValue(r.Context(), recKey{}, record))
@@ -343,7 +356,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if rec(r).bodyTimeout || errors.Is(err, os.ErrDeadlineExceeded) {
+		if rec(r).bodyTimedOut() || errors.Is(err, os.ErrDeadlineExceeded) {
 			jsonError(w, r, http.StatusRequestTimeout, "body_timeout", "request body not received within the body timeout")
 			return false
 		}

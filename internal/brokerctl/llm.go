@@ -217,7 +217,7 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
-		case rec(r).bodyTimeout:
+		case rec(r).bodyTimedOut():
 			jsonError(w, r, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("request body not received within %s", s.opts.BodyTimeout))
 		case errors.As(err, &mbe):
 			jsonError(w, r, http.StatusRequestEntityTooLarge, "body_cap", fmt.Sprintf("request body exceeds the %s body cap", sizeText(s.opts.MaxBody)))
