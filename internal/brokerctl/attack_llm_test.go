@@ -93,8 +93,16 @@ func keyForms() map[string]string {
 	for _, c := range testKey {
 		entities += fmt.Sprintf("&#%d;", c)
 	}
+	urlDouble, jsonDouble := "", ""
+	for _, c := range testKey {
+		urlDouble += fmt.Sprintf("%%25%02x", c)
+		jsonDouble += fmt.Sprintf(`\\u%04x`, c)
+	}
 	return map[string]string{
 		"raw":          testKey,
+		"upper-case":   strings.ToUpper(testKey),
+		"url-double":   urlDouble,
+		"json-double":  jsonDouble,
 		"json-escaped": jsonEsc,
 		"url-encoded":  urlEnc,
 		"url-lower":    strings.ToLower(urlEnc),

@@ -219,3 +219,32 @@ func TestRenewRetiresPresentedCertificate(t *testing.T) {
 		t.Errorf("%d of 2 concurrent renewals with one certificate succeeded, want 1", ok)
 	}
 }
+
+// Item 6 (renew): an agent cannot renew in a loop: past a small burst, /renew is 429
+// (the CA registry would otherwise grow with every renewal).
+func TestRenewRateLimited(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.RenewBurst, o.RenewRate = 2, 0.001 })
+	ctx := context.Background()
+	tok, _ := h.srv.Tickets.Issue("w1", ca.RoleWorker, time.Minute)
+	certPEM, keyPEM, err := Enrol(ctx, h.url, h.srv.CA.CertPEM, "w1", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"", "", "429"} {
+		nc, nk, err := Renew(ctx, h.url, h.srv.CA.CertPEM, certPEM, keyPEM)
+		switch {
+		case want == "" && err != nil:
+			t.Fatalf("renewal %d: %v", i, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "renews too often")):
+			t.Fatalf("renewal %d: %v, want %s", i, err, want)
+		}
+		if err == nil {
+			certPEM, keyPEM = nc, nk
+		}
+	}
+	// The certificate in hand still works: a refused renewal retires nothing.
+	pair := pairOf(t, certPEM, keyPEM)
+	if code, _, _ := get(h.client(&pair), "GET", h.url+"/healthz", ""); code != 200 {
+		t.Errorf("certificate after a refused renewal: %d", code)
+	}
+}

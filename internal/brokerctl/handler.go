@@ -127,7 +127,7 @@ func maskHeader(h http.Header, m *masker) {
 		for i, v := range vs {
 			vs[i] = m.String(v)
 		}
-		if nk := m.FoldString(k); nk != k {
+		if nk := m.String(k); nk != k {
 			delete(h, k)
 			h[nk] = vs
 		}

@@ -33,6 +33,10 @@ const (
 	DefaultMaxConns          = 512
 	DefaultUnauthRate        = 2
 	DefaultUnauthBurst       = 32
+	// An agent renews once every 8 hours; one renewal a minute (burst 5) leaves room for
+	// retries and stops a loop from growing the CA registry without bound.
+	DefaultRenewRate  = 1.0 / 60
+	DefaultRenewBurst = 5
 )
 
 // Auth header styles for the upstream.
@@ -79,6 +83,8 @@ type Options struct {
 	MaxConns          int           // concurrent jail connections; more wait in the kernel's backlog
 	UnauthRate        float64       // requests per second per source IP without a client certificate
 	UnauthBurst       int           // their burst
+	RenewRate         float64       // renewals per second per agent
+	RenewBurst        int           // their burst
 	AuditMaxBytes     int64         // audit log rotation size
 	AuditKeep         int           // rotated audit files kept
 
@@ -203,6 +209,12 @@ func (o *Options) fill() error {
 	}
 	if o.UnauthBurst <= 0 {
 		o.UnauthBurst = DefaultUnauthBurst
+	}
+	if o.RenewRate <= 0 {
+		o.RenewRate = DefaultRenewRate
+	}
+	if o.RenewBurst <= 0 {
+		o.RenewBurst = DefaultRenewBurst
 	}
 	if o.AuditMaxBytes <= 0 {
 		o.AuditMaxBytes = DefaultAuditMaxBytes

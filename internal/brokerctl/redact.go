@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"io"
-	"strings"
 )
 
 // masker finds the API key in the forms a hostile or careless upstream could echo it in
@@ -16,7 +15,11 @@ import (
 //     before punctuation (\/ \- ...), URL %XX (either hex case), HTML &#NNN; / &#xXX;;
 //   - base64 (standard and URL alphabets, at each of the three alignments a key can have
 //     inside a longer encoded string; only the characters fixed by the key's own bits);
-//   - hex, lower and upper case.
+//   - hex.
+//
+// Matching ignores ASCII case throughout: a key with its case changed (an upper-cased
+// error message, a case-folded header name) is still most of a key. Escapes may also be
+// doubled once (%2573, \\u0073), as a body quoted twice would carry them.
 //
 // Every byte of a match is replaced by '*', so lengths (and Content-Length) never change.
 // A match never spans a raw CR or LF: none of the forms contains one and the key cannot
@@ -26,10 +29,6 @@ type masker struct {
 	needles [][]byte
 	first   [256]bool // bytes a match can start with (a needle's first byte or an escape)
 	maxLen  int       // longest byte span one match can cover
-	// fold matches case-insensitively (lower-cased needles on lower-cased text): header
-	// names are case-folded on the way (Go canonicalises them, HTTP/2 lower-cases them),
-	// and a key with its case lost is still most of a key.
-	fold *masker
 }
 
 // maxToken is the longest escaped form of one byte the masker decodes (&#0000115;).
@@ -53,47 +52,32 @@ func newMasker(secret []byte) *masker {
 			add(base64Core(enc, secret, align))
 		}
 	}
-	h := hex.EncodeToString(secret)
-	add([]byte(h))
-	up := []byte(h)
-	for i, c := range up {
-		if c >= 'a' && c <= 'f' {
-			up[i] = c - 'a' + 'A'
-		}
-	}
-	add(up)
+	add([]byte(hex.EncodeToString(secret)))
 	m.first['%'], m.first['\\'], m.first['&'] = true, true, true
-	for _, n := range m.needles {
+	for i, n := range m.needles {
+		n = bytes.ToLower(n)
+		m.needles[i] = n
 		m.first[n[0]] = true
+		m.first[upper(n[0])] = true
 		if l := len(n) * maxToken; l > m.maxLen {
 			m.maxLen = l
 		}
 	}
-	m.fold = &masker{maxLen: m.maxLen, first: m.first}
-	for _, n := range m.needles {
-		l := bytes.ToLower(n)
-		m.fold.needles = append(m.fold.needles, l)
-		m.fold.first[l[0]] = true
-	}
 	return m
 }
 
-// FoldString masks s case-insensitively (for header names).
-func (m *masker) FoldString(s string) string {
-	if m.fold == nil {
-		return s
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
 	}
-	low := []byte(strings.ToLower(s))
-	if len(low) != len(s) || !m.fold.maskInPlace(low) {
-		return m.String(s)
+	return c
+}
+
+func upper(c byte) byte {
+	if c >= 'a' && c <= 'z' {
+		return c - 'a' + 'A'
 	}
-	out := []byte(s)
-	for i, c := range low {
-		if c == '*' && out[i] != '*' {
-			out[i] = '*'
-		}
-	}
-	return string(out)
+	return c
 }
 
 // base64Core is the part of the base64 encoding of secret, preceded by align unknown
@@ -143,6 +127,11 @@ func escapedAt(b []byte, i int) (v byte, n int) {
 	switch b[i] {
 	case '%':
 		if x, ok := hexN(i+1, 2); ok {
+			if x == '%' {
+				if y, ok := hexN(i+3, 2); ok {
+					return byte(y), 5 // %25XX: encoded twice
+				}
+			}
 			return byte(x), 3
 		}
 	case '\\':
@@ -150,6 +139,11 @@ func escapedAt(b []byte, i int) (v byte, n int) {
 			return 0, 0
 		}
 		switch c := b[i+1]; {
+		case c == '\\' && i+2 < len(b) && b[i+2] == 'u':
+			if x, ok := hexN(i+3, 4); ok && x < 0x80 {
+				return byte(x), 7 // \\u00XX: escaped twice
+			}
+			return c, 2
 		case c == 'u':
 			if x, ok := hexN(i+2, 4); ok && x < 0x80 {
 				return byte(x), 6
@@ -199,12 +193,12 @@ func matchAt(b []byte, i int, needle []byte) int {
 	if i >= len(b) {
 		return -1
 	}
-	if b[i] == needle[0] {
+	if lower(b[i]) == needle[0] {
 		if end := matchAt(b, i+1, needle[1:]); end >= 0 {
 			return end
 		}
 	}
-	if v, n := escapedAt(b, i); n > 0 && v == needle[0] {
+	if v, n := escapedAt(b, i); n > 0 && lower(v) == needle[0] {
 		return matchAt(b, i+n, needle[1:])
 	}
 	return -1
@@ -227,7 +221,7 @@ func (m *masker) maskInPlace(b []byte) bool {
 			dec, dn = escapedAt(b, i)
 		}
 		for _, n := range m.needles {
-			if n[0] != c && (dn == 0 || n[0] != dec) {
+			if n[0] != lower(c) && (dn == 0 || n[0] != lower(dec)) {
 				continue
 			}
 			if end := matchAt(b, i, n); end > i {

@@ -113,6 +113,7 @@ type Server struct {
 	noLLM    map[string]bool // agents refused at /llm/
 	unauth   *rateLimiter    // requests without a client certificate, per source IP
 	hsLog    *rateLimiter    // audit lines for failed TLS handshakes, per source IP
+	renewLim *rateLimiter    // renewals per agent
 
 	adminToken string
 	jailLn     net.Listener
@@ -182,6 +183,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.unauth = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
 	s.hsLog = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
+	s.renewLim = newRateLimiter(opts.RenewRate, opts.RenewBurst, 0)
 	if s.audit, err = openAudit(auditPath(opts.StateDir), opts.AuditMaxBytes, opts.AuditKeep); err != nil {
 		return nil, err
 	}

@@ -208,12 +208,12 @@ func partialLen(b []byte, i int, needle []byte, matched int) int {
 	if i >= len(b) {
 		return matched
 	}
-	if b[i] == needle[0] {
+	if lower(b[i]) == needle[0] {
 		if n := partialLen(b, i+1, needle[1:], matched+1); n > 0 {
 			return n
 		}
 	}
-	if v, n := escapedAt(b, i); n > 0 && v == needle[0] {
+	if v, n := escapedAt(b, i); n > 0 && lower(v) == needle[0] {
 		return partialLen(b, i+n, needle[1:], matched+1)
 	}
 	if (b[i] == '%' || b[i] == '\\' || b[i] == '&') && len(b)-i < maxToken {
