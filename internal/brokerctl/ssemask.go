@@ -21,23 +21,29 @@ import (
 type sseMasker struct {
 	m       *masker
 	pending []*sseFrame
+	base    int // sequence number of pending[0]; frames before it are sent
 	// Text is kept per channel: "" joins every string value of the stream, and "k:<name>"
 	// the values under one JSON key, so deltas interleaved with other fields ("type":
 	// "text_delta") still join up.
 	ch map[string]*sseChannel
+	// scratch for one JSON string at a time, reused across frames
+	tmpText  []byte
+	tmpSpans []sseSpan
 }
 
 type sseChannel struct {
-	text  []byte    // text of recent frames (sent ones kept as context)
-	spans []sseSpan // where each byte of text came from
+	text    []byte    // text of recent frames (sent ones kept as context)
+	spans   []sseSpan // where each byte of text came from
+	scanned int       // text[:scanned] has been searched for whole occurrences
 }
 
 type sseFrame struct{ b []byte }
 
-// sseSpan locates one text byte in its frame; f is nil once the frame is sent.
+// sseSpan locates one text byte in its frame, by the frame's sequence number (no
+// pointers: a span per byte of text must not cost the garbage collector).
 type sseSpan struct {
-	f          *sseFrame
-	start, end int
+	seq        int
+	start, end int32
 }
 
 const (
@@ -72,7 +78,7 @@ func (s *sseMasker) appendText(key string, text []byte, spans []sseSpan) {
 
 // addFrame appends the text of frame f: the data lines, as decoded JSON string values
 // when they hold JSON, else as they are.
-func (s *sseMasker) addFrame(f *sseFrame) {
+func (s *sseMasker) addFrame(f *sseFrame, seq int) {
 	b := f.b
 	for off := 0; off < len(b); {
 		end := bytes.IndexByte(b[off:], '\n')
@@ -90,13 +96,13 @@ func (s *sseMasker) addFrame(f *sseFrame) {
 			content := bytes.TrimRight(b[start:end], "\r")
 			trimmed := bytes.TrimLeft(content, " \t")
 			if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[' || trimmed[0] == '"') {
-				s.jsonStrings(f, start, start+len(content))
+				s.jsonStrings(f, seq, start, start+len(content))
 			} else {
 				var text []byte
 				var spans []sseSpan
 				for k := start; k < start+len(content); k++ {
 					text = append(text, b[k])
-					spans = append(spans, sseSpan{f, k, k + 1})
+					spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
 				}
 				s.appendText("", text, spans)
 			}
@@ -108,11 +114,11 @@ func (s *sseMasker) addFrame(f *sseFrame) {
 // jsonStrings adds the decoded contents of every JSON string value in f.b[from:to], to
 // the all-values channel and to the channel of the key it belongs to. Object keys are
 // names, not text.
-func (s *sseMasker) jsonStrings(f *sseFrame, from, to int) {
+func (s *sseMasker) jsonStrings(f *sseFrame, seq, from, to int) {
 	b := f.b
 	key := ""
-	var text []byte
-	var spans []sseSpan
+	text, spans := s.tmpText[:0], s.tmpSpans[:0]
+	defer func() { s.tmpText, s.tmpSpans = text[:0], spans[:0] }()
 	in := false
 	for k := from; k < to; {
 		c := b[k]
@@ -158,12 +164,12 @@ func (s *sseMasker) jsonStrings(f *sseFrame, from, to int) {
 			}
 			for _, d := range dec {
 				text = append(text, d)
-				spans = append(spans, sseSpan{f, k, k + n})
+				spans = append(spans, sseSpan{seq, int32(k), int32(k + n)})
 			}
 			k += n
 		default:
 			text = append(text, c)
-			spans = append(spans, sseSpan{f, k, k + 1})
+			spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
 			k++
 		}
 	}
@@ -184,16 +190,17 @@ func hex4(b []byte, at, to int) (int, bool) {
 	return x, true
 }
 
-// maskRange masks the frame bytes behind text[i:j] that are not sent yet.
-func (c *sseChannel) maskRange(i, j int) {
+// maskRange masks the frame bytes behind c.text[i:j] that are not sent yet.
+func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
 	for k := i; k < j; k++ {
 		sp := c.spans[k]
-		if sp.f == nil {
+		if sp.seq < s.base {
 			continue
 		}
+		b := s.pending[sp.seq-s.base].b
 		for x := sp.start; x < sp.end; x++ {
-			if sp.f.b[x] != '\n' && sp.f.b[x] != '\r' {
-				sp.f.b[x] = '*'
+			if b[x] != '\n' && b[x] != '\r' {
+				b[x] = '*'
 			}
 		}
 	}
@@ -222,15 +229,22 @@ func partialLen(b []byte, i int, needle []byte, matched int) int {
 	return 0
 }
 
-// maskWhole masks every whole occurrence in the channel's text.
-func (c *sseChannel) maskWhole(m *masker) {
-	for i := 0; i < len(c.text); i++ {
+// maskWhole masks every whole occurrence in the channel's text. Only starts from which
+// a match could reach the new text are searched again.
+func (s *sseMasker) maskWhole(c *sseChannel) {
+	m := s.m
+	from := c.scanned - m.maxLen
+	if from < 0 {
+		from = 0
+	}
+	c.scanned = len(c.text)
+	for i := from; i < len(c.text); i++ {
 		if !m.first[c.text[i]] {
 			continue
 		}
 		for _, n := range m.needles {
 			if end := matchAt(c.text, i, n); end > i {
-				c.maskRange(i, end)
+				s.maskRange(c, i, end)
 				for k := i; k < end; k++ {
 					c.text[k] = '*'
 				}
@@ -249,6 +263,9 @@ func (c *sseChannel) holdPos(m *masker) int {
 		from = 0
 	}
 	for i := from; i < len(c.text); i++ {
+		if !m.first[c.text[i]] {
+			continue
+		}
 		for _, n := range m.needles {
 			if partialLen(c.text, i, n, 0) >= minHold {
 				return i
@@ -262,7 +279,7 @@ func (c *sseChannel) holdPos(m *masker) int {
 func (s *sseMasker) push(frame []byte) [][]byte {
 	f := &sseFrame{b: append([]byte(nil), frame...)}
 	s.pending = append(s.pending, f)
-	s.addFrame(f)
+	s.addFrame(f, s.base+len(s.pending)-1)
 	held := 0
 	for _, p := range s.pending {
 		held += len(p.b)
@@ -270,62 +287,50 @@ func (s *sseMasker) push(frame []byte) [][]byte {
 	// The earliest frame any channel holds, and every later one, wait.
 	first := len(s.pending)
 	for _, c := range s.ch {
-		c.maskWhole(s.m)
+		s.maskWhole(c)
 		hold := c.holdPos(s.m)
 		if hold == len(c.text) {
 			continue
 		}
 		if held > maxHeld {
-			c.maskRange(hold, len(c.text))
+			s.maskRange(c, hold, len(c.text))
 			continue
 		}
 		// The first unsent frame with a part of the partial occurrence (its start may be
 		// in a frame already sent, up to minHold-1 characters).
-		var hf *sseFrame
-		for k := hold; k < len(c.spans) && hf == nil; k++ {
-			hf = c.spans[k].f
-		}
-		for i, p := range s.pending {
-			if p == hf && i < first {
-				first = i
+		for k := hold; k < len(c.spans); k++ {
+			if seq := c.spans[k].seq; seq >= s.base {
+				first = min(first, seq-s.base)
+				break
 			}
 		}
 	}
 	out := make([][]byte, 0, first)
 	for _, p := range s.pending[:first] {
 		out = append(out, p.b)
-		s.sent(p)
 	}
 	s.pending = s.pending[first:]
+	s.base += first
 	for _, c := range s.ch {
-		c.trim(s.m)
+		c.trim(s.m, s.base)
 	}
 	return out
 }
 
-// sent forgets a frame's bytes: its text stays as context for later matches.
-func (s *sseMasker) sent(f *sseFrame) {
-	for _, c := range s.ch {
-		for k := range c.spans {
-			if c.spans[k].f == f {
-				c.spans[k].f = nil
-			}
-		}
-	}
-}
-
 // trim drops context no match can reach back to.
-func (c *sseChannel) trim(m *masker) {
+func (c *sseChannel) trim(m *masker, base int) {
 	firstHeld := len(c.text)
-	for k, sp := range c.spans {
-		if sp.f != nil {
-			firstHeld = k
-			break
-		}
+	for k := len(c.spans) - 1; k >= 0 && c.spans[k].seq >= base; k-- {
+		firstHeld = k
 	}
-	if cut := firstHeld - m.maxLen; cut > 0 {
+	// Trimmed in steps, not per frame, so the copying stays linear in the stream.
+	if cut := firstHeld - m.maxLen; cut > 0 && cut >= len(c.text)/2 {
 		c.text = append(c.text[:0], c.text[cut:]...)
 		c.spans = append(c.spans[:0], c.spans[cut:]...)
+		c.scanned -= cut
+		if c.scanned < 0 {
+			c.scanned = 0
+		}
 	}
 }
 
@@ -334,7 +339,7 @@ func (c *sseChannel) trim(m *masker) {
 func (s *sseMasker) finish() [][]byte {
 	var out [][]byte
 	for _, c := range s.ch {
-		c.maskRange(c.holdPos(s.m), len(c.text))
+		s.maskRange(c, c.holdPos(s.m), len(c.text))
 	}
 	for _, p := range s.pending {
 		out = append(out, p.b)
