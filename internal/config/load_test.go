@@ -338,6 +338,11 @@ func TestLoadAccepts(t *testing.T) {
 				t.Errorf("machine name %q", c.MachineName())
 			}
 		}},
+		{name: "llm_routes listed", body: base + "  llm_routes: [POST /v1/messages, GET /v1/models]\n", check: func(t *testing.T, c *Config) {
+			if strings.Join(c.Broker.LLMRoutes, ",") != "POST /v1/messages,GET /v1/models" {
+				t.Errorf("llm_routes %q", c.Broker.LLMRoutes)
+			}
+		}},
 		{name: "netns with LEVER_DEV_NETNS=1", body: strings.Replace(base, "backend: lima", "backend: netns", 1),
 			setup: func(t *testing.T, _ string) { t.Setenv("LEVER_DEV_NETNS", "1") },
 			check: func(t *testing.T, c *Config) {
