@@ -413,3 +413,64 @@ func TestPathTraversalRefused(t *testing.T) {
 		}
 	}
 }
+
+// Item 1 (framing): an upstream that frames or encodes its body in a way the broker did
+// not ask for, spelled at the HTTP level (raw bytes from a loopback server), is refused;
+// the same key in a plain chunked body is masked (positive control).
+func TestUpstreamFramingTricksRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	answers := map[string]string{
+		"/v1/chunked": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+		"/v1/te-gzip": "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+		"/v1/two-ce":  "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Encoding: identity\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+		"/v1/ce-case": "HTTP/1.1 200 OK\r\ncontent-encoding: Deflate\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+		"/v1/partial": "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-9/100\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n",
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				req, err := http.ReadRequest(bufio.NewReader(conn))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				body := "echo " + strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+				fmt.Fprintf(conn, answers[req.URL.Path], len(body), body)
+			}()
+		}
+	}()
+	h := newHarness(t, nil, func(o *Options) {
+		o.Upstream = "http://" + ln.Addr().String() + "/v1"
+		o.LLMRoutes = []string{"GET /chunked", "GET /te-gzip", "GET /two-ce", "GET /ce-case", "GET /partial"}
+	})
+	cert := h.workerCert("w1")
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{"/chunked", 200},
+		{"/te-gzip", 502},
+		{"/two-ce", 502},
+		{"/ce-case", 502},
+		{"/partial", 502},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			code, body, err := get(h.client(&cert), "GET", h.url+"/llm"+tc.path, "")
+			if err != nil || code != tc.want || strings.Contains(body, testKey) {
+				t.Fatalf("got %d %q %v, want %d", code, body, err, tc.want)
+			}
+			if tc.want == 200 && body != "echo "+strings.Repeat("*", len(testKey)) {
+				t.Errorf("chunked echo %q", body)
+			}
+		})
+	}
+}

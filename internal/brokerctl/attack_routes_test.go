@@ -21,6 +21,16 @@ import (
 // the same stream with benign text arrives intact.
 func TestKeySplitAcrossSSEEvents(t *testing.T) {
 	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("plain") != "" {
+			// The same trick in one JSON body: the key spread over several values.
+			k := testKey
+			if r.URL.Query().Get("benign") != "" {
+				k = "sk-not-the-key-at-all-0123456789"
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"content":[{"type":"text","text":%q},{"type":"text","text":%q}],"id":%q}`, "x "+k[:9], k[9:20], k[20:])
+			return
+		}
 		text := "the answer is " + testKey + " done"
 		if r.URL.Query().Get("benign") != "" {
 			text = "the answer is sk-not-the-key and sk- again, done"
@@ -65,6 +75,26 @@ func TestKeySplitAcrossSSEEvents(t *testing.T) {
 	// Positive control: text that only starts like a key passes unchanged.
 	if got, raw := join("?benign=1"); got != "the answer is sk-not-the-key and sk- again, done" {
 		t.Errorf("benign deltas changed: %q (raw %q)", got, raw)
+	}
+	plain := func(q string) string {
+		_, body, err := get(h.client(&cert), "POST", h.url+"/llm/v1/messages?plain=1"+q, "{}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Content []struct{ Text string }
+			ID      string
+		}
+		if err := json.Unmarshal([]byte(body), &doc); err != nil || len(doc.Content) != 2 {
+			t.Fatalf("plain body %q: %v", body, err)
+		}
+		return doc.Content[0].Text + doc.Content[1].Text + doc.ID
+	}
+	if got := plain(""); strings.Contains(got, testKey) || strings.Contains(got, testKey[9:]) || !strings.Contains(got, "*****") {
+		t.Errorf("joined JSON values leak the key: %q", got)
+	}
+	if got := plain("&benign=1"); got != "x sk-not-the-key-at-all-0123456789" {
+		t.Errorf("benign JSON changed: %q", got)
 	}
 }
 

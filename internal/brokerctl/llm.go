@@ -264,10 +264,25 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		s.streamSSE(w, r, src)
 		return
 	}
+	// A body that fits joinLimit is read whole first, so the key spread over several of its
+	// JSON string values is masked too; a longer one streams from where that stopped.
+	var head bytes.Buffer
+	if _, err := io.Copy(&head, io.LimitReader(src, joinLimit+1)); err != nil {
+		jsonError(w, r, http.StatusBadGateway, "upstream", "reading upstream response: "+err.Error())
+		return
+	}
+	if head.Len() <= joinLimit {
+		maskJoinedJSON(s.mask, head.Bytes())
+	}
 	w.WriteHeader(resp.StatusCode)
+	if _, err := w.Write(head.Bytes()); err != nil {
+		rec(r).Detail = "writing to client: " + err.Error()
+		panic(http.ErrAbortHandler)
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	n, err := io.CopyBuffer(w, io.LimitReader(src, s.opts.MaxBody+1), *bp)
+	n, err := io.CopyBuffer(w, io.LimitReader(src, s.opts.MaxBody+1-int64(head.Len())), *bp)
+	n += int64(head.Len())
 	if n > s.opts.MaxBody {
 		// The status line is gone; aborting the connection is the only honest signal, so
 		// the client sees a broken body rather than a silently truncated one.

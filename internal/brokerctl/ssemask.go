@@ -347,3 +347,25 @@ func (s *sseMasker) finish() [][]byte {
 	s.pending, s.ch = nil, nil
 	return out
 }
+
+// joinLimit is the largest plain response whose JSON string values are joined and masked
+// as one text (maskJoinedJSON); a larger body is masked per form in its bytes only.
+const joinLimit = 256 << 10
+
+// maskJoinedJSON masks, in place, the key spread over several string values of one JSON
+// document ({"a":"sk-lev","b":"er-..."}), as push does for the events of a stream.
+func maskJoinedJSON(m *masker, body []byte) {
+	if len(m.needles) == 0 {
+		return
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return
+	}
+	s := &sseMasker{m: m, pending: []*sseFrame{{b: body}}}
+	s.jsonStrings(s.pending[0], 0, 0, len(body))
+	for _, c := range s.ch {
+		s.maskWhole(c)
+	}
+	s.finish()
+}
