@@ -68,6 +68,9 @@ var dropResponse = map[string]bool{
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// joinBufs hold the head of a plain answer (joinLimit, plus one byte to tell a longer one).
+var joinBufs = sync.Pool{New: func() any { b := make([]byte, joinLimit+1); return &b }}
+
 // bodyEncoding reads an upstream response's Content-Encoding. The broker asks for gzip
 // and decodes it itself; identity (or none) needs nothing. Anything else, including a
 // list ("gzip, identity") or an encoding the broker did not ask for, is refused: the
@@ -266,23 +269,26 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	}
 	// A body that fits joinLimit is read whole first, so the key spread over several of its
 	// JSON string values is masked too; a longer one streams from where that stopped.
-	var head bytes.Buffer
-	if _, err := io.Copy(&head, io.LimitReader(src, joinLimit+1)); err != nil {
+	hp := joinBufs.Get().(*[]byte)
+	defer joinBufs.Put(hp)
+	hn, err := io.ReadFull(src, *hp)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		jsonError(w, r, http.StatusBadGateway, "upstream", "reading upstream response: "+err.Error())
 		return
 	}
-	if head.Len() <= joinLimit {
-		maskJoinedJSON(s.mask, head.Bytes())
+	head := (*hp)[:hn]
+	if hn <= joinLimit {
+		maskJoinedJSON(s.mask, head)
 	}
 	w.WriteHeader(resp.StatusCode)
-	if _, err := w.Write(head.Bytes()); err != nil {
+	if _, err := w.Write(head); err != nil {
 		rec(r).Detail = "writing to client: " + err.Error()
 		panic(http.ErrAbortHandler)
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	n, err := io.CopyBuffer(w, io.LimitReader(src, s.opts.MaxBody+1-int64(head.Len())), *bp)
-	n += int64(head.Len())
+	n, err := io.CopyBuffer(w, io.LimitReader(src, s.opts.MaxBody+1-int64(hn)), *bp)
+	n += int64(hn)
 	if n > s.opts.MaxBody {
 		// The status line is gone; aborting the connection is the only honest signal, so
 		// the client sees a broken body rather than a silently truncated one.

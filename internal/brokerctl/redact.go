@@ -280,10 +280,15 @@ func (s *maskStream) Write(p []byte) (int, error) {
 	if len(s.m.needles) == 0 {
 		return s.w.Write(p)
 	}
-	s.buf = append(s.buf, p...)
-	s.m.maskInPlace(s.buf)
-	if err := s.release(len(s.buf) - s.m.hold(s.buf)); err != nil {
-		return 0, err
+	// In slices, so the buffer never holds more than one slice and the hold-back, however
+	// large the write.
+	const slice = 32 << 10
+	for off := 0; off < len(p); off += slice {
+		s.buf = append(s.buf, p[off:min(off+slice, len(p))]...)
+		s.m.maskInPlace(s.buf)
+		if err := s.release(len(s.buf) - s.m.hold(s.buf)); err != nil {
+			return off, err
+		}
 	}
 	return len(p), nil
 }
