@@ -407,6 +407,24 @@ func TestPathTraversalRefused(t *testing.T) {
 			}
 		})
 	}
+	// The same over HTTP/2, where the path travels as the :path pseudo-header.
+	h2c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: h.srv.CA.Pool(), Certificates: []tls.Certificate{cert}}, ForceAttemptHTTP2: true}}
+	for _, target := range []string{"/llm/%2e%2e/x", "/llm/v1%2f..%2fx", "/llm/v1/messages"} {
+		n := len(rec.all())
+		u, _ := url.Parse(h.url + target)
+		resp, err := h2c.Do(&http.Request{Method: "POST", URL: u, Body: io.NopCloser(strings.NewReader("{}")), ContentLength: 2, Header: http.Header{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := 400
+		if target == "/llm/v1/messages" {
+			want = 200 // positive control
+		}
+		if resp.ProtoMajor != 2 || resp.StatusCode != want || (want == 400) != (len(rec.all()) == n) {
+			t.Errorf("h2 %s: %s %d (upstream reached: %v)", target, resp.Proto, resp.StatusCode, len(rec.all()) != n)
+		}
+	}
 	for _, r := range rec.all() {
 		if !strings.HasPrefix(r.rawPath, "/v1base/") || strings.Contains(r.rawPath, "..") {
 			t.Errorf("upstream saw %q", r.rawPath)

@@ -438,6 +438,15 @@ func (l *serverLog) Write(p []byte) (int, error) {
 		l.s.audit.Log(Record{Listener: "jail", Route: "tls-handshake", Outcome: "refused", Remote: remote, Detail: detail})
 		return len(p), nil
 	}
-	l.s.opts.Logf("broker: %s", msg)
+	// Other net/http messages (a malformed request, an HTTP/2 preface error) can also be
+	// provoked by any client: capped and thinned like handshake lines.
+	if !l.s.hsLog.allow("server-log") {
+		logged, left := l.s.hsLog.logRefusal("server-log")
+		if !logged {
+			return len(p), nil
+		}
+		msg += fmt.Sprintf(" (%d similar messages left out)", left)
+	}
+	l.s.opts.Logf("broker: %s", capText(msg, capDetail))
 	return len(p), nil
 }
