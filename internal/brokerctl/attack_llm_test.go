@@ -98,7 +98,12 @@ func keyForms() map[string]string {
 		urlDouble += fmt.Sprintf("%%25%02x", c)
 		jsonDouble += fmt.Sprintf(`\\u%04x`, c)
 	}
+	utf16 := ""
+	for _, c := range testKey {
+		utf16 += string([]byte{byte(c), 0})
+	}
 	return map[string]string{
+		"utf-16le":     utf16,
 		"raw":          testKey,
 		"upper-case":   strings.ToUpper(testKey),
 		"url-double":   urlDouble,
@@ -167,7 +172,7 @@ func TestEncodingAttacksRefused(t *testing.T) {
 		for k, v := range map[string]string{
 			"Range": "bytes=0-10", "If-Range": "x", "Accept-Encoding": "br", "Te": "gzip",
 			"Accept_Encoding": "deflate", "If-None-Match": "*", "X-Http-Method-Override": "DELETE",
-			"X-Forwarded-Host": "evil", "Proxy-Foo": "1", "Anthropic-Version": "2023-06-01",
+			"X-Forwarded-Host": "evil", "Proxy-Foo": "1", "Anthropic-Version": "2023-06-01", "Accept-Charset": "utf-16",
 		} {
 			req.Header[k] = []string{v}
 		}
@@ -180,7 +185,7 @@ func TestEncodingAttacksRefused(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		got := rec.all()[len(rec.all())-1].hdr
-		for _, k := range []string{"Range", "If-Range", "Te", "Accept_Encoding", "If-None-Match", "X-Http-Method-Override", "X-Forwarded-Host", "Proxy-Foo", "X-Hop"} {
+		for _, k := range []string{"Range", "If-Range", "Te", "Accept_Encoding", "Accept-Charset", "If-None-Match", "X-Http-Method-Override", "X-Forwarded-Host", "Proxy-Foo", "X-Hop"} {
 			if v := got.Values(k); len(v) > 0 {
 				t.Errorf("forwarded %s: %v", k, v)
 			}

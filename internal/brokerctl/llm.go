@@ -28,7 +28,7 @@ var dropRequest = map[string]bool{
 	"cookie": true, "connection": true, "keep-alive": true, "proxy-connection": true,
 	"te": true, "trailer": true, "transfer-encoding": true, "upgrade": true, "host": true,
 	"http2-settings": true, "expect": true, "content-length": true,
-	"accept-encoding": true, "range": true, "if-range": true,
+	"accept-encoding": true, "accept-charset": true, "range": true, "if-range": true,
 	"forwarded": true, "via": true, "max-forwards": true,
 	"x-http-method-override": true, "x-http-method": true, "x-method-override": true,
 	"x-original-url": true, "x-rewrite-url": true, "x-original-method": true,

@@ -15,7 +15,8 @@ import (
 //     before punctuation (\/ \- ...), URL %XX (either hex case), HTML &#NNN; / &#xXX;;
 //   - base64 (standard and URL alphabets, at each of the three alignments a key can have
 //     inside a longer encoded string; only the characters fixed by the key's own bits);
-//   - hex.
+//   - hex;
+//   - UTF-16 and UTF-32, either byte order.
 //
 // Matching ignores ASCII case throughout: a key with its case changed (an upper-cased
 // error message, a case-folded header name) is still most of a key. Escapes may also be
@@ -53,6 +54,17 @@ func newMasker(secret []byte) *masker {
 		}
 	}
 	add([]byte(hex.EncodeToString(secret)))
+	// UTF-16 and UTF-32, either byte order: an upstream may answer in a charset the
+	// client asked for or simply chose.
+	for _, width := range []int{2, 4} {
+		le, be := make([]byte, 0, width*len(secret)), make([]byte, 0, width*len(secret))
+		for _, c := range secret {
+			le = append(append(le, c), make([]byte, width-1)...)
+			be = append(append(be, make([]byte, width-1)...), c)
+		}
+		add(le)
+		add(be)
+	}
 	m.first['%'], m.first['\\'], m.first['&'] = true, true, true
 	for i, n := range m.needles {
 		n = bytes.ToLower(n)

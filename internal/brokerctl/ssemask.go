@@ -152,6 +152,17 @@ func (s *sseMasker) jsonStrings(f *sseFrame, seq, from, to int) {
 				dec = []byte{'\r'}
 			case 'b', 'f':
 				dec = []byte{' '}
+			case 'x': // not JSON, but lenient decoders take it
+				if k+4 <= to {
+					hi, ok1 := unhex(b[k+2])
+					lo, ok2 := unhex(b[k+3])
+					if ok1 && ok2 {
+						n = 4
+						dec = []byte{hi<<4 | lo}
+						break
+					}
+				}
+				dec = []byte{'x'}
 			case 'u':
 				if v, ok := hex4(b, k+2, to); ok {
 					n = 6
