@@ -264,6 +264,9 @@ func (s *Server) TLSConfig() *tls.Config {
 	}
 }
 
+// maxStreams is the most concurrent requests one HTTP/2 connection may carry.
+const maxStreams = 64
+
 // Start binds both listeners and serves in the background.
 func (s *Server) Start() error {
 	listen := s.opts.ListenFunc
@@ -293,6 +296,8 @@ func (s *Server) Start() error {
 		IdleTimeout:    s.opts.IdleTimeout,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       log.New(&serverLog{s: s}, "", 0),
+		// With the connection cap, this bounds the requests in flight over HTTP/2 too.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 	}
 	go s.jailSrv.ServeTLS(s.jailLn, "", "")
 	if s.adminLn != nil {
