@@ -22,6 +22,10 @@ type Credentials struct {
 	// OnRenew, when set, receives each new pair (e.g. to persist it in the agent's tmpfs).
 	OnRenew func(certPEM, keyPEM []byte, err error)
 
+	// swap is held (write) for the whole of a renewal and (read) by every handshake: the
+	// broker retires the presented certificate the moment it issues the successor, so a
+	// handshake must not pick the old one while the new one is on its way back.
+	swap    sync.RWMutex
 	mu      sync.Mutex
 	certPEM []byte
 	keyPEM  []byte
@@ -62,6 +66,8 @@ func (c *Credentials) TLSConfig() (*tls.Config, error) {
 		return nil, err
 	}
 	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		c.swap.RLock()
+		defer c.swap.RUnlock()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.pair, nil
@@ -69,8 +75,20 @@ func (c *Credentials) TLSConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// RenewNow renews once.
+// RenewNow renews once. The broker retires the current certificate as it issues the new
+// one, so connections made with the old one are refused from then on: a client keeping
+// connections alive should drop them in OnRenew (http.Transport.CloseIdleConnections).
 func (c *Credentials) RenewNow(ctx context.Context) error {
+	nc, nk, err := c.renew(ctx)
+	if c.OnRenew != nil {
+		c.OnRenew(nc, nk, err)
+	}
+	return err
+}
+
+func (c *Credentials) renew(ctx context.Context) ([]byte, []byte, error) {
+	c.swap.Lock()
+	defer c.swap.Unlock()
 	c.mu.Lock()
 	certPEM, keyPEM := c.certPEM, c.keyPEM
 	c.mu.Unlock()
@@ -78,10 +96,7 @@ func (c *Credentials) RenewNow(ctx context.Context) error {
 	if err == nil {
 		err = c.set(nc, nk)
 	}
-	if c.OnRenew != nil {
-		c.OnRenew(nc, nk, err)
-	}
-	return err
+	return nc, nk, err
 }
 
 // Run renews whenever due until ctx ends.

@@ -13,7 +13,7 @@ import (
 // An agent whose certificate lives 4 s keeps working over 6 s of fresh handshakes, because
 // Credentials renews it (new key, new serial) before it expires.
 func TestCredentialsRenewBeforeExpiry(t *testing.T) {
-	h := newHarness(t, nil, func(o *Options) { o.ClientCertTTL = 4 * time.Second })
+	h := newHarness(t, nil, func(o *Options) { o.ClientCertTTL, o.RenewBurst = 4*time.Second, 100 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	tok, _ := h.srv.Tickets.Issue("w1", ca.RoleWorker, time.Minute)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,16 +39,23 @@ type CertResponse struct {
 
 const smallBody = 64 << 10
 
+// certBody bounds /enrol and /renew bodies: a P-256 CSR in PEM is about 500 bytes and a
+// ticket 70, so 16 KiB leaves room for an RSA-4096 CSR and nothing more.
+const certBody = 16 << 10
+
 func (s *Server) handleEnrol(w http.ResponseWriter, r *http.Request) {
 	var req EnrolRequest
-	if !decodeJSON(w, r, smallBody, &req) {
+	rec(r).Who = "enrol:?"
+	if !decodeJSON(w, r, certBody, &req) {
 		return
 	}
-	rec(r).Who = "enrol:" + req.Agent
+	// The name is checked before it is recorded or used anywhere: only a valid name (at
+	// most 63 bytes of a strict charset) reaches the audit log.
 	if err := ca.ValidAgentName(req.Agent); err != nil {
 		jsonError(w, r, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	rec(r).Who = "enrol:" + req.Agent
 	csr, err := ca.ParseCSRPEM([]byte(req.CSR))
 	if err == nil {
 		err = ca.CheckCSR(csr)
@@ -87,7 +95,7 @@ func isTicketRefusal(err error) bool {
 
 func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 	var req RenewRequest
-	if !decodeJSON(w, r, smallBody, &req) {
+	if !decodeJSON(w, r, certBody, &req) {
 		return
 	}
 	csr, err := ca.ParseCSRPEM([]byte(req.CSR))
@@ -99,12 +107,18 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := peerCert(r)
+	if !s.renewLim.allow(c.Subject.CommonName) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(1/s.opts.RenewRate)))
+		jsonError(w, r, http.StatusTooManyRequests, "renew_rate", fmt.Sprintf("agent %s renews too often (at most %d at once, then one per %s)", c.Subject.CommonName, s.opts.RenewBurst, time.Duration(float64(time.Second)/s.opts.RenewRate)))
+		return
+	}
 	if s.beforeIssue != nil {
 		s.beforeIssue(c.Subject.CommonName)
 	}
 	// Identity and role carry over from the certificate presented, never from the CSR.
 	// requirePeer's revocation check is not enough on its own: a revocation may land
-	// between it and here, so RenewClient checks again atomically with issuance.
+	// between it and here, so RenewClient checks again atomically with issuance. It also
+	// retires the presented certificate in the same step: a renewal replaces, never adds.
 	s.issue(w, r, c.Subject.CommonName, ca.Role(c), func() ([]byte, *x509.Certificate, error) {
 		return s.CA.RenewClient(csr, c, s.opts.ClientCertTTL)
 	})
@@ -121,6 +135,9 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request, agent, role strin
 		return
 	}
 	rec(r).Detail = "issued " + ca.SerialHex(leaf.SerialNumber) + " to " + agent + " (" + role + ")"
+	if c := peerCert(r); c != nil && r.URL.Path == "/renew" {
+		rec(r).Detail += "; retired " + ca.SerialHex(c.SerialNumber)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(CertResponse{Cert: string(certPEM), CA: string(s.CA.CertPEM), NotAfter: leaf.NotAfter.UTC()})
 }

@@ -3,9 +3,14 @@ package brokerctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lever-jail/lever/internal/cap/ca"
@@ -58,8 +63,113 @@ func (c *countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// jailWriter is the response writer every jail route writes through: header names and
+// values are masked when the header is sent, and the body passes a masker that works on
+// the stream (a key split across writes is still caught). Every write waits at most
+// WriteIdleTimeout for the client, so a client that stops reading is cut off while a
+// long stream that keeps moving is not.
+type jailWriter struct {
+	http.ResponseWriter
+	rc          *http.ResponseController
+	mask        *masker
+	stream      *maskStream
+	idle        time.Duration
+	wroteHeader bool
+}
+
+func newJailWriter(w http.ResponseWriter, m *masker, idle time.Duration) *jailWriter {
+	jw := &jailWriter{ResponseWriter: w, rc: http.NewResponseController(w), mask: m, idle: idle}
+	jw.stream = &maskStream{w: writerFunc(jw.writeOut), m: m}
+	return jw
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func (jw *jailWriter) writeOut(p []byte) (int, error) {
+	jw.rc.SetWriteDeadline(time.Now().Add(jw.idle))
+	return jw.ResponseWriter.Write(p)
+}
+
+func (jw *jailWriter) WriteHeader(code int) {
+	if !jw.wroteHeader {
+		jw.wroteHeader = true
+		maskHeader(jw.ResponseWriter.Header(), jw.mask)
+	}
+	jw.ResponseWriter.WriteHeader(code)
+}
+
+func (jw *jailWriter) Write(p []byte) (int, error) {
+	if !jw.wroteHeader {
+		jw.WriteHeader(http.StatusOK)
+	}
+	return jw.stream.Write(p)
+}
+
+// FlushError sends what the masker has released. Bytes it holds back (a possible start
+// of the key, never past a line break) wait for the next write or the end.
+func (jw *jailWriter) FlushError() error {
+	if !jw.wroteHeader {
+		jw.WriteHeader(http.StatusOK)
+	}
+	jw.rc.SetWriteDeadline(time.Now().Add(jw.idle))
+	return jw.rc.Flush()
+}
+
+func (jw *jailWriter) finish() error { return jw.stream.Close() }
+
+func (jw *jailWriter) Unwrap() http.ResponseWriter { return jw.ResponseWriter }
+
+// maskHeader masks the key in header names and values.
+func maskHeader(h http.Header, m *masker) {
+	for k, vs := range h {
+		for i, v := range vs {
+			vs[i] = m.String(v)
+		}
+		if nk := m.String(k); nk != k {
+			delete(h, k)
+			h[nk] = vs
+		}
+	}
+}
+
+// deadlineBody clears the request's read deadline once the body is complete, so the body
+// timeout never fires on a connection that is only waiting for a long response (net/http
+// cancels the request when a read on its connection times out), and notes a timeout.
+type deadlineBody struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	deadline time.Time
+	done     atomic.Bool // read to the end (or failed)
+	timedOut atomic.Bool
+}
+
+func (d *deadlineBody) Read(p []byte) (int, error) {
+	n, err := d.ReadCloser.Read(p)
+	if err != nil && d.done.CompareAndSwap(false, true) {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			d.timedOut.Store(true)
+		} else {
+			d.rc.SetReadDeadline(time.Time{})
+		}
+	}
+	return n, err
+}
+
+// bodyTimedOut says whether the request's body missed its deadline. net/http may cancel
+// the request (on the connection's read timeout) before the body read reports it, so an
+// unfinished body past its deadline counts too.
+func (r *Record) bodyTimedOut() bool {
+	if r.body == nil {
+		return false
+	}
+	return r.body.timedOut.Load() || (!r.body.done.Load() && !time.Now().Before(r.body.deadline))
+}
+
 // audited wraps h so every request leaves one audit line, including one whose handler
-// aborted the connection.
+// aborted the connection. On the jail listener it also masks every byte written and
+// bounds how long the request body may take.
 func (s *Server) audited(listener string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -71,9 +181,29 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 		cw := &countingWriter{ResponseWriter: w}
 		body := &countingBody{ReadCloser: r.Body}
 		r.Body = body
+		var out http.ResponseWriter = cw
+		var jw *jailWriter
+		if listener == "jail" {
+			jw = newJailWriter(cw, s.mask, s.opts.WriteIdleTimeout)
+			out = jw
+			// A request without a body has nothing to time out, and a read deadline left
+			// on its connection would cancel the response it is waiting for.
+			if r.ContentLength != 0 {
+				rc := http.NewResponseController(w)
+				db := &deadlineBody{ReadCloser: body, rc: rc, deadline: time.Now().Add(s.opts.BodyTimeout)}
+				rc.SetReadDeadline(db.deadline)
+				r.Body = db
+				record.body = db
+			}
+		}
 		r = r.WithContext(context.WithValue(r.Context(), recKey{}, record))
 		defer func() {
 			p := recover()
+			if jw != nil && p == nil {
+				if err := jw.finish(); err != nil && record.Detail == "" {
+					record.Detail = "writing to client: " + err.Error()
+				}
+			}
 			record.Status = cw.status
 			record.BytesIn, record.BytesOut = body.n, cw.n
 			record.DurationMS = float64(time.Since(start).Microseconds()) / 1000
@@ -83,7 +213,7 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 				switch {
 				case cw.status >= 200 && cw.status < 400:
 					record.Outcome = "ok"
-				case cw.status == http.StatusUnauthorized || cw.status == http.StatusForbidden:
+				case cw.status == http.StatusUnauthorized || cw.status == http.StatusForbidden || cw.status == http.StatusTooManyRequests:
 					record.Outcome = "refused"
 				default:
 					record.Outcome = "error"
@@ -96,13 +226,18 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 				panic(p)
 			}
 		}()
-		h.ServeHTTP(cw, r)
+		h.ServeHTTP(out, r)
 	})
 }
 
+// maxMessage caps an error message: a message may quote client input.
+const maxMessage = 1024
+
 // jsonError writes {"error":{"type":..., "message":...}} and notes it in the audit record.
-// Messages are built by the broker and never include a header value, body or key.
+// The jail writer masks it like every other byte; the message is capped because it may
+// quote what the client sent.
 func jsonError(w http.ResponseWriter, r *http.Request, code int, typ, msg string) {
+	msg = capText(msg, maxMessage)
 	rec(r).Detail = msg
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -111,8 +246,9 @@ func jsonError(w http.ResponseWriter, r *http.Request, code int, typ, msg string
 }
 
 // requirePeer lets a request through only with a verified client certificate from lever's
-// CA (verified at the handshake: chain, validity, client-auth usage) that is not revoked.
-func (s *Server) requirePeer(h http.HandlerFunc) http.HandlerFunc {
+// CA (verified at the handshake: chain, validity, client-auth usage) that is not revoked
+// and whose role is one of roles.
+func (s *Server) requirePeer(route string, roles []string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := peerCert(r)
 		if c == nil {
@@ -129,20 +265,78 @@ func (s *Server) requirePeer(h http.HandlerFunc) http.HandlerFunc {
 			jsonError(w, r, http.StatusForbidden, "revoked", "client certificate "+ca.SerialHex(c.SerialNumber)+" ("+c.Subject.CommonName+") is revoked")
 			return
 		}
+		role := ca.Role(c)
+		if !slices.Contains(roles, role) {
+			jsonError(w, r, http.StatusForbidden, "role_refused", fmt.Sprintf("%s is not open to role %q of %s (allowed: %s)", route, role, c.Subject.CommonName, strings.Join(roles, ", ")))
+			return
+		}
 		h(w, r)
+	}
+}
+
+// jailRoute is one row of the jail listener's route table. roles nil means the route
+// takes no client certificate (enrolment, authorised by its ticket instead); every
+// other route names the roles whose certificates may use it. A request that matches no
+// row is refused (404 with a certificate, 401 without).
+type jailRoute struct {
+	pattern string
+	roles   []string
+	h       http.HandlerFunc
+}
+
+func (s *Server) jailRoutes() []jailRoute {
+	both := []string{ca.RoleManager, ca.RoleWorker}
+	return []jailRoute{
+		{"POST /enrol", nil, s.handleEnrol},
+		{"POST /renew", both, s.handleRenew},
+		{"GET /healthz", both, s.handleHealth},
+		// /llm/ admits both roles; handleLLM then checks the route allowlist and refuses
+		// an agent whose llm_auth is subscription (NoLLMAgents).
+		{"/llm/", both, s.handleLLM},
 	}
 }
 
 func (s *Server) jailHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /enrol", s.handleEnrol)
-	mux.HandleFunc("POST /renew", s.requirePeer(s.handleRenew))
-	mux.HandleFunc("GET /healthz", s.requirePeer(s.handleHealth))
-	mux.HandleFunc("/llm/", s.requirePeer(s.handleLLM))
-	mux.HandleFunc("/", s.requirePeer(func(w http.ResponseWriter, r *http.Request) {
+	var llm http.Handler
+	for _, rt := range s.jailRoutes() {
+		h := rt.h
+		if rt.roles != nil {
+			h = s.requirePeer(rt.pattern, rt.roles, rt.h)
+		}
+		mux.HandleFunc(rt.pattern, h)
+		if rt.pattern == "/llm/" {
+			llm = h
+		}
+	}
+	mux.HandleFunc("/", s.requirePeer("/", []string{ca.RoleManager, ca.RoleWorker}, func(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 	}))
-	return s.audited("jail", mux)
+	return s.audited("jail", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Requests without a certificate (enrolment, or refusals) are rate limited per
+		// source address before anything is parsed.
+		if peerCert(r) == nil {
+			ip := remoteIP(r.RemoteAddr)
+			if !s.unauth.allow(ip) {
+				logged, left := s.unauth.logRefusal(ip)
+				rec(r).skip = !logged
+				w.Header().Set("Retry-After", "1")
+				msg := fmt.Sprintf("too many requests without a client certificate from %s (limit %g per second, burst %d)", ip, s.opts.UnauthRate, s.opts.UnauthBurst)
+				jsonError(w, r, http.StatusTooManyRequests, "rate_limited", msg)
+				if left > 0 {
+					rec(r).Detail += fmt.Sprintf("; %d more refused since the last line", left)
+				}
+				return
+			}
+		}
+		// Everything below /llm/ as sent goes to the proxy's own path checks: the mux would
+		// clean "/llm/./x" or "/llm//x" into a redirect first, and match on the decoded path.
+		if strings.HasPrefix(r.RequestURI, "/llm/") {
+			llm.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -162,6 +356,10 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) bool
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if rec(r).bodyTimedOut() || errors.Is(err, os.ErrDeadlineExceeded) {
+			jsonError(w, r, http.StatusRequestTimeout, "body_timeout", "request body not received within the body timeout")
+			return false
+		}
 		msg := "malformed request: " + err.Error()
 		if strings.Contains(err.Error(), "too large") {
 			msg = "request body exceeds " + sizeText(limit)

@@ -98,7 +98,7 @@ func newHarness(t testing.TB, upstream http.Handler, edit func(*Options)) *harne
 		StateDir: h.state, Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
 		SANNames: []string{"host.lever.test"}, SANIPs: []net.IP{net.ParseIP("127.0.0.1")},
 		Upstream: h.upstream.URL + "/v1base", APIKeyFile: h.keyFile, AuthHeader: AuthBearer,
-		UpstreamRoots: roots, Logf: h.log.Logf,
+		UpstreamRoots: roots, Logf: h.log.Logf, LLMRoutes: fixtureRoutes(),
 	}
 	if edit != nil {
 		edit(&opts)
@@ -118,6 +118,17 @@ func newHarness(t testing.TB, upstream http.Handler, edit func(*Options)) *harne
 		srv.Shutdown(ctx)
 	})
 	return h
+}
+
+// fixtureRoutes allows the fake upstreams' endpoints the older tests call (/llm/plain,
+// /llm/stream, ...), plus the real model routes. Tests of the allowlist itself set
+// LLMRoutes to nil to get a provider kind's defaults.
+func fixtureRoutes() []string {
+	r := []string{"POST /v1/messages", "GET /v1/models"}
+	for _, p := range []string{"plain", "stream", "error", "chunked", "frame", "okframe", "s", "sink", "sized", "small", "big", "messages", "x"} {
+		r = append(r, "GET /"+p, "POST /"+p)
+	}
+	return r
 }
 
 // fakeUpstream answers like an LLM API: JSON for plain requests, SSE when the request
@@ -219,4 +230,34 @@ func grepTree(t testing.TB, dir, needle string, skip ...string) int {
 		return nil
 	})
 	return n
+}
+
+type tlsCert = tls.Certificate
+
+// issueClientRole mints a client certificate in role directly from the CA at dir.
+func issueClientRole(t testing.TB, caDirPath, agent, role string) tls.Certificate {
+	t.Helper()
+	c, err := ca.Load(caDirPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, csrPEM, err := ca.NewKeyAndCSR(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := ca.ParseCSRPEM(csrPEM)
+	certPEM, _, err := c.IssueClient(csr, agent, role, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pairOf(t, certPEM, keyPEM)
+}
+
+func pairOf(t testing.TB, certPEM, keyPEM []byte) tls.Certificate {
+	t.Helper()
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
 }

@@ -3,50 +3,195 @@ package brokerctl
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/lever-jail/lever/internal/config"
 )
 
-// Request headers never forwarded upstream. Client-sent credentials are dropped so the
-// only credential upstream sees is the host's key; hop-by-hop headers are per connection.
+// Request headers never forwarded upstream, by normalised name (lower case, '_' read as
+// '-', since some servers treat the two alike). Client-sent credentials are dropped so the
+// only credential upstream sees is the host's key; hop-by-hop headers are per connection;
+// Range and the conditionals would let a client fetch a response in pieces, each too
+// short to hold the whole key; Accept-Encoding and TE would make the upstream encode the
+// body in a way the masker cannot read; method and URL override headers would let a
+// client reach an endpoint the route allowlist refuses.
 var dropRequest = map[string]bool{
-	"Authorization": true, "Proxy-Authorization": true, "X-Api-Key": true, "Api-Key": true,
-	"Cookie": true, "Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
-	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Host": true,
-	// The transport asks for gzip itself and decompresses, so the redactor always sees
-	// plain text and the body cap counts decoded bytes, as lev's does.
-	"Accept-Encoding": true,
-	"Forwarded":       true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
+	"authorization": true, "proxy-authorization": true, "x-api-key": true, "api-key": true,
+	"cookie": true, "connection": true, "keep-alive": true, "proxy-connection": true,
+	"te": true, "trailer": true, "transfer-encoding": true, "upgrade": true, "host": true,
+	"http2-settings": true, "expect": true, "content-length": true,
+	"accept-encoding": true, "accept-charset": true, "range": true, "if-range": true,
+	"forwarded": true, "via": true, "max-forwards": true,
+	"x-http-method-override": true, "x-http-method": true, "x-method-override": true,
+	"x-original-url": true, "x-rewrite-url": true, "x-original-method": true,
+}
+
+// dropRequestPrefix extends dropRequest to families: every conditional (If-*), every
+// X-Forwarded-*, every Proxy-*.
+var dropRequestPrefix = []string{"if-", "x-forwarded-", "proxy-"}
+
+// forwardRequestHeader says whether a client header may go upstream. A name with a
+// character outside letters, digits and '-' is never forwarded: "Accept_Encoding" is
+// Accept-Encoding to some servers.
+func forwardRequestHeader(name string, h http.Header) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	n := strings.ToLower(name)
+	if dropRequest[n] || connectionListed(h, name) {
+		return false
+	}
+	for _, p := range dropRequestPrefix {
+		if strings.HasPrefix(n, p) {
+			return false
+		}
+	}
+	return true
 }
 
 var dropResponse = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
 	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Set-Cookie": true,
+	"Accept-Ranges": true, "Alt-Svc": true,
 }
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
+// joinBufs hold the head of a plain answer (joinLimit, plus one byte to tell a longer one).
+var joinBufs = sync.Pool{New: func() any { b := make([]byte, joinLimit+1); return &b }}
+
+// bodyEncoding reads an upstream response's Content-Encoding. The broker asks for gzip
+// and decodes it itself; identity (or none) needs nothing. Anything else, including a
+// list ("gzip, identity") or an encoding the broker did not ask for, is refused: the
+// masker would see encoded bytes and the client could decode the key out of them.
+func bodyEncoding(h http.Header) (gzipped bool, err error) {
+	var codings []string
+	for _, v := range h.Values("Content-Encoding") {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				codings = append(codings, f)
+			}
+		}
+	}
+	switch {
+	case len(codings) == 0:
+		return false, nil
+	case len(codings) == 1 && strings.EqualFold(codings[0], "identity"):
+		return false, nil
+	case len(codings) == 1 && strings.EqualFold(codings[0], "gzip"):
+		return true, nil
+	}
+	return false, fmt.Errorf("upstream response is in Content-Encoding %q, which the broker did not ask for and cannot mask; refused", strings.Join(codings, ", "))
+}
+
+// lazyGzip decodes gzip once the body turns out not to be empty (a HEAD, 204 or 304
+// answer may carry the header with no body).
+type lazyGzip struct {
+	br *bufio.Reader
+	zr *gzip.Reader
+}
+
+func (l *lazyGzip) Read(p []byte) (int, error) {
+	if l.zr == nil {
+		if _, err := l.br.Peek(1); err != nil {
+			return 0, err
+		}
+		zr, err := gzip.NewReader(l.br)
+		if err != nil {
+			return 0, fmt.Errorf("decoding upstream gzip: %w", err)
+		}
+		l.zr = zr
+	}
+	return l.zr.Read(p)
+}
+
+// llmTarget checks the request's path and query and builds the upstream URL. The path is
+// taken raw, as the client sent it, never from the decoded r.URL.Path, so the upstream
+// sees exactly the bytes that were checked; see config.CheckLLMPath for the rule.
+func (s *Server) llmTarget(r *http.Request) (string, *url.URL, error) {
+	raw := r.URL.EscapedPath()
+	if strings.HasPrefix(r.RequestURI, "/") {
+		raw, _, _ = strings.Cut(r.RequestURI, "?")
+	}
+	rest, ok := strings.CutPrefix(raw, "/llm/")
+	if !ok {
+		return "", nil, fmt.Errorf("path %q is not below /llm/ as sent", raw)
+	}
+	path := "/" + rest
+	if err := config.CheckLLMPath(path); err != nil {
+		return "", nil, err
+	}
+	target := *s.upstream
+	target.Path = strings.TrimSuffix(target.Path, "/") + path
+	target.RawPath = ""
+	target.RawQuery = ""
+	target.Fragment = ""
+	if q := r.URL.RawQuery; q != "" {
+		if len(q) > 2048 {
+			return "", nil, fmt.Errorf("query of %d bytes; at most 2048", len(q))
+		}
+		if strings.Contains(q, ";") {
+			return "", nil, errors.New("query has ';'; parameters are separated by '&' only")
+		}
+		vals, err := url.ParseQuery(q)
+		if err != nil {
+			return "", nil, fmt.Errorf("query: %v", err)
+		}
+		for k := range vals {
+			n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
+			if strings.Contains(n, "method") || strings.Contains(n, "override") || strings.HasPrefix(n, "-") {
+				return "", nil, fmt.Errorf("query parameter %q could override the method or route; refused", k)
+			}
+		}
+		target.RawQuery = vals.Encode()
+	}
+	return path, &target, nil
+}
+
 // handleLLM proxies /llm/<rest> to <llm_upstream>/<rest>, adding the API key on the way
-// out. Memory per request is bounded: plain bodies stream through a 32 KiB buffer, SSE
-// streams hold at most one frame (capped at MaxFrame).
+// out, for the allowed routes only. Memory per request is bounded: plain bodies stream
+// through a 32 KiB buffer, SSE streams hold at most one frame (capped at MaxFrame).
+// Masking of what goes back happens in the jail writer (handler.go), for every byte.
 func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	if s.upstream == nil {
 		jsonError(w, r, http.StatusNotFound, "not_found", "the /llm/ route is off: no llm_upstream with an api_key_file (llm_auth is not api-key)")
 		return
 	}
+	if c := peerCert(r); c != nil && s.noLLM[c.Subject.CommonName] {
+		jsonError(w, r, http.StatusForbidden, "role_refused", fmt.Sprintf("agent %s uses llm_auth subscription; the broker's key is not for it", c.Subject.CommonName))
+		return
+	}
+	path, target, err := s.llmTarget(r)
+	if err != nil {
+		rec(r).Outcome = "refused"
+		jsonError(w, r, http.StatusBadRequest, "bad_path", "/llm/ path refused: "+err.Error())
+		return
+	}
+	if !s.routes[r.Method+" "+path] {
+		jsonError(w, r, http.StatusForbidden, "route_refused", fmt.Sprintf("%s %s is not an allowed /llm/ route (broker.llm_routes: %s)", r.Method, path, strings.Join(s.opts.LLMRoutes, ", ")))
+		return
+	}
+	for _, ce := range r.Header.Values("Content-Encoding") {
+		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+			jsonError(w, r, http.StatusUnsupportedMediaType, "bad_request", fmt.Sprintf("request Content-Encoding %q is not accepted; send the body unencoded", ce))
+			return
+		}
+	}
 	if r.ContentLength > s.opts.MaxBody {
 		jsonError(w, r, http.StatusRequestEntityTooLarge, "body_cap", fmt.Sprintf("request body of %d bytes exceeds the %s body cap", r.ContentLength, sizeText(s.opts.MaxBody)))
 		return
 	}
-	target := *s.upstream
-	target.Path = strings.TrimSuffix(target.Path, "/") + strings.TrimPrefix(r.URL.Path, "/llm")
-	target.RawPath = ""
-	target.RawQuery = r.URL.RawQuery
 	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), body)
 	if err != nil {
@@ -58,11 +203,13 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		out.Body = http.NoBody
 	}
 	for k, vs := range r.Header {
-		if dropRequest[k] || connectionListed(r.Header, k) {
-			continue
+		if forwardRequestHeader(k, r.Header) {
+			out.Header[k] = vs
 		}
-		out.Header[k] = vs
 	}
+	// The broker's own choice: gzip, which it decodes itself before masking (the
+	// transport's transparent decoding is off, see newUpstreamTransport).
+	out.Header.Set("Accept-Encoding", "gzip")
 	switch s.opts.AuthHeader {
 	case AuthXAPIKey:
 		out.Header.Set("X-Api-Key", string(s.apiKey))
@@ -72,15 +219,37 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	resp, err := s.client.Do(out)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case rec(r).bodyTimedOut():
+			jsonError(w, r, http.StatusRequestTimeout, "body_timeout", fmt.Sprintf("request body not received within %s", s.opts.BodyTimeout))
+		case errors.As(err, &mbe):
 			jsonError(w, r, http.StatusRequestEntityTooLarge, "body_cap", fmt.Sprintf("request body exceeds the %s body cap", sizeText(s.opts.MaxBody)))
-			return
+		default:
+			// The error may quote what the upstream sent; the jail writer masks it.
+			jsonError(w, r, http.StatusBadGateway, "upstream", "upstream request failed: "+err.Error())
 		}
-		// The error names the URL, never a header: the key cannot be in it.
-		jsonError(w, r, http.StatusBadGateway, "upstream", "upstream request failed: "+err.Error())
 		return
 	}
 	defer resp.Body.Close()
+	gz, err := bodyEncoding(resp.Header)
+	if err == nil && len(resp.TransferEncoding) > 0 && !(len(resp.TransferEncoding) == 1 && resp.TransferEncoding[0] == "chunked") {
+		err = fmt.Errorf("upstream response has Transfer-Encoding %q; refused", strings.Join(resp.TransferEncoding, ", "))
+	}
+	if err == nil && resp.StatusCode == http.StatusPartialContent {
+		err = errors.New("upstream answered 206 Partial Content to a request without Range; refused")
+	}
+	if err != nil {
+		rec(r).Outcome = "refused"
+		jsonError(w, r, http.StatusBadGateway, "upstream_encoding", err.Error())
+		return
+	}
+	var src io.Reader = resp.Body
+	if gz {
+		src = &lazyGzip{br: bufio.NewReader(resp.Body)}
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
 	if resp.ContentLength > s.opts.MaxBody {
 		jsonError(w, r, http.StatusBadGateway, "body_cap", fmt.Sprintf("upstream response body of %d bytes exceeds the %s body cap", resp.ContentLength, sizeText(s.opts.MaxBody)))
 		return
@@ -89,32 +258,42 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		if dropResponse[k] || connectionListed(resp.Header, k) {
 			continue
 		}
-		masked := make([]string, len(vs))
-		for i, v := range vs {
-			masked[i] = strings.ReplaceAll(v, string(s.apiKey), strings.Repeat("*", len(s.apiKey)))
-		}
-		w.Header()[k] = masked
+		w.Header()[k] = vs
 	}
 	rec(r).Detail = "upstream " + strconv.Itoa(resp.StatusCode)
 	if isEventStream(resp.Header.Get("Content-Type")) {
 		w.Header().Del("Content-Length")
 		w.WriteHeader(resp.StatusCode)
-		s.streamSSE(w, r, resp.Body)
+		s.streamSSE(w, r, src)
 		return
 	}
+	// A body that fits joinLimit is read whole first, so the key spread over several of its
+	// JSON string values is masked too; a longer one streams from where that stopped.
+	hp := joinBufs.Get().(*[]byte)
+	defer joinBufs.Put(hp)
+	hn, err := io.ReadFull(src, *hp)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		jsonError(w, r, http.StatusBadGateway, "upstream", "reading upstream response: "+err.Error())
+		return
+	}
+	head := (*hp)[:hn]
+	if hn <= joinLimit {
+		maskJoinedJSON(s.mask, head)
+	}
 	w.WriteHeader(resp.StatusCode)
+	if _, err := w.Write(head); err != nil {
+		rec(r).Detail = "writing to client: " + err.Error()
+		panic(http.ErrAbortHandler)
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	rw := &redactWriter{w: w, secret: s.apiKey}
-	n, err := io.CopyBuffer(rw, io.LimitReader(resp.Body, s.opts.MaxBody+1), *bp)
+	n, err := io.CopyBuffer(w, io.LimitReader(src, s.opts.MaxBody+1-int64(hn)), *bp)
+	n += int64(hn)
 	if n > s.opts.MaxBody {
 		// The status line is gone; aborting the connection is the only honest signal, so
 		// the client sees a broken body rather than a silently truncated one.
 		rec(r).Detail = fmt.Sprintf("upstream response body exceeds the %s body cap; connection aborted", sizeText(s.opts.MaxBody))
 		panic(http.ErrAbortHandler)
-	}
-	if err == nil {
-		err = rw.Close()
 	}
 	if err != nil {
 		rec(r).Detail = "copying upstream response: " + err.Error()
@@ -146,9 +325,17 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 	br := bufio.NewReaderSize(body, 32<<10)
 	var frame bytes.Buffer
 	lineStart := true
+	sm := &sseMasker{m: s.mask}
+	send := func(frames [][]byte) error {
+		for _, f := range frames {
+			if _, err := w.Write(f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	emit := func() error {
-		maskInPlace(frame.Bytes(), s.apiKey)
-		if _, err := w.Write(frame.Bytes()); err != nil {
+		if err := send(sm.push(frame.Bytes())); err != nil {
 			return err
 		}
 		if frame.Cap() > 1<<20 {
@@ -165,6 +352,12 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 		}
 		return nil
 	}
+	// Frames still held at the end (a possible start of the key) go out masked.
+	drain := func() {
+		if send(sm.finish()) == nil {
+			rc.Flush()
+		}
+	}
 	for {
 		line, err := br.ReadSlice('\n')
 		blank := lineStart && (string(line) == "\n" || string(line) == "\r\n")
@@ -174,6 +367,7 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 			msg := fmt.Sprintf("upstream SSE frame exceeds the %s frame cap; stream ended", sizeText(s.opts.MaxFrame))
 			rec(r).Detail = msg
 			rec(r).Outcome = "frame_cap"
+			drain()
 			fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"frame_cap\",\"message\":\"lever broker: %s\"}}\n\n", msg)
 			rc.Flush()
 			return
@@ -191,12 +385,14 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 			if frame.Len() > 0 {
 				emit()
 			}
+			drain()
 			return
 		default:
 			rec(r).Detail = "reading upstream stream: " + err.Error()
 			if frame.Len() > 0 {
 				emit()
 			}
+			drain()
 			panic(http.ErrAbortHandler)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/lever-jail/lever/internal/config"
 )
 
 // Caps shared with lev's providers: the largest response body and SSE frame either side
@@ -19,6 +21,22 @@ import (
 const (
 	MaxBody  = 64 << 20
 	MaxFrame = 8 << 20
+)
+
+// Jail listener defaults. Nothing bounds how long a response may stream (an SSE answer
+// can run for many minutes); what is bounded is how long the broker waits for the client.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultBodyTimeout       = 2 * time.Minute
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultWriteIdleTimeout  = 2 * time.Minute
+	DefaultMaxConns          = 512
+	DefaultUnauthRate        = 2
+	DefaultUnauthBurst       = 32
+	// An agent renews once every 8 hours; one renewal a minute (burst 5) leaves room for
+	// retries and stops a loop from growing the CA registry without bound.
+	DefaultRenewRate  = 1.0 / 60
+	DefaultRenewBurst = 5
 )
 
 // Auth header styles for the upstream.
@@ -49,6 +67,26 @@ type Options struct {
 	Upstream    string   // LLM API base URL; empty disables /llm/
 	APIKeyFile  string   // mode 0600; required when Upstream is set
 	AuthHeader  string   // AuthBearer or AuthXAPIKey
+	// LLMRoutes are the "METHOD /path" requests /llm/ forwards (broker.llm_routes); nil:
+	// config.DefaultLLMRoutes of the API kind the auth header implies (x-api-key:
+	// anthropic, bearer: openai).
+	LLMRoutes []string
+	// NoLLMAgents are agents (certificate CNs) that may not use /llm/ at all: workers whose
+	// llm_auth is subscription have no business spending the broker's key.
+	NoLLMAgents []string
+
+	// Timeouts and caps of the jail listener (zero: the defaults below).
+	ReadHeaderTimeout time.Duration // request line and headers
+	BodyTimeout       time.Duration // the whole request body, from the end of the headers
+	IdleTimeout       time.Duration // a keep-alive connection between requests
+	WriteIdleTimeout  time.Duration // longest wait for the client to take one write (a stalled reader is cut; a long stream is not)
+	MaxConns          int           // concurrent jail connections; more wait in the kernel's backlog
+	UnauthRate        float64       // requests per second per source IP without a client certificate
+	UnauthBurst       int           // their burst
+	RenewRate         float64       // renewals per second per agent
+	RenewBurst        int           // their burst
+	AuditMaxBytes     int64         // audit log rotation size
+	AuditKeep         int           // rotated audit files kept
 
 	ClientCertTTL time.Duration
 	ServerCertTTL time.Duration
@@ -141,6 +179,48 @@ func (o *Options) fill() error {
 	case AuthBearer, AuthXAPIKey:
 	default:
 		return fmt.Errorf("broker: auth header %q is not %s or %s", o.AuthHeader, AuthBearer, AuthXAPIKey)
+	}
+	if o.LLMRoutes == nil {
+		kind := config.LLMKindOpenAI
+		if o.AuthHeader == AuthXAPIKey {
+			kind = config.LLMKindAnthropic
+		}
+		o.LLMRoutes = config.DefaultLLMRoutes(kind)
+	}
+	for _, r := range o.LLMRoutes {
+		if _, _, err := config.ParseLLMRoute(r); err != nil {
+			return fmt.Errorf("broker: llm_routes: %w", err)
+		}
+	}
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	setDur(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDur(&o.BodyTimeout, DefaultBodyTimeout)
+	setDur(&o.IdleTimeout, DefaultIdleTimeout)
+	setDur(&o.WriteIdleTimeout, DefaultWriteIdleTimeout)
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.UnauthRate <= 0 {
+		o.UnauthRate = DefaultUnauthRate
+	}
+	if o.UnauthBurst <= 0 {
+		o.UnauthBurst = DefaultUnauthBurst
+	}
+	if o.RenewRate <= 0 {
+		o.RenewRate = DefaultRenewRate
+	}
+	if o.RenewBurst <= 0 {
+		o.RenewBurst = DefaultRenewBurst
+	}
+	if o.AuditMaxBytes <= 0 {
+		o.AuditMaxBytes = DefaultAuditMaxBytes
+	}
+	if o.AuditKeep <= 0 {
+		o.AuditKeep = DefaultAuditKeep
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = MaxBody

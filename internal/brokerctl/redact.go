@@ -2,59 +2,325 @@ package brokerctl
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"io"
 )
 
-// maskInPlace overwrites every occurrence of secret in b with '*' of the same length, so
-// lengths (and Content-Length) are unchanged.
-func maskInPlace(b, secret []byte) {
+// masker finds the API key in the forms a hostile or careless upstream could echo it in
+// and that a client in the jail could turn back into the key:
+//
+//   - raw bytes;
+//   - each byte possibly escaped on its own, in any mix: JSON \u00XX, \xXX, a backslash
+//     before punctuation (\/ \- ...), URL %XX (either hex case), HTML &#NNN; / &#xXX;;
+//   - base64 (standard and URL alphabets, at each of the three alignments a key can have
+//     inside a longer encoded string; only the characters fixed by the key's own bits);
+//   - hex;
+//   - UTF-16 and UTF-32, either byte order.
+//
+// Matching ignores ASCII case throughout: a key with its case changed (an upper-cased
+// error message, a case-folded header name) is still most of a key. Escapes may also be
+// doubled once (%2573, \\u0073), as a body quoted twice would carry them.
+//
+// Every byte of a match is replaced by '*', so lengths (and Content-Length) never change.
+// A match never spans a raw CR or LF: none of the forms contains one and the key cannot
+// (New refuses a key file with a line break), which lets a stream release everything up
+// to its last line break at once (an SSE frame is never held back).
+type masker struct {
+	needles [][]byte
+	first   [256]bool // bytes a match can start with (a needle's first byte or an escape)
+	maxLen  int       // longest byte span one match can cover
+}
+
+// maxToken is the longest escaped form of one byte the masker decodes (&#0000115;).
+const maxToken = 10
+
+func newMasker(secret []byte) *masker {
+	m := &masker{}
 	if len(secret) == 0 {
-		return
+		return m
 	}
-	for i := 0; ; {
-		j := bytes.Index(b[i:], secret)
-		if j < 0 {
-			return
+	add := func(n []byte) {
+		// Too short a fragment would mask innocent text; 8 characters of base64 still
+		// carry 6 bytes of the key.
+		if len(n) >= 8 {
+			m.needles = append(m.needles, n)
 		}
-		for k := i + j; k < i+j+len(secret); k++ {
-			b[k] = '*'
-		}
-		i += j + len(secret)
 	}
+	add(append([]byte(nil), secret...))
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for align := 0; align < 3; align++ {
+			add(base64Core(enc, secret, align))
+		}
+	}
+	add([]byte(hex.EncodeToString(secret)))
+	// UTF-16 and UTF-32, either byte order: an upstream may answer in a charset the
+	// client asked for or simply chose.
+	for _, width := range []int{2, 4} {
+		le, be := make([]byte, 0, width*len(secret)), make([]byte, 0, width*len(secret))
+		for _, c := range secret {
+			le = append(append(le, c), make([]byte, width-1)...)
+			be = append(append(be, make([]byte, width-1)...), c)
+		}
+		add(le)
+		add(be)
+	}
+	m.first['%'], m.first['\\'], m.first['&'] = true, true, true
+	for i, n := range m.needles {
+		n = bytes.ToLower(n)
+		m.needles[i] = n
+		m.first[n[0]] = true
+		m.first[upper(n[0])] = true
+		if l := len(n) * maxToken; l > m.maxLen {
+			m.maxLen = l
+		}
+	}
+	return m
 }
 
-// redactWriter masks secret in a byte stream, holding back len(secret)-1 bytes so an
-// occurrence split across writes is still caught. An upstream that echoes request headers
-// (an error page, a debugging proxy) must not hand the API key to the jail.
-type redactWriter struct {
-	w      io.Writer
-	secret []byte
-	buf    []byte
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
-func (r *redactWriter) Write(p []byte) (int, error) {
-	if len(r.secret) == 0 {
-		return r.w.Write(p)
+func upper(c byte) byte {
+	if c >= 'a' && c <= 'z' {
+		return c - 'a' + 'A'
 	}
-	r.buf = append(r.buf, p...)
-	maskInPlace(r.buf, r.secret)
-	keep := len(r.secret) - 1
-	if len(r.buf) > keep {
-		n := len(r.buf) - keep
-		if _, err := r.w.Write(r.buf[:n]); err != nil {
-			return 0, err
+	return c
+}
+
+// base64Core is the part of the base64 encoding of secret, preceded by align unknown
+// bytes and followed by unknown bytes, whose characters depend only on secret's bits.
+func base64Core(enc *base64.Encoding, secret []byte, align int) []byte {
+	buf := make([]byte, align+len(secret))
+	copy(buf[align:], secret)
+	s := enc.WithPadding(base64.NoPadding).EncodeToString(buf)
+	var out []byte
+	for j := 0; j < len(s); j++ {
+		if 6*j >= 8*align && 6*j+6 <= 8*(align+len(secret)) {
+			out = append(out, s[j])
 		}
-		r.buf = append(r.buf[:0], r.buf[n:]...)
+	}
+	return out
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// escapedAt decodes an escape of one byte starting at b[i] (see masker); n is 0 when
+// there is none.
+func escapedAt(b []byte, i int) (v byte, n int) {
+	hexN := func(from, count int) (int, bool) {
+		if from+count > len(b) {
+			return 0, false
+		}
+		x := 0
+		for k := from; k < from+count; k++ {
+			d, ok := unhex(b[k])
+			if !ok {
+				return 0, false
+			}
+			x = x<<4 | int(d)
+		}
+		return x, true
+	}
+	switch b[i] {
+	case '%':
+		if x, ok := hexN(i+1, 2); ok {
+			if x == '%' {
+				if y, ok := hexN(i+3, 2); ok {
+					return byte(y), 5 // %25XX: encoded twice
+				}
+			}
+			return byte(x), 3
+		}
+	case '\\':
+		if i+1 >= len(b) {
+			return 0, 0
+		}
+		switch c := b[i+1]; {
+		case c == '\\' && i+2 < len(b) && b[i+2] == 'u':
+			if x, ok := hexN(i+3, 4); ok && x < 0x80 {
+				return byte(x), 7 // \\u00XX: escaped twice
+			}
+			return c, 2
+		case c == 'u':
+			if x, ok := hexN(i+2, 4); ok && x < 0x80 {
+				return byte(x), 6
+			}
+		case c == 'x':
+			if x, ok := hexN(i+2, 2); ok {
+				return byte(x), 4
+			}
+		case c > ' ' && c < 0x7f && !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'):
+			return c, 2
+		}
+	case '&':
+		if i+2 >= len(b) || b[i+1] != '#' {
+			return 0, 0
+		}
+		base, k := 10, i+2
+		if b[k] == 'x' || b[k] == 'X' {
+			base, k = 16, k+1
+		}
+		x, digits := 0, 0
+		for ; k < len(b) && k-i < maxToken; k++ {
+			if b[k] == ';' {
+				if digits == 0 || x >= 0x80 {
+					return 0, 0
+				}
+				return byte(x), k + 1 - i
+			}
+			d, ok := unhex(b[k])
+			if !ok || (base == 10 && d > 9) {
+				return 0, 0
+			}
+			x = x*base + int(d)
+			digits++
+			if x >= 0x80 {
+				return 0, 0
+			}
+		}
+	}
+	return 0, 0
+}
+
+// matchAt returns the end of an occurrence of needle starting at b[i], or -1.
+func matchAt(b []byte, i int, needle []byte) int {
+	if len(needle) == 0 {
+		return i
+	}
+	if i >= len(b) {
+		return -1
+	}
+	if lower(b[i]) == needle[0] {
+		if end := matchAt(b, i+1, needle[1:]); end >= 0 {
+			return end
+		}
+	}
+	if v, n := escapedAt(b, i); n > 0 && lower(v) == needle[0] {
+		return matchAt(b, i+n, needle[1:])
+	}
+	return -1
+}
+
+// maskInPlace overwrites every occurrence in b; it reports whether it found one.
+func (m *masker) maskInPlace(b []byte) bool {
+	if len(m.needles) == 0 {
+		return false
+	}
+	found := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if !m.first[c] {
+			continue
+		}
+		var dec byte
+		dn := 0
+		if c == '%' || c == '\\' || c == '&' {
+			dec, dn = escapedAt(b, i)
+		}
+		for _, n := range m.needles {
+			if n[0] != lower(c) && (dn == 0 || n[0] != lower(dec)) {
+				continue
+			}
+			if end := matchAt(b, i, n); end > i {
+				for k := i; k < end; k++ {
+					b[k] = '*'
+				}
+				found = true
+				i = end - 1
+				break
+			}
+		}
+	}
+	return found
+}
+
+// String masks s.
+func (m *masker) String(s string) string {
+	if len(m.needles) == 0 {
+		return s
+	}
+	b := []byte(s)
+	if !m.maskInPlace(b) {
+		return s
+	}
+	return string(b)
+}
+
+// hold is how many bytes at the end of b a stream must keep back: a match that starts
+// there could still be completed by the next write. Nothing before the last line break
+// is ever held.
+func (m *masker) hold(b []byte) int {
+	n := m.maxLen - 1
+	if n < 0 {
+		n = 0
+	}
+	if n > len(b) {
+		n = len(b)
+	}
+	for k := len(b) - 1; k >= len(b)-n; k-- {
+		if b[k] == '\n' || b[k] == '\r' {
+			return len(b) - 1 - k
+		}
+	}
+	return n
+}
+
+// maskStream masks a byte stream, however it is cut into writes. Flush writes out all
+// that can no longer be part of a match; Close writes the rest.
+type maskStream struct {
+	w   io.Writer
+	m   *masker
+	buf []byte
+}
+
+func (s *maskStream) Write(p []byte) (int, error) {
+	if len(s.m.needles) == 0 {
+		return s.w.Write(p)
+	}
+	// In slices, so the buffer never holds more than one slice and the hold-back, however
+	// large the write.
+	const slice = 32 << 10
+	for off := 0; off < len(p); off += slice {
+		s.buf = append(s.buf, p[off:min(off+slice, len(p))]...)
+		s.m.maskInPlace(s.buf)
+		if err := s.release(len(s.buf) - s.m.hold(s.buf)); err != nil {
+			return off, err
+		}
 	}
 	return len(p), nil
 }
 
-// Close writes what is held back.
-func (r *redactWriter) Close() error {
-	if len(r.buf) == 0 {
+func (s *maskStream) release(n int) error {
+	if n <= 0 {
 		return nil
 	}
-	_, err := r.w.Write(r.buf)
-	r.buf = r.buf[:0]
+	_, err := s.w.Write(s.buf[:n])
+	rest := copy(s.buf, s.buf[n:])
+	s.buf = s.buf[:rest]
+	if cap(s.buf) > 1<<20 && rest < 64<<10 {
+		// Do not keep a large body's buffer for the life of a long stream.
+		s.buf = append([]byte(nil), s.buf...)
+	}
 	return err
+}
+
+// Close writes what is held back: at the end of the stream a held prefix can no longer
+// grow into a match.
+func (s *maskStream) Close() error {
+	return s.release(len(s.buf))
 }

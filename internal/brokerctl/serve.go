@@ -23,6 +23,7 @@ import (
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/cap/ticket"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/jail"
 )
 
 // aliasNames are the alias names each backend's guest resolves to the host.
@@ -40,9 +41,9 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 		getenv = os.Getenv
 	}
 	o := Options{StateDir: cfg.StateDir()}
-	jail, admin := cfg.Broker.JailPort, cfg.Broker.AdminPort
-	if jail == 0 || admin == 0 {
-		return o, fmt.Errorf("broker.jail_port and broker.admin_port must be set (got %d and %d)", jail, admin)
+	jailPort, admin := cfg.Broker.JailPort, cfg.Broker.AdminPort
+	if jailPort == 0 || admin == 0 {
+		return o, fmt.Errorf("broker.jail_port and broker.admin_port must be set (got %d and %d)", jailPort, admin)
 	}
 	if name := getenv(EnvAliasName); name != "" {
 		o.SANNames = []string{name}
@@ -68,10 +69,10 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 		if len(o.SANIPs) == 0 {
 			return o, fmt.Errorf("backend netns: $%s must name the host-side alias address to listen on", EnvAliasIP)
 		}
-		o.Listen = net.JoinHostPort(o.SANIPs[0].String(), strconv.Itoa(jail))
+		o.Listen = net.JoinHostPort(o.SANIPs[0].String(), strconv.Itoa(jailPort))
 	default:
 		// OrbStack and Lima forward the alias to host loopback.
-		o.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(jail))
+		o.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(jailPort))
 	}
 	o.AdminListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(admin))
 	if cfg.Broker.LLMAuth != "subscription" {
@@ -82,6 +83,12 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 		}
 		if o.APIKeyFile != "" && !filepath.IsAbs(o.APIKeyFile) {
 			o.APIKeyFile = filepath.Join(cfg.Dir, o.APIKeyFile)
+		}
+	}
+	o.LLMRoutes = cfg.Broker.LLMRoutes
+	for _, w := range cfg.Workers {
+		if w.LLMAuth == config.AuthSubscription {
+			o.NoLLMAgents = append(o.NoLLMAgents, cfg.Name+"-"+jail.AgentDir(jail.Worker, w.Name))
 		}
 	}
 	o.AuthHeader = getenv(EnvAuthHeader)
@@ -101,6 +108,12 @@ type Server struct {
 	apiKey   []byte
 	upstream *url.URL
 	client   *http.Client
+	mask     *masker         // finds the API key in every form (redact.go)
+	routes   map[string]bool // "METHOD /path" allowed below /llm/
+	noLLM    map[string]bool // agents refused at /llm/
+	unauth   *rateLimiter    // requests without a client certificate, per source IP
+	hsLog    *rateLimiter    // audit lines for failed TLS handshakes, per source IP
+	renewLim *rateLimiter    // renewals per agent
 
 	adminToken string
 	jailLn     net.Listener
@@ -154,10 +167,28 @@ func New(opts Options) (*Server, error) {
 		}
 		s.apiKey = []byte(k)
 	}
-	if s.audit, err = openAudit(auditPath(opts.StateDir)); err != nil {
+	s.mask = newMasker(s.apiKey)
+	// Operational messages can quote upstream errors: they are masked like everything else.
+	logf := opts.Logf
+	s.opts.Logf = func(format string, args ...any) { logf("%s", s.mask.String(fmt.Sprintf(format, args...))) }
+	opts.Logf = s.opts.Logf
+	s.routes = map[string]bool{}
+	for _, r := range opts.LLMRoutes {
+		m, p, _ := config.ParseLLMRoute(r)
+		s.routes[m+" "+p] = true
+	}
+	s.noLLM = map[string]bool{}
+	for _, a := range opts.NoLLMAgents {
+		s.noLLM[a] = true
+	}
+	s.unauth = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
+	s.hsLog = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
+	s.renewLim = newRateLimiter(opts.RenewRate, opts.RenewBurst, 0)
+	if s.audit, err = openAudit(auditPath(opts.StateDir), opts.AuditMaxBytes, opts.AuditKeep); err != nil {
 		return nil, err
 	}
-	s.audit.secret = s.apiKey
+	s.audit.mask = s.mask
+	s.audit.logf = s.opts.Logf
 	if s.Certs, err = ca.NewServerCertSource(s.CA, opts.SANNames, opts.SANIPs, opts.ServerCertTTL); err != nil {
 		s.audit.Close()
 		return nil, err
@@ -188,6 +219,9 @@ func newUpstreamTransport(roots *x509.CertPool) *http.Transport {
 	if roots != nil {
 		t.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
+	// The broker asks for gzip and decodes it itself (llm.go): the transport must neither
+	// add its own Accept-Encoding nor decode behind the broker's back.
+	t.DisableCompression = true
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 128
 	t.IdleConnTimeout = 90 * time.Second
@@ -230,6 +264,9 @@ func (s *Server) TLSConfig() *tls.Config {
 	}
 }
 
+// maxStreams is the most concurrent requests one HTTP/2 connection may carry.
+const maxStreams = 64
+
 // Start binds both listeners and serves in the background.
 func (s *Server) Start() error {
 	listen := s.opts.ListenFunc
@@ -240,7 +277,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
 	}
-	s.jailLn = ln
+	s.jailLn = newLimitListener(ln, s.opts.MaxConns)
 	if s.opts.AdminListen != "" {
 		if s.adminLn, err = listen("tcp", s.opts.AdminListen); err != nil {
 			ln.Close()
@@ -253,12 +290,16 @@ func (s *Server) Start() error {
 	s.jailSrv = &http.Server{
 		Handler:           s.jailHandler(),
 		TLSConfig:         s.TLSConfig(),
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       5 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          log.New(&serverLog{s: s}, "", 0),
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		// No ReadTimeout or WriteTimeout: either would end a long SSE answer. The body
+		// has its own deadline (audited), and every write one of its own (jailWriter).
+		IdleTimeout:    s.opts.IdleTimeout,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       log.New(&serverLog{s: s}, "", 0),
+		// With the connection cap, this bounds the requests in flight over HTTP/2 too.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 	}
-	go s.jailSrv.ServeTLS(ln, "", "")
+	go s.jailSrv.ServeTLS(s.jailLn, "", "")
 	if s.adminLn != nil {
 		s.adminSrv = &http.Server{Handler: s.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go s.adminSrv.Serve(s.adminLn)
@@ -389,9 +430,28 @@ func (l *serverLog) Write(p []byte) (int, error) {
 	msg := strings.TrimSpace(string(p))
 	if rest, ok := strings.CutPrefix(msg, "http: TLS handshake error from "); ok {
 		remote, detail, _ := strings.Cut(rest, ": ")
+		// Anyone can fail a handshake as often as they like: the lines are thinned per
+		// source address like other unauthenticated refusals.
+		ip := remoteIP(remote)
+		if !l.s.hsLog.allow(ip) {
+			logged, left := l.s.hsLog.logRefusal(ip)
+			if !logged {
+				return len(p), nil
+			}
+			detail += fmt.Sprintf("; %d more failed handshakes from %s since the last line", left, ip)
+		}
 		l.s.audit.Log(Record{Listener: "jail", Route: "tls-handshake", Outcome: "refused", Remote: remote, Detail: detail})
 		return len(p), nil
 	}
-	l.s.opts.Logf("broker: %s", msg)
+	// Other net/http messages (a malformed request, an HTTP/2 preface error) can also be
+	// provoked by any client: capped and thinned like handshake lines.
+	if !l.s.hsLog.allow("server-log") {
+		logged, left := l.s.hsLog.logRefusal("server-log")
+		if !logged {
+			return len(p), nil
+		}
+		msg += fmt.Sprintf(" (%d similar messages left out)", left)
+	}
+	l.s.opts.Logf("broker: %s", capText(msg, capDetail))
 	return len(p), nil
 }

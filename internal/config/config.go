@@ -55,6 +55,10 @@ type Broker struct {
 	LLMUpstream string `yaml:"llm_upstream"`
 	JailPort    int    `yaml:"jail_port"`
 	AdminPort   int    `yaml:"admin_port"`
+	// LLMRoutes are the only "METHOD /path" requests the broker's /llm/ route forwards
+	// (paths relative to llm_upstream). Unset: the model-call routes of the upstream's
+	// API kind (DefaultLLMRoutes).
+	LLMRoutes []string `yaml:"llm_routes"`
 
 	// APIKeyPath is api_key_file resolved to an absolute host path (set by Load).
 	APIKeyPath string `yaml:"-"`

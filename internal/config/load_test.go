@@ -64,7 +64,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "unknown key in a list item", body: base + "workers:\n  - name: a\n    dri: a\n",
 			want: `{f}:8: workers[0].dri: unknown key (known keys in workers[0]: dir, image, llm_auth, name)`},
 		{name: "unknown key three deep", body: base + "  extra:\n    x: 1\n",
-			want: `{f}:6: broker.extra: unknown key (known keys in broker: admin_port, api_key_file, jail_port, llm_auth, llm_upstream)`},
+			want: `{f}:6: broker.extra: unknown key (known keys in broker: admin_port, api_key_file, jail_port, llm_auth, llm_routes, llm_upstream)`},
 		{name: "string where integer", body: base + "manager:\n  allow_ports: [80, http]\n",
 			want: `{f}:7: manager.allow_ports[1]: expected an integer, got the string "http"`},
 		{name: "list where mapping", body: base + "manager: [1]\n",
@@ -188,6 +188,24 @@ func TestLoadRejects(t *testing.T) {
 			want: `{f}:6: broker.jail_port: 70000 is not a port (1..65535)`},
 		{name: "admin port negative", body: base + "  admin_port: -1\n",
 			want: `{f}:6: broker.admin_port: -1 is not a port (1..65535)`},
+
+		// --- broker.llm_routes ---
+		{name: "llm route empty list", body: base + "  llm_routes: []\n",
+			want: `{f}:6: broker.llm_routes: an empty list would refuse every model call; remove the key for the defaults of the upstream's API kind`},
+		{name: "llm route no path", body: base + "  llm_routes: [POST]\n",
+			want: `{f}:6: broker.llm_routes[0]: "POST" is not "METHOD /path" (e.g. "POST /v1/messages")`},
+		{name: "llm route lower-case method", body: base + "  llm_routes: [post /v1/messages]\n",
+			want: `{f}:6: broker.llm_routes[0]: "post /v1/messages": method "post" is not one of GET, POST`},
+		{name: "llm route dot segment", body: base + "  llm_routes: [POST /v1/../files]\n",
+			want: `{f}:6: broker.llm_routes[0]: "POST /v1/../files": path "/v1/../files" has a dot segment ".."`},
+		{name: "llm route percent-encoded", body: base + "  llm_routes: [POST /v1/%2e%2e/files]\n",
+			want: `{f}:6: broker.llm_routes[0]: "POST /v1/%2e%2e/files": path "/v1/%2e%2e/files" has "%"; only letters, digits and . _ ~ : - are allowed (nothing percent-encoded)`},
+		{name: "llm route trailing slash", body: base + "  llm_routes: [GET /v1/models/]\n",
+			want: `{f}:6: broker.llm_routes[0]: "GET /v1/models/": path "/v1/models/" has an empty segment (// or a trailing /)`},
+		{name: "llm route twice", body: base + "  llm_routes: [POST /v1/messages, GET /v1/models, POST /v1/messages]\n",
+			want: `{f}:6: broker.llm_routes[2]: "POST /v1/messages" is also broker.llm_routes[0]`},
+		{name: "llm route not a list", body: base + "  llm_routes: POST /v1/messages\n",
+			want: `{f}:6: broker.llm_routes: expected a list of strings, got the string "POST /v1/messages"`},
 
 		// --- manager.read_only ---
 		{name: "read_only outside the tree", body: base + "manager:\n  read_only: [../key]\n",
@@ -318,6 +336,11 @@ func TestLoadAccepts(t *testing.T) {
 			}
 			if c.MachineName() != "lever-demo" {
 				t.Errorf("machine name %q", c.MachineName())
+			}
+		}},
+		{name: "llm_routes listed", body: base + "  llm_routes: [POST /v1/messages, GET /v1/models]\n", check: func(t *testing.T, c *Config) {
+			if strings.Join(c.Broker.LLMRoutes, ",") != "POST /v1/messages,GET /v1/models" {
+				t.Errorf("llm_routes %q", c.Broker.LLMRoutes)
 			}
 		}},
 		{name: "netns with LEVER_DEV_NETNS=1", body: strings.Replace(base, "backend: lima", "backend: netns", 1),

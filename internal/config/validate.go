@@ -330,6 +330,7 @@ func (v *validator) broker(c *Config) {
 	} else if u.Scheme == "http" && !isLoopback(u.Hostname()) {
 		v.add("broker.llm_upstream", "%q is plain http to a non-loopback host; the API key would cross the network unencrypted (use https)", b.LLMUpstream)
 	}
+	v.llmRoutes(b.LLMRoutes)
 	okJ := v.port("broker.jail_port", b.JailPort)
 	okA := v.port("broker.admin_port", b.AdminPort)
 	if okJ && okA && b.JailPort == b.AdminPort {
@@ -341,6 +342,27 @@ func (v *validator) broker(c *Config) {
 				v.add("broker.admin_port", "%d is also manager.allow_ports[%d]; the broker's admin port must never be reachable from the jail", p, i)
 			}
 		}
+	}
+}
+
+func (v *validator) llmRoutes(routes []string) {
+	if routes != nil && len(routes) == 0 {
+		v.add("broker.llm_routes", "an empty list would refuse every model call; remove the key for the defaults of the upstream's API kind")
+		return
+	}
+	seen := map[string]int{}
+	for i, r := range routes {
+		k := fmt.Sprintf("broker.llm_routes[%d]", i)
+		method, path, err := ParseLLMRoute(r)
+		if err != nil {
+			v.add(k, "%v", err)
+			continue
+		}
+		if j, dup := seen[method+" "+path]; dup {
+			v.add(k, "%q is also broker.llm_routes[%d]", r, j)
+			continue
+		}
+		seen[method+" "+path] = i
 	}
 }
 

@@ -59,6 +59,10 @@ var agentName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // ValidAgentName reports whether name can be a certificate's CN and a ticket's owner.
 func ValidAgentName(name string) error {
+	if len(name) > 63 {
+		// Never quote a long name back: it would cost every log that records the error.
+		return fmt.Errorf("agent name of %d bytes is not valid (want lower-case letters, digits, '.', '_', '-'; at most 63 characters)", len(name))
+	}
 	if !agentName.MatchString(name) {
 		return fmt.Errorf("agent name %q is not valid (want lower-case letters, digits, '.', '_', '-'; at most 63 characters)", name)
 	}
@@ -96,7 +100,9 @@ func (c *CA) EnrolClient(csr *x509.CertificateRequest, agent, role string, ttl t
 }
 
 // RenewClient issues a successor to cur (a verified client certificate of this CA) with
-// the same CN and role. It refuses when cur is revoked or was issued before its agent was
+// the same CN and role, and retires cur: it is marked revoked in the same registry write
+// that records the successor, so from then on cur is refused everywhere and a second
+// renewal with it fails. It refuses when cur is revoked or was issued before its agent was
 // revoked by name. The check runs under the registry lock together with signing and
 // recording, so a revocation cannot slip in between the broker's peer check and issuance.
 func (c *CA) RenewClient(csr *x509.CertificateRequest, cur *x509.Certificate, ttl time.Duration) ([]byte, *x509.Certificate, error) {
@@ -105,6 +111,9 @@ func (c *CA) RenewClient(csr *x509.CertificateRequest, cur *x509.Certificate, tt
 		if _, ok := r.Revoked[serial]; ok {
 			return fmt.Errorf("ca: client certificate %s (%s) is %w", serial, agent, ErrRevoked)
 		}
+		// Retire cur. r is saved only if the successor is signed and recorded, so a failed
+		// renewal leaves cur working.
+		r.Revoked[serial] = revoked{Agent: agent, At: c.Now(), NotAfter: cur.NotAfter}
 		at, ok := r.Agents[agent]
 		if !ok {
 			return nil

@@ -205,3 +205,39 @@ func TestRevokeAgentDuringConcurrentRenewals(t *testing.T) {
 	}
 	t.Logf("renewals: %d minted before the revocation (all revoked), %d refused", len(minted), refused)
 }
+
+// RenewClient retires the certificate it renews, in the same registry write: the old one
+// is revoked once (and only once) the successor exists, and cannot renew again.
+func TestRenewRetiresPredecessor(t *testing.T) {
+	c, err := LoadOrCreate(filepath.Join(t.TempDir(), "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cur, err := c.IssueClient(newTestCSR(t), "w1", RoleWorker, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A renewal that fails to sign (a CSR with a bad signature) leaves cur working.
+	bad := newTestCSR(t)
+	bad.Signature = append([]byte(nil), bad.Signature...)
+	bad.Signature[len(bad.Signature)-1] ^= 0xff
+	if _, _, err := c.RenewClient(bad, cur, time.Hour); err == nil {
+		t.Fatal("renewed with a broken CSR")
+	}
+	if rev, _ := c.IsRevoked(cur); rev {
+		t.Fatal("a failed renewal retired the certificate")
+	}
+	_, next, err := c.RenewClient(newTestCSR(t), cur, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev, _ := c.IsRevoked(cur); !rev {
+		t.Error("renewed certificate still valid")
+	}
+	if rev, _ := c.IsRevoked(next); rev {
+		t.Error("successor revoked")
+	}
+	if _, _, err := c.RenewClient(newTestCSR(t), cur, time.Hour); !errors.Is(err, ErrRevoked) {
+		t.Errorf("second renewal of a retired certificate: %v", err)
+	}
+}

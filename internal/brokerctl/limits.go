@@ -1,0 +1,142 @@
+package brokerctl
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// limitListener lets at most n accepted connections be open at once: Accept waits for
+// one to close, so the excess waits in the kernel's backlog (and, since TLS runs after
+// Accept, does not even get a handshake) instead of costing the broker a goroutine, a
+// TLS state and buffers each.
+type limitListener struct {
+	net.Listener
+	sem  chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// rateLimiter is a token bucket per source IP. It also thins out the audit lines of what
+// it refuses: at most one per IP per logEvery, carrying the count of those left out, so a
+// flood costs the audit log a line every few seconds rather than one per request.
+type rateLimiter struct {
+	mu       sync.Mutex
+	rate     float64 // tokens per second
+	burst    float64
+	logEvery time.Duration
+	ips      map[string]*bucket
+	now      func() time.Time
+}
+
+type bucket struct {
+	tokens     float64
+	last       time.Time
+	lastLog    time.Time
+	suppressed int
+}
+
+// maxTracked bounds the limiter's memory; beyond it, idle entries are dropped.
+const maxTracked = 4096
+
+func newRateLimiter(rate float64, burst int, logEvery time.Duration) *rateLimiter {
+	return &rateLimiter{rate: rate, burst: float64(burst), logEvery: logEvery, ips: map[string]*bucket{}, now: time.Now}
+}
+
+func (l *rateLimiter) get(ip string, now time.Time) *bucket {
+	b := l.ips[ip]
+	if b == nil {
+		if len(l.ips) >= maxTracked {
+			for k, v := range l.ips {
+				if now.Sub(v.last) > time.Minute {
+					delete(l.ips, k)
+				}
+			}
+			if len(l.ips) >= maxTracked {
+				// Every entry is busy: forget them all rather than grow; a flood from this
+				// many addresses is refused by the connection cap anyway.
+				l.ips = map[string]*bucket{}
+			}
+		}
+		b = &bucket{tokens: l.burst, last: now}
+		l.ips[ip] = b
+	}
+	return b
+}
+
+// allow takes a token for ip.
+func (l *rateLimiter) allow(ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b := l.get(ip, now)
+	b.tokens += now.Sub(b.last).Seconds() * l.rate
+	if b.tokens > l.burst {
+		b.tokens = l.burst
+	}
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return true
+	}
+	return false
+}
+
+// logRefusal says whether a refusal for ip gets an audit line, and how many refusals
+// since the last line did not.
+func (l *rateLimiter) logRefusal(ip string) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	b := l.get(ip, now)
+	if now.Sub(b.lastLog) < l.logEvery {
+		b.suppressed++
+		return false, 0
+	}
+	n := b.suppressed
+	b.lastLog, b.suppressed = now, 0
+	return true, n
+}
+
+// remoteIP is the address part of a host:port.
+func remoteIP(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}

@@ -1,0 +1,48 @@
+package brokerctl
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// The masker on its own: every form is masked wherever it sits, however the stream is
+// cut, and text that merely resembles the key passes unchanged (the negative rows prove
+// the masker is not masking everything).
+func TestMaskerTable(t *testing.T) {
+	m := newMasker([]byte(testKey))
+	for name, enc := range keyForms() {
+		t.Run(name, func(t *testing.T) {
+			in := "a " + enc + " b"
+			// Through the stream, cut at every position.
+			for cut := 0; cut <= len(in); cut += 1 + len(in)/40 {
+				var out bytes.Buffer
+				ms := &maskStream{w: &out, m: m}
+				ms.Write([]byte(in[:cut]))
+				ms.Write([]byte(in[cut:]))
+				ms.Close()
+				got := out.String()
+				if len(got) != len(in) || strings.Contains(got, enc) || !strings.HasPrefix(got, "a ") || !strings.HasSuffix(got, " b") {
+					t.Fatalf("cut %d: %q", cut, got)
+				}
+			}
+		})
+	}
+	for _, benign := range []string{
+		"sk-lever-test-4f9c2a7e81d04b6f9a3", // one character short
+		"sk-lever-test-4f9c2a7e81d04b6f9a3d",
+		"hello %73 world \\u0073 &#115; plain text",
+		strings.Repeat("a", 1000),
+	} {
+		if got := m.String(benign); got != benign {
+			t.Errorf("benign %q became %q", benign, got)
+		}
+	}
+	// A line break ends every possible match: nothing before it is held back.
+	var out bytes.Buffer
+	ms := &maskStream{w: &out, m: m}
+	ms.Write([]byte("data: x sk-lever\n\n"))
+	if out.String() != "data: x sk-lever\n\n" {
+		t.Errorf("held back across a line break: %q", out.String())
+	}
+}

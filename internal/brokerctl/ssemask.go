@@ -1,0 +1,382 @@
+package brokerctl
+
+import (
+	"bytes"
+	"unicode/utf8"
+)
+
+// sseMasker catches the key when an upstream spreads it over several SSE events, as a
+// model's streamed text naturally is (one delta per few characters): a client that joins
+// the deltas would rebuild a key that no single frame holds. It keeps the text of the
+// stream (the decoded JSON strings of each data line, or the line itself when it is not
+// JSON) and masks the bytes of every frame that carry part of an occurrence, in any form
+// the masker knows, including escapes nested inside JSON strings.
+//
+// To mask a part before it is sent, frames are held back while the text so far ends in
+// at least minHold characters that could begin the key; the frame that completes or
+// breaks the match releases them. A shorter tail is released at once (an ordinary stream
+// is never delayed by a stray "s"), so at most minHold-1 characters of the key can reach
+// a client before the rest is masked. Held frames are bounded (maxHeld bytes): past it,
+// the held tail is masked and everything released.
+type sseMasker struct {
+	m       *masker
+	pending []*sseFrame
+	base    int // sequence number of pending[0]; frames before it are sent
+	// Text is kept per channel: "" joins every string value of the stream, and "k:<name>"
+	// the values under one JSON key, so deltas interleaved with other fields ("type":
+	// "text_delta") still join up.
+	ch map[string]*sseChannel
+	// scratch for one JSON string at a time, reused across frames
+	tmpText  []byte
+	tmpSpans []sseSpan
+}
+
+type sseChannel struct {
+	text    []byte    // text of recent frames (sent ones kept as context)
+	spans   []sseSpan // where each byte of text came from
+	scanned int       // text[:scanned] has been searched for whole occurrences
+}
+
+type sseFrame struct{ b []byte }
+
+// sseSpan locates one text byte in its frame, by the frame's sequence number (no
+// pointers: a span per byte of text must not cost the garbage collector).
+type sseSpan struct {
+	seq        int
+	start, end int32
+}
+
+const (
+	minHold     = 3
+	maxHeld     = 256 << 10
+	maxChannels = 64
+)
+
+func (s *sseMasker) channel(name string) *sseChannel {
+	if s.ch == nil {
+		s.ch = map[string]*sseChannel{}
+	}
+	c := s.ch[name]
+	if c == nil {
+		if len(s.ch) >= maxChannels {
+			return nil
+		}
+		c = &sseChannel{}
+		s.ch[name] = c
+	}
+	return c
+}
+
+func (s *sseMasker) appendText(key string, text []byte, spans []sseSpan) {
+	for _, name := range []string{"", "k:" + key} {
+		if c := s.channel(name); c != nil {
+			c.text = append(c.text, text...)
+			c.spans = append(c.spans, spans...)
+		}
+	}
+}
+
+// addFrame appends the text of frame f: the data lines, as decoded JSON string values
+// when they hold JSON, else as they are.
+func (s *sseMasker) addFrame(f *sseFrame, seq int) {
+	b := f.b
+	for off := 0; off < len(b); {
+		end := bytes.IndexByte(b[off:], '\n')
+		if end < 0 {
+			end = len(b)
+		} else {
+			end += off
+		}
+		line := b[off:end]
+		if bytes.HasPrefix(line, []byte("data:")) {
+			start := off + 5
+			if start < end && b[start] == ' ' {
+				start++
+			}
+			content := bytes.TrimRight(b[start:end], "\r")
+			trimmed := bytes.TrimLeft(content, " \t")
+			if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[' || trimmed[0] == '"') {
+				s.jsonStrings(f, seq, start, start+len(content))
+			} else {
+				var text []byte
+				var spans []sseSpan
+				for k := start; k < start+len(content); k++ {
+					text = append(text, b[k])
+					spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
+				}
+				s.appendText("", text, spans)
+			}
+		}
+		off = end + 1
+	}
+}
+
+// jsonStrings adds the decoded contents of every JSON string value in f.b[from:to], to
+// the all-values channel and to the channel of the key it belongs to. Object keys are
+// names, not text.
+func (s *sseMasker) jsonStrings(f *sseFrame, seq, from, to int) {
+	b := f.b
+	key := ""
+	text, spans := s.tmpText[:0], s.tmpSpans[:0]
+	defer func() { s.tmpText, s.tmpSpans = text[:0], spans[:0] }()
+	in := false
+	for k := from; k < to; {
+		c := b[k]
+		if !in {
+			in = c == '"'
+			text, spans = text[:0], spans[:0]
+			k++
+			continue
+		}
+		switch {
+		case c == '"':
+			in = false
+			k++
+			next := k
+			for next < to && (b[next] == ' ' || b[next] == '\t') {
+				next++
+			}
+			if next < to && b[next] == ':' {
+				key = string(text)
+			} else {
+				s.appendText(key, text, spans)
+			}
+		case c == '\\' && k+1 < to:
+			n, dec := 2, []byte(nil)
+			switch e := b[k+1]; e {
+			case 'n':
+				dec = []byte{'\n'}
+			case 't':
+				dec = []byte{'\t'}
+			case 'r':
+				dec = []byte{'\r'}
+			case 'b', 'f':
+				dec = []byte{' '}
+			case 'x': // not JSON, but lenient decoders take it
+				if k+4 <= to {
+					hi, ok1 := unhex(b[k+2])
+					lo, ok2 := unhex(b[k+3])
+					if ok1 && ok2 {
+						n = 4
+						dec = []byte{hi<<4 | lo}
+						break
+					}
+				}
+				dec = []byte{'x'}
+			case 'u':
+				if v, ok := hex4(b, k+2, to); ok {
+					n = 6
+					dec = utf8.AppendRune(nil, rune(v))
+				} else {
+					dec = []byte{'u'}
+				}
+			default:
+				dec = []byte{e}
+			}
+			for _, d := range dec {
+				text = append(text, d)
+				spans = append(spans, sseSpan{seq, int32(k), int32(k + n)})
+			}
+			k += n
+		default:
+			text = append(text, c)
+			spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
+			k++
+		}
+	}
+}
+
+func hex4(b []byte, at, to int) (int, bool) {
+	if at+4 > to {
+		return 0, false
+	}
+	x := 0
+	for k := at; k < at+4; k++ {
+		d, ok := unhex(b[k])
+		if !ok {
+			return 0, false
+		}
+		x = x<<4 | int(d)
+	}
+	return x, true
+}
+
+// maskRange masks the frame bytes behind c.text[i:j] that are not sent yet.
+func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
+	for k := i; k < j; k++ {
+		sp := c.spans[k]
+		if sp.seq < s.base {
+			continue
+		}
+		b := s.pending[sp.seq-s.base].b
+		for x := sp.start; x < sp.end; x++ {
+			if b[x] != '\n' && b[x] != '\r' {
+				b[x] = '*'
+			}
+		}
+	}
+}
+
+// partialLen reports how many needle bytes text[i:] matches when it runs out before the
+// needle does (0: no partial match).
+func partialLen(b []byte, i int, needle []byte, matched int) int {
+	if len(needle) == 0 {
+		return 0 // a whole match; handled by the full scan
+	}
+	if i >= len(b) {
+		return matched
+	}
+	if lower(b[i]) == needle[0] {
+		if n := partialLen(b, i+1, needle[1:], matched+1); n > 0 {
+			return n
+		}
+	}
+	if v, n := escapedAt(b, i); n > 0 && lower(v) == needle[0] {
+		return partialLen(b, i+n, needle[1:], matched+1)
+	}
+	if (b[i] == '%' || b[i] == '\\' || b[i] == '&') && len(b)-i < maxToken {
+		return matched + 1 // an escape cut off by the end of the text so far
+	}
+	return 0
+}
+
+// maskWhole masks every whole occurrence in the channel's text. Only starts from which
+// a match could reach the new text are searched again.
+func (s *sseMasker) maskWhole(c *sseChannel) {
+	m := s.m
+	from := c.scanned - m.maxLen
+	if from < 0 {
+		from = 0
+	}
+	c.scanned = len(c.text)
+	for i := from; i < len(c.text); i++ {
+		if !m.first[c.text[i]] {
+			continue
+		}
+		for _, n := range m.needles {
+			if end := matchAt(c.text, i, n); end > i {
+				s.maskRange(c, i, end)
+				for k := i; k < end; k++ {
+					c.text[k] = '*'
+				}
+				i = end - 1
+				break
+			}
+		}
+	}
+}
+
+// holdPos is the earliest start of a long enough partial occurrence at the end of the
+// text (len(text) when there is none): its frame and every later one are held.
+func (c *sseChannel) holdPos(m *masker) int {
+	from := len(c.text) - m.maxLen
+	if from < 0 {
+		from = 0
+	}
+	for i := from; i < len(c.text); i++ {
+		if !m.first[c.text[i]] {
+			continue
+		}
+		for _, n := range m.needles {
+			if partialLen(c.text, i, n, 0) >= minHold {
+				return i
+			}
+		}
+	}
+	return len(c.text)
+}
+
+// push adds one complete frame and returns the frames that may be sent now, in order.
+func (s *sseMasker) push(frame []byte) [][]byte {
+	f := &sseFrame{b: append([]byte(nil), frame...)}
+	s.pending = append(s.pending, f)
+	s.addFrame(f, s.base+len(s.pending)-1)
+	held := 0
+	for _, p := range s.pending {
+		held += len(p.b)
+	}
+	// The earliest frame any channel holds, and every later one, wait.
+	first := len(s.pending)
+	for _, c := range s.ch {
+		s.maskWhole(c)
+		hold := c.holdPos(s.m)
+		if hold == len(c.text) {
+			continue
+		}
+		if held > maxHeld {
+			s.maskRange(c, hold, len(c.text))
+			continue
+		}
+		// The first unsent frame with a part of the partial occurrence (its start may be
+		// in a frame already sent, up to minHold-1 characters).
+		for k := hold; k < len(c.spans); k++ {
+			if seq := c.spans[k].seq; seq >= s.base {
+				first = min(first, seq-s.base)
+				break
+			}
+		}
+	}
+	out := make([][]byte, 0, first)
+	for _, p := range s.pending[:first] {
+		out = append(out, p.b)
+	}
+	s.pending = s.pending[first:]
+	s.base += first
+	for _, c := range s.ch {
+		c.trim(s.m, s.base)
+	}
+	return out
+}
+
+// trim drops context no match can reach back to.
+func (c *sseChannel) trim(m *masker, base int) {
+	firstHeld := len(c.text)
+	for k := len(c.spans) - 1; k >= 0 && c.spans[k].seq >= base; k-- {
+		firstHeld = k
+	}
+	// Trimmed in steps, not per frame, so the copying stays linear in the stream.
+	if cut := firstHeld - m.maxLen; cut > 0 && cut >= len(c.text)/2 {
+		c.text = append(c.text[:0], c.text[cut:]...)
+		c.spans = append(c.spans[:0], c.spans[cut:]...)
+		c.scanned -= cut
+		if c.scanned < 0 {
+			c.scanned = 0
+		}
+	}
+}
+
+// finish releases what is held at the end of the stream, masking a held partial
+// occurrence: nothing more can complete it, and it is a piece of the key.
+func (s *sseMasker) finish() [][]byte {
+	var out [][]byte
+	for _, c := range s.ch {
+		s.maskRange(c, c.holdPos(s.m), len(c.text))
+	}
+	for _, p := range s.pending {
+		out = append(out, p.b)
+	}
+	s.pending, s.ch = nil, nil
+	return out
+}
+
+// joinLimit is the largest plain response whose JSON string values are joined and masked
+// as one text (maskJoinedJSON); a larger body is masked per form in its bytes only.
+const joinLimit = 256 << 10
+
+// maskJoinedJSON masks, in place, the key spread over several string values of one JSON
+// document ({"a":"sk-lev","b":"er-..."}), as push does for the events of a stream.
+func maskJoinedJSON(m *masker, body []byte) {
+	if len(m.needles) == 0 {
+		return
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
+		return
+	}
+	s := &sseMasker{m: m, pending: []*sseFrame{{b: body}}}
+	s.jsonStrings(s.pending[0], 0, 0, len(body))
+	for _, c := range s.ch {
+		s.maskWhole(c)
+	}
+	s.finish()
+}
