@@ -17,6 +17,8 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/runner"
+	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
+	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
 // Issue 10, lev item 11: a run whose model returns malformed output still leaves its whole
@@ -157,7 +159,8 @@ func TestRecordsSurviveMalformedOutputAndFailedWrites(t *testing.T) {
 			}
 			log := &logBuf{}
 			eng := &runner.Engine{Store: &runner.Store{Dir: runsDir}, AgentsDir: filepath.Join(levHome, "agents"),
-				Config: watcher.Current, Home: root, Log: log.Printf}
+				Config: watcher.Current, Home: root, Log: log.Printf,
+				NewGate: taintgate.Factory, NewExecutor: sandboxexec.Factory}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
