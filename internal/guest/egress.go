@@ -194,6 +194,17 @@ func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 	b.WriteString(`step() { n=$1; shift; if out=$("$@" 2>&1); then echo "` + marker + `ok $n"; else rc=$?; echo "` + marker + `fail $n $rc"; printf '%s\n' "$out"; exit 0; fi; }` + "\n")
 	for _, s := range applySteps {
 		var input string
+		if s.jump && snap.Family(s.fam).RebuildOutput {
+			// OUTPUT holds a rule iptables cannot list or delete: iptables-restore's -D would
+			// fail on it. Replace OUTPUT with the jump alone in one nft transaction (OUTPUT
+			// is never without the jump), creating the base chain if it is missing.
+			fam := "ip"
+			if s.fam == egress.V6 {
+				fam = "ip6"
+			}
+			b.WriteString("step " + s.id + " sh -c " + shq(nftOutputScript(fam)) + "\n")
+			continue
+		}
 		if s.jump {
 			live := snap.Family(s.fam)
 			copies := 0
@@ -209,6 +220,15 @@ func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 		b.WriteString("step " + s.id + " " + shq(t.restore(s.fam)) + " -w --noflush <<'LEVER_EOF'\n" + input + "LEVER_EOF\n")
 	}
 	return b.String()
+}
+
+// nftOutputScript makes OUTPUT of FAMILY's filter table hold exactly the jump, atomically.
+// The rule is the one iptables makes for `-I OUTPUT 1 -j LEVER_EGRESS` (a counter and the
+// jump), so the next verification's round trip sees it as iptables' own.
+func nftOutputScript(fam string) string {
+	base := "{ type filter hook output priority 0; policy accept; }"
+	return "nft list chain " + fam + " filter OUTPUT >/dev/null 2>&1 || nft add chain " + fam + " filter OUTPUT " + shq(base) + " || exit 1\n" +
+		"printf '%s\\n' 'add table " + fam + " filter { }' 'add chain " + fam + " filter " + egress.Chain + "' 'flush chain " + fam + " filter OUTPUT' 'add rule " + fam + " filter OUTPUT counter jump " + egress.Chain + "' | nft -f -\n"
 }
 
 // ErrApply is wrapped by every ApplyEgress failure.
@@ -245,7 +265,7 @@ func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desi
 		// Interrupted: name the last step that is known to have committed.
 		failed, msg = "interrupted", fmt.Sprintf("sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	} else {
-		msg = fmt.Sprintf("%s exited %s: %s", restoreName(tools, failed), rc, msg)
+		msg = fmt.Sprintf("%s exited %s: %s", restoreName(tools, snap, failed), rc, msg)
 	}
 	switch {
 	case failed == "j6":
@@ -263,8 +283,11 @@ func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desi
 	}
 }
 
-func restoreName(tools Tools, step string) string {
+func restoreName(tools Tools, snap Snapshot, step string) string {
 	for _, s := range applySteps {
+		if s.id == step && s.jump && snap.Family(s.fam).RebuildOutput {
+			return "nft"
+		}
 		if s.id == step {
 			return tools.orDefault().restore(s.fam)
 		}

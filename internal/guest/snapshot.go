@@ -69,6 +69,9 @@ type SnapshotRequest struct {
 	Alias string
 	// LimaDNS also reads Lima's LIMADNS nat chain (the resolver's DNAT targets).
 	LimaDNS bool
+	// Containment is a read-only shell fragment (a backend's in-guest containment check,
+	// backend.Containment) run in the same call; its output is Snapshot.Containment.
+	Containment string
 }
 
 // Snapshot is everything verification needs, read in ONE guest call.
@@ -84,6 +87,11 @@ type Snapshot struct {
 	LimaDNSFound bool               `json:"limadns_found,omitempty"`
 	LimaDNS      []egress.ProtoPort `json:"limadns,omitempty"`
 	LimaDNSAddrs []netip.Addr       `json:"limadns_addrs,omitempty"`
+	// Containment is the output of SnapshotRequest.Containment (its stdout; stderr after a
+	// line "@@stderr" when it wrote any).
+	Containment string `json:"containment,omitempty"`
+	// ContainmentRC is its exit status.
+	ContainmentRC int `json:"containment_rc,omitempty"`
 }
 
 // Family returns one family's live state.
@@ -127,6 +135,26 @@ sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` 
 	b.WriteString("sec alias6 to getent ahostsv6 " + shq(req.Alias) + "\n")
 	if req.LimaDNS {
 		b.WriteString("sec limadns " + shq(t.IPTables) + " -w -t nat -S LIMADNS\n")
+	}
+	// On the nf_tables variant, iptables -S is a translation that can miss or misprint a
+	// rule written with nft: read each family's filter table with nft as well, and the
+	// round trip of its iptables-save through a scratch network namespace (unshare -n:
+	// nothing live is written), for egress.CrossCheck. Legacy iptables has no nft view.
+	b.WriteString("sec variant " + shq(t.IPTables) + " -V\n")
+	b.WriteString(`case "$(` + shq(t.IPTables) + ` -V 2>/dev/null)" in *nf_tables*)
+	if command -v nft >/dev/null 2>&1; then
+		rt() { "$1" -t filter 2>/dev/null | unshare -n sh -c "$2 -w && nft -j list table $3 filter"; }
+		for f in ip ip6; do
+			sec "nft-$f" nft -j list table $f filter
+			sec "nfttext-$f" nft -a list table $f filter
+		done
+		sec rt-ip rt iptables-nft-save iptables-nft-restore ip
+		sec rt-ip6 rt ip6tables-nft-save ip6tables-nft-restore ip6
+	else echo "` + marker + `begin nft-missing"; echo "` + marker + `end nft-missing 0"; fi ;;
+esac
+`)
+	if req.Containment != "" {
+		b.WriteString("sec containment sh -c " + shq(req.Containment) + "\n")
 	}
 	return b.String()
 }
@@ -179,6 +207,7 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 		return Snapshot{}, err
 	}
 	var s Snapshot
+	nf := strings.Contains(secs["variant"].out, "nf_tables")
 	for _, f := range []egress.Family{egress.V4, egress.V6} {
 		name := "filter4"
 		if f == egress.V6 {
@@ -188,17 +217,37 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 		if !ok {
 			return Snapshot{}, fmt.Errorf("reading egress state: no %s listing in the guest's answer", f)
 		}
-		if sec.rc != 0 {
-			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, strings.TrimSpace(secs[name+".stderr"].out))
+		stderr := strings.TrimSpace(secs[name+".stderr"].out)
+		var st egress.FamilyState
+		switch {
+		case sec.rc != 0 && nf && strings.Contains(stderr, "incompatible"):
+			// A rule iptables cannot translate: nothing it lists can be trusted, and the
+			// nft view below names what is there. Verification reports drift; apply
+			// rebuilds OUTPUT and the chain without needing iptables to list them.
+			st.Unlisted = stderr
+		case sec.rc != 0:
+			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, stderr)
+		default:
+			if st, err = egress.ParseFamily(f, sec.out); err != nil {
+				return Snapshot{}, err
+			}
 		}
-		st, err := egress.ParseFamily(f, sec.out)
-		if err != nil {
-			return Snapshot{}, err
+		if nf {
+			st.NFTables = true
+			if err := crossCheck(f, secs, &st); err != nil {
+				return Snapshot{}, err
+			}
 		}
 		if f == egress.V6 {
 			s.V6 = st
 		} else {
 			s.V4 = st
+		}
+	}
+	if sec, ok := secs["containment"]; ok {
+		s.Containment, s.ContainmentRC = sec.out, sec.rc
+		if e := secs["containment.stderr"].out; e != "" {
+			s.Containment += "\n@@stderr\n" + e
 		}
 	}
 	if sec := secs["alias4"]; sec.rc == 0 {
@@ -250,4 +299,66 @@ func firstAddr(out string, f egress.Family) netip.Addr {
 		}
 	}
 	return netip.Addr{}
+}
+
+// crossCheck fills st.Unaccounted (and RebuildOutput) from the family's nft sections.
+func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState) error {
+	if _, missing := secs["nft-missing"]; missing {
+		// Fail closed: without nft the guest's own translation is all there is to read.
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: "nft is not installed in the guest (Debian package nftables), so rules iptables -S cannot print cannot be ruled out"})
+		return nil
+	}
+	fam := "ip"
+	if f == egress.V6 {
+		fam = "ip6"
+	}
+	live, text, rt := secs["nft-"+fam], secs["nfttext-"+fam], secs["rt-"+fam]
+	absent := func(s section, name string) bool {
+		return s.rc != 0 && strings.Contains(secs[name+".stderr"].out, "No such file or directory")
+	}
+	if live.rc != 0 && !absent(live, "nft-"+fam) {
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("nft -j list table %s filter exited %d: %s", fam, live.rc, strings.TrimSpace(secs["nft-"+fam+".stderr"].out))})
+		st.RebuildOutput = true
+		return nil
+	}
+	c := egress.NFTCheck{Text: text.out}
+	if live.rc == 0 {
+		c.Live = live.out
+	}
+	if st.Unlisted != "" {
+		fs, err := egress.NFTRulesIn(c, "OUTPUT")
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		fs2, err := egress.NFTRulesIn(c, egress.Chain)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		st.Unaccounted = append(st.Unaccounted, append(fs, fs2...)...)
+		st.RebuildOutput = true
+		return nil
+	}
+	switch {
+	case rt.rc == 0:
+		c.RoundTrip = rt.out
+	case absent(rt, "rt-"+fam) && c.Live == "":
+		// no table on either side
+	default:
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("the round trip of the %s iptables listing through a scratch namespace failed (exit %d): %s", f, rt.rc, strings.TrimSpace(secs["rt-"+fam+".stderr"].out))})
+		return nil
+	}
+	fs, err := egress.CrossCheck(f, c)
+	if err != nil {
+		return err
+	}
+	for _, x := range fs {
+		// Anything but the chain itself (OUTPUT, another chain, the table's flags) is
+		// repaired by the nft transaction that rebuilds OUTPUT; the chain restore
+		// repairs LEVER_EGRESS.
+		if x.Chain != egress.Chain {
+			st.RebuildOutput = true
+		}
+	}
+	st.Unaccounted = append(st.Unaccounted, fs...)
+	return nil
 }
