@@ -187,7 +187,7 @@ func newEgressApplyCmd() *cobra.Command {
 				return &ExitError{Code: 2, Err: fmt.Errorf("bringing the %s guest up: %w", b.Name(), err)}
 			}
 			r := &guest.Counting{Inner: b.Runner()}
-			rep, err := guest.EnsureEgress(ctx, r, guest.SpecFor(cfg, b.HostAlias()))
+			rep, err := guest.EnsureEgress(ctx, r, backend.Guard(b, guest.SpecFor(cfg, b.HostAlias())))
 			out := applyOut{Report: rep, GuestCalls: r.Calls()}
 			if err != nil {
 				if asJSON {
@@ -284,7 +284,7 @@ func newEgressVerifyCmd() *cobra.Command {
 
 // verifyEgress refuses to bring anything up: verify only reads.
 func verifyEgress(ctx context.Context, cfg *config.Config, b backend.Backend) (guest.Report, error) {
-	rep, err := guest.VerifyEgress(ctx, b.Runner(), guest.SpecFor(cfg, b.HostAlias()))
+	rep, err := guest.VerifyEgress(ctx, b.Runner(), backend.Guard(b, guest.SpecFor(cfg, b.HostAlias())))
 	if err != nil {
 		return rep, fmt.Errorf("verifying egress: %w", err)
 	}

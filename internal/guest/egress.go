@@ -23,10 +23,28 @@ type EgressSpec struct {
 	// (Lima's host-to-guest SSH: 22).
 	ReplyPorts []int
 	Tools      Tools
+	// Containment is the backend's in-guest containment check (backend.Containment): a
+	// read-only sh fragment run in the snapshot call, and the judge of its output. When set,
+	// a drift is refused before anything in the guest changes.
+	Containment      string                         `json:"containment,omitempty"`
+	CheckContainment func(out string, rc int) error `json:"-"`
 }
 
 func (s EgressSpec) snapshotRequest() SnapshotRequest {
-	return SnapshotRequest{Tools: s.Tools, Alias: s.Alias, LimaDNS: s.Lima}
+	return SnapshotRequest{Tools: s.Tools, Alias: s.Alias, LimaDNS: s.Lima, Containment: s.Containment}
+}
+
+// ErrContainment is wrapped by a refusal for containment drift found in the snapshot call.
+var ErrContainment = errors.New("containment drifted")
+
+func (s EgressSpec) checkContainment(snap Snapshot) error {
+	if s.CheckContainment == nil {
+		return nil
+	}
+	if err := s.CheckContainment(snap.Containment, snap.ContainmentRC); err != nil {
+		return fmt.Errorf("%w, refusing to continue: %v", ErrContainment, err)
+	}
+	return nil
 }
 
 // Alias sources.
@@ -129,6 +147,9 @@ func VerifyEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error
 	if err != nil {
 		return Report{}, err
 	}
+	if err := spec.checkContainment(snap); err != nil {
+		return Report{}, err
+	}
 	return verify(spec, snap)
 }
 
@@ -152,6 +173,9 @@ func verify(spec EgressSpec, snap Snapshot) (Report, error) {
 func EnsureEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error) {
 	snap, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
 	if err != nil {
+		return Report{}, err
+	}
+	if err := spec.checkContainment(snap); err != nil {
 		return Report{}, err
 	}
 	rep, err := verify(spec, snap)
