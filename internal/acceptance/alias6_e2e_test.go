@@ -107,7 +107,7 @@ func TestAliasV6AcceptanceE2E(t *testing.T) {
 	run := func() (acceptance.Result, acceptance.Result) {
 		t.Helper()
 		rep, err := acceptance.Run(ctx, acceptance.Env{Instance: "a6", Backend: "netns", Runner: b.Runner(), Egress: spec,
-			Expect: acceptance.Expect{AllowPorts: []int{7443}, DevSubstrate: true, Targets: acceptance.DefaultTargets()},
+			Expect:   acceptance.Expect{AllowPorts: []int{7443}, DevSubstrate: true, Targets: acceptance.DefaultTargets()},
 			ProbeExe: exe, ProbeInPlace: true})
 		if err != nil {
 			t.Fatal(err)

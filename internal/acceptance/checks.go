@@ -60,11 +60,7 @@ func DefaultTargets() Targets {
 type Expect struct {
 	Closed     bool
 	AliasIP    string
-	// AliasV6 is the host alias's IPv6 address as the guest resolves it ("" for none);
-	// AliasV6Covered says the desired IPv6 chain drops it after the allowlisted ports.
-	AliasV6        string
-	AliasV6Covered bool
-	AllowPorts     []int
+	AllowPorts []int
 	AdminPort  int
 	BrokerAddr string // alias IP and jail port the broker serves on
 	PidsLimit  int64
@@ -72,6 +68,11 @@ type Expect struct {
 	// DevSubstrate: the netns substrate (shares the host's kernel and filesystem).
 	DevSubstrate bool
 	Targets      Targets
+
+	// AliasV6 is the host alias's IPv6 address as the guest resolves it ("" for none);
+	// AliasV6Covered says the desired IPv6 chain drops it after the allowlisted ports.
+	AliasV6        string
+	AliasV6Covered bool
 }
 
 // Measured is everything Run gathered.

@@ -386,7 +386,9 @@ broker:
 	// 2b. containment drift on a warm up: the substrate's namespace has no default route;
 	// one added is refused by the next up, naming it, before the egress step changes
 	// anything. Positive control: without it the same warm up passes, at the same count.
-	hv4, _ := be.(interface{ HostAddrs() (netip.Addr, netip.Addr) }).HostAddrs()
+	hv4, _ := be.(interface {
+		HostAddrs() (netip.Addr, netip.Addr)
+	}).HostAddrs()
 	sh(t, "ip", "-n", guestNS, "route", "add", "default", "via", hv4.String())
 	out, code = lever(t, "up", cfgPath)
 	if code == 0 || !strings.Contains(out, "containment drifted") || !strings.Contains(out, "default route \"default via "+hv4.String()) {
