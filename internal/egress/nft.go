@@ -38,8 +38,9 @@ type nftTable struct {
 	rules  map[string][]nftRule
 }
 
-// parseNFT reads `nft -j list table FAMILY filter`. Empty input is a missing table.
-func parseNFT(raw string) (nftTable, error) {
+// parseNFT reads the filter table of nft family fam ("ip", "ip6") from `nft -j list
+// ruleset` (or `list table`) output. Empty input, or no such table, is a missing table.
+func parseNFT(raw, fam string) (nftTable, error) {
 	t := nftTable{chains: map[string]string{}, rules: map[string][]nftRule{}}
 	if strings.TrimSpace(raw) == "" {
 		return t, nil
@@ -56,8 +57,17 @@ func parseNFT(raw string) (nftTable, error) {
 			if err := json.Unmarshal(body, &m); err != nil {
 				return t, fmt.Errorf("reading nft -j %s object: %w", kind, err)
 			}
+			if kind == "metainfo" {
+				continue
+			}
+			tbl, _ := m["table"].(string)
+			if kind == "table" {
+				tbl, _ = m["name"].(string)
+			}
+			if f, _ := m["family"].(string); f != fam || tbl != "filter" {
+				continue
+			}
 			switch kind {
-			case "metainfo":
 			case "table":
 				t.exists = true
 				delete(m, "handle")
@@ -100,12 +110,18 @@ func canon(v any) string {
 
 var handleRE = regexp.MustCompile(`^\s*(.*?)\s*# handle (\d+)$`)
 
-// NFTRuleText maps rule handles to the rule as `nft -a list table` prints it, for messages.
-func NFTRuleText(listing string) map[int]string {
+// NFTRuleText maps the rule handles of family fam's filter table to the rule as
+// `nft -a list ruleset` prints it, for messages.
+func NFTRuleText(listing, fam string) map[int]string {
 	out := map[int]string{}
+	in := false
 	for _, l := range strings.Split(listing, "\n") {
+		if strings.HasPrefix(l, "table ") {
+			in = strings.HasPrefix(l, "table "+fam+" filter ")
+			continue
+		}
 		m := handleRE.FindStringSubmatch(l)
-		if m == nil || strings.HasPrefix(m[1], "chain ") || strings.HasPrefix(m[1], "table ") || strings.HasPrefix(m[1], "set ") {
+		if !in || m == nil || strings.HasPrefix(m[1], "chain ") || strings.HasPrefix(m[1], "set ") {
 			continue
 		}
 		h, _ := strconv.Atoi(m[2])
@@ -116,9 +132,10 @@ func NFTRuleText(listing string) map[int]string {
 
 // NFTCheck is one family's cross-check input, as the snapshot read it.
 type NFTCheck struct {
-	Live      string // nft -j list table <family> filter
+	Family    string // nft's name of the family: ip or ip6
+	Live      string // nft -j list ruleset
 	RoundTrip string // the same, of iptables-save restored into a scratch namespace
-	Text      string // nft -a list table <family> filter (names rules in messages)
+	Text      string // nft -a list ruleset (names rules in messages)
 }
 
 // NFTFinding is one thing in the live table that the iptables listing does not account for.
@@ -139,15 +156,15 @@ func (f NFTFinding) String() string {
 // returns every difference, each naming the rule as nft prints it. Empty means iptables -S
 // accounts for every rule, chain and object there.
 func CrossCheck(f Family, c NFTCheck) ([]NFTFinding, error) {
-	live, err := parseNFT(c.Live)
+	live, err := parseNFT(c.Live, c.Family)
 	if err != nil {
 		return nil, fmt.Errorf("%s: live table: %w", f, err)
 	}
-	rt, err := parseNFT(c.RoundTrip)
+	rt, err := parseNFT(c.RoundTrip, c.Family)
 	if err != nil {
 		return nil, fmt.Errorf("%s: round trip of the iptables listing: %w", f, err)
 	}
-	text := NFTRuleText(c.Text)
+	text := NFTRuleText(c.Text, c.Family)
 	name := func(r nftRule) string {
 		if s, ok := text[r.handle]; ok {
 			return "`" + s + "`"
@@ -198,11 +215,11 @@ func exprs(rs []nftRule) []string {
 
 // NFTRulesIn names every rule nft lists in chain (for a table iptables refuses to list).
 func NFTRulesIn(c NFTCheck, chain string) ([]NFTFinding, error) {
-	live, err := parseNFT(c.Live)
+	live, err := parseNFT(c.Live, c.Family)
 	if err != nil {
 		return nil, err
 	}
-	text := NFTRuleText(c.Text)
+	text := NFTRuleText(c.Text, c.Family)
 	var out []NFTFinding
 	for _, r := range live.rules[chain] {
 		s, ok := text[r.handle]

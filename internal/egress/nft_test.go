@@ -78,7 +78,7 @@ func TestCrossCheck(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs, err := CrossCheck(V4, NFTCheck{Live: c.live, RoundTrip: c.rt, Text: text})
+			fs, err := CrossCheck(V4, NFTCheck{Family: "ip", Live: c.live, RoundTrip: c.rt, Text: text})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestCrossCheck(t *testing.T) {
 			}
 		})
 	}
-	if _, err := CrossCheck(V4, NFTCheck{Live: "{not json"}); err == nil {
+	if _, err := CrossCheck(V4, NFTCheck{Family: "ip", Live: "{not json"}); err == nil {
 		t.Error("malformed nft output was accepted")
 	}
 }
@@ -100,8 +100,8 @@ func TestCrossCheck(t *testing.T) {
 // A table iptables refuses to list: every rule of the chain is named from nft's view.
 func TestNFTRulesIn(t *testing.T) {
 	live := nftDoc(table(""), chain("OUTPUT", outputBase, 2), rule("OUTPUT", 6, `{"match": {"op": "==", "left": {"numgen": {"mode": "random", "mod": 2, "offset": 0}}, "right": 0}}, {"accept": null}`), rule("OUTPUT", 12, jumpExpr))
-	text := "\tchain OUTPUT { # handle 2\n\t\tnumgen random mod 2 0 accept # handle 6\n\t\tcounter packets 0 bytes 0 jump LEVER_EGRESS # handle 12\n"
-	fs, err := NFTRulesIn(NFTCheck{Live: live, Text: text}, "OUTPUT")
+	text := "table ip6 filter { # handle 1\n\tchain OUTPUT { # handle 2\n\t\tip6 daddr ::1 accept # handle 6\n\t}\n}\ntable ip filter { # handle 1\n\tchain OUTPUT { # handle 2\n\t\tnumgen random mod 2 0 accept # handle 6\n\t\tcounter packets 0 bytes 0 jump LEVER_EGRESS # handle 12\n"
+	fs, err := NFTRulesIn(NFTCheck{Family: "ip", Live: live, Text: text}, "OUTPUT")
 	if err != nil || len(fs) != 2 || fs[0].String() != "OUTPUT holds `numgen random mod 2 0 accept` (nft handle 6)" {
 		t.Fatalf("%q %v", fs, err)
 	}

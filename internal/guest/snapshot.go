@@ -122,7 +122,7 @@ func snapshotScript(req SnapshotRequest) string {
 	// status and, if it wrote any, its stderr in a section of its own (iptables-nft warns
 	// on stderr; a diagnostic must not be parsed as a rule).
 	b.WriteString(`E=$(mktemp) || exit 1
-trap 'rm -f "$E"' EXIT
+trap 'rm -f "$E" "$E.4" "$E.6"' EXIT
 sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` + marker + `end $n $rc"; if [ -s "$E" ]; then echo "` + marker + `begin $n.stderr"; cat "$E"; echo "` + marker + `end $n.stderr 0"; fi; }
 `)
 	b.WriteString("sec filter4 " + shq(t.IPTables) + " -w -S\n")
@@ -143,13 +143,12 @@ sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` 
 	b.WriteString("sec variant " + shq(t.IPTables) + " -V\n")
 	b.WriteString(`case "$(` + shq(t.IPTables) + ` -V 2>/dev/null)" in *nf_tables*)
 	if command -v nft >/dev/null 2>&1; then
-		rt() { "$1" -t filter 2>/dev/null | unshare -n sh -c "$2 -w && nft -j list table $3 filter"; }
-		for f in ip ip6; do
-			sec "nft-$f" nft -j list table $f filter
-			sec "nfttext-$f" nft -a list table $f filter
-		done
-		sec rt-ip rt iptables-nft-save iptables-nft-restore ip
-		sec rt-ip6 rt ip6tables-nft-save ip6tables-nft-restore ip6
+		sec nft nft -j list ruleset
+		sec nfttext nft -a list ruleset
+		rt() { iptables-nft-save -t filter >"$E.4" && ip6tables-nft-save -t filter >"$E.6" &&
+			unshare -n sh -c 'iptables-nft-restore -w <"$1" && ip6tables-nft-restore -w <"$2" && nft -j list ruleset' sh "$E.4" "$E.6"; }
+		sec rt rt
+		rm -f "$E.4" "$E.6"
 	else echo "` + marker + `begin nft-missing"; echo "` + marker + `end nft-missing 0"; fi ;;
 esac
 `)
@@ -312,19 +311,13 @@ func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState
 	if f == egress.V6 {
 		fam = "ip6"
 	}
-	live, text, rt := secs["nft-"+fam], secs["nfttext-"+fam], secs["rt-"+fam]
-	absent := func(s section, name string) bool {
-		return s.rc != 0 && strings.Contains(secs[name+".stderr"].out, "No such file or directory")
-	}
-	if live.rc != 0 && !absent(live, "nft-"+fam) {
-		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("nft -j list table %s filter exited %d: %s", fam, live.rc, strings.TrimSpace(secs["nft-"+fam+".stderr"].out))})
+	live, text, rt := secs["nft"], secs["nfttext"], secs["rt"]
+	if live.rc != 0 {
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("nft -j list ruleset exited %d: %s", live.rc, strings.TrimSpace(secs["nft.stderr"].out))})
 		st.RebuildOutput = true
 		return nil
 	}
-	c := egress.NFTCheck{Text: text.out}
-	if live.rc == 0 {
-		c.Live = live.out
-	}
+	c := egress.NFTCheck{Family: fam, Live: live.out, Text: text.out}
 	if st.Unlisted != "" {
 		fs, err := egress.NFTRulesIn(c, "OUTPUT")
 		if err != nil {
@@ -338,15 +331,11 @@ func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState
 		st.RebuildOutput = true
 		return nil
 	}
-	switch {
-	case rt.rc == 0:
-		c.RoundTrip = rt.out
-	case absent(rt, "rt-"+fam) && c.Live == "":
-		// no table on either side
-	default:
-		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("the round trip of the %s iptables listing through a scratch namespace failed (exit %d): %s", f, rt.rc, strings.TrimSpace(secs["rt-"+fam+".stderr"].out))})
+	if rt.rc != 0 {
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("the round trip of the iptables listings through a scratch namespace failed (exit %d): %s", rt.rc, strings.TrimSpace(secs["rt.stderr"].out))})
 		return nil
 	}
+	c.RoundTrip = rt.out
 	fs, err := egress.CrossCheck(f, c)
 	if err != nil {
 		return err
