@@ -8,7 +8,9 @@ import (
 
 type fixedRunner struct{ out string }
 
-func (f fixedRunner) Run(context.Context, Cmd) (Result, error) { return Result{Stdout: []byte(f.out)}, nil }
+func (f fixedRunner) Run(context.Context, Cmd) (Result, error) {
+	return Result{Stdout: []byte(f.out)}, nil
+}
 
 func sect(name, body string, rc int) string {
 	s := marker + "begin " + name + "\n"
