@@ -75,6 +75,7 @@ func New(o Options) (*Instance, error) {
 	in := &Instance{opts: o, cfg: o.Cfg, b: o.Backend, Runner: &guest.Counting{Inner: o.Backend.Runner()}}
 	// Every snapshot of this instance also runs the backend's in-guest containment check.
 	in.Spec = backend.Guard(o.Backend, guest.SpecFor(o.Cfg, o.Backend.HostAlias()))
+	in.Spec.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(o.Cfg.StateDir(), "guest", "nft-roundtrip")}
 	in.RunUser = "lever"
 	// A backend whose guest already has its run user (Lima's default user) names it.
 	if n, ok := o.Backend.(interface{ RunUser() string }); ok && n.RunUser() != "" {

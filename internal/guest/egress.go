@@ -26,12 +26,14 @@ type EgressSpec struct {
 	// Containment is the backend's in-guest containment check (backend.Containment): a
 	// read-only sh fragment run in the snapshot call, and the judge of its output. When set,
 	// a drift is refused before anything in the guest changes.
+	// RoundTrips: see RoundTripCache (nil: the round trip is made on every snapshot).
+	RoundTrips       RoundTripCache                 `json:"-"`
 	Containment      string                         `json:"containment,omitempty"`
 	CheckContainment func(out string, rc int) error `json:"-"`
 }
 
 func (s EgressSpec) snapshotRequest() SnapshotRequest {
-	return SnapshotRequest{Tools: s.Tools, Alias: s.Alias, LimaDNS: s.Lima, Containment: s.Containment}
+	return SnapshotRequest{Tools: s.Tools, Alias: s.Alias, LimaDNS: s.Lima, Containment: s.Containment, RoundTrips: s.RoundTrips}
 }
 
 // ErrContainment is wrapped by a refusal for containment drift found in the snapshot call.

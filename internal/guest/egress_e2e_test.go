@@ -550,6 +550,7 @@ func BenchmarkBringUpEgress(b *testing.B) {
 	for _, variant := range []string{"nft", "legacy"} {
 		j := newJail(b, variant)
 		spec := j.spec(egress.Open, 7443, 8080)
+		spec.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(b.TempDir(), "nft-roundtrip")} // as bring-up does
 		if _, err := guest.EnsureEgress(context.Background(), j.runner, spec); err != nil {
 			b.Fatal(err)
 		}
@@ -661,6 +662,9 @@ func TestEgressNFTUntranslatableE2E(t *testing.T) {
 	testutil.RequireTool(t, "nft")
 	j := newJail(t, "nft")
 	open := j.spec(egress.Open, 7443)
+	// As bring-up does: the round trip is remembered, so an unchanged listing skips it; the
+	// look-alike row shows a rule that leaves the listing unchanged is still caught.
+	open.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(t.TempDir(), "nft-roundtrip")}
 	j.mustRebuild(open, nil)
 	a4 := j.a4.String()
 	nft := func(args ...string) {

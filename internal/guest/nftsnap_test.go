@@ -71,8 +71,50 @@ func TestSnapshotNFTVariants(t *testing.T) {
 			}
 		})
 	}
+	// The remembered round trip: the guest skips it when its key matches; a key that
+	// matches nothing remembered is a finding, never a silent pass.
+	const key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	empty := `{"nftables": []}`
+	nfBase := base + sect("variant", "iptables v1.8.9 (nf_tables)", 0) + sect("nft", empty, 0) + sect("nfttext", "", 0) + sect("rtkey", key, 0)
+	for _, c := range []struct {
+		name   string
+		out    string
+		cache  *memRT
+		want   string
+		stored string
+	}{
+		{"made and remembered", nfBase + sect("rt", empty, 0), &memRT{}, "", key},
+		{"skipped, remembered", nfBase, &memRT{key: key, body: empty}, "", ""},
+		{"skipped, nothing remembered", nfBase, &memRT{}, "neither made nor remembered", ""},
+		{"skipped, another key remembered", nfBase, &memRT{key: strings.Repeat("f", 64), body: empty}, "neither made nor remembered", ""},
+		{"round trip failed", nfBase + sect("rt", "", 1) + sect("rt.stderr", "unshare: Operation not permitted", 0), &memRT{}, "unshare: Operation not permitted", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := TakeSnapshot(context.Background(), fixedRunner{c.out}, SnapshotRequest{Alias: "h", RoundTrips: c.cache})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range s.V4.Unaccounted {
+				got = append(got, f.String())
+			}
+			j := strings.Join(got, "\n")
+			if (c.want == "") != (j == "") || !strings.Contains(j, c.want) {
+				t.Errorf("findings %q, want %q", j, c.want)
+			}
+			if c.stored != "" && c.cache.stored != c.stored {
+				t.Errorf("stored key %q, want %q", c.cache.stored, c.stored)
+			}
+		})
+	}
+
 	// An incompatible table on a legacy guest is an error, not drift (nothing else can read it).
 	if _, err := TakeSnapshot(context.Background(), fixedRunner{incompatible + sect("variant", "iptables v1.8.9 (legacy)", 0)}, SnapshotRequest{Alias: "h"}); err == nil {
 		t.Error("a refused listing on a legacy guest was not an error")
 	}
 }
+
+type memRT struct{ key, body, stored string }
+
+func (m *memRT) Load() (string, string) { return m.key, m.body }
+func (m *memRT) Store(key, body string) { m.stored = key }

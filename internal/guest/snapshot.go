@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -69,9 +71,24 @@ type SnapshotRequest struct {
 	Alias string
 	// LimaDNS also reads Lima's LIMADNS nat chain (the resolver's DNAT targets).
 	LimaDNS bool
+	// RoundTrips remembers the last nft round trip (see RoundTripCache); nil: always
+	// make it.
+	RoundTrips RoundTripCache
 	// Containment is a read-only shell fragment (a backend's in-guest containment check,
 	// backend.Containment) run in the same call; its output is Snapshot.Containment.
 	Containment string
+}
+
+// RoundTripCache remembers the nft view of the last round trip of the guest's iptables
+// listings, keyed by a hash (made in the guest) of nft's version and both families'
+// iptables-nft-save output, counters and comments removed. The round trip is a function
+// of exactly that input, so when the key is unchanged the snapshot skips the scratch
+// namespace and compares the live table with the remembered result: a rule that changes
+// the listing changes the key, and one that does not (a look-alike) still differs from
+// the remembered nft view. Bring-up keeps it in the instance's state dir.
+type RoundTripCache interface {
+	Load() (key, nftJSON string)
+	Store(key, nftJSON string)
 }
 
 // Snapshot is everything verification needs, read in ONE guest call.
@@ -117,6 +134,12 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 
 func snapshotScript(req SnapshotRequest) string {
 	t := req.Tools.orDefault()
+	cachedKey := "-"
+	if req.RoundTrips != nil {
+		if k, _ := req.RoundTrips.Load(); k != "" {
+			cachedKey = k
+		}
+	}
 	var b strings.Builder
 	// Each section prints a begin marker, the command's stdout, an end marker with its
 	// status and, if it wrote any, its stderr in a section of its own (iptables-nft warns
@@ -145,9 +168,12 @@ sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` 
 	if command -v nft >/dev/null 2>&1; then
 		sec nft nft -j list ruleset
 		sec nfttext nft -a list ruleset
-		rt() { iptables-nft-save -t filter >"$E.4" && ip6tables-nft-save -t filter >"$E.6" &&
-			unshare -n sh -c 'iptables-nft-restore -w <"$1" && ip6tables-nft-restore -w <"$2" && nft -j list ruleset' sh "$E.4" "$E.6"; }
-		sec rt rt
+		iptables-nft-save -t filter >"$E.4" 2>/dev/null; ip6tables-nft-save -t filter >"$E.6" 2>/dev/null
+		k=$( { nft -v; cat "$E.4" "$E.6"; } | sed -e 's/ \[[0-9]*:[0-9]*\]$//' -e '/^#/d' | sha256sum | cut -d' ' -f1)
+		echo "` + marker + `begin rtkey"; echo "$k"; echo "` + marker + `end rtkey 0"
+		if [ "$k" != ` + shq(cachedKey) + ` ]; then
+			sec rt unshare -n sh -c 'iptables-nft-restore -w <"$1" && ip6tables-nft-restore -w <"$2" && nft -j list ruleset' sh "$E.4" "$E.6"
+		fi
 		rm -f "$E.4" "$E.6"
 	else echo "` + marker + `begin nft-missing"; echo "` + marker + `end nft-missing 0"; fi ;;
 esac
@@ -233,7 +259,7 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 		}
 		if nf {
 			st.NFTables = true
-			if err := crossCheck(f, secs, &st); err != nil {
+			if err := crossCheck(f, secs, &st, req.RoundTrips); err != nil {
 				return Snapshot{}, err
 			}
 		}
@@ -301,7 +327,7 @@ func firstAddr(out string, f egress.Family) netip.Addr {
 }
 
 // crossCheck fills st.Unaccounted (and RebuildOutput) from the family's nft sections.
-func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState) error {
+func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState, cache RoundTripCache) error {
 	if _, missing := secs["nft-missing"]; missing {
 		// Fail closed: without nft the guest's own translation is all there is to read.
 		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: "nft is not installed in the guest (Debian package nftables), so rules iptables -S cannot print cannot be ruled out"})
@@ -331,11 +357,28 @@ func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState
 		st.RebuildOutput = true
 		return nil
 	}
-	if rt.rc != 0 {
+	key := strings.TrimSpace(secs["rtkey"].out)
+	_, made := secs["rt"]
+	switch {
+	case made && rt.rc != 0:
 		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("the round trip of the iptables listings through a scratch namespace failed (exit %d): %s", rt.rc, strings.TrimSpace(secs["rt.stderr"].out))})
 		return nil
+	case made:
+		c.RoundTrip = rt.out
+		if cache != nil && key != "" {
+			cache.Store(key, rt.out)
+		}
+	default:
+		// The guest skipped the round trip: its key matched the remembered one.
+		var k string
+		if cache != nil {
+			k, c.RoundTrip = cache.Load()
+		}
+		if k == "" || k != key {
+			st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: "the round trip of the iptables listings was neither made nor remembered"})
+			return nil
+		}
 	}
-	c.RoundTrip = rt.out
 	fs, err := egress.CrossCheck(f, c)
 	if err != nil {
 		return err
@@ -350,4 +393,31 @@ func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState
 	}
 	st.Unaccounted = append(st.Unaccounted, fs...)
 	return nil
+}
+
+// FileRoundTrips is a RoundTripCache in one file (0600), written atomically.
+type FileRoundTrips struct{ Path string }
+
+// Load implements RoundTripCache; a missing or unreadable file is an empty cache.
+func (f FileRoundTrips) Load() (string, string) {
+	b, err := os.ReadFile(f.Path)
+	if err != nil {
+		return "", ""
+	}
+	key, body, ok := strings.Cut(string(b), "\n")
+	if !ok || len(key) != 64 {
+		return "", ""
+	}
+	return key, body
+}
+
+// Store implements RoundTripCache. A failure only costs the next snapshot a round trip.
+func (f FileRoundTrips) Store(key, nftJSON string) {
+	if len(key) != 64 || os.MkdirAll(filepath.Dir(f.Path), 0o700) != nil {
+		return
+	}
+	tmp := f.Path + ".tmp"
+	if os.WriteFile(tmp, []byte(key+"\n"+nftJSON), 0o600) == nil {
+		_ = os.Rename(tmp, f.Path)
+	}
 }
