@@ -80,7 +80,7 @@ type SnapshotRequest struct {
 }
 
 // RoundTripCache remembers the nft view of the last round trip of the guest's iptables
-// listings, keyed by a hash (made in the guest) of nft's version and both families'
+// listings, keyed by a hash (made in the guest) of nft's and iptables-nft-restore's versions and both families'
 // iptables-nft-save output, counters and comments removed. The round trip is a function
 // of exactly that input, so when the key is unchanged the snapshot skips the scratch
 // namespace and compares the live table with the remembered result: a rule that changes
@@ -169,7 +169,7 @@ sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` 
 		sec nft nft -j list ruleset
 		sec nfttext nft -a list ruleset
 		iptables-nft-save -t filter >"$E.4" 2>/dev/null; ip6tables-nft-save -t filter >"$E.6" 2>/dev/null
-		k=$( { nft -v; cat "$E.4" "$E.6"; } | sed -e 's/ \[[0-9]*:[0-9]*\]$//' -e '/^#/d' | sha256sum | cut -d' ' -f1)
+		k=$( { nft -v; iptables-nft-restore -V; cat "$E.4" "$E.6"; } | sed -e 's/ \[[0-9]*:[0-9]*\]$//' -e '/^#/d' | sha256sum | cut -d' ' -f1)
 		echo "` + marker + `begin rtkey"; echo "$k"; echo "` + marker + `end rtkey 0"
 		if [ "$k" != ` + shq(cachedKey) + ` ]; then
 			sec rt unshare -n sh -c 'iptables-nft-restore -w <"$1" && ip6tables-nft-restore -w <"$2" && nft -j list ruleset' sh "$E.4" "$E.6"
