@@ -80,12 +80,13 @@ type SnapshotRequest struct {
 }
 
 // RoundTripCache remembers the nft view of the last round trip of the guest's iptables
-// listings, keyed by a hash (made in the guest) of nft's and iptables-nft-restore's versions and both families'
-// iptables-nft-save output, counters and comments removed. The round trip is a function
-// of exactly that input, so when the key is unchanged the snapshot skips the scratch
-// namespace and compares the live table with the remembered result: a rule that changes
-// the listing changes the key, and one that does not (a look-alike) still differs from
-// the remembered nft view. Bring-up keeps it in the instance's state dir.
+// listings, keyed by a hash (made in the guest) of nft's and iptables-nft-restore's
+// versions and both families' iptables-nft-save output, counters and comments removed.
+// The round trip is a function of exactly that input, so when the key is unchanged the
+// snapshot skips the scratch namespace and compares the live table with the remembered
+// result: a rule that changes the listing changes the key, and one that does not (a
+// look-alike) still differs from the remembered nft view. Bring-up keeps it in the
+// instance's state dir.
 type RoundTripCache interface {
 	Load() (key, nftJSON string)
 	Store(key, nftJSON string)
