@@ -7,6 +7,7 @@ package acceptance
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -39,6 +40,9 @@ type Targets struct {
 	LAN       string `json:"lan"`        // a private-range address standing for the LAN
 	Internet  string `json:"internet"`   // an address standing for the public internet
 	DNS       string `json:"dns"`        // a resolver standing for public DNS
+	// AliasV6 is the IPv6 address the alias-v6 check judges and probes; empty means the
+	// address the host alias resolves to in the guest (the real case).
+	AliasV6 string `json:"alias_v6,omitempty"`
 }
 
 // DefaultTargets are the real-world targets.
@@ -64,6 +68,11 @@ type Expect struct {
 	// DevSubstrate: the netns substrate (shares the host's kernel and filesystem).
 	DevSubstrate bool
 	Targets      Targets
+
+	// AliasV6 is the host alias's IPv6 address as the guest resolves it ("" for none);
+	// AliasV6Covered says the desired IPv6 chain drops it after the allowlisted ports.
+	AliasV6        string
+	AliasV6Covered bool
 }
 
 // Measured is everything Run gathered.
@@ -108,12 +117,43 @@ func ProbesFor(e Expect, caPEM []byte) []Probe {
 	if e.BrokerAddr != "" && len(caPEM) > 0 {
 		ps = append(ps, Probe{ID: "broker-tls", Kind: "tls", Addr: e.BrokerAddr, CAPEM: string(caPEM), TimeoutMS: 3000})
 	}
+	if a6, global := aliasV6(e); global {
+		ps = append(ps, Probe{ID: "alias6", Kind: "tcp", Addr: net.JoinHostPort(a6.String(), strconv.Itoa(closedPort(e))), TimeoutMS: 1500})
+	}
 	if e.Closed {
 		ps = append(ps,
 			Probe{ID: "dns", Kind: "udp-dns", Addr: e.Targets.DNS, TimeoutMS: 1500},
 			Probe{ID: "internet", Kind: "tcp", Addr: e.Targets.Internet, TimeoutMS: 1500})
 	}
 	return ps
+}
+
+// aliasV6 is the IPv6 alias address the check judges, and whether it is global scope: a
+// global unicast address outside the unique-local range fc00::/7 (which, like link-local,
+// never leaves the host's own networks).
+func aliasV6(e Expect) (netip.Addr, bool) {
+	s := e.AliasV6
+	if e.Targets.AliasV6 != "" {
+		s = e.Targets.AliasV6
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a, a.Is6() && !a.Is4In6() && a.IsGlobalUnicast() && !a.IsPrivate()
+}
+
+// closedPort is a port the alias-v6 probe uses: not allowlisted, so LEVER_EGRESS must drop it.
+func closedPort(e Expect) int {
+	for p := 9; ; p++ {
+		allowed := false
+		for _, a := range e.AllowPorts {
+			allowed = allowed || a == p
+		}
+		if !allowed {
+			return p
+		}
+	}
 }
 
 // dropped: a DROP shows as a timeout. Anything else (an answer, a refusal, a missing
@@ -162,6 +202,27 @@ func Evaluate(e Expect, m Measured) []Result {
 	// 3. a private-range address is dropped
 	s, d = dropped(o("lan"), e.Targets.LAN)
 	add("private-drop", "a private-range (LAN) address is dropped", s, d)
+
+	// 3b. the host alias resolves to no global-scope IPv6 address, or LEVER_EGRESS covers it
+	const v6title = "the host alias resolves to no global-scope IPv6 address, or LEVER_EGRESS covers it"
+	switch a6, global := aliasV6(e); {
+	case !a6.IsValid() && m.EgressErr != "":
+		add("alias-v6", v6title, Fail, "the guest's resolution of the alias was not read: "+m.EgressErr)
+	case !a6.IsValid():
+		add("alias-v6", v6title, Pass, "the host alias resolves to no IPv6 address")
+	case !global:
+		add("alias-v6", v6title, Pass, a6.String()+" is not a global-scope address (unique-local or link-local)")
+	default:
+		s, d := dropped(o("alias6"), net.JoinHostPort(a6.String(), strconv.Itoa(closedPort(e))))
+		switch {
+		case !e.AliasV6Covered:
+			add("alias-v6", v6title, Fail, fmt.Sprintf("%s is global scope and the desired IPv6 chain does not drop it; %s", a6, d))
+		case s != Pass:
+			add("alias-v6", v6title, Fail, fmt.Sprintf("%s is global scope and not covered by LEVER_EGRESS: %s", a6, d))
+		default:
+			add("alias-v6", v6title, Pass, fmt.Sprintf("%s is global scope; LEVER_EGRESS covers it: %s", a6, d))
+		}
+	}
 
 	// 4. allowlisted alias ports reachable, admin port not
 	var bad, good []string

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/egress"
 	"github.com/lever-jail/lever/internal/guest"
 )
 
@@ -73,6 +74,13 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 		m.EgressDiff = rep.Lines
 		if e.AliasIP == "" {
 			e.AliasIP = rep.Desired.AliasV4
+		}
+		e.AliasV6 = rep.Desired.AliasV6
+		if a, global := aliasV6(e); global {
+			drop := "-A " + egress.Chain + " -d " + a.String() + "/128 -j DROP"
+			for _, r := range rep.Desired.Ruleset.V6 {
+				e.AliasV6Covered = e.AliasV6Covered || r == drop
+			}
 		}
 	}
 	if e.BrokerAddr != "" && strings.HasPrefix(e.BrokerAddr, ":") && e.AliasIP != "" {

@@ -101,3 +101,28 @@ func names() []string {
 	}
 	return n
 }
+
+// Containment is what a backend re-checks on EVERY apply and up, warm or cold: a guest
+// that is already running is not trusted because it was checked when it started (a global
+// Lima override, a mount added in the guest, an OrbStack machine's isolation turned off
+// all happen to running guests).
+type Containment interface {
+	// CheckHost runs the host-side checks (Lima: the realized config from
+	// `limactl list --json`; OrbStack: `orb list` isolation). No guest call.
+	CheckHost(ctx context.Context) error
+	// GuestCheck is a read-only POSIX sh fragment run as root in the guest. Bring-up runs
+	// it inside its egress snapshot call, so checking costs no extra round-trip.
+	GuestCheck() string
+	// CheckGuest judges GuestCheck's output and exit status; its error names the drift.
+	CheckGuest(out string, rc int) error
+}
+
+// Guard adds b's in-guest containment check, when it has one, to an egress spec: the
+// check then rides in the spec's snapshot call, and a drift is refused before anything in
+// the guest changes.
+func Guard(b Backend, s guest.EgressSpec) guest.EgressSpec {
+	if c, ok := b.(Containment); ok {
+		s.Containment, s.CheckContainment = c.GuestCheck(), c.CheckGuest
+	}
+	return s
+}

@@ -73,7 +73,9 @@ func New(o Options) (*Instance, error) {
 		o.Out = io.Discard
 	}
 	in := &Instance{opts: o, cfg: o.Cfg, b: o.Backend, Runner: &guest.Counting{Inner: o.Backend.Runner()}}
-	in.Spec = guest.SpecFor(o.Cfg, o.Backend.HostAlias())
+	// Every snapshot of this instance also runs the backend's in-guest containment check.
+	in.Spec = backend.Guard(o.Backend, guest.SpecFor(o.Cfg, o.Backend.HostAlias()))
+	in.Spec.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(o.Cfg.StateDir(), "guest", "nft-roundtrip")}
 	in.RunUser = "lever"
 	// A backend whose guest already has its run user (Lima's default user) names it.
 	if n, ok := o.Backend.(interface{ RunUser() string }); ok && n.RunUser() != "" {
@@ -316,6 +318,14 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	}{
 		{StepJail, func(ctx context.Context) (bool, string, error) {
 			if obs.GuestReachable {
+				// A running guest is checked again, every time: its host-side containment
+				// here (no guest call), its in-guest part in the egress step's snapshot.
+				if c, ok := in.b.(backend.Containment); ok {
+					if err := c.CheckHost(ctx); err != nil {
+						return false, "", err
+					}
+					return false, "guest is up; containment re-checked", nil
+				}
 				return false, "guest is up", nil
 			}
 			if err := in.b.EnsureUp(ctx); err != nil {

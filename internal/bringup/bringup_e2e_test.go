@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,6 +379,27 @@ broker:
 		}
 	}
 	t.Logf("warm up: %d guest calls in %s", res.GuestCalls, res.Duration)
+	if res.GuestCalls != 2 {
+		t.Errorf("warm up made %d guest calls, want 2 (observation + egress snapshot carrying the containment check)", res.GuestCalls)
+	}
+
+	// 2b. containment drift on a warm up: the substrate's namespace has no default route;
+	// one added is refused by the next up, naming it, before the egress step changes
+	// anything. Positive control: without it the same warm up passes, at the same count.
+	hv4, _ := be.(interface {
+		HostAddrs() (netip.Addr, netip.Addr)
+	}).HostAddrs()
+	sh(t, "ip", "-n", guestNS, "route", "add", "default", "via", hv4.String())
+	out, code = lever(t, "up", cfgPath)
+	if code == 0 || !strings.Contains(out, "containment drifted") || !strings.Contains(out, "default route \"default via "+hv4.String()) {
+		t.Fatalf("warm up with a default route in the namespace: exit %d\n%s", code, out)
+	}
+	sh(t, "ip", "-n", guestNS, "route", "del", "default")
+	out, code = lever(t, "apply", "--json", cfgPath)
+	var res2b bringup.Result
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{\n"):]), &res2b); err != nil || code != 0 || res2b.Changed || res2b.GuestCalls != res.GuestCalls {
+		t.Fatalf("warm up after the drift was removed: exit %d, changed %v, %d guest calls (want %d): %v\n%s", code, res2b.Changed, res2b.GuestCalls, res.GuestCalls, err, out)
+	}
 
 	// 3. tamper: a rule that opens the LAN. Acceptance fails naming it; up repairs it.
 	sh(t, "ip", "netns", "exec", guestNS, "iptables", "-I", "LEVER_EGRESS", "1", "-d", "192.168.77.0/24", "-j", "ACCEPT")

@@ -289,6 +289,36 @@ lima:
 	}
 	t.Logf("FIGURE warm apply: %d guest calls in %s", res.GuestCalls, res.Duration)
 
+	// 3b. warm-path containment drift on the real VM, each refused by the next up naming
+	// it: a mount stacked over /lever in the guest (found by the check riding in the egress
+	// snapshot), then a global override.yaml adding a host mount (limactl list --json).
+	// Positive control: with both gone the warm apply passes at the same guest-call count.
+	if o, c := e.guest(t, "sudo mount -t tmpfs lvtm-over /lever"); c != 0 {
+		t.Fatalf("stacking a mount over /lever: %s", o)
+	}
+	out, code = e.lever(t, "up")
+	if code == 0 || !strings.Contains(out, "containment drifted") || !strings.Contains(out, "2 mounts are stacked at /lever (fuse.sshfs, tmpfs)") {
+		t.Errorf("warm up with a mount stacked over /lever: exit %d, want a refusal naming it", code)
+	}
+	if o, c := e.guest(t, "sudo umount /lever && findmnt -n -o FSTYPE /lever"); c != 0 || strings.TrimSpace(o) != "fuse.sshfs" {
+		t.Fatalf("unstacking /lever: %s", o)
+	}
+	extra := e.home + "/extra"
+	e.as(t, "mkdir", "-p", extra, e.home+"/.lima/_config")
+	override := e.home + "/.lima/_config/override.yaml"
+	e.as(t, "sh", "-c", "printf 'mounts:\n- location: "+extra+"\n  mountPoint: /extra\n' > "+override)
+	out, code = e.lever(t, "up")
+	if code == 0 || !strings.Contains(out, "realized config differs") || !strings.Contains(out, "mounts[1]: "+extra+" at /extra") {
+		t.Errorf("warm up under an override.yaml adding a mount: exit %d, want a drift refusal naming it", code)
+	}
+	e.as(t, "rm", "-f", override)
+	out, code = e.lever(t, "apply", "--json")
+	var res3 bringup.Result
+	if i := strings.Index(out, "{\n"); i < 0 || json.Unmarshal([]byte(out[i:]), &res3) != nil || code != 0 || res3.Changed || res3.GuestCalls != res.GuestCalls {
+		t.Fatalf("warm apply after the drift was removed: exit %d, changed %v, %d guest calls (want %d)\n%s", code, res3.Changed, res3.GuestCalls, res.GuestCalls, out)
+	}
+	t.Logf("FIGURE warm apply after drift removed: %d guest calls in %s", res3.GuestCalls, res3.Duration)
+
 	// 4. destroy leaves nothing: no VM, no instance dir, no state, no process of the owner.
 	if out, code := e.lever(t, "destroy"); code != 0 {
 		t.Fatalf("destroy: exit %d %s", code, out)

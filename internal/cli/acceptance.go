@@ -64,6 +64,7 @@ flags. Writes a Markdown report (or --json).`,
 	c.Flags().StringVar(&out, "out", "", "write the report to this file instead of stdout")
 	c.Flags().StringVar(&t.Metadata, "metadata", t.Metadata, "the cloud metadata address:port (must be REJECTed)")
 	c.Flags().StringVar(&t.LinkLocal, "link-local", t.LinkLocal, "a neighbouring link-local address:port (must be dropped)")
+	c.Flags().StringVar(&t.AliasV6, "alias-v6", t.AliasV6, "judge and probe this IPv6 address as the host alias's (default: what the alias resolves to in the guest)")
 	c.Flags().StringVar(&t.LAN, "lan", t.LAN, "a private-range address:port standing for the LAN (must be dropped)")
 	c.Flags().StringVar(&t.Internet, "internet", t.Internet, "an address:port standing for the public internet (closed posture: must be dropped)")
 	c.Flags().StringVar(&t.DNS, "dns", t.DNS, "a resolver address:port standing for public DNS (closed posture: must be unreachable)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -187,7 +188,7 @@ func newEgressApplyCmd() *cobra.Command {
 				return &ExitError{Code: 2, Err: fmt.Errorf("bringing the %s guest up: %w", b.Name(), err)}
 			}
 			r := &guest.Counting{Inner: b.Runner()}
-			rep, err := guest.EnsureEgress(ctx, r, guest.SpecFor(cfg, b.HostAlias()))
+			rep, err := guest.EnsureEgress(ctx, r, egressSpec(cfg, b))
 			out := applyOut{Report: rep, GuestCalls: r.Calls()}
 			if err != nil {
 				if asJSON {
@@ -284,9 +285,17 @@ func newEgressVerifyCmd() *cobra.Command {
 
 // verifyEgress refuses to bring anything up: verify only reads.
 func verifyEgress(ctx context.Context, cfg *config.Config, b backend.Backend) (guest.Report, error) {
-	rep, err := guest.VerifyEgress(ctx, b.Runner(), guest.SpecFor(cfg, b.HostAlias()))
+	rep, err := guest.VerifyEgress(ctx, b.Runner(), egressSpec(cfg, b))
 	if err != nil {
 		return rep, fmt.Errorf("verifying egress: %w", err)
 	}
 	return rep, nil
+}
+
+// egressSpec is what apply and verify check: the config's egress, the backend's in-guest
+// containment check, and the remembered nft round trip (docs/egress.md).
+func egressSpec(cfg *config.Config, b backend.Backend) guest.EgressSpec {
+	s := backend.Guard(b, guest.SpecFor(cfg, b.HostAlias()))
+	s.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(cfg.StateDir(), "guest", "nft-roundtrip")}
+	return s
 }

@@ -109,3 +109,62 @@ func TestEgressCommandsE2E(t *testing.T) {
 		t.Errorf("bad config: exit %d, %q", code, e)
 	}
 }
+
+// A rule written with nft that iptables cannot translate, in the chain and ahead of the
+// jump: before the nft cross-check `lever egress verify` and `apply` exited 2 (iptables -S
+// refused the table) and left the rule in place. Now verify exits 1 naming it and apply
+// repairs it. Positive control: iptables -S itself refuses the table while it is there.
+func TestEgressCommandsNFTRuleE2E(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "nft")
+	dir := t.TempDir()
+	name := fmt.Sprintf("n%d", os.Getpid()%1000000)
+	os.Mkdir(filepath.Join(dir, "tree"), 0o755)
+	os.WriteFile(filepath.Join(dir, "key"), []byte("sk-test\n"), 0o600)
+	cfg := filepath.Join(dir, "lever.yaml")
+	os.WriteFile(cfg, []byte("name: "+name+"\nbackend: netns\ntree: tree\negress: open\nmanager:\n  allow_ports: [7443]\nbroker:\n  llm_auth: api-key\n  api_key_file: key\n"), 0o644)
+	t.Setenv("LEVER_DEV_NETNS", "1")
+	t.Setenv(netns.PrefixEnv, "lvt-e")
+	t.Setenv("LEVER_STATE_DIR", filepath.Join(t.TempDir(), "state"))
+	b, err := netns.New(netns.Options{Name: name, Prefix: "lvt-e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Destroy(context.Background()) })
+	lever := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(args, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	in := func(argv ...string) (string, error) {
+		o, err := exec.Command("ip", append([]string{"netns", "exec", b.Namespace()}, argv...)...).CombinedOutput()
+		return string(o), err
+	}
+	if code, _, e := lever("egress", "apply", cfg); code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, e)
+	}
+	for _, c := range []struct{ chain, where string }{{"LEVER_EGRESS", "add"}, {"OUTPUT", "insert"}} {
+		t.Run(c.chain, func(t *testing.T) {
+			if o, err := in("nft", c.where, "rule", "ip", "filter", c.chain, "numgen", "random", "mod", "2", "0", "accept"); err != nil {
+				t.Fatalf("tamper: %v %s", err, o)
+			}
+			if o, err := in("iptables", "-w", "-S"); err == nil || !strings.Contains(o, "incompatible") {
+				t.Fatalf("control: iptables -S should refuse the table: %v %s", err, o)
+			}
+			code, out, e := lever("egress", "verify", cfg)
+			if code != 1 || !strings.Contains(out, "IPv4: iptables cannot list the filter table") || !strings.Contains(out, c.chain+" holds `numgen random mod 2 0 accept`") {
+				t.Errorf("verify: exit %d, %q %q", code, out, e)
+			}
+			code, out, e = lever("egress", "apply", cfg)
+			if code != 0 || !strings.Contains(out, "egress: rebuilt") || !strings.Contains(out, "numgen random mod 2 0 accept") {
+				t.Errorf("apply: exit %d, %q %q", code, out, e)
+			}
+			if code, out, _ := lever("egress", "verify", cfg); code != 0 {
+				t.Errorf("verify after apply: exit %d, %q", code, out)
+			}
+			if o, _ := in("nft", "list", "table", "ip", "filter"); strings.Contains(o, "numgen") {
+				t.Errorf("the rule is still there:\n%s", o)
+			}
+		})
+	}
+}

@@ -35,10 +35,15 @@ type FamilyDiff struct {
 	JumpCopies     int        `json:"jump_copies"`
 	AheadOfJump    []string   `json:"ahead_of_jump,omitempty"`
 	Rules          []RuleDiff `json:"rules,omitempty"`
+	// Unlisted / Unaccounted: the nf_tables cross-check (FamilyState).
+	Unlisted    string   `json:"unlisted,omitempty"`
+	Unaccounted []string `json:"unaccounted,omitempty"`
 }
 
 // ChainMatches reports whether the chain itself is exactly as desired.
-func (d FamilyDiff) ChainMatches() bool { return !d.ChainMissing && len(d.Rules) == 0 }
+func (d FamilyDiff) ChainMatches() bool {
+	return !d.ChainMissing && len(d.Rules) == 0 && d.Unlisted == "" && len(d.Unaccounted) == 0
+}
 
 // JumpOK reports whether the jump is OUTPUT's first rule and its only copy.
 func (d FamilyDiff) JumpOK() bool { return !d.JumpMissing && !d.JumpNotFirst && !d.JumpDuplicated }
@@ -85,6 +90,12 @@ func (d Diff) Lines() []string {
 func (d FamilyDiff) Lines() []string {
 	var out []string
 	p := d.Family + ": "
+	if d.Unlisted != "" {
+		out = append(out, p+"iptables cannot list the filter table ("+d.Unlisted+"): a rule written with nft that iptables cannot translate is there")
+	}
+	for _, u := range d.Unaccounted {
+		out = append(out, p+"not accounted for by iptables -S: "+u)
+	}
 	if d.ChainMissing {
 		out = append(out, p+"chain "+Chain+" missing")
 	}
@@ -129,7 +140,15 @@ func Compare(desired Ruleset, live4, live6 FamilyState) Diff {
 
 // CompareFamily verifies one family.
 func CompareFamily(f Family, desired []string, live FamilyState) FamilyDiff {
-	d := FamilyDiff{Family: f.String()}
+	d := FamilyDiff{Family: f.String(), Unlisted: live.Unlisted}
+	for _, u := range live.Unaccounted {
+		d.Unaccounted = append(d.Unaccounted, u.String())
+	}
+	if live.Unlisted != "" {
+		// iptables showed nothing: the chain and OUTPUT are unknown, so nothing else can
+		// be said about them (Unaccounted names what nft shows there).
+		return d
+	}
 	first := -1
 	for i, r := range live.Output {
 		if r == JumpRule {

@@ -59,6 +59,19 @@ type FamilyState struct {
 	ChainExists bool     `json:"chain_exists"`
 	Chain       []string `json:"chain"`  // LEVER_EGRESS rules, full -A lines
 	Output      []string `json:"output"` // OUTPUT rules, full -A lines
+	// NFTables: the guest's iptables is the nf_tables variant, so the snapshot also read
+	// the table with nft and cross-checked it (see CrossCheck).
+	NFTables bool `json:"nftables,omitempty"`
+	// Unlisted is why iptables -S refused to list the table ("table 'filter' is
+	// incompatible"): a rule iptables cannot translate is there. Chain and Output are then
+	// unknown to iptables; Unaccounted names what nft shows in OUTPUT and LEVER_EGRESS.
+	Unlisted string `json:"unlisted,omitempty"`
+	// Unaccounted is everything the nft cross-check found that the iptables listing does not
+	// account for.
+	Unaccounted []NFTFinding `json:"unaccounted,omitempty"`
+	// RebuildOutput: OUTPUT holds a rule iptables cannot list or delete (or the table could
+	// not be listed at all), so apply replaces OUTPUT with the jump alone, atomically, with nft.
+	RebuildOutput bool `json:"rebuild_output,omitempty"`
 }
 
 // StateFromTable extracts the chain and OUTPUT from a parsed filter table.

@@ -23,10 +23,30 @@ type EgressSpec struct {
 	// (Lima's host-to-guest SSH: 22).
 	ReplyPorts []int
 	Tools      Tools
+	// Containment is the backend's in-guest containment check (backend.Containment): a
+	// read-only sh fragment run in the snapshot call, and the judge of its output. When set,
+	// a drift is refused before anything in the guest changes.
+	// RoundTrips: see RoundTripCache (nil: the round trip is made on every snapshot).
+	RoundTrips       RoundTripCache                 `json:"-"`
+	Containment      string                         `json:"containment,omitempty"`
+	CheckContainment func(out string, rc int) error `json:"-"`
 }
 
 func (s EgressSpec) snapshotRequest() SnapshotRequest {
-	return SnapshotRequest{Tools: s.Tools, Alias: s.Alias, LimaDNS: s.Lima}
+	return SnapshotRequest{Tools: s.Tools, Alias: s.Alias, LimaDNS: s.Lima, Containment: s.Containment, RoundTrips: s.RoundTrips}
+}
+
+// ErrContainment is wrapped by a refusal for containment drift found in the snapshot call.
+var ErrContainment = errors.New("containment drifted")
+
+func (s EgressSpec) checkContainment(snap Snapshot) error {
+	if s.CheckContainment == nil {
+		return nil
+	}
+	if err := s.CheckContainment(snap.Containment, snap.ContainmentRC); err != nil {
+		return fmt.Errorf("%w, refusing to continue: %v", ErrContainment, err)
+	}
+	return nil
 }
 
 // Alias sources.
@@ -129,6 +149,9 @@ func VerifyEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error
 	if err != nil {
 		return Report{}, err
 	}
+	if err := spec.checkContainment(snap); err != nil {
+		return Report{}, err
+	}
 	return verify(spec, snap)
 }
 
@@ -152,6 +175,9 @@ func verify(spec EgressSpec, snap Snapshot) (Report, error) {
 func EnsureEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error) {
 	snap, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
 	if err != nil {
+		return Report{}, err
+	}
+	if err := spec.checkContainment(snap); err != nil {
 		return Report{}, err
 	}
 	rep, err := verify(spec, snap)
@@ -194,6 +220,17 @@ func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 	b.WriteString(`step() { n=$1; shift; if out=$("$@" 2>&1); then echo "` + marker + `ok $n"; else rc=$?; echo "` + marker + `fail $n $rc"; printf '%s\n' "$out"; exit 0; fi; }` + "\n")
 	for _, s := range applySteps {
 		var input string
+		if s.jump && snap.Family(s.fam).RebuildOutput {
+			// OUTPUT holds a rule iptables cannot list or delete: iptables-restore's -D would
+			// fail on it. Replace OUTPUT with the jump alone in one nft transaction (OUTPUT
+			// is never without the jump), creating the base chain if it is missing.
+			fam := "ip"
+			if s.fam == egress.V6 {
+				fam = "ip6"
+			}
+			b.WriteString("step " + s.id + " sh -c " + shq(nftOutputScript(fam)) + "\n")
+			continue
+		}
 		if s.jump {
 			live := snap.Family(s.fam)
 			copies := 0
@@ -209,6 +246,15 @@ func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 		b.WriteString("step " + s.id + " " + shq(t.restore(s.fam)) + " -w --noflush <<'LEVER_EOF'\n" + input + "LEVER_EOF\n")
 	}
 	return b.String()
+}
+
+// nftOutputScript makes OUTPUT of FAMILY's filter table hold exactly the jump, atomically.
+// The rule is the one iptables makes for `-I OUTPUT 1 -j LEVER_EGRESS` (a counter and the
+// jump), so the next verification's round trip sees it as iptables' own.
+func nftOutputScript(fam string) string {
+	base := "{ type filter hook output priority 0; policy accept; }"
+	return "nft list chain " + fam + " filter OUTPUT >/dev/null 2>&1 || nft add chain " + fam + " filter OUTPUT " + shq(base) + " || exit 1\n" +
+		"printf '%s\\n' 'add table " + fam + " filter { }' 'add chain " + fam + " filter " + egress.Chain + "' 'flush chain " + fam + " filter OUTPUT' 'add rule " + fam + " filter OUTPUT counter jump " + egress.Chain + "' | nft -f -\n"
 }
 
 // ErrApply is wrapped by every ApplyEgress failure.
@@ -245,7 +291,7 @@ func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desi
 		// Interrupted: name the last step that is known to have committed.
 		failed, msg = "interrupted", fmt.Sprintf("sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	} else {
-		msg = fmt.Sprintf("%s exited %s: %s", restoreName(tools, failed), rc, msg)
+		msg = fmt.Sprintf("%s exited %s: %s", restoreName(tools, snap, failed), rc, msg)
 	}
 	switch {
 	case failed == "j6":
@@ -263,8 +309,11 @@ func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desi
 	}
 }
 
-func restoreName(tools Tools, step string) string {
+func restoreName(tools Tools, snap Snapshot, step string) string {
 	for _, s := range applySteps {
+		if s.id == step && s.jump && snap.Family(s.fam).RebuildOutput {
+			return "nft"
+		}
 		if s.id == step {
 			return tools.orDefault().restore(s.fam)
 		}

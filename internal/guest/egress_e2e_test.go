@@ -550,6 +550,7 @@ func BenchmarkBringUpEgress(b *testing.B) {
 	for _, variant := range []string{"nft", "legacy"} {
 		j := newJail(b, variant)
 		spec := j.spec(egress.Open, 7443, 8080)
+		spec.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(b.TempDir(), "nft-roundtrip")} // as bring-up does
 		if _, err := guest.EnsureEgress(context.Background(), j.runner, spec); err != nil {
 			b.Fatal(err)
 		}
@@ -649,4 +650,126 @@ func TestEgressLimaResolverE2E(t *testing.T) {
 		t.Errorf("closed posture emitted the resolver target:\n%s", s)
 	}
 	j.traffic([]probe{{"192.168.5.3:53", TimedOut}})
+}
+
+// Rules written with nft that `iptables -S` misprints or cannot print at all. Each row
+// tampers a verified jail with nft, then: verify reports drift naming the rule, the
+// iptables listing alone (what lever compared before the nft cross-check) is shown to be
+// blind or refusing (the positive control: the payload reaches the code the fix is in),
+// apply repairs it, and verify is clean again.
+func TestEgressNFTUntranslatableE2E(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "nft")
+	j := newJail(t, "nft")
+	open := j.spec(egress.Open, 7443)
+	// As bring-up does: the round trip is remembered, so an unchanged listing skips it; the
+	// look-alike row shows a rule that leaves the listing unchanged is still caught.
+	open.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(t.TempDir(), "nft-roundtrip")}
+	j.mustRebuild(open, nil)
+	a4 := j.a4.String()
+	nft := func(args ...string) {
+		t.Helper()
+		sh(t, append([]string{"ip", "netns", "exec", j.b.Namespace(), "nft"}, args...)...)
+	}
+	// iptablesOnly is the verdict of the iptables listing alone (nft findings removed).
+	iptablesOnly := func() (match bool, err error) {
+		snap, err := guest.TakeSnapshot(context.Background(), j.b.Runner(), guest.SnapshotRequest{Tools: j.tools, Alias: netns.AliasName})
+		if err != nil {
+			return false, err
+		}
+		for _, st := range []*egress.FamilyState{&snap.V4, &snap.V6} {
+			if st.Unlisted != "" {
+				return false, fmt.Errorf("iptables refused: %s", st.Unlisted)
+			}
+			st.Unaccounted = nil
+		}
+		return snap.VerifyEgress(mustPlan(t, open, snap)).Match(), nil
+	}
+	cases := []struct {
+		name   string
+		tamper func()
+		// want: a drift line must contain each of these
+		want []string
+		// blind: the iptables listing alone says "match" (the rule is invisible to it);
+		// refuses: iptables -S fails on the table. Neither: it sees something else.
+		blind, refuses bool
+	}{
+		{"numgen in the chain (iptables refuses the table)", func() {
+			nft("add", "rule", "ip", "filter", "LEVER_EGRESS", "numgen", "random", "mod", "2", "0", "accept")
+		}, []string{"IPv4: iptables cannot list the filter table", "`numgen random mod 2 0 accept`"}, false, true},
+		{"numgen in ip6", func() {
+			nft("insert", "rule", "ip6", "filter", "LEVER_EGRESS", "numgen", "random", "mod", "2", "0", "accept")
+		}, []string{"IPv6: iptables cannot list the filter table", "`numgen random mod 2 0 accept`"}, false, true},
+		{"numgen ahead of the jump in OUTPUT", func() {
+			nft("insert", "rule", "ip", "filter", "OUTPUT", "numgen", "random", "mod", "2", "0", "accept")
+		}, []string{"IPv4: iptables cannot list the filter table", "OUTPUT holds `numgen random mod 2 0 accept`"}, false, true},
+		{"concatenated set (prints as -p tcp -j ACCEPT)", func() {
+			nft("add", "set", "ip", "filter", "lvt", "{ type ipv4_addr . inet_service; elements = { 192.168.77.1 . 80 }; }")
+			nft("insert", "rule", "ip", "filter", "LEVER_EGRESS", "ip", "daddr", ".", "tcp", "dport", "@lvt", "accept")
+		}, []string{"LEVER_EGRESS rule 1 `ip daddr . tcp dport @lvt accept` is listed by iptables -S as a different rule"}, false, false},
+		{"the broker rule replaced by a look-alike that rewrites the destination", func() {
+			out, err := exec.Command("ip", "netns", "exec", j.b.Namespace(), "nft", "-a", "list", "chain", "ip", "filter", "LEVER_EGRESS").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := ""
+			for _, l := range strings.Split(string(out), "\n") {
+				if strings.Contains(l, "dport 7443") && strings.Contains(l, "# handle ") {
+					h = strings.TrimSpace(l[strings.LastIndex(l, "# handle ")+len("# handle "):])
+				}
+			}
+			if h == "" {
+				t.Fatalf("no broker rule in %s", out)
+			}
+			nft("replace", "rule", "ip", "filter", "LEVER_EGRESS", "handle", h, "ip", "daddr", a4, "tcp", "dport", "7443", "ip", "daddr", "set", "192.168.77.1", "accept")
+		}, []string{"`ip daddr " + a4 + " tcp dport 7443 ip daddr set 192.168.77.1 accept` is listed by iptables -S as a different rule"}, true, false},
+		{"the filter table made dormant", func() {
+			nft("add", "table", "ip", "filter", "{ flags dormant; }")
+		}, []string{"IPv4: not accounted for by iptables -S: the filter table's attributes differ"}, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j.t = t
+			if lines := j.verify(open); len(lines) != 0 {
+				t.Fatalf("not clean before tampering: %q", lines)
+			}
+			c.tamper()
+			match, err := iptablesOnly()
+			switch {
+			case c.refuses && (err == nil || !strings.Contains(err.Error(), "incompatible")):
+				t.Errorf("control: iptables -S should refuse the table, got match=%v err=%v", match, err)
+			case c.blind && (err != nil || !match):
+				t.Errorf("control: the iptables listing alone should see nothing, got match=%v err=%v", match, err)
+			case !c.blind && !c.refuses && (err != nil || match):
+				t.Errorf("control: the iptables listing alone should differ, got match=%v err=%v", match, err)
+			}
+			lines := strings.Join(j.verify(open), "\n")
+			for _, w := range c.want {
+				if !strings.Contains(lines, w) {
+					t.Errorf("verify does not name %q:\n%s", w, lines)
+				}
+			}
+			j.runner.Reset()
+			rep, err := guest.EnsureEgress(context.Background(), j.runner, open)
+			if err != nil || rep.Outcome != guest.Rebuilt {
+				t.Fatalf("apply: outcome %q err %v", rep.Outcome, err)
+			}
+			if n := j.runner.Calls(); n != 3 {
+				t.Errorf("repair took %d guest calls, want 3", n)
+			}
+			if lines := j.verify(open); len(lines) != 0 {
+				t.Fatalf("after apply verify still reports: %q", lines)
+			}
+			j.mustBeUnchanged(open)
+		})
+	}
+}
+
+func mustPlan(t *testing.T, spec guest.EgressSpec, snap guest.Snapshot) egress.Ruleset {
+	t.Helper()
+	d, err := guest.PlanEgress(spec, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Ruleset
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -69,6 +71,25 @@ type SnapshotRequest struct {
 	Alias string
 	// LimaDNS also reads Lima's LIMADNS nat chain (the resolver's DNAT targets).
 	LimaDNS bool
+	// RoundTrips remembers the last nft round trip (see RoundTripCache); nil: always
+	// make it.
+	RoundTrips RoundTripCache
+	// Containment is a read-only shell fragment (a backend's in-guest containment check,
+	// backend.Containment) run in the same call; its output is Snapshot.Containment.
+	Containment string
+}
+
+// RoundTripCache remembers the nft view of the last round trip of the guest's iptables
+// listings, keyed by a hash (made in the guest) of nft's and iptables-nft-restore's
+// versions and both families' iptables-nft-save output, counters and comments removed.
+// The round trip is a function of exactly that input, so when the key is unchanged the
+// snapshot skips the scratch namespace and compares the live table with the remembered
+// result: a rule that changes the listing changes the key, and one that does not (a
+// look-alike) still differs from the remembered nft view. Bring-up keeps it in the
+// instance's state dir.
+type RoundTripCache interface {
+	Load() (key, nftJSON string)
+	Store(key, nftJSON string)
 }
 
 // Snapshot is everything verification needs, read in ONE guest call.
@@ -84,6 +105,11 @@ type Snapshot struct {
 	LimaDNSFound bool               `json:"limadns_found,omitempty"`
 	LimaDNS      []egress.ProtoPort `json:"limadns,omitempty"`
 	LimaDNSAddrs []netip.Addr       `json:"limadns_addrs,omitempty"`
+	// Containment is the output of SnapshotRequest.Containment (its stdout; stderr after a
+	// line "@@stderr" when it wrote any).
+	Containment string `json:"containment,omitempty"`
+	// ContainmentRC is its exit status.
+	ContainmentRC int `json:"containment_rc,omitempty"`
 }
 
 // Family returns one family's live state.
@@ -109,12 +135,18 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 
 func snapshotScript(req SnapshotRequest) string {
 	t := req.Tools.orDefault()
+	cachedKey := "-"
+	if req.RoundTrips != nil {
+		if k, _ := req.RoundTrips.Load(); k != "" {
+			cachedKey = k
+		}
+	}
 	var b strings.Builder
 	// Each section prints a begin marker, the command's stdout, an end marker with its
 	// status and, if it wrote any, its stderr in a section of its own (iptables-nft warns
 	// on stderr; a diagnostic must not be parsed as a rule).
 	b.WriteString(`E=$(mktemp) || exit 1
-trap 'rm -f "$E"' EXIT
+trap 'rm -f "$E" "$E.4" "$E.6"' EXIT
 sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` + marker + `end $n $rc"; if [ -s "$E" ]; then echo "` + marker + `begin $n.stderr"; cat "$E"; echo "` + marker + `end $n.stderr 0"; fi; }
 `)
 	b.WriteString("sec filter4 " + shq(t.IPTables) + " -w -S\n")
@@ -127,6 +159,28 @@ sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` 
 	b.WriteString("sec alias6 to getent ahostsv6 " + shq(req.Alias) + "\n")
 	if req.LimaDNS {
 		b.WriteString("sec limadns " + shq(t.IPTables) + " -w -t nat -S LIMADNS\n")
+	}
+	// On the nf_tables variant, iptables -S is a translation that can miss or misprint a
+	// rule written with nft: read each family's filter table with nft as well, and the
+	// round trip of its iptables-save through a scratch network namespace (unshare -n:
+	// nothing live is written), for egress.CrossCheck. Legacy iptables has no nft view.
+	b.WriteString("sec variant " + shq(t.IPTables) + " -V\n")
+	b.WriteString(`case "$(` + shq(t.IPTables) + ` -V 2>/dev/null)" in *nf_tables*)
+	if command -v nft >/dev/null 2>&1; then
+		sec nft nft -j list ruleset
+		sec nfttext nft -a list ruleset
+		iptables-nft-save -t filter >"$E.4" 2>/dev/null; ip6tables-nft-save -t filter >"$E.6" 2>/dev/null
+		k=$( { nft -v; iptables-nft-restore -V; cat "$E.4" "$E.6"; } | sed -e 's/ \[[0-9]*:[0-9]*\]$//' -e '/^#/d' | sha256sum | cut -d' ' -f1)
+		echo "` + marker + `begin rtkey"; echo "$k"; echo "` + marker + `end rtkey 0"
+		if [ "$k" != ` + shq(cachedKey) + ` ]; then
+			sec rt unshare -n sh -c 'iptables-nft-restore -w <"$1" && ip6tables-nft-restore -w <"$2" && nft -j list ruleset' sh "$E.4" "$E.6"
+		fi
+		rm -f "$E.4" "$E.6"
+	else echo "` + marker + `begin nft-missing"; echo "` + marker + `end nft-missing 0"; fi ;;
+esac
+`)
+	if req.Containment != "" {
+		b.WriteString("sec containment sh -c " + shq(req.Containment) + "\n")
 	}
 	return b.String()
 }
@@ -179,6 +233,7 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 		return Snapshot{}, err
 	}
 	var s Snapshot
+	nf := strings.Contains(secs["variant"].out, "nf_tables")
 	for _, f := range []egress.Family{egress.V4, egress.V6} {
 		name := "filter4"
 		if f == egress.V6 {
@@ -188,17 +243,37 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 		if !ok {
 			return Snapshot{}, fmt.Errorf("reading egress state: no %s listing in the guest's answer", f)
 		}
-		if sec.rc != 0 {
-			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, strings.TrimSpace(secs[name+".stderr"].out))
+		stderr := strings.TrimSpace(secs[name+".stderr"].out)
+		var st egress.FamilyState
+		switch {
+		case sec.rc != 0 && nf && strings.Contains(stderr, "incompatible"):
+			// A rule iptables cannot translate: nothing it lists can be trusted, and the
+			// nft view below names what is there. Verification reports drift; apply
+			// rebuilds OUTPUT and the chain without needing iptables to list them.
+			st.Unlisted = stderr
+		case sec.rc != 0:
+			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, stderr)
+		default:
+			if st, err = egress.ParseFamily(f, sec.out); err != nil {
+				return Snapshot{}, err
+			}
 		}
-		st, err := egress.ParseFamily(f, sec.out)
-		if err != nil {
-			return Snapshot{}, err
+		if nf {
+			st.NFTables = true
+			if err := crossCheck(f, secs, &st, req.RoundTrips); err != nil {
+				return Snapshot{}, err
+			}
 		}
 		if f == egress.V6 {
 			s.V6 = st
 		} else {
 			s.V4 = st
+		}
+	}
+	if sec, ok := secs["containment"]; ok {
+		s.Containment, s.ContainmentRC = sec.out, sec.rc
+		if e := secs["containment.stderr"].out; e != "" {
+			s.Containment += "\n@@stderr\n" + e
 		}
 	}
 	if sec := secs["alias4"]; sec.rc == 0 {
@@ -250,4 +325,100 @@ func firstAddr(out string, f egress.Family) netip.Addr {
 		}
 	}
 	return netip.Addr{}
+}
+
+// crossCheck fills st.Unaccounted (and RebuildOutput) from the family's nft sections.
+func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState, cache RoundTripCache) error {
+	if _, missing := secs["nft-missing"]; missing {
+		// Fail closed: without nft the guest's own translation is all there is to read.
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: "nft is not installed in the guest (Debian package nftables), so rules iptables -S cannot print cannot be ruled out"})
+		return nil
+	}
+	fam := "ip"
+	if f == egress.V6 {
+		fam = "ip6"
+	}
+	live, text, rt := secs["nft"], secs["nfttext"], secs["rt"]
+	if live.rc != 0 {
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("nft -j list ruleset exited %d: %s", live.rc, strings.TrimSpace(secs["nft.stderr"].out))})
+		st.RebuildOutput = true
+		return nil
+	}
+	c := egress.NFTCheck{Family: fam, Live: live.out, Text: text.out}
+	if st.Unlisted != "" {
+		fs, err := egress.NFTRulesIn(c, "OUTPUT")
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		fs2, err := egress.NFTRulesIn(c, egress.Chain)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		st.Unaccounted = append(st.Unaccounted, append(fs, fs2...)...)
+		st.RebuildOutput = true
+		return nil
+	}
+	key := strings.TrimSpace(secs["rtkey"].out)
+	_, made := secs["rt"]
+	switch {
+	case made && rt.rc != 0:
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("the round trip of the iptables listings through a scratch namespace failed (exit %d): %s", rt.rc, strings.TrimSpace(secs["rt.stderr"].out))})
+		return nil
+	case made:
+		c.RoundTrip = rt.out
+		if cache != nil && key != "" {
+			cache.Store(key, rt.out)
+		}
+	default:
+		// The guest skipped the round trip: its key matched the remembered one.
+		var k string
+		if cache != nil {
+			k, c.RoundTrip = cache.Load()
+		}
+		if k == "" || k != key {
+			st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: "the round trip of the iptables listings was neither made nor remembered"})
+			return nil
+		}
+	}
+	fs, err := egress.CrossCheck(f, c)
+	if err != nil {
+		return err
+	}
+	for _, x := range fs {
+		// Anything but the chain itself (OUTPUT, another chain, the table's flags) is
+		// repaired by the nft transaction that rebuilds OUTPUT; the chain restore
+		// repairs LEVER_EGRESS.
+		if x.Chain != egress.Chain {
+			st.RebuildOutput = true
+		}
+	}
+	st.Unaccounted = append(st.Unaccounted, fs...)
+	return nil
+}
+
+// FileRoundTrips is a RoundTripCache in one file (0600), written atomically.
+type FileRoundTrips struct{ Path string }
+
+// Load implements RoundTripCache; a missing or unreadable file is an empty cache.
+func (f FileRoundTrips) Load() (string, string) {
+	b, err := os.ReadFile(f.Path)
+	if err != nil {
+		return "", ""
+	}
+	key, body, ok := strings.Cut(string(b), "\n")
+	if !ok || len(key) != 64 {
+		return "", ""
+	}
+	return key, body
+}
+
+// Store implements RoundTripCache. A failure only costs the next snapshot a round trip.
+func (f FileRoundTrips) Store(key, nftJSON string) {
+	if len(key) != 64 || os.MkdirAll(filepath.Dir(f.Path), 0o700) != nil {
+		return
+	}
+	tmp := f.Path + ".tmp"
+	if os.WriteFile(tmp, []byte(key+"\n"+nftJSON), 0o600) == nil {
+		_ = os.Rename(tmp, f.Path)
+	}
 }

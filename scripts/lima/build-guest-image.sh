@@ -36,12 +36,13 @@ rm -rf "$WORK"; mkdir -p "$WORK" "$CACHE/debs"
 s=$(date +%s)
 
 # Packages the guest needs offline: Lima's boot scripts (bash, sudo, systemd, iproute2,
-# cloud-init for the cidata seed), reverse-sshfs (sshfs), lever's egress engine (iptables),
+# cloud-init for the cidata seed), reverse-sshfs (sshfs), lever's egress engine (iptables,
+# and nftables: iptables-nft does not pull in the nft binary verification reads the chain with),
 # rootless podman (podman, uidmap, slirp4netns/passt, fuse-overlayfs, crun, dbus-user-session).
 # python3-cffi-backend: cloud-init's crypto dependency is not pulled in by minbase.
 base=systemd-sysv,udev,dbus,linux-image-cloud-amd64,initramfs-tools,cloud-init,python3-cffi-backend
 base+=,openssh-server,sudo,bash,iproute2,ifupdown,isc-dhcp-client,iptables,ca-certificates
-base+=,netbase,kmod,e2fsprogs,procps,less,sshfs,fuse3
+base+=,netbase,kmod,e2fsprogs,procps,less,sshfs,fuse3,nftables
 debootstrap --variant=minbase --cache-dir="$CACHE/debs" --include="$base" bookworm "$R" "$MIRROR"
 echo "debootstrap: $(( $(date +%s) - s ))s" >&2
 

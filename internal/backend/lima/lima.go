@@ -115,9 +115,13 @@ func (l *Lima) ManagerDevices() []string {
 func (l *Lima) stateDir() string    { return filepath.Join(l.cfg.StateDir(), "lima") }
 func (l *Lima) qemuWrapper() string { return filepath.Join(l.stateDir(), "qemu-tcg.sh") }
 
+// geteuid is os.Geteuid; the replay tests (which run as root to own their fixtures) stand
+// in for the unprivileged user limactl needs.
+var geteuid = os.Geteuid
+
 // refuseRoot: limactl exits when run as root; say why before it does.
 func refuseRoot() error {
-	if os.Geteuid() == 0 {
+	if geteuid() == 0 {
 		return errors.New("lima backend: limactl refuses to run as root; run lever as the unprivileged user that owns the VM")
 	}
 	return nil
@@ -138,19 +142,10 @@ func (l *Lima) EnsureUp(ctx context.Context) error {
 	if _, err := CheckVersion(string(out)); err != nil {
 		return err
 	}
-	p, err := ParamsFrom(l.cfg)
+	intent, rendered, err := l.intent()
 	if err != nil {
 		return err
 	}
-	rendered, err := Render(p)
-	if err != nil {
-		return err
-	}
-	y, err := Validate(rendered)
-	if err != nil {
-		return err
-	}
-	intent := IntentOf(p, y)
 	if err := l.writeHostFiles(rendered); err != nil {
 		return err
 	}

@@ -226,12 +226,18 @@ func (e *limaEnv) measureBringUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := guest.SpecFor(cfg, HostAlias)
+	p, err := ParamsFrom(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Containment = containmentScript
+	spec.CheckContainment = func(out string, rc int) error { return checkContainment(out, rc, "fuse.sshfs", p.Tree, false) }
 	rec := &recorder{inner: r}
 	if err := verifiedBringUp(context.Background(), rec, spec); err != nil {
 		t.Fatalf("verified bring-up over the lima runner: %v", err)
 	}
 	if dir := os.Getenv("LEVER_LIMA_RECORD"); dir != "" {
-		b, _ := json.MarshalIndent(recording{Spec: spec, Exchanges: rec.log}, "", "  ")
+		b, _ := json.MarshalIndent(recording{Spec: spec, Tree: p.Tree, Exchanges: rec.log}, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "guest-verified-bringup.json"), append(b, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}

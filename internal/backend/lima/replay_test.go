@@ -81,6 +81,7 @@ func verifiedBringUp(ctx context.Context, r guest.Runner, spec guest.EgressSpec)
 // and the guest exchanges of one verified bring-up.
 type recording struct {
 	Spec      guest.EgressSpec `json:"spec"`
+	Tree      string           `json:"tree,omitempty"` // the host tree the VM mounts at /lever
 	Exchanges []exchange       `json:"exchanges"`
 }
 

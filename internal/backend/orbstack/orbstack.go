@@ -218,11 +218,8 @@ func (b *Backend) EnsureUp(ctx context.Context) error {
 		}
 		return nil
 	}
-	switch {
-	case rec.Config == nil || rec.Config.Isolated == nil:
-		return fmt.Errorf("machine %s exists but orb list does not say whether it is isolated; lever adopts only a machine it can confirm is isolated (delete it with `lever destroy`)", b.o.Machine)
-	case !*rec.Config.Isolated:
-		return fmt.Errorf("machine %s exists and is NOT isolated (it sees the Mac's files); lever will not adopt it: delete it with `lever destroy` and run again", b.o.Machine)
+	if err := isolated(b.o.Machine, rec); err != nil {
+		return err
 	}
 	switch rec.State {
 	case "running":

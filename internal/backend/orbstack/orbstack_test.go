@@ -65,6 +65,17 @@ func act(t *testing.T, ctx context.Context, b *Backend, x HostExec, s *scenario,
 	switch verb {
 	case "ensure-up":
 		return b.EnsureUp(ctx)
+	case "warm-check":
+		// What a warm apply/up does with a running machine: the host-side check, then the
+		// in-guest check (in bring-up it rides in the egress snapshot's one root call).
+		if err := b.CheckHost(ctx); err != nil {
+			return err
+		}
+		res, err := b.Runner().Run(ctx, guest.Cmd{Argv: []string{"sh", "-s"}, As: guest.Root, Stdin: []byte(b.GuestCheck() + "\n")})
+		if err != nil {
+			return err
+		}
+		return b.CheckGuest(string(res.Stdout), res.ExitCode)
 	case "stop":
 		return b.Stop(ctx)
 	case "destroy":
