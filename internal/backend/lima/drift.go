@@ -108,6 +108,11 @@ func Drift(in Intent, got Realized) []string {
 			if in.MountType == "reverse-sshfs" && (m.SSHFS.Cache == nil || *m.SSHFS.Cache) {
 				d = append(d, fmt.Sprintf("mounts[%d]: sshfs cache is on (the template turns it off)", i))
 			}
+			if in.MountType == "reverse-sshfs" && m.SSHFS.FollowSymlinks != nil && *m.SSHFS.FollowSymlinks {
+				// With followSymlinks the host's sftp server follows a symlink planted in the
+				// tree (tree/x -> ~/.ssh/id_ed25519) and serves the host file behind it.
+				d = append(d, fmt.Sprintf("mounts[%d]: sshfs followSymlinks is on (the host would follow links planted in the tree to files outside it)", i))
+			}
 			continue
 		}
 		d = append(d, fmt.Sprintf("mounts[%d]: %s at %s (writable=%t) is not in the template", i, m.Location, orDefault(mp, m.Location), w))

@@ -43,6 +43,7 @@ func TestDriftNamesEveryWidening(t *testing.T) {
 		}, []string{"mounts[0]: / at /lever (writable=true) is not in the template", "the tree"}},
 		{"tree read-only", func(r *Realized) { r.Mounts[0].Writable = ptr(false) }, []string{"is not writable"}},
 		{"sshfs cache on", func(r *Realized) { r.Mounts[0].SSHFS.Cache = ptr(true) }, []string{"sshfs cache is on"}},
+		{"sshfs followSymlinks on", func(r *Realized) { r.Mounts[0].SSHFS.FollowSymlinks = ptr(true) }, []string{"sshfs followSymlinks is on"}},
 		{"mount type 9p", func(r *Realized) { r.MountType = ptr("9p") }, []string{`mountType: "9p"`}},
 		{"plain mode", func(r *Realized) { r.Plain = ptr(true) }, []string{"plain: true"}},
 		{"port forward prepended", func(r *Realized) {

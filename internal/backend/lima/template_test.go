@@ -33,6 +33,9 @@ func TestRenderValidatesAndAsksForExactlyTheContainment(t *testing.T) {
 	if len(y.Mounts) != 1 || y.Mounts[0].Location != cfg.Dir+"/tree" || *y.Mounts[0].MountPoint != "/lever" || !*y.Mounts[0].Writable {
 		t.Fatalf("mounts = %+v, want only the tree writable at /lever", y.Mounts)
 	}
+	if s := y.Mounts[0].SSHFS; s.Cache == nil || *s.Cache || s.FollowSymlinks == nil || *s.FollowSymlinks {
+		t.Fatalf("sshfs = %+v, want cache and followSymlinks off", s)
+	}
 	if *y.Containerd.System || *y.Containerd.User {
 		t.Fatalf("containerd = %+v, want off", y.Containerd)
 	}
