@@ -81,22 +81,7 @@ func writeBeneath(root, rel string, data []byte) error {
 		}
 		return err
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if err := regularMode(st.Mode); err != nil {
-		return err
-	}
-	if err := f.Truncate(0); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	return f.Close()
+	return replaceContents(fd, rel, data)
 }
 
 // regularMode refuses anything but a regular file, by its stat mode.
@@ -171,7 +156,14 @@ func writeFallback(p string, data []byte) error {
 		}
 		return err
 	}
-	f := os.NewFile(uintptr(fd), p)
+	return replaceContents(fd, p, data)
+}
+
+// replaceContents writes data over the file open at fd (opened for writing without
+// O_TRUNC): only once fstat shows a regular file is it truncated, so a FIFO, device or
+// socket swapped in after the path checks is refused before anything is written.
+func replaceContents(fd int, name string, data []byte) error {
+	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
