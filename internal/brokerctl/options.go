@@ -192,42 +192,19 @@ func (o *Options) fill() error {
 			return fmt.Errorf("broker: llm_routes: %w", err)
 		}
 	}
-	setDur := func(d *time.Duration, def time.Duration) {
-		if *d <= 0 {
-			*d = def
-		}
-	}
-	setDur(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	setDur(&o.BodyTimeout, DefaultBodyTimeout)
-	setDur(&o.IdleTimeout, DefaultIdleTimeout)
-	setDur(&o.WriteIdleTimeout, DefaultWriteIdleTimeout)
-	if o.MaxConns <= 0 {
-		o.MaxConns = DefaultMaxConns
-	}
-	if o.UnauthRate <= 0 {
-		o.UnauthRate = DefaultUnauthRate
-	}
-	if o.UnauthBurst <= 0 {
-		o.UnauthBurst = DefaultUnauthBurst
-	}
-	if o.RenewRate <= 0 {
-		o.RenewRate = DefaultRenewRate
-	}
-	if o.RenewBurst <= 0 {
-		o.RenewBurst = DefaultRenewBurst
-	}
-	if o.AuditMaxBytes <= 0 {
-		o.AuditMaxBytes = DefaultAuditMaxBytes
-	}
-	if o.AuditKeep <= 0 {
-		o.AuditKeep = DefaultAuditKeep
-	}
-	if o.MaxBody <= 0 {
-		o.MaxBody = MaxBody
-	}
-	if o.MaxFrame <= 0 {
-		o.MaxFrame = MaxFrame
-	}
+	defaultPositive(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	defaultPositive(&o.BodyTimeout, DefaultBodyTimeout)
+	defaultPositive(&o.IdleTimeout, DefaultIdleTimeout)
+	defaultPositive(&o.WriteIdleTimeout, DefaultWriteIdleTimeout)
+	defaultPositive(&o.MaxConns, DefaultMaxConns)
+	defaultPositive(&o.UnauthRate, DefaultUnauthRate)
+	defaultPositive(&o.UnauthBurst, DefaultUnauthBurst)
+	defaultPositive(&o.RenewRate, DefaultRenewRate)
+	defaultPositive(&o.RenewBurst, DefaultRenewBurst)
+	defaultPositive(&o.AuditMaxBytes, DefaultAuditMaxBytes)
+	defaultPositive(&o.AuditKeep, DefaultAuditKeep)
+	defaultPositive(&o.MaxBody, MaxBody)
+	defaultPositive(&o.MaxFrame, MaxFrame)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -243,4 +220,12 @@ func sizeText(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// defaultPositive sets *p to def when it is zero or negative: an unset limit takes the
+// documented default, never "no limit".
+func defaultPositive[T ~int | ~int64 | ~float64](p *T, def T) {
+	if *p <= 0 {
+		*p = def
+	}
 }
