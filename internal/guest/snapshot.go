@@ -110,6 +110,9 @@ type Snapshot struct {
 	Containment string `json:"containment,omitempty"`
 	// ContainmentRC is its exit status.
 	ContainmentRC int `json:"containment_rc,omitempty"`
+	// Foreign: rules in any nf_tables table that can send a packet somewhere LEVER_EGRESS
+	// did not judge (egress.ForeignRedirects); read on nf_tables guests only.
+	Foreign []egress.NFTFinding `json:"foreign,omitempty"`
 }
 
 // Family returns one family's live state.
@@ -122,7 +125,11 @@ func (s Snapshot) Family(f egress.Family) egress.FamilyState {
 
 // VerifyEgress compares the snapshot with the desired ruleset, rule for rule, in order.
 func (s Snapshot) VerifyEgress(desired egress.Ruleset) egress.Diff {
-	return egress.Compare(desired, s.V4, s.V6)
+	d := egress.Compare(desired, s.V4, s.V6)
+	for _, f := range s.Foreign {
+		d.Foreign = append(d.Foreign, f.String())
+	}
+	return d
 }
 
 const marker = "@@lever-"
@@ -268,6 +275,11 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 			s.V6 = st
 		} else {
 			s.V4 = st
+		}
+	}
+	if sec, ok := secs["nft"]; nf && ok && sec.rc == 0 {
+		if s.Foreign, err = egress.ForeignRedirects(sec.out, secs["nfttext"].out); err != nil {
+			return Snapshot{}, err
 		}
 	}
 	if sec, ok := secs["containment"]; ok {
