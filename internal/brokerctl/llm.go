@@ -38,6 +38,29 @@ var dropRequest = map[string]bool{
 // X-Forwarded-*, every Proxy-*.
 var dropRequestPrefix = []string{"if-", "x-forwarded-", "proxy-"}
 
+// credentialWords mark a header or query parameter that names a credential or picks the
+// account, organisation or project the key is spent on (OpenAI-Organization,
+// OpenAI-Project, x-goog-api-key, ?key=, ?access_token=, X-Session-Token...): the only
+// credential and account upstream sees are the host's, so none of these come from the jail.
+var credentialWords = []string{"key", "token", "auth", "secret", "passw", "cookie", "session", "credential", "organization", "organisation", "project", "account", "tenant", "workspace"}
+
+// credentialAllowed are names that hold a credential word without being one.
+var credentialAllowed = map[string]bool{"idempotency-key": true}
+
+// namesCredential reports whether a (lower-case, '_' read as '-') header or parameter name
+// carries a credential word.
+func namesCredential(n string) bool {
+	if credentialAllowed[n] {
+		return false
+	}
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // forwardRequestHeader says whether a client header may go upstream. A name with a
 // character outside letters, digits and '-' is never forwarded: "Accept_Encoding" is
 // Accept-Encoding to some servers.
@@ -49,7 +72,7 @@ func forwardRequestHeader(name string, h http.Header) bool {
 		}
 	}
 	n := strings.ToLower(name)
-	if dropRequest[n] || connectionListed(h, name) {
+	if dropRequest[n] || namesCredential(n) || connectionListed(h, name) {
 		return false
 	}
 	for _, p := range dropRequestPrefix {
@@ -152,6 +175,9 @@ func (s *Server) llmTarget(r *http.Request) (string, *url.URL, error) {
 			n := strings.ToLower(strings.ReplaceAll(k, "_", "-"))
 			if strings.Contains(n, "method") || strings.Contains(n, "override") || strings.HasPrefix(n, "-") {
 				return "", nil, fmt.Errorf("query parameter %q could override the method or route; refused", k)
+			}
+			if namesCredential(n) {
+				return "", nil, fmt.Errorf("query parameter %q names a credential or account; the broker's key is the only one upstream sees; refused", k)
 			}
 		}
 		target.RawQuery = vals.Encode()
