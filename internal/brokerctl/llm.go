@@ -218,7 +218,14 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, http.StatusRequestEntityTooLarge, "body_cap", fmt.Sprintf("request body of %d bytes exceeds the %s body cap", r.ContentLength, sizeText(s.opts.MaxBody)))
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+	var body io.Reader = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+	// Every body is read as it passes (bodypolicy.go): one that would make the upstream
+	// reach out on the jail's behalf never reaches it complete.
+	var pb *policyBody
+	if r.ContentLength != 0 {
+		pb = newPolicyBody(body)
+		body = pb
+	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), body)
 	if err != nil {
 		jsonError(w, r, http.StatusBadRequest, "bad_request", "building upstream request: "+err.Error())
@@ -243,6 +250,14 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		out.Header.Set("Authorization", "Bearer "+string(s.apiKey))
 	}
 	resp, err := s.client.Do(out)
+	if perr := pb.refusal(); perr != nil {
+		if err == nil {
+			resp.Body.Close()
+		}
+		rec(r).Outcome = "refused"
+		jsonError(w, r, http.StatusForbidden, "body_refused", perr.Error())
+		return
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {

