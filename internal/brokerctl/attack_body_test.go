@@ -64,12 +64,32 @@ func TestUpstreamFetchRequestsRefused(t *testing.T) {
 		{"padded server tool", `{` + pad + `"tools":[{"type":"web_fetch_20250910"}]}`, false},
 		{"padded image url", `{` + pad + `"messages":[{"content":[{"type":"image","source":{"type":"url","url":"https://evil.test/"}}]}]}`, false},
 	}
+	// A charset other than UTF-8 could make the upstream read the bytes differently
+	// ("t+AHk-pe" is "type" in UTF-7): refused before anything is sent (415).
+	for _, ct := range []string{"application/json; charset=utf-7", "application/json; charset=UTF-16", "application/json; charset=\"cp1252\"", "application/json; charset=utf-8; charset=utf-7"} {
+		mu.Lock()
+		before := len(got)
+		mu.Unlock()
+		req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages", strings.NewReader(`{"tools":[{"t+AHk-pe":"web_search"}]}`))
+		req.Header.Set("Content-Type", ct)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		reached := len(got) > before
+		mu.Unlock()
+		if resp.StatusCode != 415 || reached {
+			t.Errorf("Content-Type %s: %d, reached upstream %v", ct, resp.StatusCode, reached)
+		}
+	}
 	for _, r := range rows {
 		mu.Lock()
 		before := len(got)
 		mu.Unlock()
 		req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages", strings.NewReader(r.body))
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", "application/json; charset=UTF-8") // the control for the charset rows
 		resp, err := c.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", r.name, err)

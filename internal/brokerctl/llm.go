@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -207,6 +208,14 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	if !s.routes[r.Method+" "+path] {
 		jsonError(w, r, http.StatusForbidden, "route_refused", fmt.Sprintf("%s %s is not an allowed /llm/ route (broker.llm_routes: %s)", r.Method, path, strings.Join(s.opts.LLMRoutes, ", ")))
 		return
+	}
+	// The body policy reads bytes as UTF-8 JSON: a body declared in another charset
+	// (utf-7 spells "type" as "t+AHk-pe") could mean something else to the upstream.
+	for _, ct := range r.Header.Values("Content-Type") {
+		if _, params, err := mime.ParseMediaType(ct); err != nil || (params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
+			jsonError(w, r, http.StatusUnsupportedMediaType, "bad_request", fmt.Sprintf("request Content-Type %q is not accepted; send JSON in UTF-8", ct))
+			return
+		}
 	}
 	for _, ce := range r.Header.Values("Content-Encoding") {
 		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
