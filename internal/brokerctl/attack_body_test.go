@@ -1,9 +1,11 @@
 package brokerctl
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +17,8 @@ import (
 // and must come back 403 body_refused with the upstream never receiving a complete body;
 // each control row (client tools, a URL that is only data in the history, inline
 // images) must reach the upstream byte for byte. The padded rows put the offending part
-// after 1 MiB, so the upstream has most of the body before the scanner sees it: the held
-// back last byte keeps it incomplete.
+// after 1 MiB, so the upstream has most of the body before the scanner sees it: the
+// chunk holding it is never passed on, so the upstream never has the body whole.
 func TestUpstreamFetchRequestsRefused(t *testing.T) {
 	var mu sync.Mutex
 	var got []string // complete, well-formed bodies the upstream received
@@ -111,6 +113,68 @@ func TestUpstreamFetchRequestsRefused(t *testing.T) {
 		}
 		if resp.StatusCode != 403 || !strings.Contains(string(b), "body_refused") || reached {
 			t.Errorf("%s: %d %s, upstream received a complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
+		}
+	}
+}
+
+// TestUpstreamFetchRequestsRefusedHTTP1: the same streaming refusal with an HTTP/1.1 upstream,
+// where the transport sends a known-length body and then only checks for extra bytes:
+// the refused body must still never arrive whole, with and without a Content-Length.
+func TestUpstreamFetchRequestsRefusedHTTP1(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err == nil && json.Valid(b) {
+			mu.Lock()
+			got = append(got, string(b))
+			mu.Unlock()
+		}
+		io.WriteString(w, `{"ok":true,"proto":"`+r.Proto+`"}`)
+	}))
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(up.Certificate())
+	h := newHarness(t, nil, func(o *Options) {
+		o.Upstream, o.UpstreamRoots = up.URL, roots
+		o.LLMRoutes = []string{"POST /v1/messages"}
+	})
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	pad := `"pad":"` + strings.Repeat("x", 1<<20) + `",`
+	for _, r := range []struct {
+		name, body string
+		sized, ok  bool
+	}{
+		{"control sized", `{` + pad + `"tools":[{"type":"function"}]}`, true, true},
+		{"control chunked", `{` + pad + `"tools":[{"type":"function"}]}`, false, true},
+		{"server tool sized", `{` + pad + `"tools":[{"type":"web_fetch_20250910"}]}`, true, false},
+		{"server tool chunked", `{` + pad + `"tools":[{"type":"web_fetch_20250910"}]}`, false, false},
+		{"trailing value sized", `{` + pad + `"a":1}{}`, true, false},
+	} {
+		mu.Lock()
+		before := len(got)
+		mu.Unlock()
+		var body io.Reader = strings.NewReader(r.body)
+		if !r.sized {
+			body = io.MultiReader(body) // hides the length: sent chunked
+		}
+		req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages", body)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		reached := len(got) > before && got[len(got)-1] == r.body
+		mu.Unlock()
+		if r.ok != (resp.StatusCode == 200) || r.ok != reached {
+			t.Errorf("%s: %d %s, upstream got it whole: %v", r.name, resp.StatusCode, capText(string(b), 200), reached)
+		}
+		if r.ok && !strings.Contains(string(b), `"proto":"HTTP/1.1"`) {
+			t.Errorf("%s: upstream not reached over HTTP/1.1: %s", r.name, b)
 		}
 	}
 }

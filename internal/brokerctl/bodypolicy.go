@@ -17,9 +17,12 @@ import (
 // as a URL the upstream downloads. Each is an egress channel past LEVER_EGRESS: the jail
 // names any URL and the upstream fetches it, carrying whatever the jail put in it. The
 // broker therefore reads every request body below /llm/ as it streams through and refuses
-// (403, audited) a body that asks for any of these. The body is scanned as it passes;
-// its last byte is held back until the whole body has been read and found clean, so a
-// refused body never reaches the upstream complete and is never acted on.
+// (403, audited) a body that asks for any of these. The body is scanned as it passes:
+// each chunk read from the jail is scanned before any byte of it goes on, and whatever
+// the policy refuses comes before the end of the JSON value, so a refused body never
+// reaches the upstream complete and is never acted on. The last byte is also held back
+// until the end has been read and found clean (belt and braces: a body refused only at
+// its end is one the upstream could not parse either).
 
 // bodyPolicyError is a body the broker refuses; its text names what was found.
 type bodyPolicyError struct{ msg string }
@@ -350,8 +353,8 @@ func (s *bodyScanner) finish() error {
 	return nil
 }
 
-// policyBody passes the request body to the upstream while the scanner reads it, holding
-// back the last byte until the end has been read and the body found clean.
+// policyBody passes the request body to the upstream while the scanner reads it: a chunk
+// goes on only once scanned, and the last byte only once the end was found clean.
 type policyBody struct {
 	src     io.Reader
 	sc      bodyScanner
