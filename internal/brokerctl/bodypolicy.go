@@ -104,14 +104,36 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // write feeds the next bytes.
 func (s *bodyScanner) write(p []byte) error {
-	for _, c := range p {
+	for i := 0; i < len(p); i++ {
 		if s.err != nil {
 			return s.err
 		}
+		if s.st == stString && s.esc == 0 {
+			// Most of a body is string contents: take a run of plain bytes at once.
+			j := i
+			for j < len(p) && p[j] != '"' && p[j] != '\\' && p[j] >= 0x20 {
+				j++
+			}
+			if j > i {
+				s.keepRun(p[i:j])
+				s.n += int64(j - i)
+				if i = j; i == len(p) {
+					break
+				}
+			}
+		}
 		s.n++
-		s.step(c)
+		s.step(p[i])
 	}
 	return s.err
+}
+
+func (s *bodyScanner) keepRun(b []byte) {
+	if room := keepString - len(s.str); room < len(b) {
+		b = b[:max(room, 0)]
+		s.strLong = true
+	}
+	s.str = append(s.str, b...)
 }
 
 func (s *bodyScanner) step(c byte) {
@@ -237,16 +259,16 @@ func (s *bodyScanner) stringByte(c byte) {
 			s.malformed(c)
 		}
 	case s.esc >= 2:
-		if !strings.ContainsRune("0123456789abcdefABCDEF", rune(c)) {
+		d, ok := unhex(c)
+		if !ok {
 			s.malformed(c)
 			return
 		}
-		s.lit = append(s.lit, c)
+		s.lit = append(s.lit, d)
 		s.esc++
 		if s.esc == 6 {
 			s.esc = 0
-			var r rune
-			fmt.Sscanf(string(s.lit), "%04x", &r)
+			r := rune(s.lit[0])<<12 | rune(s.lit[1])<<8 | rune(s.lit[2])<<4 | rune(s.lit[3])
 			// A surrogate half is kept as U+FFFD: what matters here is that it is not
 			// an ASCII letter a key or scheme could be spelled with.
 			if !utf8.ValidRune(r) {
