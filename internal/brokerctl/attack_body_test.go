@@ -45,6 +45,8 @@ func TestUpstreamFetchRequestsRefused(t *testing.T) {
 		{"control: base64 image source", `{"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}`, true},
 		{"control: client bash tool", `{"tools":[{"type":"bash_20250124","name":"bash"}]}`, true},
 		{"control: padded clean body", `{` + pad + `"tools":[{"type":"custom","name":"x"}]}`, true},
+		{"control: prompt as text", `{"model":"m","prompt":"say hi"}`, true},
+		{"stored prompt reference", `{"model":"m","prompt":{"id":"pmpt_123","version":"2"},"input":"hi"}`, false},
 		{"web_fetch server tool", `{"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"messages":[]}`, false},
 		{"web_search server tool", `{"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, false},
 		{"code execution server tool", `{"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}`, false},

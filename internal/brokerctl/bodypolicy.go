@@ -201,6 +201,12 @@ func (s *bodyScanner) beginValue(c byte) {
 	s.prevOpen = false
 	switch {
 	case c == '{' || c == '[':
+		if c == '{' && len(s.stack) == 1 && s.stack[0].obj && s.stack[0].key == "prompt" {
+			// OpenAI's reusable prompt reference: the stored prompt can carry tools
+			// (web search, MCP) the body never shows. A string "prompt" (completions) is text.
+			s.fail("request field \"prompt\" refers to a stored prompt, whose tools the broker cannot see; refused")
+			return
+		}
 		if len(s.stack) >= maxDepth {
 			s.fail("request body nests deeper than %d", maxDepth)
 			return
