@@ -1,11 +1,15 @@
 package brokerctl
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +73,97 @@ func TestRevokedCertOnKeptAliveConnection(t *testing.T) {
 				t.Errorf("revoked certificate on a kept-alive connection: %d, want 403", code)
 			}
 		})
+	}
+}
+
+// TestRevocationCutsStreamsInFlight: a model answer already streaming when its agent's
+// certificate is revoked is cut within about a second (the admin revocation also triggers
+// an immediate re-check), while another agent's stream on the same broker goes on (the
+// control). The audit line names the revocation.
+func TestRevocationCutsStreamsInFlight(t *testing.T) {
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 120; i++ {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			fmt.Fprintf(w, "data: {\"i\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}), func(o *Options) { o.LLMRoutes = []string{"GET /v1/models"} })
+	ctx := context.Background()
+	adm := &Admin{Addr: h.srv.AdminAddr(), Token: h.srv.adminToken}
+	type stream struct {
+		events chan struct{}
+		ended  chan time.Time
+	}
+	open := func(agent string) stream {
+		tok, err := adm.Ticket(ctx, agent, ca.RoleWorker, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPEM, keyPEM, err := Enrol(ctx, h.url, h.srv.CA.CertPEM, agent, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _ := tls.X509KeyPair(certPEM, keyPEM)
+		c := clientFor(h.srv.CA.Pool(), &cert, true)
+		resp, err := c.Get(h.url + "/llm/v1/models")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", agent, err, resp)
+		}
+		s := stream{events: make(chan struct{}, 1000), ended: make(chan time.Time, 1)}
+		go func() {
+			defer resp.Body.Close()
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					s.ended <- time.Now()
+					return
+				}
+				if strings.HasPrefix(line, "data:") {
+					s.events <- struct{}{}
+				}
+			}
+		}()
+		return s
+	}
+	w1, w2 := open("w1"), open("w2")
+	for _, s := range []stream{w1, w2} {
+		select {
+		case <-s.events:
+		case <-time.After(5 * time.Second):
+			t.Fatal("control: no event before the revocation")
+		}
+	}
+	revoked := time.Now()
+	if _, err := adm.Revoke(ctx, RevokeRequest{Agent: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-w1.ended:
+		t.Logf("w1's stream ended %v after the revocation", at.Sub(revoked).Round(time.Millisecond))
+	case <-time.After(3 * time.Second):
+		t.Fatal("w1's stream still runs 3 s after its certificate was revoked")
+	}
+	// Control: the other agent's stream is untouched.
+	for len(w2.events) > 0 {
+		<-w2.events
+	}
+	select {
+	case <-w2.events:
+	case at := <-w2.ended:
+		t.Fatalf("w2's stream ended too (%v after the revocation)", at.Sub(revoked))
+	case <-time.After(3 * time.Second):
+		t.Fatal("w2's stream stopped flowing")
+	}
+	time.Sleep(200 * time.Millisecond)
+	h.srv.Shutdown(ctx)
+	audit, _ := os.ReadFile(auditPath(h.state))
+	if !strings.Contains(string(audit), "client certificate revoked while the request was in flight; response cut") {
+		t.Errorf("audit does not name the revocation:\n%s", audit)
 	}
 }

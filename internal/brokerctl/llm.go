@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -235,7 +236,14 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		pb = newPolicyBody(body)
 		body = pb
 	}
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), body)
+	ctx := r.Context()
+	if c := peerCert(r); c != nil {
+		var done func()
+		ctx, done = s.inflight.track(ctx, c)
+		defer done()
+		r = r.WithContext(ctx)
+	}
+	out, err := http.NewRequestWithContext(ctx, r.Method, target.String(), body)
 	if err != nil {
 		jsonError(w, r, http.StatusBadRequest, "bad_request", "building upstream request: "+err.Error())
 		return
@@ -347,7 +355,15 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		rec(r).Detail = "copying upstream response: " + err.Error()
+		noteRevoked(r)
 		panic(http.ErrAbortHandler)
+	}
+}
+
+// noteRevoked names a revocation in flight as the reason a response was cut.
+func noteRevoked(r *http.Request) {
+	if errors.Is(context.Cause(r.Context()), errRevokedInFlight) {
+		rec(r).Detail = errRevokedInFlight.Error() + "; response cut"
 	}
 }
 
@@ -439,6 +455,7 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 			return
 		default:
 			rec(r).Detail = "reading upstream stream: " + err.Error()
+			noteRevoked(r)
 			if frame.Len() > 0 {
 				emit()
 			}
