@@ -68,6 +68,7 @@ func (s *Server) adminHandler() http.Handler {
 			return
 		}
 		rec(r).Detail = "revoked " + strings.Join(out.Revoked, ",") + " of " + out.Agent
+		s.inflight.recheck() // cut its requests in flight now, not at the next tick
 		writeJSON(w, out)
 	})
 	mux.HandleFunc("POST /rotate", func(w http.ResponseWriter, r *http.Request) {

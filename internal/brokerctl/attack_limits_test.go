@@ -247,3 +247,56 @@ func TestConnectionCap(t *testing.T) {
 	}
 	held[1].Close()
 }
+
+// TestStalledHandshakesReleaseSlots: connections that take a slot and never finish the
+// TLS handshake (nothing sent, or half a ClientHello) are cut after ReadHeaderTimeout,
+// which net/http also applies to the handshake, so they cannot hold the cap for ever.
+// Control: while they are held, a real client waits for a slot and gets nothing.
+func TestStalledHandshakesReleaseSlots(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.MaxConns = 2; o.ReadHeaderTimeout = 600 * time.Millisecond })
+	cert := h.workerCert("w1")
+	tc := &tls.Config{RootCAs: h.srv.CA.Pool(), Certificates: []tls.Certificate{cert}, ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"}}
+	var stalled []net.Conn
+	for i := range 2 {
+		c, err := net.Dial("tcp", h.srv.JailAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01}) // a ClientHello record header, then nothing
+		}
+		stalled = append(stalled, c)
+	}
+	defer func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	attempt := func(wait time.Duration) error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: wait}, "tcp", h.srv.JailAddr(), tc)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(wait))
+		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	time.Sleep(50 * time.Millisecond) // both stalled connections have been accepted
+	if err := attempt(300 * time.Millisecond); err == nil {
+		t.Fatal("control: a client was served while two stalled handshakes held the cap of 2")
+	}
+	// The stalled ones are still open on our side; the broker cuts them at the timeout.
+	time.Sleep(600 * time.Millisecond)
+	if err := attempt(2 * time.Second); err != nil {
+		t.Errorf("after the handshake timeout the slots are still held: %v", err)
+	}
+}

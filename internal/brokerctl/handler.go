@@ -121,16 +121,43 @@ func (jw *jailWriter) finish() error { return jw.stream.Close() }
 
 func (jw *jailWriter) Unwrap() http.ResponseWriter { return jw.ResponseWriter }
 
-// maskHeader masks the key in header names and values.
+// maskHeader masks the key in header names and values. They are masked as one run, in
+// the order net/http writes them (names sorted, each followed by its values), so a key
+// split across two values of one header, or between a name and its value, is found as
+// well as one inside a single value. Masking keeps lengths, so the run splits back.
 func maskHeader(h http.Header, m *masker) {
-	for k, vs := range h {
-		for i, v := range vs {
-			vs[i] = m.String(v)
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var run []byte
+	for _, k := range keys {
+		run = append(run, k...)
+		for _, v := range h[k] {
+			run = append(run, v...)
 		}
-		if nk := m.String(k); nk != k {
-			delete(h, k)
-			h[nk] = vs
+	}
+	if !m.maskInPlace(run) {
+		return
+	}
+	out := make(http.Header, len(keys))
+	off := 0
+	for _, k := range keys {
+		nk := string(run[off : off+len(k)])
+		off += len(k)
+		vs := make([]string, len(h[k]))
+		for i, v := range h[k] {
+			vs[i] = string(run[off : off+len(v)])
+			off += len(v)
 		}
+		out[nk] = append(out[nk], vs...)
+	}
+	for k := range h {
+		delete(h, k)
+	}
+	for k, vs := range out {
+		h[k] = vs
 	}
 }
 

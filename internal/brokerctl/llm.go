@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -38,6 +40,29 @@ var dropRequest = map[string]bool{
 // X-Forwarded-*, every Proxy-*.
 var dropRequestPrefix = []string{"if-", "x-forwarded-", "proxy-"}
 
+// credentialWords mark a header or query parameter that names a credential or picks the
+// account, organisation or project the key is spent on (OpenAI-Organization,
+// OpenAI-Project, x-goog-api-key, ?key=, ?access_token=, X-Session-Token...): the only
+// credential and account upstream sees are the host's, so none of these come from the jail.
+var credentialWords = []string{"key", "token", "auth", "secret", "passw", "cookie", "session", "credential", "organization", "organisation", "project", "account", "tenant", "workspace"}
+
+// credentialAllowed are names that hold a credential word without being one.
+var credentialAllowed = map[string]bool{"idempotency-key": true}
+
+// namesCredential reports whether a (lower-case, '_' read as '-') header or parameter name
+// carries a credential word.
+func namesCredential(n string) bool {
+	if credentialAllowed[n] {
+		return false
+	}
+	for _, w := range credentialWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // forwardRequestHeader says whether a client header may go upstream. A name with a
 // character outside letters, digits and '-' is never forwarded: "Accept_Encoding" is
 // Accept-Encoding to some servers.
@@ -49,7 +74,7 @@ func forwardRequestHeader(name string, h http.Header) bool {
 		}
 	}
 	n := strings.ToLower(name)
-	if dropRequest[n] || connectionListed(h, name) {
+	if dropRequest[n] || namesCredential(n) || connectionListed(h, name) {
 		return false
 	}
 	for _, p := range dropRequestPrefix {
@@ -153,6 +178,9 @@ func (s *Server) llmTarget(r *http.Request) (string, *url.URL, error) {
 			if strings.Contains(n, "method") || strings.Contains(n, "override") || strings.HasPrefix(n, "-") {
 				return "", nil, fmt.Errorf("query parameter %q could override the method or route; refused", k)
 			}
+			if namesCredential(n) {
+				return "", nil, fmt.Errorf("query parameter %q names a credential or account; the broker's key is the only one upstream sees; refused", k)
+			}
 		}
 		target.RawQuery = vals.Encode()
 	}
@@ -182,6 +210,14 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, http.StatusForbidden, "route_refused", fmt.Sprintf("%s %s is not an allowed /llm/ route (broker.llm_routes: %s)", r.Method, path, strings.Join(s.opts.LLMRoutes, ", ")))
 		return
 	}
+	// The body policy reads bytes as UTF-8 JSON: a body declared in another charset
+	// (utf-7 spells "type" as "t+AHk-pe") could mean something else to the upstream.
+	for _, ct := range r.Header.Values("Content-Type") {
+		if _, params, err := mime.ParseMediaType(ct); err != nil || (params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8")) {
+			jsonError(w, r, http.StatusUnsupportedMediaType, "bad_request", fmt.Sprintf("request Content-Type %q is not accepted; send JSON in UTF-8", ct))
+			return
+		}
+	}
 	for _, ce := range r.Header.Values("Content-Encoding") {
 		if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
 			jsonError(w, r, http.StatusUnsupportedMediaType, "bad_request", fmt.Sprintf("request Content-Encoding %q is not accepted; send the body unencoded", ce))
@@ -192,8 +228,22 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, http.StatusRequestEntityTooLarge, "body_cap", fmt.Sprintf("request body of %d bytes exceeds the %s body cap", r.ContentLength, sizeText(s.opts.MaxBody)))
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), body)
+	var body io.Reader = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+	// Every body is read as it passes (bodypolicy.go): one that would make the upstream
+	// reach out on the jail's behalf never reaches it complete.
+	var pb *policyBody
+	if r.ContentLength != 0 {
+		pb = newPolicyBody(body)
+		body = pb
+	}
+	ctx := r.Context()
+	if c := peerCert(r); c != nil {
+		var done func()
+		ctx, done = s.inflight.track(ctx, c)
+		defer done()
+		r = r.WithContext(ctx)
+	}
+	out, err := http.NewRequestWithContext(ctx, r.Method, target.String(), body)
 	if err != nil {
 		jsonError(w, r, http.StatusBadRequest, "bad_request", "building upstream request: "+err.Error())
 		return
@@ -217,6 +267,14 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		out.Header.Set("Authorization", "Bearer "+string(s.apiKey))
 	}
 	resp, err := s.client.Do(out)
+	if perr := pb.refusal(); perr != nil {
+		if err == nil {
+			resp.Body.Close()
+		}
+		rec(r).Outcome = "refused"
+		jsonError(w, r, http.StatusForbidden, "body_refused", perr.Error())
+		return
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
@@ -297,7 +355,15 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		rec(r).Detail = "copying upstream response: " + err.Error()
+		noteRevoked(r)
 		panic(http.ErrAbortHandler)
+	}
+}
+
+// noteRevoked names a revocation in flight as the reason a response was cut.
+func noteRevoked(r *http.Request) {
+	if errors.Is(context.Cause(r.Context()), errRevokedInFlight) {
+		rec(r).Detail = errRevokedInFlight.Error() + "; response cut"
 	}
 }
 
@@ -389,6 +455,7 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 			return
 		default:
 			rec(r).Detail = "reading upstream stream: " + err.Error()
+			noteRevoked(r)
 			if frame.Len() > 0 {
 				emit()
 			}

@@ -249,8 +249,9 @@ func TestCapsNamed(t *testing.T) {
 	if resp.StatusCode != 413 || !strings.Contains(string(b), "64 MiB body cap") {
 		t.Errorf("oversized request: %d %s", resp.StatusCode, b)
 	}
-	// The same without a Content-Length: cut off at the cap while streaming upstream.
-	req, _ = http.NewRequest("POST", h.url+"/llm/sink", io.LimitReader(zeroReader{}, MaxBody+1))
+	// The same without a Content-Length: cut off at the cap while streaming upstream (a
+	// JSON string of digits, so the body policy reads it as well-formed up to the cap).
+	req, _ = http.NewRequest("POST", h.url+"/llm/sink", io.MultiReader(strings.NewReader(`{"x":"`), io.LimitReader(digitReader{}, MaxBody+1)))
 	req.ContentLength = -1
 	resp, err = c.Do(req)
 	if err != nil {
@@ -268,6 +269,16 @@ func TestCapsNamed(t *testing.T) {
 			t.Errorf("audit lacks %q", want)
 		}
 	}
+}
+
+// digitReader is an endless run of '0' characters.
+type digitReader struct{}
+
+func (digitReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = '0'
+	}
+	return len(p), nil
 }
 
 type zeroReader struct{}

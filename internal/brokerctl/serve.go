@@ -114,6 +114,7 @@ type Server struct {
 	unauth   *rateLimiter    // requests without a client certificate, per source IP
 	hsLog    *rateLimiter    // audit lines for failed TLS handshakes, per source IP
 	renewLim *rateLimiter    // renewals per agent
+	inflight *inflightSet    // /llm/ requests in flight, re-checked for revocation (inflight.go)
 
 	adminToken string
 	jailLn     net.Listener
@@ -184,6 +185,7 @@ func New(opts Options) (*Server, error) {
 	s.unauth = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
 	s.hsLog = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
 	s.renewLim = newRateLimiter(opts.RenewRate, opts.RenewBurst, 0)
+	s.inflight = newInflightSet()
 	if s.audit, err = openAudit(auditPath(opts.StateDir), opts.AuditMaxBytes, opts.AuditKeep); err != nil {
 		return nil, err
 	}
@@ -305,6 +307,7 @@ func (s *Server) Start() error {
 		go s.adminSrv.Serve(s.adminLn)
 	}
 	go s.Certs.Run(ctx, time.Minute)
+	go s.inflight.run(ctx, s.CA.IsRevoked)
 	s.audit.Log(Record{Who: "broker", Listener: "internal", Route: "start", Outcome: "listening", Detail: fmt.Sprintf("jail %s admin %s", s.JailAddr(), s.AdminAddr())})
 	return s.writeState()
 }

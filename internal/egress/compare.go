@@ -57,10 +57,17 @@ type Diff struct {
 	V4          FamilyDiff `json:"ipv4"`
 	V6          FamilyDiff `json:"ipv6"`
 	HalfApplied bool       `json:"half_applied,omitempty"`
+	// Foreign names rules outside lever's chains, in any table, that can send a packet
+	// somewhere LEVER_EGRESS did not judge (ForeignRedirects; nf_tables guests).
+	Foreign []string `json:"foreign,omitempty"`
 }
 
-// Match reports an exact match in both families.
-func (d Diff) Match() bool { return d.V4.Match() && d.V6.Match() }
+// Match reports an exact match in both families and nothing that routes around them.
+func (d Diff) Match() bool { return d.OwnMatch() && len(d.Foreign) == 0 }
+
+// OwnMatch reports an exact match of lever's own chains in both families (what apply can
+// repair), whatever else the ruleset holds.
+func (d Diff) OwnMatch() bool { return d.V4.Match() && d.V6.Match() }
 
 // Family returns the family's part.
 func (d Diff) Family(f Family) FamilyDiff {
@@ -82,6 +89,9 @@ func (d Diff) Lines() []string {
 			holds, not = "IPv4", "IPv6"
 		}
 		out = append(out, fmt.Sprintf("half-applied: %s holds the desired chain, %s does not", holds, not))
+	}
+	for _, f := range d.Foreign {
+		out = append(out, "routes around LEVER_EGRESS: "+f)
 	}
 	return out
 }

@@ -187,17 +187,31 @@ func EnsureEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error
 	if rep.Outcome == Unchanged {
 		return rep, nil
 	}
-	if err := ApplyEgress(ctx, r, spec.Tools, snap, rep.Desired.Ruleset); err != nil {
-		return rep, err
+	if !rep.Diff.OwnMatch() {
+		if err := ApplyEgress(ctx, r, spec.Tools, snap, rep.Desired.Ruleset); err != nil {
+			return rep, err
+		}
+		after, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
+		if err != nil {
+			return rep, fmt.Errorf("verifying after the rebuild: %w", err)
+		}
+		d := after.VerifyEgress(rep.Desired.Ruleset)
+		if !d.OwnMatch() {
+			return rep, fmt.Errorf("after the rebuild the live chains still differ from the desired ones: %s", strings.Join(d.Lines(), "; "))
+		}
+		rep.Outcome = Rebuilt
+		snap = after
 	}
-	after, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
-	if err != nil {
-		return rep, fmt.Errorf("verifying after the rebuild: %w", err)
+	// Rules in other tables that route around the chain are not lever's to delete (they
+	// may be the operator's or the distribution's); the bring-up refuses to go on with
+	// them in place, naming each.
+	if len(snap.Foreign) > 0 {
+		var names []string
+		for _, f := range snap.Foreign {
+			names = append(names, f.String())
+		}
+		return rep, fmt.Errorf("the guest's ruleset holds %d rule(s) that can send packets somewhere LEVER_EGRESS did not judge; remove them and re-run: %s", len(names), strings.Join(names, "; "))
 	}
-	if d := after.VerifyEgress(rep.Desired.Ruleset); !d.Match() {
-		return rep, fmt.Errorf("after the rebuild the live chains still differ from the desired ones: %s", strings.Join(d.Lines(), "; "))
-	}
-	rep.Outcome = Rebuilt
 	return rep, nil
 }
 

@@ -110,6 +110,10 @@ type Snapshot struct {
 	Containment string `json:"containment,omitempty"`
 	// ContainmentRC is its exit status.
 	ContainmentRC int `json:"containment_rc,omitempty"`
+	// Foreign: rules in any nf_tables table that can send a packet somewhere LEVER_EGRESS
+	// did not judge (egress.ForeignRedirects); read wherever the guest has nft, legacy
+	// iptables guests included.
+	Foreign []egress.NFTFinding `json:"foreign,omitempty"`
 }
 
 // Family returns one family's live state.
@@ -122,7 +126,11 @@ func (s Snapshot) Family(f egress.Family) egress.FamilyState {
 
 // VerifyEgress compares the snapshot with the desired ruleset, rule for rule, in order.
 func (s Snapshot) VerifyEgress(desired egress.Ruleset) egress.Diff {
-	return egress.Compare(desired, s.V4, s.V6)
+	d := egress.Compare(desired, s.V4, s.V6)
+	for _, f := range s.Foreign {
+		d.Foreign = append(d.Foreign, f.String())
+	}
+	return d
 }
 
 const marker = "@@lever-"
@@ -177,6 +185,13 @@ sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` 
 		fi
 		rm -f "$E.4" "$E.6"
 	else echo "` + marker + `begin nft-missing"; echo "` + marker + `end nft-missing 0"; fi ;;
+*)
+	# A legacy guest's kernel runs nf_tables rules beside the legacy tables: read them
+	# for rules that move packets past LEVER_EGRESS (egress.ForeignRedirects).
+	if command -v nft >/dev/null 2>&1; then
+		sec nft nft -j list ruleset
+		sec nfttext nft -a list ruleset
+	fi ;;
 esac
 `)
 	if req.Containment != "" {
@@ -268,6 +283,11 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 			s.V6 = st
 		} else {
 			s.V4 = st
+		}
+	}
+	if sec, ok := secs["nft"]; ok && sec.rc == 0 {
+		if s.Foreign, err = egress.ForeignRedirects(sec.out, secs["nfttext"].out); err != nil {
+			return Snapshot{}, err
 		}
 	}
 	if sec, ok := secs["containment"]; ok {

@@ -1,0 +1,460 @@
+package brokerctl
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"unicode/utf8"
+)
+
+// A model-call route is not only a model call: the request body can make the upstream
+// itself reach out to the network on the jail's behalf — a server tool (Anthropic's
+// web_fetch, web_search, code execution; OpenAI's web_search, mcp, file_search), an MCP
+// server the upstream connects to (mcp_servers), or an image or document "source" given
+// as a URL the upstream downloads. Each is an egress channel past LEVER_EGRESS: the jail
+// names any URL and the upstream fetches it, carrying whatever the jail put in it. The
+// broker therefore reads every request body below /llm/ as it streams through and refuses
+// (403, audited) a body that asks for any of these. The body is scanned as it passes:
+// each chunk read from the jail is scanned before any byte of it goes on, and whatever
+// the policy refuses comes before the end of the JSON value, so a refused body never
+// reaches the upstream complete and is never acted on. The last byte is also held back
+// until the end has been read and found clean (belt and braces: a body refused only at
+// its end is one the upstream could not parse either).
+
+// bodyPolicyError is a body the broker refuses; its text names what was found.
+type bodyPolicyError struct{ msg string }
+
+func (e *bodyPolicyError) Error() string { return e.msg }
+
+// rootKeysRefused are top-level request fields that make the upstream connect out.
+var rootKeysRefused = map[string]string{
+	"mcp_servers":        "MCP servers the upstream would connect to",
+	"web_search_options": "a web search the upstream would run",
+}
+
+// fetchKeys hold (as a string, or as an object's "url") what the upstream downloads:
+// OpenAI's image_url / file_url / server_url and the like; Anthropic's image and document
+// "source": {"type": "url", "url": ...} is matched by its parent key. A "url" elsewhere
+// (a tool call's arguments in the history, say) is data, not a fetch.
+var fetchKeys = map[string]bool{"image_url": true, "file_url": true, "server_url": true, "document_url": true, "audio_url": true, "video_url": true}
+
+// clientToolTypes are tool types the client (lev, in the jail) executes itself; any other
+// declared type is a server tool the upstream runs.
+var clientToolTypes = map[string]bool{"function": true, "custom": true, "local_shell": true, "computer_use_preview": true}
+
+// clientToolRE: Anthropic's client-executed tool types, versioned by date.
+var clientToolRE = regexp.MustCompile(`^(bash|text_editor|computer|memory)_[0-9]{8}$`)
+
+// keepString is how much of each string value the scanner keeps (decoded): enough for
+// every key, type and URL scheme it judges; longer values are judged by their start.
+const keepString = 4096
+
+type jsonFrame struct {
+	obj     bool
+	key     string // current key (objects), lower case
+	keyLong bool
+}
+
+// Scanner states.
+const (
+	stValue      = iota // a value is expected
+	stKeyOrClose        // after '{'
+	stKey               // after ',' in an object
+	stColon
+	stCommaOrClose
+	stString
+	stLiteral
+	stDone
+)
+
+// bodyScanner is a strict streaming JSON reader (RFC 8259 grammar, one value) that
+// applies the policy above. Memory is bounded: the nesting stack (capped) and one string
+// prefix, whatever the body's size.
+type bodyScanner struct {
+	st      int
+	stack   []jsonFrame
+	isKey   bool
+	str     []byte // decoded prefix of the current string
+	strLong bool
+	esc     int // 0 none, 1 after '\', 2..5 inside \uXXXX
+	lit     []byte
+	err     error
+	n       int64
+	// prevOpen: the last token was '[' (so ']' may close an empty array).
+	prevOpen bool
+}
+
+const maxDepth = 128
+
+func (s *bodyScanner) fail(format string, args ...any) error {
+	if s.err == nil {
+		s.err = &bodyPolicyError{msg: fmt.Sprintf(format, args...)}
+	}
+	return s.err
+}
+
+func (s *bodyScanner) malformed(c byte) error {
+	return s.fail("request body is not one well-formed JSON value (byte %d: %q); the broker reads every model-call body", s.n, string(c))
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// write feeds the next bytes.
+func (s *bodyScanner) write(p []byte) error {
+	for i := 0; i < len(p); i++ {
+		if s.err != nil {
+			return s.err
+		}
+		if s.st == stString && s.esc == 0 {
+			// Most of a body is string contents: take a run of plain bytes at once.
+			j := i
+			for j < len(p) && p[j] != '"' && p[j] != '\\' && p[j] >= 0x20 {
+				j++
+			}
+			if j > i {
+				s.keepRun(p[i:j])
+				s.n += int64(j - i)
+				if i = j; i == len(p) {
+					break
+				}
+			}
+		}
+		s.n++
+		s.step(p[i])
+	}
+	return s.err
+}
+
+func (s *bodyScanner) keepRun(b []byte) {
+	if room := keepString - len(s.str); room < len(b) {
+		b = b[:max(room, 0)]
+		s.strLong = true
+	}
+	s.str = append(s.str, b...)
+}
+
+func (s *bodyScanner) step(c byte) {
+	switch s.st {
+	case stString:
+		s.stringByte(c)
+		return
+	case stLiteral:
+		if isLiteralByte(c) {
+			if len(s.lit) > 64 {
+				s.malformed(c)
+				return
+			}
+			s.lit = append(s.lit, c)
+			return
+		}
+		if !validLiteral(s.lit) {
+			s.fail("request body is not well-formed JSON: %q is not a JSON literal", string(s.lit))
+			return
+		}
+		s.valueDone()
+		s.step(c)
+		return
+	}
+	if isSpace(c) {
+		return
+	}
+	switch s.st {
+	case stValue:
+		s.beginValue(c)
+	case stKeyOrClose, stKey:
+		switch {
+		case c == '"':
+			s.st, s.isKey, s.str, s.strLong = stString, true, s.str[:0], false
+		case c == '}' && s.st == stKeyOrClose:
+			s.closeFrame()
+		default:
+			s.malformed(c)
+		}
+	case stColon:
+		if c != ':' {
+			s.malformed(c)
+			return
+		}
+		s.st = stValue
+	case stCommaOrClose:
+		top := s.stack[len(s.stack)-1]
+		switch {
+		case c == ',' && top.obj:
+			s.st = stKey
+		case c == ',':
+			s.st = stValue
+		case c == '}' && top.obj, c == ']' && !top.obj:
+			s.closeFrame()
+		default:
+			s.malformed(c)
+		}
+	case stDone:
+		s.malformed(c)
+	}
+}
+
+func (s *bodyScanner) beginValue(c byte) {
+	opened := s.prevOpen
+	s.prevOpen = false
+	switch {
+	case c == '{' || c == '[':
+		if c == '{' && len(s.stack) == 1 && s.stack[0].obj && s.stack[0].key == "prompt" {
+			// OpenAI's reusable prompt reference: the stored prompt can carry tools
+			// (web search, MCP) the body never shows. A string "prompt" (completions) is text.
+			s.fail("request field \"prompt\" refers to a stored prompt, whose tools the broker cannot see; refused")
+			return
+		}
+		if len(s.stack) >= maxDepth {
+			s.fail("request body nests deeper than %d", maxDepth)
+			return
+		}
+		s.stack = append(s.stack, jsonFrame{obj: c == '{'})
+		if c == '{' {
+			s.st = stKeyOrClose
+		} else {
+			s.st, s.prevOpen = stValue, true
+		}
+	case c == ']' && opened:
+		s.closeFrame()
+	case c == '"':
+		s.st, s.isKey, s.str, s.strLong = stString, false, s.str[:0], false
+	case isLiteralByte(c):
+		s.st, s.lit = stLiteral, append(s.lit[:0], c)
+	default:
+		s.malformed(c)
+	}
+}
+
+func isLiteralByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c == '-' || c == '+' || c == '.' || c == 'E'
+}
+
+var numberRE = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+func validLiteral(b []byte) bool {
+	switch string(b) {
+	case "true", "false", "null":
+		return true
+	}
+	return numberRE.Match(b)
+}
+
+func (s *bodyScanner) stringByte(c byte) {
+	switch {
+	case s.esc == 1:
+		s.esc = 0
+		switch c {
+		case '"', '\\', '/':
+			s.keep(c)
+		case 'b':
+			s.keep('\b')
+		case 'f':
+			s.keep('\f')
+		case 'n':
+			s.keep('\n')
+		case 'r':
+			s.keep('\r')
+		case 't':
+			s.keep('\t')
+		case 'u':
+			s.esc, s.lit = 2, s.lit[:0]
+		default:
+			s.malformed(c)
+		}
+	case s.esc >= 2:
+		d, ok := unhex(c)
+		if !ok {
+			s.malformed(c)
+			return
+		}
+		s.lit = append(s.lit, d)
+		s.esc++
+		if s.esc == 6 {
+			s.esc = 0
+			r := rune(s.lit[0])<<12 | rune(s.lit[1])<<8 | rune(s.lit[2])<<4 | rune(s.lit[3])
+			// A surrogate half is kept as U+FFFD: what matters here is that it is not
+			// an ASCII letter a key or scheme could be spelled with.
+			if !utf8.ValidRune(r) {
+				r = utf8.RuneError
+			}
+			var b [4]byte
+			for _, x := range b[:utf8.EncodeRune(b[:], r)] {
+				s.keep(x)
+			}
+		}
+	case c == '\\':
+		s.esc = 1
+	case c == '"':
+		s.stringDone()
+	case c < 0x20:
+		s.malformed(c)
+	default:
+		s.keep(c)
+	}
+}
+
+func (s *bodyScanner) keep(c byte) {
+	if len(s.str) < keepString {
+		s.str = append(s.str, c)
+	} else {
+		s.strLong = true
+	}
+}
+
+func (s *bodyScanner) stringDone() {
+	v := string(s.str)
+	if s.isKey {
+		top := &s.stack[len(s.stack)-1]
+		top.key, top.keyLong = strings.ToLower(v), s.strLong
+		s.st = stColon
+		if len(s.stack) == 1 {
+			if why, ok := rootKeysRefused[top.key]; ok {
+				s.fail("request field %q asks for %s: an egress channel past the jail's firewall; refused", v, why)
+			}
+		}
+		return
+	}
+	s.checkString(v, s.strLong)
+	s.valueDone()
+}
+
+// checkString applies the policy to a string value in its place.
+func (s *bodyScanner) checkString(v string, long bool) {
+	top := s.stack
+	if len(top) == 0 {
+		return
+	}
+	f := top[len(top)-1]
+	if !f.obj || f.keyLong {
+		return
+	}
+	parent := ""
+	if len(top) >= 2 && top[len(top)-2].obj {
+		parent = top[len(top)-2].key
+	}
+	if fetchKeys[f.key] || f.key == "url" && fetchKeys[parent] || f.key == "url" && parent == "source" {
+		t := strings.ToLower(strings.TrimLeft(v, " \t\r\n\f\v\b"))
+		if !strings.HasPrefix(t, "data:") && (long || strings.Contains(t, ":") || strings.HasPrefix(t, "//") || strings.HasPrefix(t, `\\`)) {
+			s.fail("request field %q holds %q: the upstream would fetch it, an egress channel past the jail's firewall; send the content inline (base64 or data: URL)", f.key, capText(v, 128))
+		}
+		return
+	}
+	// {"tools": [ {"type": ...}, ... ]} at the top level.
+	if f.key == "type" && len(top) == 3 && top[0].obj && top[0].key == "tools" && !top[1].obj {
+		if !clientToolTypes[v] && !clientToolRE.MatchString(v) {
+			s.fail("tool type %q is a server tool the upstream runs (it can reach the network on the jail's behalf); only tools the client executes (function, custom, ...) are allowed", capText(v, 128))
+		}
+	}
+}
+
+func (s *bodyScanner) valueDone() {
+	s.prevOpen = false
+	if len(s.stack) == 0 {
+		s.st = stDone
+		return
+	}
+	s.st = stCommaOrClose
+}
+
+func (s *bodyScanner) closeFrame() {
+	s.stack = s.stack[:len(s.stack)-1]
+	s.valueDone()
+}
+
+// finish reports whether the whole body was one complete JSON value.
+func (s *bodyScanner) finish() error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.st == stLiteral {
+		if !validLiteral(s.lit) {
+			return s.fail("request body is not well-formed JSON: %q is not a JSON literal", string(s.lit))
+		}
+		s.valueDone()
+	}
+	if s.st != stDone {
+		return s.fail("request body ends before its JSON value does")
+	}
+	return nil
+}
+
+// policyBody passes the request body to the upstream while the scanner reads it: a chunk
+// goes on only once scanned, and the last byte only once the end was found clean.
+type policyBody struct {
+	src     io.Reader
+	sc      bodyScanner
+	buf     []byte
+	q       []byte // read, scanned, not yet passed on
+	srcDone bool
+	err     error                           // the policy's refusal, once found
+	refused atomic.Pointer[bodyPolicyError] // the same, for the handler (the transport reads in its own goroutine)
+	readErr error                           // the source's own error (not the policy's)
+}
+
+func newPolicyBody(src io.Reader) *policyBody {
+	return &policyBody{src: src, buf: make([]byte, 32<<10)}
+}
+
+func (b *policyBody) Read(p []byte) (int, error) {
+	for {
+		if b.err != nil {
+			return 0, b.err
+		}
+		if b.readErr != nil {
+			return 0, b.readErr
+		}
+		// Pass on everything but the last byte held; all of it once the end was clean.
+		avail := len(b.q) - 1
+		if b.srcDone {
+			avail = len(b.q)
+		}
+		if avail > 0 {
+			n := copy(p, b.q[:avail])
+			b.q = b.q[n:]
+			return n, nil
+		}
+		if b.srcDone {
+			return 0, io.EOF
+		}
+		n, err := b.src.Read(b.buf)
+		if n > 0 {
+			if perr := b.sc.write(b.buf[:n]); perr != nil {
+				b.setErr(perr)
+				continue
+			}
+			b.q = append(b.q, b.buf[:n]...)
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			if perr := b.sc.finish(); perr != nil {
+				b.setErr(perr)
+				continue
+			}
+			b.srcDone = true
+		case err != nil:
+			b.readErr = err
+		}
+	}
+}
+
+func (b *policyBody) setErr(err error) {
+	b.err = err
+	var pe *bodyPolicyError
+	if errors.As(err, &pe) {
+		b.refused.Store(pe)
+	}
+}
+
+// refusal is the policy's refusal, if any (nil-safe).
+func (b *policyBody) refusal() error {
+	if b == nil {
+		return nil
+	}
+	if pe := b.refused.Load(); pe != nil {
+		return pe
+	}
+	return nil
+}
