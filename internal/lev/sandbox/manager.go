@@ -297,6 +297,12 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 		return nil, err
 	}
 	for _, p := range mask {
+		if within(p, s.Workdir) && !maskedAbove(p, mask) && !exists(p) {
+			// Nothing to mount over, and the container shares the workdir read-write: a
+			// command could create it (a worker's config.toml, a policy file) and choose
+			// what a later run loads.
+			return nil, fmt.Errorf("lev's state %s lies in the workdir but does not exist yet, so the container cannot be kept from creating it; create it before the run (or use kind = \"none\"/\"namespace\", which keep its directory read-only)", p)
+		}
 		if within(p, s.Workdir) && !maskedAbove(p, mask) && exists(p) {
 			if strings.ContainsAny(p, ":,\n") {
 				return nil, fmt.Errorf("lev's state %q is in the workdir and its name cannot be masked in a container mount", p)

@@ -23,14 +23,38 @@ import (
 // namespaces there is no masking, and commands refuse to run (MaskUnavailableError).
 
 // maskScript runs in the outer namespace: $1 is unshare, $2 the command, the rest the
-// paths to mask.
+// paths to mask. It starts in the command's directory (the run's workdir).
+//
+// A protected path that does not exist yet (a policy file not written, a worker's lev home
+// not created, $LEV_CONFIG pointing at a missing file) cannot be covered, and a command
+// that may create it would choose what a later run loads. So its deepest existing
+// ancestor is made read-only for the command (a recursive bind onto itself, remounted
+// read-only; the nested namespace locks the flag). The workdir is bound onto itself first,
+// so an ancestor that holds the workdir goes read-only around it while the workdir itself
+// stays writable. "/" cannot be covered that way (a process's root is not looked up
+// through mounts stacked on it): such a path refuses the command.
 const maskScript = `set -e
 unshare=$1; cmd=$2; shift 2
+wd=$(pwd -P)
+bound=
 for p in "$@"; do
 	if [ -d "$p" ]; then
 		mount -t tmpfs -o ro,mode=000,size=4k lev-masked "$p"
 	elif [ -e "$p" ]; then
 		mount --bind -o ro /dev/null "$p"
+	else
+		a=$p
+		while [ ! -e "$a" ]; do a=$(dirname "$a"); done
+		if [ "$a" = / ]; then
+			echo "lev: lev's state $p does not exist and its parent is /: it cannot be kept from this command; create it first" >&2
+			exit 126
+		fi
+		if [ -z "$bound" ] && [ "$wd" != / ]; then
+			mount --rbind "$wd" "$wd"
+			bound=1
+		fi
+		mount --rbind "$a" "$a"
+		mount -o remount,bind,ro "$a"
 	fi
 done
 exec "$unshare" --user --map-root-user --mount -- sh -c "$cmd"`
