@@ -97,6 +97,12 @@ func AbsEnv() error {
 		if v == "" {
 			continue
 		}
+		if k == "LEV_POLICY" && !filepath.IsAbs(v) {
+			// Pinning it here would hide the problem: `lev policy test` and the daemon
+			// (started by an earlier `lev run`) run in different directories, so the
+			// same relative value would name two different policy files.
+			return fmt.Errorf("LEV_POLICY=%q: must be an absolute path (lev serve and lev policy may run in different directories)", v)
+		}
 		abs, err := filepath.Abs(v)
 		if err != nil {
 			return fmt.Errorf("$%s=%q: %w", k, v, err)
