@@ -57,6 +57,9 @@ for p in "$@"; do
 		mount -o remount,bind,ro "$a"
 	fi
 done
+# The current directory still points into the mounts as they were before: enter it again
+# so relative paths go through the masks (and the workdir's new bind) too.
+cd "$wd"
 exec "$unshare" --user --map-root-user --mount -- sh -c "$cmd"`
 
 // MaskArgv is the argv that runs script with mask hidden. network=false also gives it
