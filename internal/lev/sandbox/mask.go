@@ -22,8 +22,9 @@ import (
 // `umount` inside cannot lift a mask (the technique bubblewrap uses). Without user
 // namespaces there is no masking, and commands refuse to run (MaskUnavailableError).
 
-// maskScript runs in the outer namespace: $1 is unshare, $2 the command, the rest the
-// paths to mask. It starts in the command's directory (the run's workdir).
+// maskScript runs in the outer namespace: $1 is unshare, $2 the command, then the paths to
+// mask, "--", and their ancestors to pin (see pins). It starts in the command's directory
+// (the run's workdir).
 //
 // A protected path that does not exist yet (a policy file not written, a worker's lev home
 // not created, $LEV_CONFIG pointing at a missing file) cannot be covered, and a command
@@ -37,7 +38,9 @@ const maskScript = `set -e
 unshare=$1; cmd=$2; shift 2
 wd=$(pwd -P)
 bound=
-for p in "$@"; do
+while [ $# -gt 0 ]; do
+	p=$1; shift
+	[ "$p" = -- ] && break
 	if [ -d "$p" ]; then
 		mount -t tmpfs -o ro,mode=000,size=4k lev-masked "$p"
 	elif [ -e "$p" ]; then
@@ -57,6 +60,12 @@ for p in "$@"; do
 		mount -o remount,bind,ro "$a"
 	fi
 done
+# After the masks: each ancestor of a protected path, bound onto itself (recursively, so
+# the masks under it are copied), so the command cannot rename it and put a directory of
+# its own where lev's state was (the masks would move away with the old name).
+for d in "$@"; do
+	[ -d "$d" ] && mount --rbind "$d" "$d"
+done
 # The current directory still points into the mounts as they were before: enter it again
 # so relative paths go through the masks (and the workdir's new bind) too.
 cd "$wd"
@@ -70,7 +79,30 @@ func MaskArgv(unshare string, network bool, mask []string, script string) []stri
 		argv = append(argv, "--net")
 	}
 	argv = append(argv, "--", "sh", "-c", maskScript, "lev-mask", unshare, script)
-	return append(argv, mask...)
+	argv = append(argv, mask...)
+	argv = append(argv, "--")
+	return append(argv, pins(mask)...)
+}
+
+// pins lists every ancestor directory of the masked paths (below /), parents first, each
+// once. A mask is a mount on a path's dentry: renaming a parent directory carries the mask
+// away with the old name and frees the path for a directory of the command's making (a
+// worker's config.toml planted under its lev home, say). A mount point cannot be renamed
+// in the namespace that holds it (EBUSY), so each ancestor is made one.
+func pins(mask []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range mask {
+		var chain []string
+		for d := filepath.Dir(filepath.Clean(p)); d != "/" && d != "." && !seen[d]; d = filepath.Dir(d) {
+			seen[d] = true
+			chain = append(chain, d)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			out = append(out, chain[i])
+		}
+	}
+	return out
 }
 
 // MaskUnavailableError says lev's state cannot be hidden from commands here.
