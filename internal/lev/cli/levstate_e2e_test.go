@@ -47,6 +47,24 @@ func TestContainerSandboxHidesLevState(t *testing.T) {
 			t.Fatalf("exit %d (want the token hidden, notes.txt read, inside the container)\nstdout %s\nstderr %s", code, out, stderr)
 		}
 	})
+	t.Run("shell cannot rename a worker's lev home away and plant a config", func(t *testing.T) {
+		// The mask is a mount on the path; renaming its parent would carry it away. The
+		// control in the same command: the same rename of a sibling that is not lev's.
+		b := newBox(t, bin, "lev", sbx, append(engineEnv, "LEV_PROTECT=wd/workers/w1/.lev")...)
+		b.agent("prober", proberBlueprint)
+		target := filepath.Join(b.wd, "workers", "w1", ".lev", "config.toml")
+		mustWrite(t, target, "ORIG")
+		os.MkdirAll(filepath.Join(b.wd, "workers", "w2"), 0o755)
+		cmd := "mv workers/w1 workers/w1x; mkdir -p workers/w1/.lev; echo EVIL > workers/w1/.lev/config.toml; mv workers/w2 workers/w2x; cat notes.txt"
+		mustWrite(t, b.script, probeCall("shell", `{"command": `+jsonArg(cmd)+`}`))
+		out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+		if data, _ := os.ReadFile(target); string(data) != "ORIG" {
+			t.Fatalf("the worker's config.toml is now %q\nstdout %s\nstderr %s", data, out, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(b.wd, "workers", "w2x")); err != nil || code != 0 {
+			t.Fatalf("control: the sibling rename did not happen (exit %d)\nstdout %s\nstderr %s", code, out, stderr)
+		}
+	})
 	t.Run("a mount exposing lev's home is refused", func(t *testing.T) {
 		b := newBox(t, bin, "lev", "", engineEnv...)
 		old, _ := os.ReadFile(b.cfgFile)

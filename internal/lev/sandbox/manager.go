@@ -246,6 +246,12 @@ func (s Spec) RunArgv(name string, detach bool, cmd ...string) []string {
 	for _, m := range s.Mounts {
 		argv = append(argv, "-v", m.String())
 	}
+	for _, d := range maskPins(s.Workdir, s.Mask) {
+		// Each directory between the workdir and a mask is a mount point of its own, so a
+		// command cannot rename it (EBUSY) and carry the mask away with the old name,
+		// leaving the path free for a config of its making.
+		argv = append(argv, "-v", d+":"+d+":rw")
+	}
 	for _, p := range s.Mask {
 		// Over the workdir's bind mount: lev's state inside it is not there to read. With
 		// every capability dropped, nothing in the container can unmount these. A bind of
@@ -436,4 +442,22 @@ func maskedAbove(p string, mask []string) bool {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// maskPins lists the directories strictly between workdir and each masked path, parents
+// first, each once.
+func maskPins(workdir string, mask []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range mask {
+		var chain []string
+		for d := filepath.Dir(p); within(d, workdir) && d != workdir && !seen[d]; d = filepath.Dir(d) {
+			seen[d] = true
+			chain = append(chain, d)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			out = append(out, chain[i])
+		}
+	}
+	return out
 }
