@@ -65,6 +65,23 @@ func TestContainerSandboxHidesLevState(t *testing.T) {
 			t.Fatalf("control: the sibling rename did not happen (exit %d)\nstdout %s\nstderr %s", code, out, stderr)
 		}
 	})
+	t.Run("a missing protected path in the workdir refuses the container", func(t *testing.T) {
+		// Nothing to mount over, and the container shares the workdir: it could create a
+		// worker's config.toml before that worker's lev does. The row above (the path
+		// exists) is the control that the same shell call runs.
+		b := newBox(t, bin, "lev", sbx, append(engineEnv, "LEV_PROTECT=wd/workers/w1/.lev")...)
+		b.agent("prober", proberBlueprint)
+		os.MkdirAll(filepath.Join(b.wd, "workers", "w1"), 0o755)
+		cmd := "mkdir -p workers/w1/.lev; echo EVIL > workers/w1/.lev/config.toml; cat notes.txt"
+		mustWrite(t, b.script, probeCall("shell", `{"command": `+jsonArg(cmd)+`}`))
+		out, stderr, _ := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+		if _, err := os.Stat(filepath.Join(b.wd, "workers", "w1", ".lev", "config.toml")); err == nil {
+			t.Fatalf("the container created the worker's config.toml\nstdout %s\nstderr %s", out, stderr)
+		}
+		if !strings.Contains(out+stderr, "does not exist yet") {
+			t.Fatalf("want the refusal naming the missing path\nstdout %s\nstderr %s", out, stderr)
+		}
+	})
 	t.Run("a mount exposing lev's home is refused", func(t *testing.T) {
 		b := newBox(t, bin, "lev", "", engineEnv...)
 		old, _ := os.ReadFile(b.cfgFile)
