@@ -247,6 +247,12 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if resume && fsys.Workdir != rec.Workdir {
+		// The record holds the workdir's real path at admission. A shell command can make
+		// a directory above it a symlink, so the same path now names a directory holding
+		// more (the whole home): the fence would widen on resume.
+		return nil, fmt.Errorf("run %s: its workdir %s now resolves to %s; a run resumes only in the directory it was admitted in", rec.ID, rec.Workdir, fsys.Workdir)
+	}
 	rec.ReadPaths = nil
 	for _, st := range sts {
 		rec.ReadPaths = append(rec.ReadPaths, ReadPathStatus{Entry: st.Entry.Raw, Granted: st.Granted, By: st.By})
