@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -72,7 +71,7 @@ func NewManager(o Options) *Manager {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.LookPath == nil {
-		o.LookPath = exec.LookPath
+		o.LookPath = TrustedLookPath
 	}
 	if o.RunID == "" {
 		var b [4]byte

@@ -78,7 +78,7 @@ func MaskArgv(unshare string, network bool, mask []string, script string) []stri
 	if !network {
 		argv = append(argv, "--net")
 	}
-	argv = append(argv, "--", "sh", "-c", maskScript, "lev-mask", unshare, script)
+	argv = append(argv, "--", trustedSh(), "-c", maskScript, "lev-mask", unshare, script)
 	argv = append(argv, mask...)
 	argv = append(argv, "--")
 	return append(argv, pins(mask)...)
@@ -124,7 +124,7 @@ func CheckMask(ctx context.Context, lookPath func(string) (string, error)) (stri
 		return "", &MaskUnavailableError{"user namespaces exist only on Linux"}
 	}
 	if lookPath == nil {
-		lookPath = exec.LookPath
+		lookPath = TrustedLookPath
 	}
 	unshare, err := lookPath("unshare")
 	if err != nil {
@@ -155,4 +155,13 @@ func CheckMask(ctx context.Context, lookPath func(string) (string, error)) (stri
 	}
 	maskOK[unshare] = true
 	return unshare, nil
+}
+
+// trustedSh is the shell that runs the mask script, found like unshare (a fake sh on a
+// writable PATH directory would run before any mask is in place).
+func trustedSh() string {
+	if p, err := TrustedLookPath("sh"); err == nil {
+		return p
+	}
+	return "/bin/sh"
 }
