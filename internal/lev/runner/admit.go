@@ -82,13 +82,25 @@ func (e *Engine) loadBlueprint(rec *Record) (*blueprint.Blueprint, string, error
 }
 
 // protected is lev's own state for a run under cfg: no tool reads or writes any of it.
-func (e *Engine) protected(cfg *levconfig.Config) (*levstate.State, error) {
+// bpFile is the blueprint file the run was started from: a blueprint run by its path (or
+// lever's $LEV_BLUEPRINT, a file in the jail's tree) is what the next run of it loads, so
+// the run's own tools must not rewrite it (a resume uses the snapshot either way).
+func (e *Engine) protected(cfg *levconfig.Config, bpFile string) (*levstate.State, error) {
 	paths := map[string]string{
 		levconfig.Path():        "lev's config.toml",
 		policy.PathFor(cfg):     "the taint policy file",
 		os.Getenv("LEV_POLICY"): "the taint policy file ($LEV_POLICY)",
 		e.AgentsDir:             "lev's agents directory",
 		e.Store.Dir:             "lev's run records",
+	}
+	if p := os.Getenv("LEV_BLUEPRINT"); filepath.IsAbs(p) {
+		// A path (it may also be an agent name, which the agents directory covers).
+		paths[p] = "the default blueprint ($LEV_BLUEPRINT)"
+	}
+	if bpFile != "" {
+		if _, dup := paths[bpFile]; !dup {
+			paths[bpFile] = "this run's blueprint file"
+		}
 	}
 	if cfg != nil {
 		paths[cfg.TokenFile()] = "the daemon's bearer token"

@@ -233,7 +233,7 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	state, err := e.protected(cfg)
+	state, err := e.protected(cfg, file)
 	if err != nil {
 		return nil, fmt.Errorf("lev's own state: %w", err)
 	}
