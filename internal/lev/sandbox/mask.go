@@ -78,6 +78,7 @@ func MaskArgv(unshare string, network bool, mask []string, script string) []stri
 	if !network {
 		argv = append(argv, "--net")
 	}
+	mask = outermost(mask)
 	argv = append(argv, "--", trustedSh(), "-c", maskScript, "lev-mask", unshare, script)
 	argv = append(argv, mask...)
 	argv = append(argv, "--")
@@ -164,4 +165,24 @@ func trustedSh() string {
 		return p
 	}
 	return "/bin/sh"
+}
+
+// outermost drops every path that lies inside another one of mask: a directory's mask
+// (an empty tmpfs) already hides all of it, and a missing one's read-only ancestor keeps
+// anything under it from being made. Fewer mounts per command.
+func outermost(mask []string) []string {
+	var out []string
+	for i, p := range mask {
+		inner := false
+		for j, q := range mask {
+			if i != j && within(p, q) && (p != q || j < i) {
+				inner = true
+				break
+			}
+		}
+		if !inner {
+			out = append(out, p)
+		}
+	}
+	return out
 }
