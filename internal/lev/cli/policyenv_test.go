@@ -12,7 +12,8 @@ import (
 // (started by a `lev run` in another) read two different policy files while the dry run
 // claimed to show what the live run does. Through the real binary: a relative value fails
 // lev policy test and lev run, naming the variable; the control is the absolute spelling
-// of the same file, whose deny rule lev policy test must show.
+// of the same file, whose deny rule lev policy test must show. A LEV_PROTECT entry starting
+// with "~" (set without a shell, nothing expands it) is refused the same way.
 func TestRelativeLevPolicyRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -30,10 +31,15 @@ func TestRelativeLevPolicyRefused(t *testing.T) {
 	}{
 		{"lev policy test, relative", "pol.toml", []string{"policy", "test", "shell", "--target", "curl x"}, false, `LEV_POLICY="pol.toml": must be an absolute path`},
 		{"lev run, relative", "./pol.toml", []string{"run", "prober", "--workdir", b.wd}, false, `LEV_POLICY="./pol.toml": must be an absolute path`},
+		{"LEV_PROTECT with ~", "", []string{"policy", "test", "shell"}, false, `$LEV_PROTECT="~/worker/.lev": "~" is not expanded`},
 		{"control: lev policy test, absolute", filepath.Join(b.root, "pol.toml"), []string{"policy", "test", "shell", "--target", "curl x"}, true, "deny (default)"},
 	} {
 		t.Run(r.name, func(t *testing.T) {
-			b.env = append(b.env[:len(b.env):len(b.env)], "LEV_POLICY="+r.value)
+			kv := "LEV_POLICY=" + r.value
+			if r.value == "" {
+				kv = "LEV_PROTECT=~/worker/.lev"
+			}
+			b.env = append(b.env[:len(b.env):len(b.env)], kv)
 			defer func() { b.env = b.env[:len(b.env)-1] }()
 			out, stderr, code := b.lev(r.args...)
 			if (code == 0) != r.ok || !strings.Contains(out+stderr, r.want) {
