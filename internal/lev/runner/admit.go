@@ -109,6 +109,9 @@ func (e *Engine) protected(cfg *levconfig.Config, bpFile string) (*levstate.Stat
 		paths[cfg.Provider.TLSCA] = "the provider's TLS CA"
 		paths[cfg.Provider.Script] = "the scripted provider's rules"
 	}
+	for _, p := range sessionSockets() {
+		paths[p] = "the user's session services (systemd, D-Bus, podman, ssh-agent): a command could ask one to act outside its sandbox"
+	}
 	for _, p := range filepath.SplitList(os.Getenv("LEV_PROTECT")) {
 		if p != "" {
 			paths[p] = "another lev's state ($LEV_PROTECT)"
@@ -164,3 +167,25 @@ func (m *maskExec) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeli
 
 // Close closes the executor it wraps (containers torn down).
 func (m *maskExec) Close() error { return pipeline.Close(m.inner) }
+
+// sessionSockets are the sockets of services that act on the host for whoever connects as
+// lev's user: the user's runtime directory ($XDG_RUNTIME_DIR: the systemd user manager and
+// D-Bus session bus, so `systemd-run --user cat ~/.leviath/token`; a podman API socket;
+// gpg and ssh agents), the ssh agent's socket, and the container engines' sockets. A
+// command masked from lev's files could otherwise have such a service read them for it.
+// Only those that exist are listed (hiding a missing one would make its parent read-only
+// for commands).
+func sessionSockets() []string {
+	cands := []string{os.Getenv("XDG_RUNTIME_DIR"), fmt.Sprintf("/run/user/%d", os.Getuid()),
+		os.Getenv("SSH_AUTH_SOCK"), "/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock"}
+	var out []string
+	for _, p := range cands {
+		if p == "" || !filepath.IsAbs(p) {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
