@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -343,8 +344,19 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 	name := "lev-sbx-" + key + "-" + m.o.RunID
 	if s.Persist {
 		name = "lev-sbx-" + key
-		// A persistent container from an earlier run is reused as is.
+		// A persistent container from an earlier run is reused as is, but only one lev
+		// created with exactly these settings: the name is predictable, and a container
+		// of that name made by anyone else (an extra mount of lev's home, capabilities
+		// kept) would otherwise be adopted. podman records the command that created a
+		// container; anything else, or a different command, is removed and made anew.
 		state, err := m.r.output(ctx, append(append([]string{}, eng...), "inspect", "-f", "{{.State.Running}}", name))
+		if err == nil && !m.createdAs(ctx, eng, name, s.RunArgv(name, true)) {
+			m.o.Logf("sandbox: %s was not created by lev with these settings; removing it and starting a new one", name)
+			if _, rerr := m.r.output(ctx, append(append([]string{}, eng...), "rm", "-f", name)); rerr != nil {
+				return nil, fmt.Errorf("removing a container lev did not create under its name %s: %w", name, rerr)
+			}
+			err = errors.New("removed")
+		}
 		if err == nil {
 			if state != "true" {
 				if _, err := m.r.output(ctx, append(append([]string{}, eng...), "start", name)); err != nil {
@@ -459,4 +471,23 @@ func maskPins(workdir string, mask []string) []string {
 		}
 	}
 	return out
+}
+
+// createdAs reports whether the engine recorded argv as the command that created name
+// (podman's Config.CreateCommand). An engine that records nothing answers false.
+func (m *Manager) createdAs(ctx context.Context, eng []string, name string, argv []string) bool {
+	out, err := m.r.output(ctx, append(append([]string{}, eng...), "inspect", "-f", "{{json .Config.CreateCommand}}", name))
+	if err != nil {
+		return false
+	}
+	var got []string
+	if json.Unmarshal([]byte(out), &got) != nil || len(got) != len(argv) || len(got) == 0 {
+		return false
+	}
+	for i := 1; i < len(got); i++ { // [0] is the engine as it was invoked
+		if got[i] != argv[i] {
+			return false
+		}
+	}
+	return true
 }
