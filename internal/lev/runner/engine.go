@@ -18,6 +18,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/lev/taint"
 	"github.com/lever-jail/lever/internal/lev/taint/labels"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
@@ -104,6 +105,12 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 	if !filepath.IsAbs(spec.Workdir) {
 		// Relative to what? The daemon's directory is not the caller's.
 		return nil, fmt.Errorf("workdir %q must be an absolute path", spec.Workdir)
+	}
+	for _, t := range spec.Allow {
+		// --allow shel would lift nothing while the caller believes shell is allowed.
+		if err := toolnames.Check(t); err != nil {
+			return nil, fmt.Errorf("allow %q: %w", t, err)
+		}
 	}
 	rec := &Record{ID: NewID(), Agent: spec.Agent, Workdir: spec.Workdir, Input: spec.Input,
 		Yolo: spec.Yolo, Allow: spec.Allow, Interactive: spec.Interactive, Status: StatusRunning, Created: time.Now().UTC()}
