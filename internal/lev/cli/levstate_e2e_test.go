@@ -47,6 +47,88 @@ func TestContainerSandboxHidesLevState(t *testing.T) {
 			t.Fatalf("exit %d (want the token hidden, notes.txt read, inside the container)\nstdout %s\nstderr %s", code, out, stderr)
 		}
 	})
+	t.Run("shell cannot rename a worker's lev home away and plant a config", func(t *testing.T) {
+		// The mask is a mount on the path; renaming its parent would carry it away. The
+		// control in the same command: the same rename of a sibling that is not lev's.
+		b := newBox(t, bin, "lev", sbx, append(engineEnv, "LEV_PROTECT=wd/workers/w1/.lev")...)
+		b.agent("prober", proberBlueprint)
+		target := filepath.Join(b.wd, "workers", "w1", ".lev", "config.toml")
+		mustWrite(t, target, "ORIG")
+		os.MkdirAll(filepath.Join(b.wd, "workers", "w2"), 0o755)
+		cmd := "mv workers/w1 workers/w1x; mkdir -p workers/w1/.lev; echo EVIL > workers/w1/.lev/config.toml; mv workers/w2 workers/w2x; cat notes.txt"
+		mustWrite(t, b.script, probeCall("shell", `{"command": `+jsonArg(cmd)+`}`))
+		out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+		if data, _ := os.ReadFile(target); string(data) != "ORIG" {
+			t.Fatalf("the worker's config.toml is now %q\nstdout %s\nstderr %s", data, out, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(b.wd, "workers", "w2x")); err != nil || code != 0 {
+			t.Fatalf("control: the sibling rename did not happen (exit %d)\nstdout %s\nstderr %s", code, out, stderr)
+		}
+	})
+	t.Run("a missing protected path in the workdir refuses the container", func(t *testing.T) {
+		// Nothing to mount over, and the container shares the workdir: it could create a
+		// worker's config.toml before that worker's lev does. The row above (the path
+		// exists) is the control that the same shell call runs.
+		b := newBox(t, bin, "lev", sbx, append(engineEnv, "LEV_PROTECT=wd/workers/w1/.lev")...)
+		b.agent("prober", proberBlueprint)
+		os.MkdirAll(filepath.Join(b.wd, "workers", "w1"), 0o755)
+		cmd := "mkdir -p workers/w1/.lev; echo EVIL > workers/w1/.lev/config.toml; cat notes.txt"
+		mustWrite(t, b.script, probeCall("shell", `{"command": `+jsonArg(cmd)+`}`))
+		out, stderr, _ := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+		if _, err := os.Stat(filepath.Join(b.wd, "workers", "w1", ".lev", "config.toml")); err == nil {
+			t.Fatalf("the container created the worker's config.toml\nstdout %s\nstderr %s", out, stderr)
+		}
+		if !strings.Contains(out+stderr, "does not exist yet") {
+			t.Fatalf("want the refusal naming the missing path\nstdout %s\nstderr %s", out, stderr)
+		}
+	})
+	t.Run("a persistent container's name taken by another container is not adopted", func(t *testing.T) {
+		// A persistent sandbox is found again by its name, which anyone can predict.
+		// Another container under that name, mounting lev's home, must be replaced, not
+		// adopted. Control: the planted container exists under exactly that name.
+		b := newBox(t, bin, "lev", sbx+"persist = true\n", engineEnv...)
+		b.agent("prober", strings.Replace(proberBlueprint, "[stages.probe]", "[sandbox]\npersist = true\n[stages.probe]", 1))
+		names := func() map[string]bool {
+			out, _ := exec.Command("podman", "ps", "-a", "--format", "{{.Names}}").Output()
+			m := map[string]bool{}
+			for _, n := range strings.Fields(string(out)) {
+				m[n] = true
+			}
+			return m
+		}
+		before := names()
+		mustWrite(t, b.script, probeCall("shell", `{"command": "echo first"}`))
+		if out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo"); code != 0 {
+			t.Fatalf("first run: exit %d\n%s\n%s", code, out, stderr)
+		}
+		var name string
+		for n := range names() {
+			if !before[n] && strings.HasPrefix(n, "lev-sbx-") {
+				name = n
+			}
+		}
+		if name == "" {
+			t.Fatal("no persistent container after the first run")
+		}
+		t.Cleanup(func() { exec.Command("podman", "rm", "-f", name).Run() })
+		exec.Command("podman", "rm", "-f", name).Run()
+		plant := []string{"--runtime", "runc", "run", "-d", "--name", name, "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+			"-v", b.home + ":/levhome:ro", "-v", b.wd + ":" + b.wd, "-w", b.wd, "--entrypoint", "sleep", levstateImage, "2147483647"}
+		if out, err := exec.Command("podman", plant...).CombinedOutput(); err != nil {
+			t.Fatalf("planting %s: %v %s", name, err, out)
+		}
+		if out, err := exec.Command("podman", "inspect", "-f", "{{.Name}}", name).CombinedOutput(); err != nil || !strings.Contains(string(out), name) {
+			t.Fatalf("control: the planted container is not there under %s: %v %s", name, err, out)
+		}
+		mustWrite(t, b.script, probeCall("shell", `{"command": "cat /levhome/token; echo ran"}`))
+		out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
+		if strings.Contains(out, levToken) {
+			t.Fatalf("the run adopted the planted container and read the token:\n%s", out)
+		}
+		if code != 0 || !strings.Contains(out, "ran") {
+			t.Fatalf("second run: exit %d\nstdout %s\nstderr %s", code, out, stderr)
+		}
+	})
 	t.Run("a mount exposing lev's home is refused", func(t *testing.T) {
 		b := newBox(t, bin, "lev", "", engineEnv...)
 		old, _ := os.ReadFile(b.cfgFile)

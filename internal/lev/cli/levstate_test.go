@@ -386,6 +386,9 @@ turn = 1
 [[rule.call]]
 tool = "write_file"
 args = '{"path": "agent.toml", "content": `+jsonArg(blueprint("EVIL PROMPT"))+`}'
+[[rule.call]]
+tool = "write_file"
+args = '{"path": "other.toml", "content": `+jsonArg(blueprint("EVIL PROMPT"))+`}'
 [[rule]]
 stage = "edit"
 turn = 2
@@ -409,9 +412,20 @@ args = '{"output": "{{last}}"}'
 			if code != 1 || !strings.Contains(stderr, "lev resume r-") {
 				t.Fatalf("run: exit %d\n%s", code, stderr)
 			}
-			if !inWorkdir {
-				mustWrite(t, bpFile, blueprint("EVIL PROMPT"))
+			if inWorkdir {
+				// The run's own blueprint file is lev's state for that run: its write_file
+				// is refused (the next run of that file would load the agent's text). The
+				// control: the same write to another name in the workdir went through.
+				if data, _ := os.ReadFile(bpFile); strings.Contains(string(data), "EVIL PROMPT") {
+					t.Fatalf("the agent rewrote its own blueprint file %s", bpFile)
+				}
+				if data, _ := os.ReadFile(filepath.Join(b.wd, "other.toml")); !strings.Contains(string(data), "EVIL PROMPT") {
+					t.Fatalf("control: write_file of another file in the workdir did not happen: %q", data)
+				}
 			}
+			// The file changes after admission anyway (the user edits it): a resume must
+			// still use the snapshot.
+			mustWrite(t, bpFile, blueprint("EVIL PROMPT"))
 			if data, _ := os.ReadFile(bpFile); !strings.Contains(string(data), "EVIL PROMPT") {
 				t.Fatalf("control: the rewrite did not reach %s:\n%s", bpFile, data)
 			}

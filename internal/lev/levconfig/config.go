@@ -97,6 +97,15 @@ func AbsEnv() error {
 		if v == "" {
 			continue
 		}
+		if strings.HasPrefix(v, "~") {
+			return tildeErr(k, v)
+		}
+		if k == "LEV_POLICY" && !filepath.IsAbs(v) {
+			// Pinning it here would hide the problem: `lev policy test` and the daemon
+			// (started by an earlier `lev run`) run in different directories, so the
+			// same relative value would name two different policy files.
+			return fmt.Errorf("LEV_POLICY=%q: must be an absolute path (lev serve and lev policy may run in different directories)", v)
+		}
 		abs, err := filepath.Abs(v)
 		if err != nil {
 			return fmt.Errorf("$%s=%q: %w", k, v, err)
@@ -114,6 +123,9 @@ func AbsEnv() error {
 			if p == "" {
 				continue
 			}
+			if strings.HasPrefix(p, "~") {
+				return tildeErr("LEV_PROTECT", p)
+			}
 			abs, err := filepath.Abs(p)
 			if err != nil {
 				return fmt.Errorf("$LEV_PROTECT entry %q: %w", p, err)
@@ -125,6 +137,13 @@ func AbsEnv() error {
 		}
 	}
 	return nil
+}
+
+// tildeErr: nothing expands "~" in an environment variable set without a shell (lever's
+// env, a service file), so "~/w/.lev" would be pinned as a directory named "~" under the
+// current one, and the path meant would go unprotected without a word.
+func tildeErr(k, v string) error {
+	return fmt.Errorf("$%s=%q: \"~\" is not expanded in an environment variable; give an absolute path", k, v)
 }
 
 func absPath(p string) string {

@@ -108,6 +108,13 @@ func New(home string, paths map[string]string) (*State, error) {
 		s.add(e)
 	}
 	extraMu.Unlock()
+	if mounts := readMounts(); len(mounts) > 0 {
+		for _, e := range append([]Entry(nil), s.entries...) {
+			for _, a := range aliases(e.Path, mounts) {
+				s.add(Entry{Path: a, What: e.What + ", through another mount of " + e.Path})
+			}
+		}
+	}
 	return s, nil
 }
 

@@ -82,7 +82,10 @@ func (e *Engine) loadBlueprint(rec *Record) (*blueprint.Blueprint, string, error
 }
 
 // protected is lev's own state for a run under cfg: no tool reads or writes any of it.
-func (e *Engine) protected(cfg *levconfig.Config) (*levstate.State, error) {
+// bpFile is the blueprint file the run was started from: a blueprint run by its path (or
+// lever's $LEV_BLUEPRINT, a file in the jail's tree) is what the next run of it loads, so
+// the run's own tools must not rewrite it (a resume uses the snapshot either way).
+func (e *Engine) protected(cfg *levconfig.Config, bpFile string) (*levstate.State, error) {
 	paths := map[string]string{
 		levconfig.Path():        "lev's config.toml",
 		policy.PathFor(cfg):     "the taint policy file",
@@ -90,12 +93,24 @@ func (e *Engine) protected(cfg *levconfig.Config) (*levstate.State, error) {
 		e.AgentsDir:             "lev's agents directory",
 		e.Store.Dir:             "lev's run records",
 	}
+	if p := os.Getenv("LEV_BLUEPRINT"); filepath.IsAbs(p) {
+		// A path (it may also be an agent name, which the agents directory covers).
+		paths[p] = "the default blueprint ($LEV_BLUEPRINT)"
+	}
+	if bpFile != "" {
+		if _, dup := paths[bpFile]; !dup {
+			paths[bpFile] = "this run's blueprint file"
+		}
+	}
 	if cfg != nil {
 		paths[cfg.TokenFile()] = "the daemon's bearer token"
 		paths[cfg.Provider.TLSKey] = "the provider's TLS key"
 		paths[cfg.Provider.TLSCert] = "the provider's TLS certificate"
 		paths[cfg.Provider.TLSCA] = "the provider's TLS CA"
 		paths[cfg.Provider.Script] = "the scripted provider's rules"
+	}
+	for _, p := range sessionSockets() {
+		paths[p] = "the user's session services (systemd, D-Bus, podman, ssh-agent): a command could ask one to act outside its sandbox"
 	}
 	for _, p := range filepath.SplitList(os.Getenv("LEV_PROTECT")) {
 		if p != "" {
@@ -152,3 +167,25 @@ func (m *maskExec) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeli
 
 // Close closes the executor it wraps (containers torn down).
 func (m *maskExec) Close() error { return pipeline.Close(m.inner) }
+
+// sessionSockets are the sockets of services that act on the host for whoever connects as
+// lev's user: the user's runtime directory ($XDG_RUNTIME_DIR: the systemd user manager and
+// D-Bus session bus, so `systemd-run --user cat ~/.leviath/token`; a podman API socket;
+// gpg and ssh agents), the ssh agent's socket, and the container engines' sockets. A
+// command masked from lev's files could otherwise have such a service read them for it.
+// Only those that exist are listed (hiding a missing one would make its parent read-only
+// for commands).
+func sessionSockets() []string {
+	cands := []string{os.Getenv("XDG_RUNTIME_DIR"), fmt.Sprintf("/run/user/%d", os.Getuid()),
+		os.Getenv("SSH_AUTH_SOCK"), "/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock"}
+	var out []string
+	for _, p := range cands {
+		if p == "" || !filepath.IsAbs(p) {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/lev/taint"
 	"github.com/lever-jail/lever/internal/lev/taint/labels"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
@@ -104,6 +105,12 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 	if !filepath.IsAbs(spec.Workdir) {
 		// Relative to what? The daemon's directory is not the caller's.
 		return nil, fmt.Errorf("workdir %q must be an absolute path", spec.Workdir)
+	}
+	for _, t := range spec.Allow {
+		// --allow shel would lift nothing while the caller believes shell is allowed.
+		if err := toolnames.Check(t); err != nil {
+			return nil, fmt.Errorf("allow %q: %w", t, err)
+		}
 	}
 	rec := &Record{ID: NewID(), Agent: spec.Agent, Workdir: spec.Workdir, Input: spec.Input,
 		Yolo: spec.Yolo, Allow: spec.Allow, Interactive: spec.Interactive, Status: StatusRunning, Created: time.Now().UTC()}
@@ -233,7 +240,7 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	state, err := e.protected(cfg)
+	state, err := e.protected(cfg, file)
 	if err != nil {
 		return nil, fmt.Errorf("lev's own state: %w", err)
 	}
@@ -246,6 +253,12 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	fsys, sts, err := pipeline.BuildFS(bp, cfg, rec.Workdir, e.Home)
 	if err != nil {
 		return nil, err
+	}
+	if resume && fsys.Workdir != rec.Workdir {
+		// The record holds the workdir's real path at admission. A shell command can make
+		// a directory above it a symlink, so the same path now names a directory holding
+		// more (the whole home): the fence would widen on resume.
+		return nil, fmt.Errorf("run %s: its workdir %s now resolves to %s; a run resumes only in the directory it was admitted in", rec.ID, rec.Workdir, fsys.Workdir)
 	}
 	rec.ReadPaths = nil
 	for _, st := range sts {

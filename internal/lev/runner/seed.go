@@ -165,7 +165,11 @@ func (e *Engine) readSeed(r *run, p string) ([]byte, workfs.Access, error) {
 		if err != nil {
 			return nil, workfs.Access{}, err
 		}
-		bfs := &workfs.FS{Agent: r.bp.Name, Workdir: dir, Protect: shipped{r.pipe.FS.Protect, dir}}
+		agents, err := levstate.Resolve(e.AgentsDir)
+		if err != nil {
+			return nil, workfs.Access{}, err
+		}
+		bfs := &workfs.FS{Agent: r.bp.Name, Workdir: dir, Protect: shipped{r.pipe.FS.Protect, dir, agents}}
 		acc, err := bfs.ResolveRead("seed", rest)
 		if err != nil {
 			var ref *workfs.Refusal
@@ -192,13 +196,16 @@ func (e *Engine) readSeed(r *run, p string) ([]byte, workfs.Access, error) {
 	return data, acc, err
 }
 
-// shipped is lev's protected state as seen from a blueprint's own directory: that
-// directory lies in lev's agents directory (itself protected), so the entries holding it
-// are exempt; every other entry (token, config, records, keys; one placed inside the
-// blueprint's directory too) stays refused.
+// shipped is lev's protected state as seen from a blueprint's own directory. When that
+// directory lies in lev's agents directory (itself protected), the entries holding it are
+// exempt; every other entry (token, config, records, keys; one placed inside the
+// blueprint's directory too) stays refused. A blueprint anywhere else (run by its path)
+// exempts nothing: one kept in $LEV_HOME itself would otherwise have its "own directory"
+// be lev's home, and daemon.log or the label store would read as shipped text.
 type shipped struct {
-	p   workfs.Protector
-	dir string
+	p      workfs.Protector
+	dir    string
+	agents string // lev's agents directory, resolved
 }
 
 func (s shipped) Covers(real string) (string, bool) {
@@ -210,7 +217,8 @@ func (s shipped) Covers(real string) (string, bool) {
 		return s.p.Covers(real)
 	}
 	for _, e := range st.Entries() {
-		if workfs.Within(real, e.Path) && !workfs.Within(s.dir, e.Path) {
+		exempt := s.agents != "" && workfs.Within(s.dir, s.agents) && workfs.Within(s.dir, e.Path)
+		if workfs.Within(real, e.Path) && !exempt {
 			return fmt.Sprintf("%s is %s", e.Path, e.What), true
 		}
 	}

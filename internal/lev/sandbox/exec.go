@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -50,6 +51,14 @@ type runner struct {
 
 func (r runner) command(ctx context.Context, argv []string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if !strings.ContainsRune(argv[0], '/') {
+		// The engine or sh by name: only from where lev's user cannot replace it.
+		if p, err := TrustedLookPath(argv[0]); err == nil {
+			cmd.Path, cmd.Err = p, nil
+		} else {
+			cmd.Err = err
+		}
+	}
 	if r.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
 	}

@@ -5,10 +5,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -72,7 +72,7 @@ func NewManager(o Options) *Manager {
 		o.Logf = func(string, ...any) {}
 	}
 	if o.LookPath == nil {
-		o.LookPath = exec.LookPath
+		o.LookPath = TrustedLookPath
 	}
 	if o.RunID == "" {
 		var b [4]byte
@@ -246,6 +246,12 @@ func (s Spec) RunArgv(name string, detach bool, cmd ...string) []string {
 	for _, m := range s.Mounts {
 		argv = append(argv, "-v", m.String())
 	}
+	for _, d := range maskPins(s.Workdir, s.Mask) {
+		// Each directory between the workdir and a mask is a mount point of its own, so a
+		// command cannot rename it (EBUSY) and carry the mask away with the old name,
+		// leaving the path free for a config of its making.
+		argv = append(argv, "-v", d+":"+d+":rw")
+	}
 	for _, p := range s.Mask {
 		// Over the workdir's bind mount: lev's state inside it is not there to read. With
 		// every capability dropped, nothing in the container can unmount these. A bind of
@@ -297,6 +303,12 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 		return nil, err
 	}
 	for _, p := range mask {
+		if within(p, s.Workdir) && !maskedAbove(p, mask) && !exists(p) {
+			// Nothing to mount over, and the container shares the workdir read-write: a
+			// command could create it (a worker's config.toml, a policy file) and choose
+			// what a later run loads.
+			return nil, fmt.Errorf("lev's state %s lies in the workdir but does not exist yet, so the container cannot be kept from creating it; create it before the run (or use kind = \"none\"/\"namespace\", which keep its directory read-only)", p)
+		}
 		if within(p, s.Workdir) && !maskedAbove(p, mask) && exists(p) {
 			if strings.ContainsAny(p, ":,\n") {
 				return nil, fmt.Errorf("lev's state %q is in the workdir and its name cannot be masked in a container mount", p)
@@ -332,8 +344,19 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 	name := "lev-sbx-" + key + "-" + m.o.RunID
 	if s.Persist {
 		name = "lev-sbx-" + key
-		// A persistent container from an earlier run is reused as is.
+		// A persistent container from an earlier run is reused as is, but only one lev
+		// created with exactly these settings: the name is predictable, and a container
+		// of that name made by anyone else (an extra mount of lev's home, capabilities
+		// kept) would otherwise be adopted. podman records the command that created a
+		// container; anything else, or a different command, is removed and made anew.
 		state, err := m.r.output(ctx, append(append([]string{}, eng...), "inspect", "-f", "{{.State.Running}}", name))
+		if err == nil && !m.createdAs(ctx, eng, name, s.RunArgv(name, true)) {
+			m.o.Logf("sandbox: %s was not created by lev with these settings; removing it and starting a new one", name)
+			if _, rerr := m.r.output(ctx, append(append([]string{}, eng...), "rm", "-f", name)); rerr != nil {
+				return nil, fmt.Errorf("removing a container lev did not create under its name %s: %w", name, rerr)
+			}
+			err = errors.New("removed")
+		}
 		if err == nil {
 			if state != "true" {
 				if _, err := m.r.output(ctx, append(append([]string{}, eng...), "start", name)); err != nil {
@@ -430,4 +453,41 @@ func maskedAbove(p string, mask []string) bool {
 func exists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil
+}
+
+// maskPins lists the directories strictly between workdir and each masked path, parents
+// first, each once.
+func maskPins(workdir string, mask []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range mask {
+		var chain []string
+		for d := filepath.Dir(p); within(d, workdir) && d != workdir && !seen[d]; d = filepath.Dir(d) {
+			seen[d] = true
+			chain = append(chain, d)
+		}
+		for i := len(chain) - 1; i >= 0; i-- {
+			out = append(out, chain[i])
+		}
+	}
+	return out
+}
+
+// createdAs reports whether the engine recorded argv as the command that created name
+// (podman's Config.CreateCommand). An engine that records nothing answers false.
+func (m *Manager) createdAs(ctx context.Context, eng []string, name string, argv []string) bool {
+	out, err := m.r.output(ctx, append(append([]string{}, eng...), "inspect", "-f", "{{json .Config.CreateCommand}}", name))
+	if err != nil {
+		return false
+	}
+	var got []string
+	if json.Unmarshal([]byte(out), &got) != nil || len(got) != len(argv) || len(got) == 0 {
+		return false
+	}
+	for i := 1; i < len(got); i++ { // [0] is the engine as it was invoked
+		if got[i] != argv[i] {
+			return false
+		}
+	}
+	return true
 }

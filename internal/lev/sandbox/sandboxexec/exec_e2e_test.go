@@ -93,9 +93,9 @@ func runAgent(t *testing.T, dir, cfgExtra, bp string) (*runner.Record, string, e
 	if err != nil {
 		t.Fatal(err)
 	}
-	// lev's records sit in a home of their own beside the workdir, as in a real layout: the
-	// label store treats the records' parent as lev's state, and reads inside it as Private.
-	eng := &runner.Engine{Store: &runner.Store{Dir: filepath.Join(dir, "levhome", "runs")}, AgentsDir: filepath.Join(dir, "agents"),
+	// lev's state (the runs' parent) beside the workdir, not holding it: a workdir inside
+	// lev's state reads as unlabelled lev state, Private, and gates every answer.
+	eng := &runner.Engine{Store: &runner.Store{Dir: filepath.Join(dir, "lev", "runs")}, AgentsDir: filepath.Join(dir, "agents"),
 		Config: func() *levconfig.Config { return cfg }, Home: dir, Log: t.Logf,
 		NewGate: taintgate.Factory,
 		NewExecutor: func(env *pipeline.RunEnv) (pipeline.Executor, error) {
@@ -145,7 +145,7 @@ func TestRunSharesOneWarmContainerAndRemovesIt(t *testing.T) {
 	if len(h1) == 0 || string(h1) != string(h2) || string(h1) == host {
 		t.Fatalf("stage hostnames %q / %q (host %q): want one container for both", h1, h2, host)
 	}
-	calls, _ := os.ReadFile(filepath.Join(dir, "levhome", "runs", rec.ID, "stages", "0", "tool_calls.jsonl"))
+	calls, _ := os.ReadFile(filepath.Join(dir, "lev", "runs", rec.ID, "stages", "0", "tool_calls.jsonl"))
 	for _, want := range []string{`CapEff:\t0000000000000000`, `NoNewPrivs:\t1`, "host file"} {
 		if !strings.Contains(string(calls), want) {
 			t.Errorf("stage 0 shell output lacks %s:\n%s", want, calls)
