@@ -31,7 +31,7 @@ say() { echo "=== $* ($(( $(date +%s) - t0 ))s)"; }
 say "packages"
 export DEBIAN_FRONTEND=noninteractive
 # The same list as .ci/run: podman and friends for the jail, qemu/debootstrap/ssh for Lima.
-pkgs=(iptables iproute2 podman uidmap slirp4netns passt fuse-overlayfs crun runc
+pkgs=(iptables nftables iproute2 podman uidmap slirp4netns passt fuse-overlayfs crun runc
 	busybox-static ca-certificates make git procps python3
 	qemu-system-x86 qemu-utils debootstrap fdisk openssh-client openssh-sftp-server)
 if ! apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1; then
