@@ -23,9 +23,11 @@ var script string
 // Script returns the embedded provisioning script.
 func Script() string { return script }
 
-// DefaultPackages are what the jail needs: iptables for LEVER_EGRESS, podman and uidmap for
-// the run user's rootless containers, and a rootless network helper (pasta, else slirp4netns).
-var DefaultPackages = []string{"iptables", "podman", "uidmap", "passt|slirp4netns", "runc|crun"}
+// DefaultPackages are what the jail needs: iptables for LEVER_EGRESS, nftables for reading
+// it back on nf_tables guests (a rule `iptables -S` cannot print; verification fails closed
+// without nft), podman and uidmap for the run user's rootless containers, and a rootless
+// network helper (pasta, else slirp4netns).
+var DefaultPackages = []string{"iptables", "nftables", "podman", "uidmap", "passt|slirp4netns", "runc|crun"}
 
 // DefaultStamp is the stamp's place in a VM guest.
 const DefaultStamp = "/var/lib/lever/provision.stamp"
