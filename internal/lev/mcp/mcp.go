@@ -1,0 +1,333 @@
+// Package mcp is lev's client for MCP servers (stdio and Streamable HTTP), built on the
+// official Go SDK. It adds what the SDK leaves to its caller: every byte read from a server
+// passes lev's fixed caps (capread), every call has a deadline, server-initiated requests
+// are refused and reported, a stdio server gets only the environment it is given, and tool
+// names are checked so that mcp__SERVER__TOOL stays unambiguous.
+//
+// Nothing in lev uses this package yet: issue 14 offers its tools to agents through the
+// pipeline (permission, fence, taint gate, sandbox).
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lever-jail/lever/internal/lev/capread"
+)
+
+// Server names one MCP server: Command (with Args, Env, Dir) for a stdio server, or URL
+// (with Headers) for a Streamable HTTP server; exactly one of the two.
+type Server struct {
+	Name    string
+	Command string
+	Args    []string
+	// Env is the child's whole environment ("KEY=value"). Nothing is inherited from lev's
+	// process (no LEV_TOKEN, no provider keys, not even PATH): nil means an empty
+	// environment. A server started through a "#!/usr/bin/env node" script needs PATH here.
+	Env     []string
+	Dir     string
+	URL     string
+	Headers map[string]string
+}
+
+// Request is a request the server sent to the client (sampling, elicitation, roots/list,
+// or anything else but ping). lev refuses every one; OnServerRequest hears of each.
+type Request struct {
+	Server string
+	Method string
+	Params json.RawMessage // as the server sent them, for the audit
+}
+
+// Options tune a session. The zero value is usable.
+type Options struct {
+	// Timeout bounds Connect (start and handshake) and each call. Default 30s.
+	Timeout time.Duration
+	// OnServerRequest is told of every server-initiated request, after it was refused.
+	// It runs on the session's reader: it must not block.
+	OnServerRequest func(Request)
+}
+
+// DefaultTimeout is the deadline of a call when Options.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// MaxTools bounds how many tools one server may list (across pages): a server that pages
+// forever is cut off rather than followed until the deadline.
+const MaxTools = 1000
+
+// Tool is one tool a server offers.
+type Tool struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// Result is a tool call's outcome: its text content joined by newlines (other content
+// kinds are named, not inlined), and whether the server flagged it as an error.
+type Result struct {
+	Text    string
+	IsError bool
+}
+
+// Session is a connected, initialized server.
+type Session struct {
+	name    string
+	timeout time.Duration
+	cs      *sdk.ClientSession
+	fault   *fault
+	closer  func() error  // transport cleanup after the SDK session closed (child, conns)
+	diag    func() string // what the transport knows of a failure (a stdio child's exit)
+	once    sync.Once
+	err     error
+}
+
+// serverNameRe matches toolnames' SERVER rule, so mcp__SERVER__TOOL splits at the first
+// "__": letters, digits, '-' and single '_' (never doubled, never trailing).
+var serverNameRe = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-])*$`)
+
+// toolNameRe is the brief's [A-Za-z0-9_-]{1,64}, with a letter or digit first so every
+// accepted tool also passes toolnames.Check as mcp__SERVER__TOOL (its TOOL starts with one).
+var toolNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// CheckServerName refuses a server name that would make mcp__SERVER__TOOL ambiguous.
+func CheckServerName(name string) error {
+	if len(name) > 64 || !serverNameRe.MatchString(name) {
+		return fmt.Errorf("bad MCP server name %q: 1-64 letters, digits, - and single _ (not leading or trailing)", name)
+	}
+	return nil
+}
+
+// CheckToolName refuses a tool name outside [A-Za-z0-9][A-Za-z0-9_-]{0,63}.
+func CheckToolName(server, tool string) error {
+	if !toolNameRe.MatchString(tool) {
+		return fmt.Errorf("MCP server %s offers a tool named %q: tool names are 1-64 letters, digits, _ and - (a letter or digit first)", server, tool)
+	}
+	return nil
+}
+
+// DeadlineError is a call the server did not answer in time.
+type DeadlineError struct {
+	Server, Op string
+	Timeout    time.Duration
+}
+
+func (e *DeadlineError) Error() string {
+	return fmt.Sprintf("MCP server %s did not answer %s within %s", e.Server, e.Op, e.Timeout)
+}
+
+// fault holds the first transport failure that drops the connection (a cap): calls that
+// fail afterwards report it instead of the SDK's generic "connection closed".
+type fault struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *fault) set(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *fault) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// peer is how cap messages name a server: "line exceeded 1 MiB from the MCP server NAME".
+func peer(name string) string { return "the MCP server " + name }
+
+func capErr(what string, limit int64, name string) error {
+	return &capread.CapError{What: what, Cap: limit, Peer: peer(name)}
+}
+
+// Connect starts (stdio) or reaches (HTTP) the server and runs the MCP handshake, all
+// within opts.Timeout.
+func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
+	if err := CheckServerName(srv.Name); err != nil {
+		return nil, err
+	}
+	if (srv.Command == "") == (srv.URL == "") {
+		return nil, fmt.Errorf("MCP server %s: set exactly one of command (stdio) or url (HTTP)", srv.Name)
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	s := &Session{name: srv.Name, timeout: timeout, fault: &fault{}}
+
+	var transport sdk.Transport
+	if srv.Command != "" {
+		st, err := startStdio(srv, s.fault)
+		if err != nil {
+			return nil, err
+		}
+		transport, s.closer, s.diag = st, st.close, st.diag
+	} else {
+		ht, err := newHTTP(srv, s.fault)
+		if err != nil {
+			return nil, err
+		}
+		transport, s.closer = ht, ht.close
+	}
+
+	client := sdk.NewClient(&sdk.Implementation{Name: "lev", Version: "1"}, &sdk.ClientOptions{
+		// Empty, not nil: nil would advertise roots. No handler is set, so no sampling or
+		// elicitation capability is inferred either.
+		Capabilities: &sdk.ClientCapabilities{},
+		// The multi-round-trip helper would answer a tool result's embedded input requests
+		// (elicitation, sampling) by itself; Call refuses those instead.
+		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
+	})
+	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, opts.OnServerRequest))
+
+	cctx, cancel := withDeadline(ctx, srv.Name, "initialize", timeout)
+	defer cancel()
+	cs, err := client.Connect(cctx, transport, nil)
+	if err != nil {
+		s.closer()
+		return nil, s.explain(cctx, "connecting", err)
+	}
+	s.cs = cs
+	return s, nil
+}
+
+// refuseServerRequests answers every server-to-client request but ping with an error and
+// reports it. Notifications (progress, logging, list changes, cancellation) pass: they ask
+// nothing of lev.
+func refuseServerRequests(server string, report func(Request)) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "ping" || strings.HasPrefix(method, "notifications/") {
+				return next(ctx, method, req)
+			}
+			if report != nil {
+				var params json.RawMessage
+				if p := req.GetParams(); p != nil {
+					params, _ = json.Marshal(p)
+				}
+				report(Request{Server: server, Method: method, Params: params})
+			}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("lev refuses %s requests from MCP servers", method)}
+		}
+	}
+}
+
+func withDeadline(ctx context.Context, server, op string, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, &DeadlineError{Server: server, Op: op, Timeout: d})
+}
+
+// explain turns a failed SDK call into lev's error: a cap that dropped the connection
+// first, then our own deadline, then the SDK's error with the server named.
+func (s *Session) explain(ctx context.Context, op string, err error) error {
+	if f := s.fault.get(); f != nil {
+		s.Close()
+		return fmt.Errorf("%s: %w", op, f)
+	}
+	var de *DeadlineError
+	if cause := context.Cause(ctx); errors.As(cause, &de) {
+		return de
+	}
+	if s.diag != nil {
+		if d := s.diag(); d != "" {
+			return fmt.Errorf("MCP server %s: %s: %w (%s)", s.name, op, err, d)
+		}
+	}
+	return fmt.Errorf("MCP server %s: %s: %w", s.name, op, err)
+}
+
+// Name is the server's configured name.
+func (s *Session) Name() string { return s.name }
+
+// Tools lists the server's tools (all pages, at most MaxTools). A tool whose name is not
+// [A-Za-z0-9][A-Za-z0-9_-]{0,63}, or that is listed twice, fails the whole list: a server
+// that names tools ambiguously is not offered at all.
+func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
+	cctx, cancel := withDeadline(ctx, s.name, "tools/list", s.timeout)
+	defer cancel()
+	var tools []Tool
+	seen := map[string]bool{}
+	for t, err := range s.cs.Tools(cctx, nil) {
+		if err != nil {
+			return nil, s.explain(cctx, "listing tools", err)
+		}
+		if err := CheckToolName(s.name, t.Name); err != nil {
+			return nil, err
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("MCP server %s lists the tool %q twice", s.name, t.Name)
+		}
+		seen[t.Name] = true
+		if len(tools) == MaxTools {
+			return nil, fmt.Errorf("MCP server %s lists more than %d tools", s.name, MaxTools)
+		}
+		schema, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("MCP server %s: tool %s: input schema: %w", s.name, t.Name, err)
+		}
+		tools = append(tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	return tools, nil
+}
+
+// Call calls one tool with a JSON object of arguments (nil or empty: {}).
+func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage) (Result, error) {
+	if err := CheckToolName(s.name, tool); err != nil {
+		return Result{}, err
+	}
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return Result{}, fmt.Errorf("MCP server %s: tool %s: arguments must be a JSON object", s.name, tool)
+	}
+	op := "tools/call " + tool
+	cctx, cancel := withDeadline(ctx, s.name, op, s.timeout)
+	defer cancel()
+	res, err := s.cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return Result{}, s.explain(cctx, "calling "+tool, err)
+	}
+	if res.NeedsInput() {
+		// The 2026 protocol's way to ask for sampling or elicitation: inside a result.
+		// Refused like the request form.
+		return Result{}, fmt.Errorf("MCP server %s: tool %s asked for client input (sampling, elicitation or roots), which lev refuses", s.name, tool)
+	}
+	var parts []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *sdk.TextContent:
+			parts = append(parts, c.Text)
+		default:
+			parts = append(parts, fmt.Sprintf("[%T content omitted]", c))
+		}
+	}
+	return Result{Text: strings.Join(parts, "\n"), IsError: res.IsError}, nil
+}
+
+// Close ends the session: the SDK's shutdown, then the transport's (a stdio child is
+// killed if it lingers). Safe to call more than once.
+func (s *Session) Close() error {
+	s.once.Do(func() {
+		var err1 error
+		if s.cs != nil {
+			err1 = s.cs.Close()
+		}
+		err2 := s.closer()
+		if s.fault.get() == nil {
+			s.err = errors.Join(err1, err2)
+		}
+	})
+	return s.err
+}

@@ -1,0 +1,203 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lever-jail/lever/internal/lev/capread"
+)
+
+// stderrTail is how much of a stdio server's stderr is kept for error messages. The rest
+// is read and dropped, so a chatty server never blocks on a full pipe.
+const stderrTail = 4 << 10
+
+// closeGrace is how long a stdio server has to exit after its stdin closes (the spec's
+// shutdown) before its process group is killed.
+const closeGrace = 2 * time.Second
+
+// stdioTransport runs a stdio server as a child in its own process group, with plain
+// os.Pipe ends (no exec copying goroutines, so Wait never races the reader). The SDK's
+// newline-delimited JSON codec reads the child's stdout only through capread's 1 MiB line
+// reader.
+type stdioTransport struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  *os.File // our write end
+	stdout *os.File // our read end
+	stderr *os.File // our read end
+	lines  *capread.LineReader
+	fault  *fault
+	tail   *tailBuffer
+
+	done    chan struct{} // closed when the child was reaped
+	waitErr error
+
+	closeOnce sync.Once
+}
+
+func startStdio(srv Server, f *fault) (*stdioTransport, error) {
+	cmd := exec.Command(srv.Command, srv.Args...)
+	// Never nil: exec treats a nil Env as "inherit lev's environment".
+	cmd.Env = append([]string{}, srv.Env...)
+	cmd.Dir = srv.Dir
+	// Own process group: Close kills the server and whatever it spawned (npx, node).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	err = cmd.Start()
+	// The child holds its ends now; ours would keep the pipes open past its exit.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("MCP server %s: starting %s: %w", srv.Name, srv.Command, err)
+	}
+	lines := capread.MCPLines(outR)
+	lines.Peer = peer(srv.Name)
+	t := &stdioTransport{
+		name: srv.Name, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
+		lines: lines, fault: f, tail: &tailBuffer{}, done: make(chan struct{}),
+	}
+	go func() {
+		io.Copy(t.tail, errR)
+		errR.Close()
+	}()
+	go func() {
+		t.waitErr = cmd.Wait()
+		close(t.done)
+	}()
+	return t, nil
+}
+
+// Connect hands the SDK its stdio codec over our capped reader and the child's stdin.
+func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	return (&sdk.IOTransport{Reader: &stdioReader{t: t}, Writer: &stdioWriter{t: t}}).Connect(ctx)
+}
+
+// stdioReader feeds the SDK one capped line at a time, newline restored. Past the cap it
+// records the fault and drops the connection: the child is killed, the rest never read.
+type stdioReader struct {
+	t       *stdioTransport
+	pending []byte
+	nl      bool
+	err     error
+}
+
+func (r *stdioReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if len(r.pending) == 0 && !r.nl {
+		line, err := r.t.lines.Line()
+		if err != nil {
+			r.err = err
+			if capread.IsCap(err) {
+				r.t.fault.set(err)
+				go r.t.close()
+			}
+			return 0, err
+		}
+		r.pending, r.nl = line, true
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	if len(r.pending) == 0 && r.nl && n < len(p) {
+		p[n] = '\n'
+		n++
+		r.nl = false
+	}
+	return n, nil
+}
+
+func (r *stdioReader) Close() error { return r.t.close() }
+
+type stdioWriter struct{ t *stdioTransport }
+
+func (w *stdioWriter) Write(p []byte) (int, error) { return w.t.stdin.Write(p) }
+func (w *stdioWriter) Close() error                { return w.t.close() }
+
+// close follows the spec's stdio shutdown (close stdin, wait, then kill), bounded by
+// closeGrace, and kills the whole process group so no grandchild outlives the session.
+func (t *stdioTransport) close() error {
+	t.closeOnce.Do(func() {
+		t.stdin.Close()
+		select {
+		case <-t.done:
+		case <-time.After(closeGrace):
+		}
+		syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+		<-t.done
+		t.stdout.Close()
+	})
+	return nil
+}
+
+// diag describes a child that is gone: its exit status and the end of its stderr.
+func (t *stdioTransport) diag() string {
+	select {
+	case <-t.done:
+	default:
+		return ""
+	}
+	msg := fmt.Sprintf("server exited (%v)", t.waitErr)
+	if s := strings.TrimSpace(t.tail.String()); s != "" {
+		msg += "; stderr ends: " + s
+	}
+	return msg
+}
+
+// tailBuffer keeps the last stderrTail bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(p) >= stderrTail {
+		b.buf = append(b.buf[:0], p[len(p)-stderrTail:]...)
+		return len(p), nil
+	}
+	if over := len(b.buf) + len(p) - stderrTail; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
