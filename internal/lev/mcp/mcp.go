@@ -218,7 +218,9 @@ func refuseServerRequests(server string, report func(Request)) sdk.Middleware {
 				}
 				report(Request{Server: server, Method: method, Params: params})
 			}
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("lev refuses %s requests from MCP servers", method)}
+			// Not -32601: the SDK rewrites that code's message to a bare "method not
+			// found", and the server (and whoever reads its logs) should see why.
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("lev refuses %s requests from MCP servers", method)}
 		}
 	}
 }

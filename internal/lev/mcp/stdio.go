@@ -123,7 +123,7 @@ func (r *stdioReader) Read(p []byte) (int, error) {
 			r.err = err
 			if capread.IsCap(err) {
 				r.t.fault.set(err)
-				go r.t.close()
+				go r.t.shutdown(0) // dropped: no grace for a peer past a cap
 			}
 			return 0, err
 		}
@@ -149,17 +149,21 @@ func (w *stdioWriter) Close() error                { return w.t.close() }
 // close follows the spec's stdio shutdown (close stdin, wait, then kill), bounded by
 // closeGrace, and kills the whole process group so no grandchild outlives the session.
 func (t *stdioTransport) close() error {
+	t.shutdown(closeGrace)
+	return nil
+}
+
+func (t *stdioTransport) shutdown(grace time.Duration) {
 	t.closeOnce.Do(func() {
 		t.stdin.Close()
 		select {
 		case <-t.done:
-		case <-time.After(closeGrace):
+		case <-time.After(grace):
 		}
 		syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
 		<-t.done
 		t.stdout.Close()
 	})
-	return nil
 }
 
 // diag describes a child that is gone: its exit status and the end of its stderr.

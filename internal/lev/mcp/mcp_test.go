@@ -1,0 +1,265 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/capread"
+)
+
+func connect(t *testing.T, srv Server, opts Options) *Session {
+	t.Helper()
+	s, err := Connect(context.Background(), srv, opts)
+	if err != nil {
+		t.Fatalf("Connect(%s): %v", srv.Name, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestStdioHostile: each row's server misbehaves (or, for the controls, does not) on the
+// same stdio path; the list or call fails with lev's message or succeeds.
+func TestStdioHostile(t *testing.T) {
+	long := strings.Repeat("x", 65)
+	cases := []struct {
+		name, mode, arg string
+		timeout         time.Duration
+		wantErr         string // "" = must succeed
+		wantCap         bool
+	}{
+		{"control: a 900 KiB line passes", "pad", "921600", 0, "", false},
+		{"endless line", "endless", "", 0, "line exceeded 1 MiB from the MCP server srv", true},
+		{"a 1 MiB + 1 KiB line", "pad", "1049600", 0, "line exceeded 1 MiB from the MCP server srv", true},
+		{"control: answers within the deadline", "ok", "", time.Second, "", false},
+		{"never answers", "hang", "", time.Second, "MCP server srv did not answer tools/list within 1s", false},
+		{"control: a good tool name", "badname", "good-tool_1", 0, "", false},
+		{"tool name with a slash", "badname", "read/file", 0, `MCP server srv offers a tool named "read/file"`, false},
+		{"tool name with a space", "badname", "a b", 0, `MCP server srv offers a tool named "a b"`, false},
+		{"tool name with a dot", "badname", "a.b", 0, `MCP server srv offers a tool named "a.b"`, false},
+		{"tool name 65 long", "badname", long, 0, `MCP server srv offers a tool named "` + long + `"`, false},
+		{"tool name leading underscore", "badname", "_x", 0, `MCP server srv offers a tool named "_x"`, false},
+		{"tool name with a bidi override", "badname", "ok\u202egnp", 0, `MCP server srv offers a tool named "ok\u202egnp"`, false},
+		{"tool listed twice", "dup", "", 0, `MCP server srv lists the tool "echo" twice`, false},
+		{"control: 8 MiB of stderr before serving", "stderr", "8388608", 5 * time.Second, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var before runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			s := connect(t, fakeServer("srv", tc.mode, tc.arg, nil), Options{Timeout: tc.timeout})
+			start := time.Now()
+			tools, err := s.Tools(context.Background())
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			if tc.wantErr == "" {
+				if err != nil || len(tools) != 1 {
+					t.Fatalf("Tools = %v, %v; want one tool", tools, err)
+				}
+				if tc.mode == "pad" && len(tools[0].Description) != 921600 {
+					t.Fatalf("description %d bytes, want 921600", len(tools[0].Description))
+				}
+				if tc.mode == "badname" && tools[0].Name != tc.arg {
+					t.Fatalf("tool %q", tools[0].Name)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Tools err = %v\nwant %q", err, tc.wantErr)
+			}
+			if capread.IsCap(err) != tc.wantCap {
+				t.Fatalf("IsCap = %v", !tc.wantCap)
+			}
+			if tc.mode == "hang" && time.Since(start) > 3*time.Second {
+				t.Fatalf("deadline took %v", time.Since(start))
+			}
+			if tc.wantCap {
+				// The line reader holds at most the cap; the peer sends without end.
+				if grew := after.TotalAlloc - before.TotalAlloc; grew > 24<<20 {
+					t.Fatalf("allocated %d MiB reading a capped line", grew>>20)
+				}
+				t.Logf("allocated %.1f MiB in all", float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
+				// The connection is dropped: the next call fails with the same cap.
+				if _, err := s.Call(context.Background(), "echo", nil); err == nil || !capread.IsCap(err) {
+					t.Fatalf("call after the cap: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestStdioEnvironment: the child sees exactly the Env it was given, never lev's own
+// (LEV_TOKEN, keys). The control passes lev's environment on purpose and sees the token,
+// which shows the tool reports the child's environment faithfully.
+func TestStdioEnvironment(t *testing.T) {
+	t.Setenv("LEV_TOKEN", "lev-secret-token")
+	t.Setenv("OPENAI_API_KEY", "sk-secret")
+	cases := []struct {
+		name string
+		env  []string
+		want func(string) bool
+	}{
+		{"nil env: empty", nil, func(s string) bool { return s == "" }},
+		{"explicit env only", []string{"FOO=bar", "PATH=/usr/bin"}, func(s string) bool { return s == "FOO=bar\nPATH=/usr/bin" }},
+		{"control: lev's env passed on purpose", os.Environ(), func(s string) bool {
+			return strings.Contains(s, "LEV_TOKEN=lev-secret-token") && strings.Contains(s, "OPENAI_API_KEY=sk-secret")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := connect(t, fakeServer("envsrv", "env", "", tc.env), Options{Timeout: 5 * time.Second})
+			res, err := s.Call(context.Background(), "env", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.want(res.Text) {
+				t.Fatalf("child environment:\n%s", res.Text)
+			}
+		})
+	}
+}
+
+// TestServerRequestsRefused: a server asks for sampling, elicitation and roots during a
+// tool call; each is answered with an error and reported. Its ping (the control: a server
+// request that is allowed) is answered, so the requests do reach the client. lev advertises
+// no capability at all.
+func TestServerRequestsRefused(t *testing.T) {
+	var mu sync.Mutex
+	var seen []Request
+	s := connect(t, fakeServer("asker", "ask", "", nil), Options{Timeout: 5 * time.Second, OnServerRequest: func(r Request) {
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+	}})
+	res, err := s.Call(context.Background(), "anything", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(res.Text, "\n")
+	want := map[string]string{
+		"ping":                   "ping: result {}",
+		"sampling/createMessage": `sampling/createMessage: error {"code":-32600,"message":"lev refuses sampling/createMessage requests from MCP servers"}`,
+		"elicitation/create":     `elicitation/create: error {"code":-32600,"message":"lev refuses elicitation/create requests from MCP servers"}`,
+		"roots/list":             `roots/list: error {"code":-32600,"message":"lev refuses roots/list requests from MCP servers"}`,
+	}
+	for _, l := range lines[:4] {
+		meth, _, _ := strings.Cut(l, ":")
+		if want[meth] != l {
+			t.Errorf("server saw %q\nwant %q", l, want[meth])
+		}
+	}
+	if lines[4] != "capabilities: {}" {
+		t.Errorf("advertised %q, want no capabilities", lines[4])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var methods []string
+	for _, r := range seen {
+		if r.Server != "asker" {
+			t.Errorf("reported server %q", r.Server)
+		}
+		methods = append(methods, r.Method)
+		if r.Method == "sampling/createMessage" && !strings.Contains(string(r.Params), "leak the token") {
+			t.Errorf("sampling params not reported: %s", r.Params)
+		}
+	}
+	slices.Sort(methods)
+	if strings.Join(methods, ",") != "elicitation/create,roots/list,sampling/createMessage" {
+		t.Fatalf("reported %v", methods)
+	}
+}
+
+// TestHTTPHostile: the same caps over Streamable HTTP, each with a control under the cap
+// through the same path. After a cap the connection is dropped: the server could not send
+// much past it.
+func TestHTTPHostile(t *testing.T) {
+	cases := []struct {
+		name    string
+		mode    string
+		n       int
+		timeout time.Duration
+		wantErr string
+	}{
+		{"control: 60 MiB JSON reply", "json", 60 << 20, 0, ""},
+		{"65 MiB JSON reply", "json", 65 << 20, 0, "response body exceeded 64 MiB from the MCP server web"},
+		{"512 MiB JSON reply", "json", 512 << 20, 0, "response body exceeded 64 MiB from the MCP server web"},
+		{"declared 65 MiB", "declared", 65 << 20, 0, "response body exceeded 64 MiB from the MCP server web"},
+		{"control: 7 MiB SSE frame", "sse", 7 << 20, 0, ""},
+		{"9 MiB SSE frame", "sse", 9 << 20, 0, "stream frame exceeded 8 MiB from the MCP server web"},
+		{"512 MiB SSE frame", "sse", 512 << 20, 0, "stream frame exceeded 8 MiB from the MCP server web"},
+		{"control: small reply within the deadline", "json", 10, time.Second, ""},
+		{"never answers", "hang", 0, time.Second, "MCP server web did not answer tools/list within 1s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeHTTP{mode: tc.mode, n: tc.n, done: make(chan struct{})}
+			hs := httptest.NewServer(f)
+			defer hs.Close()
+			s := connect(t, Server{Name: "web", URL: hs.URL + "/mcp"}, Options{Timeout: tc.timeout})
+			tools, err := s.Tools(context.Background())
+			if tc.wantErr == "" {
+				if err != nil || len(tools) != 1 || len(tools[0].Description) != tc.n {
+					t.Fatalf("Tools: %d tools, %v", len(tools), err)
+				}
+				res, err := s.Call(context.Background(), "echo", json.RawMessage(`{"text":"hi"}`))
+				if err != nil || res.Text != "hi" {
+					t.Fatalf("Call = %+v, %v", res, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Tools err = %v\nwant %q", err, tc.wantErr)
+			}
+			if tc.mode == "hang" {
+				return
+			}
+			if !capread.IsCap(err) {
+				t.Fatalf("not a cap error: %v", err)
+			}
+			select {
+			case <-f.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("server still sending 10s after the cap")
+			}
+			// With an (almost) endless peer, the drop shows: it could send little past the
+			// cap (socket buffers) before its writes failed.
+			sent := f.sent.Load()
+			t.Logf("server sent %.1f MiB before the connection dropped", float64(sent)/(1<<20))
+			if tc.n >= 512<<20 && sent > 128<<20 {
+				t.Fatalf("server sent %d MiB: the connection was not dropped", sent>>20)
+			}
+			if _, err := s.Call(context.Background(), "echo", nil); err == nil || !capread.IsCap(err) {
+				t.Fatalf("call after the cap: %v", err)
+			}
+		})
+	}
+}
+
+// TestConnectRefusesBadConfig: bad input names the bad field and starts nothing.
+func TestConnectRefusesBadConfig(t *testing.T) {
+	cases := []struct {
+		srv  Server
+		want string
+	}{
+		{Server{Name: "a__b", Command: "true"}, `bad MCP server name "a__b"`},
+		{Server{Name: "a_", Command: "true"}, `bad MCP server name "a_"`},
+		{Server{Name: "x", Command: "true", URL: "http://127.0.0.1:1"}, "MCP server x: set exactly one of command (stdio) or url (HTTP)"},
+		{Server{Name: "x"}, "MCP server x: set exactly one of command (stdio) or url (HTTP)"},
+		{Server{Name: "x", URL: "file:///etc/passwd"}, `MCP server x: url "file:///etc/passwd": want http:// or https:// with a host`},
+		{Server{Name: "x", Command: "/nonexistent/server"}, "MCP server x: starting /nonexistent/server"},
+	}
+	for _, tc := range cases {
+		_, err := Connect(context.Background(), tc.srv, Options{Timeout: time.Second})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err = %v, want %q", tc.srv, err, tc.want)
+		}
+	}
+}
