@@ -149,7 +149,11 @@ func (w *stdioWriter) Close() error                { return w.t.close() }
 // close follows the spec's stdio shutdown (close stdin, wait, then kill), bounded by
 // closeGrace, and kills the whole process group so no grandchild outlives the session.
 func (t *stdioTransport) close() error {
-	t.shutdown(closeGrace)
+	grace := closeGrace
+	if t.fault.get() != nil {
+		grace = 0
+	}
+	t.shutdown(grace)
 	return nil
 }
 
