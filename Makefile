@@ -9,8 +9,13 @@ PODMAN_TAGS := remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdri
 export GOFLAGS += -tags=$(PODMAN_TAGS)
 export CGO_ENABLED = 0
 E2E_TAGS  := e2e,$(PODMAN_TAGS)
+# Real MCP servers for internal/lev/mcp's e2e tests, from npm (pinned), found there through
+# LEV_MCP_SERVERS.
+MCP_SERVERS_DIR := $(CURDIR)/.cache/mcp
+MCP_SERVERS     := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31
+export LEV_MCP_SERVERS := $(MCP_SERVERS_DIR)
 
-.PHONY: build test e2e bench lint fuzz ci clean
+.PHONY: build test e2e bench lint fuzz ci clean mcp-servers
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lever ./cmd/lever
@@ -24,6 +29,14 @@ test:
 # CI=true a skipped e2e test fails.
 e2e: build
 	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 60m ./...
+
+# Idempotent: npm is asked only when the pinned list changed (the stamp holds it).
+mcp-servers:
+	@if [ "$$(cat $(MCP_SERVERS_DIR)/.stamp 2>/dev/null)" != "$(MCP_SERVERS)" ]; then \
+		mkdir -p $(MCP_SERVERS_DIR) && \
+		npm install --save-exact --no-audit --no-fund --loglevel=error --prefix $(MCP_SERVERS_DIR) $(MCP_SERVERS) && \
+		echo "$(MCP_SERVERS)" > $(MCP_SERVERS_DIR)/.stamp; \
+	else echo "mcp servers: up to date in $(MCP_SERVERS_DIR)"; fi
 
 bench:
 	$(GO) run ./tools/benchtable -out docs/benchmarks.md
