@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -228,6 +229,10 @@ type fakeHTTP struct {
 	once sync.Once
 }
 
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
 func (f *fakeHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
@@ -297,5 +302,38 @@ func (f *fakeHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "sse":
 		w.Header().Set("Content-Type", "text/event-stream")
 		pieces("event: message\ndata: "+head, tail+"\n\n")
+	case "ssemany":
+		// n events of 1 MiB each (log notifications, each well under the frame cap),
+		// then the answer: the stream as a whole is the reply.
+		w.Header().Set("Content-Type", "text/event-stream")
+		pad := strings.Repeat("d", 1<<20-200)
+		for i := 0; i < f.n; i++ {
+			if !write([]byte(`data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + pad + "\"}}\n\n")) {
+				return
+			}
+		}
+		write([]byte("data: " + string(reply(m.ID, toolList("echo", strings.Repeat("d", f.n)))) + "\n\n"))
+	case "gzip":
+		// A gzip body that inflates to n bytes: small on the wire, capped after inflation.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(writerFunc(func(b []byte) (int, error) {
+			if !write(b) {
+				return 0, io.ErrClosedPipe
+			}
+			return len(b), nil
+		}))
+		zw.Write([]byte(head))
+		chunk := []byte(strings.Repeat("d", 1<<20))
+		for left := f.n; left > 0; left -= len(chunk) {
+			if left < len(chunk) {
+				chunk = chunk[:left]
+			}
+			if _, err := zw.Write(chunk); err != nil {
+				return
+			}
+		}
+		zw.Write([]byte(tail))
+		zw.Close()
 	}
 }

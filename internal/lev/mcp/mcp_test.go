@@ -195,6 +195,10 @@ func TestHTTPHostile(t *testing.T) {
 		{"control: 7 MiB SSE frame", "sse", 7 << 20, 0, ""},
 		{"9 MiB SSE frame", "sse", 9 << 20, 0, "stream frame exceeded 8 MiB from the MCP server web"},
 		{"512 MiB SSE frame", "sse", 512 << 20, 0, "stream frame exceeded 8 MiB from the MCP server web"},
+		{"control: 60 MiB reply as 60 SSE events", "ssemany", 60, 0, ""},
+		{"65 MiB reply as 65 SSE events", "ssemany", 65, 0, "response body exceeded 64 MiB from the MCP server web"},
+		{"control: gzip reply inflating to 60 MiB", "gzip", 60 << 20, 0, ""},
+		{"gzip reply inflating to 512 MiB", "gzip", 512 << 20, 0, "response body exceeded 64 MiB from the MCP server web"},
 		{"control: small reply within the deadline", "json", 10, time.Second, ""},
 		{"never answers", "hang", 0, time.Second, "MCP server web did not answer tools/list within 1s"},
 	}
