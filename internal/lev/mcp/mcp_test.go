@@ -132,9 +132,21 @@ func TestStdioEnvironment(t *testing.T) {
 // request that is allowed) is answered, so the requests do reach the client. lev advertises
 // no capability at all.
 func TestServerRequestsRefused(t *testing.T) {
+	t.Run("stdio", func(t *testing.T) {
+		testServerRequests(t, func() Server { return fakeServer("asker", "ask", "", nil) })
+	})
+	t.Run("streamable HTTP", func(t *testing.T) {
+		f := &fakeHTTP{mode: "ask", done: make(chan struct{}), answers: make(chan rpcMsg, 4)}
+		hs := httptest.NewServer(f)
+		t.Cleanup(hs.Close)
+		testServerRequests(t, func() Server { return Server{Name: "asker", URL: hs.URL} })
+	})
+}
+
+func testServerRequests(t *testing.T, srv func() Server) {
 	var mu sync.Mutex
 	var seen []Request
-	s := connect(t, fakeServer("asker", "ask", "", nil), Options{Timeout: 5 * time.Second, OnServerRequest: func(r Request) {
+	s := connect(t, srv(), Options{Timeout: 5 * time.Second, OnServerRequest: func(r Request) {
 		mu.Lock()
 		seen = append(seen, r)
 		mu.Unlock()
@@ -144,6 +156,9 @@ func TestServerRequestsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(res.Text, "\n")
+	if len(lines) != 5 {
+		t.Fatalf("tool result %q", res.Text)
+	}
 	want := map[string]string{
 		"ping":                   "ping: result {}",
 		"sampling/createMessage": `sampling/createMessage: error {"code":-32600,"message":"lev refuses sampling/createMessage requests from MCP servers"}`,
