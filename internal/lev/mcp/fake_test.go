@@ -276,6 +276,10 @@ func (f *fakeHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	var m rpcMsg
 	json.Unmarshal(body, &m)
+	if f.mode == "mute" && m.Method == "initialize" { // not even the handshake
+		<-r.Context().Done()
+		return
+	}
 	if len(m.ID) == 0 || m.Method == "" { // notifications, and answers to our requests
 		if m.Method == "" && len(m.ID) > 0 && f.answers != nil {
 			f.answers <- m

@@ -195,8 +195,12 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 	defer cancel()
 	cs, err := client.Connect(cctx, transport, nil)
 	if err != nil {
+		err = s.explain(cctx, "connecting", err)
 		s.closer()
-		return nil, s.explain(cctx, "connecting", err)
+		return nil, err
+	}
+	if st, ok := transport.(*stdioTransport); ok {
+		st.ready.Store(true)
 	}
 	s.cs = cs
 	return s, nil

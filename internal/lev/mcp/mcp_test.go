@@ -282,3 +282,42 @@ func TestConnectRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectDeadline: a server that never completes the handshake fails Connect with the
+// deadline named, and soon; the control is a server that does, on the same path.
+func TestConnectDeadline(t *testing.T) {
+	mute := httptest.NewServer(&fakeHTTP{mode: "mute", done: make(chan struct{})})
+	defer mute.Close()
+	ok := httptest.NewServer(&fakeHTTP{mode: "json", n: 1, done: make(chan struct{})})
+	defer ok.Close()
+	cases := []struct {
+		name    string
+		srv     Server
+		wantErr string
+	}{
+		{"control: stdio handshake", fakeServer("quick", "ok", "", nil), ""},
+		{"stdio child that never speaks", Server{Name: "mute", Command: "sleep", Args: []string{"30"}}, "MCP server mute did not answer initialize within 1s"},
+		{"control: HTTP handshake", Server{Name: "quick", URL: ok.URL}, ""},
+		{"HTTP server that never answers", Server{Name: "mute", URL: mute.URL}, "MCP server mute did not answer initialize within 1s"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			s, err := Connect(context.Background(), tc.srv, Options{Timeout: time.Second})
+			took := time.Since(start)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.Close()
+				return
+			}
+			if err == nil || err.Error() != tc.wantErr {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+			if took > 2500*time.Millisecond {
+				t.Fatalf("Connect took %v", took)
+			}
+		})
+	}
+}

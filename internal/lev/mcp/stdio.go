@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ type stdioTransport struct {
 	waitErr error
 
 	closeOnce sync.Once
+	ready     atomic.Bool // the handshake completed
 }
 
 func startStdio(srv Server, f *fault) (*stdioTransport, error) {
@@ -149,8 +151,10 @@ func (w *stdioWriter) Close() error                { return w.t.close() }
 // close follows the spec's stdio shutdown (close stdin, wait, then kill), bounded by
 // closeGrace, and kills the whole process group so no grandchild outlives the session.
 func (t *stdioTransport) close() error {
+	// The spec's grace is for a server that works: none before the handshake completed
+	// (a server that failed it), none past a cap.
 	grace := closeGrace
-	if t.fault.get() != nil {
+	if !t.ready.Load() || t.fault.get() != nil {
 		grace = 0
 	}
 	t.shutdown(grace)
