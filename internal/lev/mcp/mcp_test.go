@@ -223,7 +223,12 @@ func TestHTTPHostile(t *testing.T) {
 			hs := httptest.NewServer(f)
 			defer hs.Close()
 			s := connect(t, Server{Name: "web", URL: hs.URL + "/mcp"}, Options{Timeout: tc.timeout})
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
 			tools, err := s.Tools(context.Background())
+			runtime.ReadMemStats(&after)
+			t.Logf("allocated %.0f MiB in all (client and server)", float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
 			if tc.wantErr == "" {
 				if err != nil || len(tools) != 1 || len(tools[0].Description) != tc.n {
 					t.Fatalf("Tools: %d tools, %v", len(tools), err)
