@@ -92,6 +92,22 @@ destroyed instance succeeds and removes nothing.`,
 	return c
 }
 
+// newDownCmd is the spec's deprecated alias of destroy: exactly destroy's behaviour, with
+// one line on stderr naming the replacement (stderr, so `--json` output stays clean for the
+// scripts that still call it).
+func newDownCmd() *cobra.Command {
+	c := newDestroyCmd()
+	c.Use = "down [CONFIG]"
+	c.Short = "Deprecated alias of lever destroy"
+	c.Hidden = true
+	run := c.RunE
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		fmt.Fprintln(cmd.ErrOrStderr(), "lever down is deprecated: it is lever destroy (the guest, its disk and lever's host-side files are removed); use lever destroy")
+		return run(cmd, args)
+	}
+	return c
+}
+
 // teardownTarget loads only the instance's identity (config.LoadIdentity), so that a jail
 // whose tree or key file has gone can still be stopped and destroyed.
 func teardownTarget(args []string) (*config.Config, backend.Backend, error) {

@@ -106,4 +106,16 @@ func TestStopDestroyNetnsE2E(t *testing.T) {
 	if _, err := os.Stat(nsPath); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("namespace back after second destroy: %v", err)
 	}
+	// lever down, the deprecated alias, tears down a live instance exactly as destroy does.
+	if err := b.EnsureUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(state), 0o700)
+	os.WriteFile(state, []byte("k"), 0o600)
+	if lo := run("down"); !lo.StateRemoved || fmt.Sprint(lo.Removed) != "[ca ca/ca.key]" {
+		t.Errorf("down reported %+v", lo)
+	}
+	if exists(nsPath) || vethExists() || exists(cfg.StateDir()) {
+		t.Errorf("after down the namespace, veth or state is still there")
+	}
 }

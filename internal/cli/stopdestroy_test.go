@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -156,6 +157,31 @@ func TestStopDestroyBadConfig(t *testing.T) {
 		want := "lever: " + p + `:2: backend: "docker" is not a backend lever implements (one of lima, netns, orbstack); lever never substitutes another` + "\n"
 		if code != 2 || errw.String() != want {
 			t.Errorf("%s: exit %d, stderr %q, want 2 and %q", cmd, code, errw.String(), want)
+		}
+	}
+}
+
+// TestDownIsDeprecatedDestroy: `lever down` runs destroy's code (the same refusal for the
+// same bad input, the same output for the same instance) and says on stderr that it is
+// deprecated; destroy itself says nothing of the kind.
+func TestDownIsDeprecatedDestroy(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope", "lever.yaml")
+	for _, args := range [][]string{{missing}, {missing, "--json"}} {
+		var dOut, dErr, wOut, wErr bytes.Buffer
+		dCode := Main(append([]string{"destroy"}, args...), &dOut, &dErr)
+		wCode := Main(append([]string{"down"}, args...), &wOut, &wErr)
+		if dCode == 0 || wCode != dCode {
+			t.Fatalf("%v: destroy exit %d, down exit %d (want the same failure)", args, dCode, wCode)
+		}
+		deprecation := "lever down is deprecated: it is lever destroy"
+		if !strings.Contains(wErr.String(), deprecation) || strings.Contains(dErr.String(), deprecation) {
+			t.Fatalf("%v: down stderr %q, destroy stderr %q", args, wErr.String(), dErr.String())
+		}
+		if got := strings.TrimPrefix(wErr.String(), wErr.String()[:strings.Index(wErr.String(), "\n")+1]); got != dErr.String() {
+			t.Fatalf("%v: down's error %q differs from destroy's %q", args, got, dErr.String())
+		}
+		if wOut.String() != dOut.String() {
+			t.Fatalf("%v: stdout differs: down %q, destroy %q", args, wOut.String(), dOut.String())
 		}
 	}
 }
