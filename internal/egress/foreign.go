@@ -59,15 +59,13 @@ func ForeignRedirects(live, text string) ([]NFTFinding, error) {
 	if strings.TrimSpace(live) == "" {
 		return nil, nil
 	}
-	var doc struct {
-		NFTables []map[string]json.RawMessage `json:"nftables"`
-	}
-	if err := json.Unmarshal([]byte(live), &doc); err != nil {
+	objs, err := nftObjects(live)
+	if err != nil {
 		return nil, fmt.Errorf("reading nft -j list ruleset: %w", err)
 	}
 	chains := map[string]*nftChainInfo{} // key: family table name
 	var rules []nftRuleInfo
-	for _, obj := range doc.NFTables {
+	for _, obj := range objs {
 		for kind, body := range obj {
 			if kind != "chain" && kind != "rule" {
 				continue

@@ -45,13 +45,11 @@ func parseNFT(raw, fam string) (nftTable, error) {
 	if strings.TrimSpace(raw) == "" {
 		return t, nil
 	}
-	var doc struct {
-		NFTables []map[string]json.RawMessage `json:"nftables"`
-	}
-	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+	objs, err := nftObjects(raw)
+	if err != nil {
 		return t, fmt.Errorf("reading nft -j output: %w", err)
 	}
-	for _, obj := range doc.NFTables {
+	for _, obj := range objs {
 		for kind, body := range obj {
 			var m map[string]any
 			if err := json.Unmarshal(body, &m); err != nil {
@@ -229,4 +227,17 @@ func NFTRulesIn(c NFTCheck, chain string) ([]NFTFinding, error) {
 		out = append(out, NFTFinding{Chain: chain, Handle: r.handle, What: chain + " holds `" + s + "`"})
 	}
 	return out, nil
+}
+
+// nftObjects decodes `nft -j` output into its top-level objects (each keyed by its kind:
+// table, chain, rule, ...): the one reading of that document both the chain comparison and
+// the foreign-rule scan start from.
+func nftObjects(raw string) ([]map[string]json.RawMessage, error) {
+	var doc struct {
+		NFTables []map[string]json.RawMessage `json:"nftables"`
+	}
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		return nil, err
+	}
+	return doc.NFTables, nil
 }
