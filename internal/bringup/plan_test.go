@@ -9,7 +9,7 @@ func healthy() Observed {
 	return Observed{
 		GuestReachable: true, EgressMatch: true, StampCurrent: true, ServiceUp: true,
 		BrokerRunning: true, BrokerSANOK: true, Enrolled: map[string]bool{"manager": true, "worker-a": true},
-		Settings: map[string]bool{"manager": true, "worker-a": true},
+		Settings:     map[string]bool{"manager": true, "worker-a": true},
 		ImagePresent: true, ImageRef: "localhost/lever/lev:abc",
 		Containers: map[string]string{"lever-d-manager": "running", "lever-d-worker-a": "running"},
 	}

@@ -88,8 +88,8 @@ type Container struct {
 	Entrypoint []string          `json:"entrypoint,omitempty"`
 	Command    []string          `json:"command"`
 	WorkDir    string            `json:"workdir"`
-	Env     map[string]string `json:"env"`
-	Mounts  []Mount           `json:"mounts"`
+	Env        map[string]string `json:"env"`
+	Mounts     []Mount           `json:"mounts"`
 	// Devices are create-time only: a manager gains or loses /dev/kvm only at a fresh
 	// create, so they are left out of the spec hash.
 	Devices     []string          `json:"-"`

@@ -46,7 +46,7 @@ func TestPlanConfinesEachContainer(t *testing.T) {
 	levEnv := "LEVER_ROLE LEV_AGENTS_DIR LEV_BENCH_SOCKET LEV_CONFIG LEV_HOME LEV_LISTEN LEV_PROVIDER_BASE_URL LEV_TOKEN_FILE"
 	cases := []struct {
 		name, container, role, image, mounts, workdir, entry, cmd, env string
-		devices                                                      int
+		devices                                                        int
 	}{
 		{"manager lev: tree, read_only, its enrolment dir ro, its lev home and bench dir", "lever-demo-manager", "manager", "localhost/lever/lev:abc",
 			mgrT + " " + ag + "manager:/run/lever:ro " + home + "manager:/var/lib/lev:rw " + bn + "manager:/run/lever-bench:rw",
