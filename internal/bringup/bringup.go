@@ -655,8 +655,9 @@ func (in *Instance) managerKVM() bool {
 func (in *Instance) Containers() ([]jail.Container, error) {
 	bench := in.benchRef
 	if bench == "" {
-		// Only a caller that never ran the image step (unit tests, which build no
-		// workbench) has no workbench ref: the lev image stands in.
+		// No workbench ref: a caller that never ran the image step (unit tests, which
+		// build no workbench), or a build before the workbench image step (helper
+		// workbench) sets it. The lev image stands in; it has no userland.
 		bench = in.imageRef
 	}
 	p := jail.Params{
