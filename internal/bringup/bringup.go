@@ -153,9 +153,31 @@ func (in *Instance) benchRoot() string {
 // state dir.
 func (in *Instance) levHomeRoot() string {
 	if in.InPlace {
-		return filepath.Join(in.cfg.StateDir(), "guest", "levhome")
+		return filepath.Join(in.stateDirReal(), "guest", "levhome")
 	}
 	return "/var/lib/lever/" + in.cfg.Name + "/lev"
+}
+
+// stateDirReal is the state dir as an absolute path without symlinks (the enrol helper
+// refuses a symlinked component on the way to the lev homes).
+func (in *Instance) stateDirReal() string {
+	d, err := filepath.Abs(in.cfg.StateDir())
+	if err != nil {
+		return in.cfg.StateDir()
+	}
+	if r, err := filepath.EvalSymlinks(d); err == nil {
+		return r
+	}
+	return d
+}
+
+// levHomeBase is where lever's own part of levHomeRoot's path starts (the enrol helper
+// makes and opens dirs only from there down).
+func (in *Instance) levHomeBase() string {
+	if in.InPlace {
+		return in.stateDirReal()
+	}
+	return "/var/lib/lever"
 }
 
 // observeScript reads, in one guest call: the provisioning stamp and boot id, the run
@@ -540,7 +562,7 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed) (bool, string, 
 	if err != nil {
 		return false, "", err
 	}
-	req := EnrolRequest{BrokerURL: in.brokerURL(), CAPEM: string(caPEM), UID: in.uid, LevHomeRoot: in.levHomeRoot()}
+	req := EnrolRequest{BrokerURL: in.brokerURL(), CAPEM: string(caPEM), UID: in.uid, LevHomeRoot: in.levHomeRoot(), LevHomeBase: in.levHomeBase()}
 	if len(push) > 0 {
 		req.Settings, req.SettingsHash = in.settings, in.settingsHash
 	}

@@ -34,6 +34,10 @@ type EnrolRequest struct {
 	// LevHomeRoot is the root-owned directory holding the agents' lev homes (outside the
 	// run user's reach to rename or replace, so root can create the homes in it safely).
 	LevHomeRoot string `json:"lev_home_root"`
+	// LevHomeBase is the ancestor of LevHomeRoot from which lever owns the path (the
+	// instance's state dir on the netns substrate, /var/lib/lever on a VM): only there may
+	// the helper make dirs or open them for traversal; above it it only checks.
+	LevHomeBase string `json:"lev_home_base"`
 	// Settings is the bundle pushed to every agent with Push set; SettingsHash its Hash.
 	Settings     *levsettings.Bundle `json:"settings,omitempty"`
 	SettingsHash string              `json:"settings_hash,omitempty"`
@@ -138,6 +142,9 @@ func checkAgentPaths(req EnrolRequest) error {
 	if !filepath.IsAbs(req.LevHomeRoot) || filepath.Clean(req.LevHomeRoot) != req.LevHomeRoot || req.LevHomeRoot == "/" {
 		return fmt.Errorf("lev home root %q: not an absolute clean path", req.LevHomeRoot)
 	}
+	if req.LevHomeBase == "/" || filepath.Clean(req.LevHomeBase) != req.LevHomeBase || !strings.HasPrefix(req.LevHomeRoot, req.LevHomeBase+"/") {
+		return fmt.Errorf("lev home base %q: not an ancestor of the lev home root %s", req.LevHomeBase, req.LevHomeRoot)
+	}
 	for _, a := range req.Agents {
 		name := filepath.Base(a.Dir)
 		if name == "." || name == ".." || name == "/" || a.Dir != agents+name || a.Bench != bench+name || a.Home != filepath.Join(req.LevHomeRoot, name) {
@@ -149,10 +156,13 @@ func checkAgentPaths(req EnrolRequest) error {
 
 // makeLevHomes makes <LevHomeRoot> (root-owned, mode 0711: the run user's rootless podman
 // must pass through it to bind-mount a home, and may not list or change it) and each
-// agent's home in it, owned by the run user, mode 0700. Every existing component must be a
-// real directory owned by root that nobody else can write (or a sticky one, like /tmp):
+// agent's home in it, owned by the run user, mode 0700. Every component must be a real
+// directory owned by root that nobody else can write (or a sticky one, like /tmp):
 // otherwise the run user could swap a component for a link and have root create or chown
-// somewhere else. A helper that is already the run user (tests) only checks.
+// somewhere else. From LevHomeBase down, missing dirs are made and closed ones opened for
+// traversal (o+x, never read); above it nothing is changed: a private dir there (a root
+// home holding the netns substrate's state dir) is an error naming it. A helper that is
+// already the run user (tests) only makes the homes.
 func makeLevHomes(req EnrolRequest) error {
 	if os.Geteuid() != 0 {
 		for _, a := range req.Agents {
@@ -170,8 +180,9 @@ func makeLevHomes(req EnrolRequest) error {
 	cur := "/"
 	for _, part := range strings.Split(strings.TrimPrefix(req.LevHomeRoot, "/"), "/") {
 		cur = filepath.Join(cur, part)
+		ours := cur == req.LevHomeBase || strings.HasPrefix(cur, req.LevHomeBase+"/")
 		st, err := os.Lstat(cur)
-		if os.IsNotExist(err) {
+		if os.IsNotExist(err) && ours {
 			if err := os.Mkdir(cur, 0o711); err != nil {
 				return fmt.Errorf("making %s: %w", cur, err)
 			}
@@ -185,8 +196,9 @@ func makeLevHomes(req EnrolRequest) error {
 			return fmt.Errorf("lev home root: %s is not a directory only root can change (mode %s); refusing to make lev homes through it", cur, st.Mode())
 		}
 		if st.Mode().Perm()&0o001 == 0 {
-			// traversable for the run user's podman, nothing more (files in it keep
-			// their own modes)
+			if !ours {
+				return fmt.Errorf("lev home root: %s (mode %s) does not let the run user's podman pass through to the lev homes; lever changes no mode above %s: on the netns substrate set LEVER_STATE_DIR to a directory others may traverse", cur, st.Mode().Perm(), req.LevHomeBase)
+			}
 			if err := os.Chmod(cur, st.Mode().Perm()|0o011); err != nil {
 				return fmt.Errorf("making %s traversable: %w", cur, err)
 			}
