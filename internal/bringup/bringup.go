@@ -153,29 +153,29 @@ func (in *Instance) benchRoot() string {
 // state dir.
 func (in *Instance) levHomeRoot() string {
 	if in.InPlace {
-		return filepath.Join(in.stateDirReal(), "guest", "levhome")
+		return filepath.Join(realDir(in.cfg.StateDir()), "guest", "levhome")
 	}
 	return "/var/lib/lever/" + in.cfg.Name + "/lev"
 }
 
-// stateDirReal is the state dir as an absolute path without symlinks (the enrol helper
-// refuses a symlinked component on the way to the lev homes).
-func (in *Instance) stateDirReal() string {
-	d, err := filepath.Abs(in.cfg.StateDir())
+// realDir is d as an absolute path without symlinks (the enrol helper refuses a
+// symlinked component on the way to the lev homes).
+func realDir(d string) string {
+	abs, err := filepath.Abs(d)
 	if err != nil {
-		return in.cfg.StateDir()
+		return d
 	}
-	if r, err := filepath.EvalSymlinks(d); err == nil {
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
 		return r
 	}
-	return d
+	return abs
 }
 
 // levHomeBase is where lever's own part of levHomeRoot's path starts (the enrol helper
-// makes and opens dirs only from there down).
+// makes and opens dirs only from there down): on the netns substrate, lever's state root.
 func (in *Instance) levHomeBase() string {
 	if in.InPlace {
-		return in.stateDirReal()
+		return realDir(config.StateRoot())
 	}
 	return "/var/lib/lever"
 }
