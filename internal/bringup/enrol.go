@@ -1,6 +1,7 @@
 package bringup
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,11 +111,18 @@ func ServeEnrol(r io.Reader, w io.Writer) error {
 			if err != nil {
 				return err
 			}
-			tok := make([]byte, 24)
-			if _, err := rand.Read(tok); err != nil {
-				return err
+			files := map[string][]byte{FileCA: []byte(req.CAPEM), FileCert: cert, FileKey: key}
+			// A certificate renewal keeps lev's bearer token: the running daemon read it
+			// at start and is not restarted by a renewal, so a new one would lock every
+			// `lev` client in the container out of it.
+			if old, err := os.ReadFile(filepath.Join(a.Dir, FileToken)); err != nil || len(bytes.TrimSpace(old)) < 32 {
+				tok := make([]byte, 24)
+				if _, err := rand.Read(tok); err != nil {
+					return err
+				}
+				files[FileToken] = []byte(hex.EncodeToString(tok) + "\n")
 			}
-			for name, data := range map[string][]byte{FileCA: []byte(req.CAPEM), FileCert: cert, FileKey: key, FileToken: []byte(hex.EncodeToString(tok) + "\n")} {
+			for name, data := range files {
 				if err := writeFileAtomic(filepath.Join(a.Dir, name), data); err != nil {
 					return err
 				}

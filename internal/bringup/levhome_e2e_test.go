@@ -19,19 +19,25 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/backend/netns"
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
+// levhomeRunUser is this test's own run user: the run user, its podman and
+// /run/user/<uid> are host state on the netns substrate, shared with any other netns test
+// running on the machine under the default name.
+const levhomeRunUser = "lvtbjp"
+
 // podmanExec runs argv in container name as the run user (stdin optional); it returns
 // the combined output and the exit code.
 func podmanExec(t *testing.T, guestNS, name string, stdin string, argv ...string) (string, int) {
 	t.Helper()
-	uid := strings.TrimSpace(sh(t, "id", "-u", "lever"))
-	args := []string{"--net=/run/netns/" + guestNS, "runuser", "-u", "lever", "--",
-		"env", "XDG_RUNTIME_DIR=/run/user/" + uid, "HOME=/home/lever", "podman", "exec"}
+	uid := strings.TrimSpace(sh(t, "id", "-u", levhomeRunUser))
+	args := []string{"--net=/run/netns/" + guestNS, "runuser", "-u", levhomeRunUser, "--",
+		"env", "XDG_RUNTIME_DIR=/run/user/" + uid, "HOME=/home/" + levhomeRunUser, "podman", "exec"}
 	if stdin != "" {
 		args = append(args, "-i")
 	}
@@ -124,6 +130,7 @@ lev:
 	writeCfg(goodKeys)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
+	t.Setenv(netns.RunUserEnv, levhomeRunUser)
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
 	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
 	t.Setenv(asLever, "1")
@@ -167,7 +174,7 @@ lev:
 
 	// 2. The guest dirs: each agent's lev home and bench dir, the run user's, mode 0700;
 	// the settings beside the enrolment files.
-	uid := strings.TrimSpace(sh(t, "id", "-u", "lever"))
+	uid := strings.TrimSpace(sh(t, "id", "-u", levhomeRunUser))
 	home := filepath.Join(cfg.StateDir(), "guest", "levhome")
 	for _, a := range []string{"manager", "worker-w1"} {
 		for _, d := range []string{filepath.Join(home, a), filepath.Join("/run/user", uid, "lever", "bench", a)} {
@@ -255,6 +262,20 @@ lev:
 	res := applyJSON(t, cfgPath)
 	if res.Changed || res.GuestCalls != 2 || stepOf(res, bringup.StepEnrol).Calls != 0 {
 		t.Fatalf("warm up: changed %v, %d guest calls (want 2), enrol %+v", res.Changed, res.GuestCalls, stepOf(res, bringup.StepEnrol))
+	}
+
+	// 5b. A certificate renewal (the manager's certificate gone) re-enrols it and keeps
+	// lev's bearer token: the running daemon holds the one it read at start.
+	os.Remove(filepath.Join("/run/user", uid, "lever", "agents", "manager", "client.crt"))
+	res = applyJSON(t, cfgPath)
+	if en := stepOf(res, bringup.StepEnrol); !en.Changed || !strings.Contains(en.Detail, "enrolled manager") || strings.Contains(en.Detail, "lev settings") {
+		t.Errorf("renewal: enrol step %+v", en)
+	}
+	if lv := stepOf(res, bringup.StepLev); lv.Changed {
+		t.Errorf("renewal restarted a container: %s", lv.Detail)
+	}
+	if after, _ := os.ReadFile(filepath.Join("/run/user", uid, "lever", "agents", "manager", "token")); !bytes.Equal(after, token) {
+		t.Errorf("renewal rotated lev's token under its running daemon")
 	}
 
 	// 6. A changed lev.config on the host is pushed at the next up (one enrol call, no
