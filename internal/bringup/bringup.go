@@ -29,6 +29,7 @@ import (
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levsettings"
 	"github.com/lever-jail/lever/internal/provision"
 )
 
@@ -63,8 +64,14 @@ type Instance struct {
 	aliasV6  string
 	client   *jail.Client
 	imageRef string
+	// benchRef is the workbench image the bench containers run (set by the image step).
+	benchRef string
 	image    *levimage.Image
 	source   levimage.Source
+	// settings are the user's lev settings (lev.config, lev.agents, lev.policy), read and
+	// validated on the host by New; settingsHash is their Hash.
+	settings     *levsettings.Bundle
+	settingsHash string
 }
 
 // New derives an Instance. Nothing is touched.
@@ -96,6 +103,13 @@ func New(o Options) (*Instance, error) {
 		in.provP.Stamp = filepath.Join(o.Cfg.StateDir(), "guest", "provision.stamp")
 		in.provP.SysctlFile = ""
 	}
+	// The user's lev settings are checked here, before any step runs, with lev's own
+	// loaders: a bad file fails up and apply --dry-run alike and changes nothing.
+	bundle, err := levsettings.Load(levsettings.Paths{Config: o.Cfg.Lev.Config, Agents: o.Cfg.Lev.Agents, Policy: o.Cfg.Lev.Policy})
+	if err != nil {
+		return nil, err
+	}
+	in.settings, in.settingsHash = bundle, bundle.Hash()
 	src, err := levimage.Resolve(o.Cfg, o.LevBinary)
 	if err != nil {
 		return nil, err
@@ -129,9 +143,50 @@ func (in *Instance) agentsRoot() string {
 	return fmt.Sprintf("/run/user/%d/lever/agents", in.uid)
 }
 
+// benchRoot holds each agent's exec-channel dir (run user's tmpfs, like agentsRoot).
+func (in *Instance) benchRoot() string {
+	return fmt.Sprintf("/run/user/%d/lever/bench", in.uid)
+}
+
+// levHomeRoot holds each agent's lev home: persistent, outside the tree, root-owned so the
+// run user cannot swap it. On the netns substrate the guest is the host: the instance's
+// state dir.
+func (in *Instance) levHomeRoot() string {
+	if in.InPlace {
+		return filepath.Join(realDir(in.cfg.StateDir()), "guest", "levhome")
+	}
+	return "/var/lib/lever/" + in.cfg.Name + "/lev"
+}
+
+// realDir is d as an absolute path without symlinks (the enrol helper refuses a
+// symlinked component on the way to the lev homes).
+func realDir(d string) string {
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return d
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	return abs
+}
+
+// levHomeBase is where lever's own part of levHomeRoot's path starts (the enrol helper
+// makes and opens dirs only from there down): on the netns substrate, lever's state root.
+func (in *Instance) levHomeBase() string {
+	if in.InPlace {
+		return realDir(config.StateRoot())
+	}
+	return "/var/lib/lever"
+}
+
 // observeScript reads, in one guest call: the provisioning stamp and boot id, the run
 // user's uid, whether its podman service is up, and each agent's client certificate.
-const observeScript = `stamp=$1; user=$2; shift 2
+//
+// Per agent it also prints, before the certificate, "settings=<hash> dirs=<ok|missing>":
+// the hash file beside the pushed lev settings and whether the agent's lev home and bench
+// dir exist, so stale settings cost no extra guest call to find.
+const observeScript = `stamp=$1; user=$2; levhome=$3; shift 3
 cat /proc/sys/kernel/random/boot_id; stat -c '%u %a' "$stamp" 2>/dev/null || echo none; cat "$stamp" 2>/dev/null || echo
 echo @@
 uid=$(id -u "$user" 2>/dev/null) || uid=none
@@ -142,16 +197,21 @@ if [ "$uid" != none ]; then
 	st=$( [ -f "$pidf" ] && sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$pidf")/status" 2>/dev/null)
 	if [ -S "$sock" ] && { [ ! -f "$pidf" ] || { [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }; }; then echo up; else echo down; fi
 else echo down; fi
-for a in "$@"; do echo "@@ $a"; [ "$uid" != none ] && cat "/run/user/$uid/lever/agents/$a/client.crt" 2>/dev/null; done
+for a in "$@"; do echo "@@ $a"
+	[ "$uid" = none ] && continue
+	d=missing; [ -d "$levhome/$a" ] && [ -d "/run/user/$uid/lever/bench/$a" ] && d=ok
+	echo "settings=$(cat "/run/user/$uid/lever/agents/$a/settings.sha256" 2>/dev/null) dirs=$d"
+	cat "/run/user/$uid/lever/agents/$a/client.crt" 2>/dev/null
+done
 exit 0
 `
 
 // Observe looks without changing anything: one guest call (when the guest is reachable),
 // the broker's state file, and the podman socket.
 func (in *Instance) Observe(ctx context.Context) (Observed, provision.State) {
-	o := Observed{Enrolled: map[string]bool{}, Containers: map[string]string{}, ImageRef: in.imageRef}
+	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]string{}, ImageRef: in.imageRef}
 	var st provision.State
-	argv := append([]string{"/bin/sh", "-c", observeScript, "sh", in.provP.WithDefaults().Stamp, in.RunUser}, in.Agents()...)
+	argv := append([]string{"/bin/sh", "-c", observeScript, "sh", in.provP.WithDefaults().Stamp, in.RunUser, in.levHomeRoot()}, in.Agents()...)
 	res, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: argv})
 	if err != nil || res.ExitCode != 0 {
 		return o, st
@@ -168,7 +228,10 @@ func (in *Instance) Observe(ctx context.Context) (Observed, provision.State) {
 		caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
 		for _, s := range secs[3:] {
 			name, body, _ := strings.Cut(strings.TrimPrefix(s, " "), "\n")
-			o.Enrolled[strings.TrimSpace(name)] = certValid([]byte(body), caPEM)
+			name = strings.TrimSpace(name)
+			line, cert, _ := strings.Cut(body, "\n")
+			o.Enrolled[name] = certValid([]byte(cert), caPEM)
+			o.Settings[name] = line == "settings="+in.settingsHash+" dirs=ok"
 		}
 	}
 	if bs, err := brokerctl.Status(in.cfg.StateDir()); err == nil && bs.Running {
@@ -479,14 +542,17 @@ func (in *Instance) stepBroker(ctx context.Context) (bool, string, error) {
 }
 
 func (in *Instance) stepEnrol(ctx context.Context, obs Observed) (bool, string, error) {
-	var need []string
+	var need, push []string
 	for _, a := range in.Agents() {
 		if !obs.Enrolled[a] {
 			need = append(need, a)
 		}
+		if !obs.Settings[a] {
+			push = append(push, a)
+		}
 	}
-	if len(need) == 0 {
-		return false, "every agent holds a valid client certificate", nil
+	if len(need) == 0 && len(push) == 0 {
+		return false, "every agent holds a valid client certificate and current lev settings", nil
 	}
 	caPEM, err := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
 	if err != nil {
@@ -496,20 +562,32 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed) (bool, string, 
 	if err != nil {
 		return false, "", err
 	}
-	req := EnrolRequest{BrokerURL: in.brokerURL(), CAPEM: string(caPEM), UID: in.uid}
-	for _, a := range need {
-		role := ca.RoleWorker
-		if a == jail.AgentDir(jail.Manager, "") {
-			role = ca.RoleManager
+	req := EnrolRequest{BrokerURL: in.brokerURL(), CAPEM: string(caPEM), UID: in.uid, LevHomeRoot: in.levHomeRoot(), LevHomeBase: in.levHomeBase()}
+	if len(push) > 0 {
+		req.Settings, req.SettingsHash = in.settings, in.settingsHash
+	}
+	for _, a := range in.Agents() {
+		ea := EnrolAgent{Name: in.cfg.Name + "-" + a, Dir: in.agentsRoot() + "/" + a,
+			Home: path.Join(in.levHomeRoot(), a), Bench: in.benchRoot() + "/" + a, Push: !obs.Settings[a]}
+		if !obs.Enrolled[a] {
+			role := ca.RoleWorker
+			if a == jail.AgentDir(jail.Manager, "") {
+				role = ca.RoleManager
+			}
+			tk, err := store.Issue(ea.Name, role, 10*time.Minute)
+			if err != nil {
+				return false, "", err
+			}
+			ea.Ticket = tk
 		}
-		name := in.cfg.Name + "-" + a
-		tk, err := store.Issue(name, role, 10*time.Minute)
-		if err != nil {
-			return false, "", err
+		if ea.Ticket != "" || ea.Push {
+			req.Agents = append(req.Agents, ea)
 		}
-		req.Agents = append(req.Agents, EnrolAgent{Name: name, Ticket: tk, Dir: in.agentsRoot() + "/" + a})
 	}
 	body, _ := json.Marshal(req)
+	if len(body) > MaxEnrolRequest {
+		return false, "", fmt.Errorf("the enrolment request is %d bytes, over the guest helper's %d: make lev.agents smaller", len(body), MaxEnrolRequest)
+	}
 	argv, prefix, err := helperArgv(in.opts.Exe, in.InPlace, "enrol")
 	if err != nil {
 		return false, "", err
@@ -517,7 +595,14 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed) (bool, string, 
 	if _, err := guest.RunOK(ctx, in.Runner, guest.Cmd{As: guest.Root, Argv: argv, Stdin: append(prefix, body...)}); err != nil {
 		return false, "", fmt.Errorf("enrolling in the guest: %w", err)
 	}
-	return true, "enrolled " + strings.Join(need, ", ") + " (keys generated in the guest)", nil
+	var parts []string
+	if len(need) > 0 {
+		parts = append(parts, "enrolled "+strings.Join(need, ", ")+" (keys generated in the guest)")
+	}
+	if len(push) > 0 {
+		parts = append(parts, "lev settings "+in.settingsHash[:12]+" and dirs for "+strings.Join(push, ", "))
+	}
+	return true, strings.Join(parts, "; "), nil
 }
 
 func (in *Instance) stepImage(ctx context.Context) (bool, string, error) {
@@ -588,19 +673,30 @@ func (in *Instance) managerKVM() bool {
 	return in.cfg.NestedVirt
 }
 
-// Containers is the plan of lev containers for this instance.
+// Containers is the plan for this instance: each agent's lev container and its bench.
 func (in *Instance) Containers() ([]jail.Container, error) {
+	bench := in.benchRef
+	if bench == "" {
+		// No workbench ref: a caller that never ran the image step (unit tests, which
+		// build no workbench), or a build before the workbench image step (helper
+		// workbench) sets it. The lev image stands in; it has no userland.
+		bench = in.imageRef
+	}
 	p := jail.Params{
-		Instance: in.cfg.Name, Image: in.imageRef, TreeSource: in.TreeSrc,
+		Instance: in.cfg.Name, Image: in.imageRef, BenchImage: bench, TreeSource: in.TreeSrc,
 		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.managerKVM(),
-		TicketRoot: in.agentsRoot(),
-		Command:    []string{"serve", "--token-file", jail.TicketMount + "/" + FileToken},
+		TicketRoot: in.agentsRoot(), LevHomeRoot: in.levHomeRoot(), BenchRoot: in.benchRoot(),
+		Policy:  in.settings != nil && in.settings.HasPolicy,
+		Command: []string{"serve", "--token-file", jail.TicketMount + "/" + FileToken},
 		Env: map[string]string{
 			"LEV_PROVIDER":          "openai",
 			"LEV_PROVIDER_BASE_URL": in.brokerURL() + "/llm",
 			"LEV_TLS_CA":            jail.TicketMount + "/" + FileCA,
 			"LEV_TLS_CERT":          jail.TicketMount + "/" + FileCert,
 			"LEV_TLS_KEY":           jail.TicketMount + "/" + FileKey,
+			// lev reads its settings when it starts: a new hash here changes the lev
+			// containers' spec, so the next up restarts them on the settings it pushed.
+			"LEVER_SETTINGS": in.settingsHash,
 		},
 	}
 	if rt := os.Getenv("LEVER_OCI_RUNTIME"); rt != "" {
@@ -614,12 +710,11 @@ func (in *Instance) Containers() ([]jail.Container, error) {
 		return nil, err
 	}
 	for i := range cs {
-		home := jail.TreeDir + "/.lev"
-		if cs[i].Role == jail.Worker {
-			home = cs[i].Mounts[0].Dest + "/.lev"
+		if cs[i].Role == jail.Bench {
+			continue
 		}
-		// An image of the user's choosing for a container (it must hold /lev and be in
-		// the run user's podman already: no registry is used).
+		// An image of the user's choosing for a lev container (it must hold /lev and be
+		// in the run user's podman already: no registry is used).
 		if img := in.containerImage(cs[i]); img != "" {
 			cs[i].Image = img
 		}
@@ -627,24 +722,10 @@ func (in *Instance) Containers() ([]jail.Container, error) {
 			// lev.blueprint is a path in the tree; `lev run` with no agent runs it.
 			cs[i].Env["LEV_BLUEPRINT"] = path.Join(jail.TreeDir, filepath.ToSlash(in.cfg.Lev.Blueprint))
 		}
-		cs[i].Env["LEV_HOME"] = home
-		cs[i].Env["LEV_LISTEN"] = "127.0.0.1:" + strconv.Itoa(7700+i)
 		cs[i].Rehash()
 	}
-	// The manager mounts the whole tree, workers' lev homes included: its lev treats them
-	// as its own state too, so no manager tool rewrites a worker's config, agents or runs.
-	var workerHomes []string
-	for _, c := range cs {
-		if c.Role == jail.Worker {
-			workerHomes = append(workerHomes, c.Env["LEV_HOME"])
-		}
-	}
-	for i := range cs {
-		if cs[i].Role == jail.Manager && len(workerHomes) > 0 {
-			cs[i].Env["LEV_PROTECT"] = strings.Join(workerHomes, ":")
-			cs[i].Rehash()
-		}
-	}
+	// No LEV_PROTECT: every lev home is outside the tree now, so the manager's tools
+	// cannot reach a worker's lev state through the tree at all.
 	return cs, nil
 }
 

@@ -49,21 +49,36 @@ func sh(t *testing.T, argv ...string) string {
 	return string(out)
 }
 
+// levBinary is lev for the jail: the real lev CLI built with the test-only bridges of
+// testdata/levstub (each steps aside once this branch's lev does the job itself).
 func levBinary(t *testing.T) string {
 	t.Helper()
-	if p, err := filepath.Abs("../../bin/lev"); err == nil {
-		if _, err := os.Stat(p); err == nil {
-			return p
+	levStubOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "levstub")
+		if err != nil {
+			levStubErr = err
+			return
 		}
+		out := filepath.Join(dir, "lev")
+		cmd := exec.Command("go", "build", "-o", out, "./testdata/levstub")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			levStubErr = fmt.Errorf("building lev: %v: %s", err, b)
+			return
+		}
+		levStubPath = out
+	})
+	if levStubErr != nil {
+		t.Fatal(levStubErr)
 	}
-	out := filepath.Join(t.TempDir(), "lev")
-	cmd := exec.Command("go", "build", "-o", out, "../../cmd/lev")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building lev: %v: %s", err, b)
-	}
-	return out
+	return levStubPath
 }
+
+var (
+	levStubOnce sync.Once
+	levStubPath string
+	levStubErr  error
+)
 
 // world is a namespace the test made, standing for everything outside the jail: the LAN,
 // the metadata service's neighbour, the public internet and a public resolver. It listens
@@ -253,6 +268,11 @@ func TestLeverUpAcceptanceNetns(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(up.handler))
 	defer srv.Close()
 	jailPort, adminPort := freePort(t), freePort(t)
+	// The agent's blueprint comes from the user's lev settings on the host (lev.agents),
+	// pushed by the enrol step: never from the tree.
+	hostAgents := filepath.Join(dir, "lev-agents")
+	os.MkdirAll(hostAgents, 0o755)
+	os.WriteFile(filepath.Join(hostAgents, "answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
 	cfgPath := filepath.Join(dir, "lever.yaml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`name: t%s
 backend: netns
@@ -270,7 +290,9 @@ broker:
   llm_upstream: %s/v1
   jail_port: %d
   admin_port: %d
-`, sfx, jailPort, keyFile, srv.URL, jailPort, adminPort)), 0o644)
+lev:
+  agents: %s
+`, sfx, jailPort, keyFile, srv.URL, jailPort, adminPort, hostAgents)), 0o644)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
@@ -330,12 +352,6 @@ broker:
 
 	// 1b. the whole chain: an agent run by lev in the jail completes a task through the
 	// broker's /llm/ route; the upstream on the host sees the key on every request.
-	agents := filepath.Join(tree, ".lev", "agents")
-	os.MkdirAll(agents, 0o777)
-	for _, d := range []string{filepath.Join(tree, ".lev"), agents} {
-		os.Chmod(d, 0o777)
-	}
-	os.WriteFile(filepath.Join(agents, "answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
 	uid := strings.TrimSpace(sh(t, "id", "-u", "lever"))
 	tok, err := os.ReadFile("/run/user/" + uid + "/lever/agents/manager/token")
 	if err != nil {

@@ -1,10 +1,12 @@
 package bringup
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/levsettings"
 )
 
 // TestContainersHonourImageAndBlueprintKeys: manager.image, workers[].image and
@@ -23,6 +25,13 @@ func TestContainersHonourImageAndBlueprintKeys(t *testing.T) {
 	}
 	got := map[string][2]string{}
 	for _, c := range cs {
+		if c.Role == jail.Bench {
+			// no image step ran: the lev image stands in for the workbench
+			if c.Image != "localhost/lever/lev:abc" {
+				t.Errorf("%s image %s", c.Name, c.Image)
+			}
+			continue
+		}
 		got[string(c.Role)+":"+c.Env["LEVER_WORKER"]] = [2]string{c.Image, c.Env["LEV_BLUEPRINT"]}
 	}
 	want := map[string][2]string{
@@ -37,26 +46,88 @@ func TestContainersHonourImageAndBlueprintKeys(t *testing.T) {
 	}
 }
 
-// TestManagerProtectsWorkerLevHomes: the manager mounts the whole tree, workers' lev homes
-// included, so its lev gets them in LEV_PROTECT (its tools then never read or write a
-// worker's config, agents or runs); a worker's lev gets none (it sees only its own dir).
-func TestManagerProtectsWorkerLevHomes(t *testing.T) {
+// TestContainersEnvAndImages: each lev container finds its home, settings, token, API
+// socket and bench from what lever mounts (no LEV_PROTECT: no lev home is in the tree any
+// more); the bench containers run the workbench image; the settings hash rides in the
+// lev containers' env, so a settings change restarts them and nothing else.
+func TestContainersEnvAndImages(t *testing.T) {
 	cfg := &config.Config{Name: "t", Egress: "open",
 		Workers: []config.Worker{{Name: "a", Dir: "wa"}, {Name: "b", Dir: "sub/wb"}},
 		Broker:  config.Broker{JailPort: 7443},
 	}
-	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", aliasV4: "10.0.0.1"}
-	cs, err := in.Containers()
-	if err != nil {
-		t.Fatal(err)
+	mk := func(b *levsettings.Bundle, inPlace bool) *Instance {
+		return &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", benchRef: "localhost/lever/bench:def", TreeSrc: "/lever",
+			aliasV4: "10.0.0.1", uid: 1001, settings: b, settingsHash: b.Hash(), InPlace: inPlace}
 	}
-	for _, c := range cs {
-		want := ""
-		if c.Role == jail.Manager {
-			want = "/lever/wa/.lev:/lever/sub/wb/.lev"
+	plain := &levsettings.Bundle{Config: []byte("[provider]\nmodel = \"m\"\n"), Agents: map[string][]byte{}}
+	withPolicy := &levsettings.Bundle{Config: plain.Config, Agents: map[string][]byte{}, Policy: []byte("default = \"deny\"\n"), HasPolicy: true}
+	edited := &levsettings.Bundle{Config: []byte("[provider]\nmodel = \"n\"\n"), Agents: map[string][]byte{}}
+	plan := func(in *Instance) map[string]jail.Container {
+		cs, err := in.Containers()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := c.Env["LEV_PROTECT"]; got != want {
-			t.Errorf("%s %s: LEV_PROTECT = %q, want %q (LEV_HOME %q)", c.Role, c.Env["LEVER_WORKER"], got, want, c.Env["LEV_HOME"])
+		m := map[string]jail.Container{}
+		for _, c := range cs {
+			m[c.Name] = c
+		}
+		if len(m) != 6 {
+			t.Fatalf("%d containers, want 6", len(m))
+		}
+		return m
+	}
+	base := plan(mk(plain, false))
+	cases := []struct {
+		name, container, key, want string
+	}{
+		{"lev home out of the tree", "lever-t-manager", "LEV_HOME", "/var/lib/lev"},
+		{"settings pushed by lever", "lever-t-worker-a", "LEV_CONFIG", "/run/lever/config.toml"},
+		{"blueprints from the host", "lever-t-worker-b", "LEV_AGENTS_DIR", "/run/lever/agents"},
+		{"token file", "lever-t-manager", "LEV_TOKEN_FILE", "/run/lever/token"},
+		{"unix socket, no TCP port in the bench's reach", "lever-t-manager", "LEV_LISTEN", "unix:/var/lib/lev/api.sock"},
+		{"bench socket", "lever-t-worker-a", "LEV_BENCH_SOCKET", "/run/lever-bench/exec.sock"},
+		{"no policy pushed: no LEV_POLICY", "lever-t-manager", "LEV_POLICY", ""},
+		{"no LEV_PROTECT for the manager", "lever-t-manager", "LEV_PROTECT", ""},
+		{"settings hash", "lever-t-manager", "LEVER_SETTINGS", plain.Hash()},
+		{"bench: no lev env", "lever-t-manager-bench", "LEV_HOME", ""},
+		{"bench: PATH", "lever-t-worker-a-bench", "PATH", jail.BenchPath},
+	}
+	for _, tc := range cases {
+		if got := base[tc.container].Env[tc.key]; got != tc.want {
+			t.Errorf("%s: %s %s=%q, want %q", tc.name, tc.container, tc.key, got, tc.want)
+		}
+	}
+	for name, c := range base {
+		img := "localhost/lever/lev:abc"
+		if c.Role == jail.Bench {
+			img = "localhost/lever/bench:def"
+		}
+		if c.Image != img {
+			t.Errorf("%s image %s, want %s", name, c.Image, img)
+		}
+	}
+	if m := base["lever-t-manager"].Mounts; m[len(m)-2].Source != "/var/lib/lever/t/lev/manager" {
+		t.Errorf("VM guest lev home %s", m[len(m)-2].Source)
+	}
+	cfg.Dir = t.TempDir()
+	t.Setenv("LEVER_STATE_DIR", t.TempDir())
+	if m := plan(mk(plain, true))["lever-t-worker-a"].Mounts; m[len(m)-2].Source != filepath.Join(cfg.StateDir(), "guest", "levhome", "worker-a") {
+		t.Errorf("netns lev home %s", m[len(m)-2].Source)
+	}
+	// What a settings change restarts: every lev container, no bench.
+	for _, tc := range []struct {
+		name string
+		b    *levsettings.Bundle
+	}{{"policy added", withPolicy}, {"config edited", edited}} {
+		next := plan(mk(tc.b, false))
+		for name, c := range next {
+			changed := c.Hash() != base[name].Hash()
+			if changed != (c.Role != jail.Bench) {
+				t.Errorf("%s: %s hash changed=%v", tc.name, name, changed)
+			}
+		}
+		if tc.b.HasPolicy && next["lever-t-worker-b"].Env["LEV_POLICY"] != "/run/lever/policy.toml" {
+			t.Errorf("%s: LEV_POLICY %q", tc.name, next["lever-t-worker-b"].Env["LEV_POLICY"])
 		}
 	}
 }

@@ -146,7 +146,7 @@ func TestLeverUpAcceptanceLima(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(bin) })
 	os.Chmod(bin, 0o755)
 	e.bin = bin
-	for _, p := range []struct{ out, pkg string }{{"lever", "./cmd/lever"}, {"lev", "./cmd/lev"}} {
+	for _, p := range []struct{ out, pkg string }{{"lever", "./cmd/lever"}, {"lev", "./internal/bringup/testdata/levstub"}} { // lev with the test bridges (bringup_e2e_test.go levBinary)
 		c := exec.Command("go", "build", "-tags", "remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp", "-o", filepath.Join(bin, p.out), p.pkg)
 		c.Dir = root
 		c.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -201,11 +201,12 @@ func TestLeverUpAcceptanceLima(t *testing.T) {
 	e.dir = e.home + "/proj"
 	e.vm = "lever-" + name
 	jailPort, adminPort := 18443, 18444
-	for _, d := range []string{"tree/src", "tree/.lev/agents"} {
+	// lev's blueprint comes from the user's lev settings on the host, never the tree.
+	for _, d := range []string{"tree/src", "lev-agents"} {
 		os.MkdirAll(filepath.Join(e.dir, d), 0o755)
 	}
 	os.WriteFile(filepath.Join(e.dir, "tree/README.md"), []byte("hello\n"), 0o644)
-	os.WriteFile(filepath.Join(e.dir, "tree/.lev/agents/answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(e.dir, "lev-agents/answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
 	os.WriteFile(filepath.Join(e.dir, "key"), []byte(key+"\n"), 0o600)
 	os.WriteFile(filepath.Join(e.dir, "lever.yaml"), []byte(fmt.Sprintf(`name: %s
 backend: lima
@@ -228,6 +229,8 @@ lima:
   accel: tcg
   cpus: 2
   memory: 2GiB
+lev:
+  agents: lev-agents
 `, name, jailPort, upAddr, jailPort, adminPort, image, image, image, prefix)), 0o644)
 	sh(t, "chown", "-R", e.user+":"+e.user, e.dir)
 	t.Logf("TIMING setup (artifacts, builds, user, namespace): %.1fs", time.Since(t0).Seconds())

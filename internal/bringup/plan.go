@@ -36,7 +36,10 @@ type Observed struct {
 	BrokerRunning  bool
 	BrokerSANOK    bool
 	// Enrolled: agent dir name -> holds a certificate valid for at least a day.
-	Enrolled     map[string]bool
+	Enrolled map[string]bool
+	// Settings: agent dir name -> its pushed lev settings match the host's and its lev
+	// home and bench dir exist.
+	Settings     map[string]bool
 	ImagePresent bool
 	ImageRef     string
 	// Containers: name -> "running", "stopped", "stale" (spec changed) or absent.
@@ -85,16 +88,26 @@ func Plan(agents []string, containers []string, o Observed) []Planned {
 	default:
 		add(StepBroker, "start", "not running")
 	}
-	var missing []string
+	var missing, stale []string
 	for _, a := range agents {
 		if !o.Enrolled[a] {
 			missing = append(missing, a)
 		}
+		if !o.Settings[a] {
+			stale = append(stale, a)
+		}
 	}
-	if len(missing) == 0 {
-		add(StepEnrol, "keep", "every agent holds a valid client certificate")
+	var enrol []string
+	if len(missing) > 0 {
+		enrol = append(enrol, "enrol "+strings.Join(missing, ", "))
+	}
+	if len(stale) > 0 {
+		enrol = append(enrol, "push lev settings and dirs to "+strings.Join(stale, ", "))
+	}
+	if len(enrol) == 0 {
+		add(StepEnrol, "keep", "every agent holds a valid client certificate and current lev settings")
 	} else {
-		add(StepEnrol, "create", "enrol "+strings.Join(missing, ", "))
+		add(StepEnrol, "create", strings.Join(enrol, "; "))
 	}
 	if o.ImagePresent {
 		add(StepImage, "keep", o.ImageRef+" is loaded")

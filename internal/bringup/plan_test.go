@@ -9,6 +9,7 @@ func healthy() Observed {
 	return Observed{
 		GuestReachable: true, EgressMatch: true, StampCurrent: true, ServiceUp: true,
 		BrokerRunning: true, BrokerSANOK: true, Enrolled: map[string]bool{"manager": true, "worker-a": true},
+		Settings:     map[string]bool{"manager": true, "worker-a": true},
 		ImagePresent: true, ImageRef: "localhost/lever/lev:abc",
 		Containers: map[string]string{"lever-d-manager": "running", "lever-d-worker-a": "running"},
 	}
@@ -35,6 +36,8 @@ func TestPlan(t *testing.T) {
 		{"broker cert lacks alias IP", func(o *Observed) { o.BrokerSANOK = false }, StepBroker, "repair", "alias IP"},
 		{"broker down", func(o *Observed) { o.BrokerRunning = false }, StepBroker, "start", "not running"},
 		{"worker not enrolled", func(o *Observed) { o.Enrolled["worker-a"] = false }, StepEnrol, "create", "worker-a"},
+		{"settings stale on one agent", func(o *Observed) { o.Settings["worker-a"] = false }, StepEnrol, "create", "push lev settings and dirs to worker-a"},
+		{"cert and settings both", func(o *Observed) { o.Settings["manager"], o.Enrolled["manager"] = false, false }, StepEnrol, "create", "enrol manager; push lev settings and dirs to manager"},
 		{"image missing", func(o *Observed) { o.ImagePresent = false }, StepImage, "create", "localhost/lever/lev:abc"},
 		{"worker stopped", func(o *Observed) { o.Containers["lever-d-worker-a"] = "stopped" }, StepLev, "create", "lever-d-worker-a (stopped)"},
 		{"manager absent", func(o *Observed) { delete(o.Containers, "lever-d-manager") }, StepLev, "create", "lever-d-manager (create)"},

@@ -69,6 +69,13 @@ type Lev struct {
 	Image        string `yaml:"image"`
 	ImageTarball string `yaml:"image_tarball"`
 	Blueprint    string `yaml:"blueprint"`
+	// The user's lev settings, host paths outside the tree (lever pushes them into each
+	// agent's enrolment dir; Load resolves them to absolute, symlink-free paths):
+	// Config is lev's config.toml, Agents a directory of blueprints, Policy the taint
+	// policy file.
+	Config string `yaml:"config"`
+	Agents string `yaml:"agents"`
+	Policy string `yaml:"policy"`
 }
 
 // Lima holds settings only the lima backend reads (a local guest image, for machines that

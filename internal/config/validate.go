@@ -430,6 +430,71 @@ func (v *validator) lev(c *Config) {
 	if c.Lev.Blueprint != "" {
 		v.inTree("lev.blueprint", c.TreePath, c.Lev.Blueprint)
 	}
+	v.levSetting(c, "lev.config", &c.Lev.Config, false)
+	v.levSetting(c, "lev.agents", &c.Lev.Agents, true)
+	v.levSetting(c, "lev.policy", &c.Lev.Policy, false)
+}
+
+// levSetting checks a host path of the user's lev settings: it exists, is a file (or, for
+// lev.agents, a directory), and is not in the tree by any spelling: the agents write the
+// tree, and a later lever up would push their edit into lev's settings. *p becomes the
+// resolved path, so what is checked is what is read.
+func (v *validator) levSetting(c *Config, key string, p *string, dir bool) {
+	if *p == "" {
+		return
+	}
+	abs := hostPath(c, *p)
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		v.add(key, "%s: %v", abs, err)
+		return
+	}
+	st, err := os.Stat(real)
+	switch {
+	case err != nil:
+		v.add(key, "%s: %v", real, err)
+		return
+	case dir && !st.IsDir():
+		v.add(key, "%s is not a directory (a directory of lev blueprints)", real)
+		return
+	case !dir && !st.Mode().IsRegular():
+		v.add(key, "%s is not a regular file", real)
+		return
+	}
+	if c.TreePath != "" {
+		if in, why := inTreeAnySpelling(c.TreePath, real); in {
+			if real != abs {
+				why = " (it resolves to " + real + ")" + why
+			}
+			v.add(key, "%s is inside the tree (%s)%s: the agents write the tree, so a later lever up would push their edit into lev's settings; keep lev's settings outside the tree", abs, c.TreePath, why)
+			return
+		}
+	}
+	*p = real
+}
+
+// inTreeAnySpelling says whether real (symlink-free) lies in the tree: by its path, or
+// through another mount of the tree's directory (a bind mount has no symlink to follow,
+// so each ancestor's device and inode are compared with the tree's), and how (empty for
+// the plain path).
+func inTreeAnySpelling(tree, real string) (bool, string) {
+	if within(tree, real) {
+		return true, ""
+	}
+	tst, err := os.Stat(tree)
+	if err != nil {
+		return false, ""
+	}
+	for cur := real; ; {
+		if st, err := os.Stat(cur); err == nil && os.SameFile(st, tst) {
+			return true, " (" + cur + " is the tree's directory mounted at another path)"
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return false, ""
+		}
+		cur = parent
+	}
 }
 
 func (v *validator) lima(c *Config) {

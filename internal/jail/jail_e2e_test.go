@@ -45,21 +45,41 @@ func TestHardenedLevContainer(t *testing.T) {
 		os.MkdirAll(filepath.Join(tickets, w), 0o700)
 		os.WriteFile(filepath.Join(tickets, w, "ticket"), []byte("ticket-"+w), 0o600)
 	}
+	// Each agent's lev home and bench dir, as the enrol step leaves them.
+	homes := filepath.Join(g.home, "levhome")
+	benches := filepath.Join("/run/user", itoa(g.uid), "lever", "bench")
+	for _, a := range []string{"manager", "worker-w1"} {
+		os.MkdirAll(filepath.Join(homes, a), 0o700)
+		os.WriteFile(filepath.Join(homes, a, "state"), []byte("lev-state-"+a), 0o600)
+		os.MkdirAll(filepath.Join(benches, a), 0o700)
+	}
+	chownR(t, homes, g.uid)
 	chownR(t, filepath.Join("/run/user", itoa(g.uid), "lever"), g.uid)
 
 	cs, err := Plan(Params{
-		Instance: "lvtbj", Image: im.Ref, Runtime: g.runtime,
+		Instance: "lvtbj", Image: im.Ref, BenchImage: im.Ref, Runtime: g.runtime,
 		Workers:    []WorkerSpec{{Name: "w1", Dir: "w1"}},
-		TicketRoot: tickets, TreeSource: tree,
+		TicketRoot: tickets, TreeSource: tree, LevHomeRoot: homes, BenchRoot: benches,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, w1 := cs[0], cs[1]
-	mgr.Command = []string{"ls:/lever", "read:/lever/manager-secret.txt", "write:/lever/m.out", "ls:/run/lever"}
+	if len(cs) != 4 {
+		t.Fatalf("%d containers, want 4", len(cs))
+	}
+	mgr, mb, w1, wb := cs[0], cs[1], cs[2], cs[3]
+	mgr.Command = []string{"ls:/lever", "read:/lever/manager-secret.txt", "write:/lever/m.out", "ls:/run/lever",
+		"read:/var/lib/lev/state", "find:ticket-manager"}
 	w1.Command = []string{"ls:/lever", "ls:/lever/w1", "read:/lever/manager-secret.txt", "read:/run/lever/ticket",
 		"read:/run/user/" + itoa(g.uid) + "/lever/tickets/worker-w2/ticket", "write:/run/lever/forged", "write:/lever/w1/out"}
-	for _, c := range []Container{mgr, w1} {
+	// The workbenches: the probe stands in for `lev bench serve` (the entrypoint stays
+	// /lev; only its arguments change) and attacks lev's files from the bench's side.
+	mb.Command = []string{"ls:/lever", "write:/lever/bench.out", "ls:/run/lever", "ls:/var/lib/lev", "read:/run/lever/ticket",
+		"ls:/run/lever-bench", "write:/run/lever-bench/sock", "env", "find:ticket-manager", "find:lev-state-manager"}
+	wb.Command = []string{"ls:/lever", "read:/lever/manager-secret.txt", "ls:/run/lever", "ls:/var/lib/lev",
+		"write:/lever/w1/bench.out", "find:ticket-worker-w1", "find:lev-state-worker-w1", "env"}
+	for _, c := range []Container{mgr, w1, mb, wb} {
+		c.Rehash()
 		ch, err := g.client.Ensure(c, false)
 		if err != nil {
 			t.Fatalf("%s: %v", c.Name, err)
@@ -72,7 +92,7 @@ func TestHardenedLevContainer(t *testing.T) {
 		}
 	}
 	logs := map[string]string{}
-	for _, c := range []Container{mgr, w1} {
+	for _, c := range []Container{mgr, w1, mb, wb} {
 		l, err := g.client.Logs(c.Name)
 		if err != nil {
 			t.Fatal(err)
@@ -100,6 +120,25 @@ func TestHardenedLevContainer(t *testing.T) {
 		{"worker: cannot reach another worker's ticket", w1.Name, "refused(open /run/user/"},
 		{"worker: ticket dir read-only", w1.Name, "write /run/lever/forged refused("},
 		{"worker: own dir writable", w1.Name, "write /lever/w1/out ok"},
+		// positive controls for the bench's searches: lev's container holds both
+		{"manager lev: reads its home", mgr.Name, "read /var/lib/lev/state \"lev-state-manager\" ok"},
+		{"manager lev: the token search finds the ticket", mgr.Name, "find hits=1,/run/lever/ticket"},
+		{"manager bench: hardened alike", mb.Name, "status CapEff: 0000000000000000"},
+		{"manager bench: no_new_privs", mb.Name, "status NoNewPrivs: 1"},
+		{"manager bench: read-only root", mb.Name, "write-root refused("},
+		{"manager bench: sees the tree", mb.Name, "manager-secret.txt,w1] ok"},
+		{"manager bench: tree writable", mb.Name, "write /lever/bench.out ok"},
+		// the lev image has an empty /run/lever mount point; a workbench image may have none
+		{"manager bench: no enrolment dir", mb.Name, "ls /run/lever [] "},
+		{"manager bench: no lev home", mb.Name, "ls /var/lib/lev [] refused("},
+		{"manager bench: no ticket", mb.Name, "read /run/lever/ticket \"\" refused("},
+		{"manager bench: its exec-channel dir", mb.Name, "write /run/lever-bench/sock ok"},
+		{"manager bench: ticket bytes nowhere", mb.Name, "find hits=0\n"},
+		{"worker bench: only its dir", wb.Name, "ls /lever [w1] ok"},
+		{"worker bench: not the manager's file", wb.Name, "read /lever/manager-secret.txt \"\" refused("},
+		{"worker bench: no enrolment dir", wb.Name, "ls /run/lever [] "},
+		{"worker bench: no lev home", wb.Name, "ls /var/lib/lev [] refused("},
+		{"worker bench: own dir writable", wb.Name, "write /lever/w1/bench.out ok"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,6 +146,18 @@ func TestHardenedLevContainer(t *testing.T) {
 				t.Errorf("%s output lacks %q", tc.container, tc.want)
 			}
 		})
+	}
+
+	for _, b := range []Container{mb, wb} {
+		// every search in a bench comes back empty; no LEV_ variable reaches it
+		if strings.Count(logs[b.Name], "find hits=0\n") != 2 {
+			t.Errorf("%s: a lev secret is readable in the bench:\n%s", b.Name, logs[b.Name])
+		}
+		for _, l := range strings.Split(logs[b.Name], "\n") {
+			if strings.HasPrefix(l, "env ") && (strings.Contains(l, "LEV_") || !strings.Contains(l, "HOME=/tmp")) {
+				t.Errorf("%s env: %s", b.Name, l)
+			}
+		}
 	}
 
 	// Running as the run user's own uid (keep-id), not container root.
@@ -130,7 +181,7 @@ func TestHardenedLevContainer(t *testing.T) {
 		t.Errorf("network mode %q, want host (the jail's namespace)", st.Network)
 	}
 	list, err := g.client.List("lvtbj")
-	if err != nil || len(list) != 2 {
+	if err != nil || len(list) != 4 {
 		t.Errorf("List: %d containers, %v", len(list), err)
 	}
 }

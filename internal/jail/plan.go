@@ -19,6 +19,9 @@ type Role string
 const (
 	Manager Role = "manager"
 	Worker  Role = "worker"
+	// Bench is an agent's workbench container: where its tools' commands run, with the
+	// agent's part of the tree and nothing of lev's (no token, no TLS files, no lev home).
+	Bench Role = "bench"
 )
 
 // Labels lever puts on every container it owns; status and destroy find them by these.
@@ -31,8 +34,42 @@ const (
 // TreeDir is where the project tree is mounted in the guest, and in the manager container.
 const TreeDir = "/lever"
 
-// TicketMount is where a worker sees its enrolment-ticket directory.
+// TicketMount is where an agent's lev container sees its enrolment dir (certificate, key,
+// token, and the lev settings lever pushed).
 const TicketMount = "/run/lever"
+
+// Mount points and paths inside the containers (the contract between lever and lev).
+const (
+	// LevHomeMount is lev's home in the lev container: runs, labels, admitted blueprints,
+	// the API socket. It is a guest dir outside the tree, so no agent tool can write it.
+	LevHomeMount = "/var/lib/lev"
+	// BenchMount holds the bench exec channel's socket, in both containers of an agent.
+	BenchMount = "/run/lever-bench"
+	// BenchSocket is the exec channel: lev dials it, `lev bench serve` listens on it.
+	BenchSocket = BenchMount + "/exec.sock"
+	// BenchPath is the workbench's PATH (a base image's own PATH is not inherited through
+	// the bindings, and tools expect the usual one).
+	BenchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// LevEnv is the environment every lev container gets from the mounts Plan makes: lev finds
+// its home, settings, token, API socket and workbench with no setup. policy says whether
+// lever pushed a taint policy file (LEV_POLICY is set only then: an unset one falls back
+// to lev's home, which no agent tool can write either).
+func LevEnv(policy bool) map[string]string {
+	env := map[string]string{
+		"LEV_HOME":         LevHomeMount,
+		"LEV_CONFIG":       TicketMount + "/config.toml",
+		"LEV_AGENTS_DIR":   TicketMount + "/agents",
+		"LEV_TOKEN_FILE":   TicketMount + "/token",
+		"LEV_LISTEN":       "unix:" + LevHomeMount + "/api.sock",
+		"LEV_BENCH_SOCKET": BenchSocket,
+	}
+	if policy {
+		env["LEV_POLICY"] = TicketMount + "/policy.toml"
+	}
+	return env
+}
 
 // Mount is one bind mount from the guest into a container.
 type Mount struct {
@@ -43,12 +80,16 @@ type Mount struct {
 
 // Container is one lev container, fully decided.
 type Container struct {
-	Name    string            `json:"name"`
-	Role    Role              `json:"role"`
-	Image   string            `json:"image"`
-	Command []string          `json:"command"`
-	Env     map[string]string `json:"env"`
-	Mounts  []Mount           `json:"mounts"`
+	Name  string `json:"name"`
+	Role  Role   `json:"role"`
+	Image string `json:"image"`
+	// Entrypoint, when set, replaces the image's ENTRYPOINT (a user's base image must not
+	// decide what the workbench runs).
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Command    []string          `json:"command"`
+	WorkDir    string            `json:"workdir"`
+	Env        map[string]string `json:"env"`
+	Mounts     []Mount           `json:"mounts"`
 	// Devices are create-time only: a manager gains or loses /dev/kvm only at a fresh
 	// create, so they are left out of the spec hash.
 	Devices     []string          `json:"-"`
@@ -77,6 +118,8 @@ type WorkerSpec struct {
 type Params struct {
 	Instance string
 	Image    string
+	// BenchImage is the workbench image every agent's bench container runs.
+	BenchImage string
 	// TreeSource is the tree's path in the guest (default /lever; on the netns substrate,
 	// whose guest shares the host's filesystem, the tree's host path). Containers always
 	// see it at /lever.
@@ -89,6 +132,14 @@ type Params struct {
 	// (AgentDir: "manager", "worker-<name>"), each mounted read-only at /run/lever in its
 	// own container; never inside the tree.
 	TicketRoot string
+	// LevHomeRoot holds one lev home per agent (AgentDir), mounted read-write at
+	// LevHomeMount in that agent's lev container only; never inside the tree.
+	LevHomeRoot string
+	// BenchRoot holds one exec-channel dir per agent (AgentDir), mounted at BenchMount in
+	// both of that agent's containers; never inside the tree.
+	BenchRoot string
+	// Policy: lever pushed a taint policy file into the agents' enrolment dirs.
+	Policy bool
 	// Env is lev's environment (provider base URL, cert paths): no secrets ever.
 	Env         map[string]string
 	Command     []string
@@ -104,11 +155,13 @@ const (
 	DefaultMemoryBytes = 2 << 30
 )
 
-// Plan decides the containers. It refuses a worker dir that escapes the tree and a
-// ticket root inside the tree, the two ways a worker could end up seeing more than its own.
+// Plan decides the containers: for each agent, its lev container and its workbench
+// (`<lev container>-bench`). It refuses a worker dir that escapes the tree and any guest
+// root (tickets, lev homes, bench dirs) inside the tree, the ways an agent could end up
+// seeing more than its own or writing lev's state.
 func Plan(p Params) ([]Container, error) {
-	if p.Instance == "" || p.Image == "" {
-		return nil, fmt.Errorf("jail plan: instance and image are required")
+	if p.Instance == "" || p.Image == "" || p.BenchImage == "" {
+		return nil, fmt.Errorf("jail plan: instance, image and bench image are required")
 	}
 	if p.PidsLimit == 0 {
 		p.PidsLimit = DefaultPidsLimit
@@ -119,35 +172,47 @@ func Plan(p Params) ([]Container, error) {
 	if p.TreeSource == "" {
 		p.TreeSource = TreeDir
 	}
-	if len(p.Workers) > 0 && p.TicketRoot == "" {
-		return nil, fmt.Errorf("jail plan: workers need a ticket root")
-	}
-	if p.TicketRoot != "" {
-		if !path.IsAbs(p.TicketRoot) {
-			return nil, fmt.Errorf("jail plan: ticket root %q must be an absolute guest path", p.TicketRoot)
+	for _, r := range []struct{ what, dir string }{{"ticket root", p.TicketRoot}, {"lev home root", p.LevHomeRoot}, {"bench root", p.BenchRoot}} {
+		if r.dir == "" {
+			return nil, fmt.Errorf("jail plan: the %s is required", r.what)
 		}
-		if within(TreeDir, path.Clean(p.TicketRoot)) || within(path.Clean(p.TreeSource), path.Clean(p.TicketRoot)) {
-			return nil, fmt.Errorf("jail plan: ticket root %s is inside the tree; tickets must come from the run user's tmpfs", p.TicketRoot)
+		if !path.IsAbs(r.dir) {
+			return nil, fmt.Errorf("jail plan: %s %q must be an absolute guest path", r.what, r.dir)
+		}
+		// Both spellings of the tree: where containers see it and where the guest has it.
+		if within(TreeDir, path.Clean(r.dir)) || within(path.Clean(p.TreeSource), path.Clean(r.dir)) {
+			return nil, fmt.Errorf("jail plan: %s %s is inside the tree; the agents write the tree, so lev's files must come from outside it", r.what, r.dir)
 		}
 	}
-	base := func(name string, role Role) Container {
+	base := func(name string, role Role, worker string) Container {
 		env := map[string]string{}
 		for k, v := range p.Env {
 			env[k] = v
 		}
+		for k, v := range LevEnv(p.Policy) {
+			env[k] = v
+		}
 		env["LEVER_ROLE"] = string(role)
+		if worker != "" {
+			env["LEVER_WORKER"] = worker
+		}
 		return Container{
 			Name: name, Role: role, Image: p.Image,
-			Command: append([]string(nil), p.Command...), Env: env,
+			Command: append([]string(nil), p.Command...), Env: env, WorkDir: TreeDir,
 			PidsLimit: p.PidsLimit, MemoryBytes: p.MemoryBytes, Runtime: p.Runtime,
 			Labels: map[string]string{LabelInstance: p.Instance, LabelRole: string(role)},
 		}
 	}
-	mgr := base(ContainerName(p.Instance, Manager, ""), Manager)
-	mgr.Mounts = []Mount{{Source: p.TreeSource, Dest: TreeDir}}
-	if p.TicketRoot != "" {
-		mgr.Mounts = append(mgr.Mounts, Mount{Source: path.Join(p.TicketRoot, AgentDir(Manager, "")), Dest: TicketMount, ReadOnly: true})
+	// levMounts: the agent's part of the tree first (the bench copies exactly these), then
+	// lev's own dirs.
+	levMounts := func(c *Container, agent string, tree []Mount) {
+		c.Mounts = append(append([]Mount(nil), tree...),
+			Mount{Source: path.Join(p.TicketRoot, agent), Dest: TicketMount, ReadOnly: true},
+			Mount{Source: path.Join(p.LevHomeRoot, agent), Dest: LevHomeMount},
+			Mount{Source: path.Join(p.BenchRoot, agent), Dest: BenchMount},
+		)
 	}
+	mgrTree := []Mount{{Source: p.TreeSource, Dest: TreeDir}}
 	ro := append([]string(nil), p.ReadOnly...)
 	sort.Strings(ro)
 	for _, r := range ro {
@@ -157,12 +222,17 @@ func Plan(p Params) ([]Container, error) {
 		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !within(TreeDir, path.Clean(r))) {
 			return nil, fmt.Errorf("manager.read_only: %q must be a path inside the tree", r)
 		}
-		mgr.Mounts = append(mgr.Mounts, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
+		mgrTree = append(mgrTree, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
 	}
+	mgr := base(ContainerName(p.Instance, Manager, ""), Manager, "")
+	levMounts(&mgr, AgentDir(Manager, ""), mgrTree)
+	mgrBench := bench(mgr, p, mgrTree)
 	if p.NestedVirt {
-		mgr.Devices = []string{"/dev/kvm"}
+		// Tools run in the workbench, so that is where a VM a tool starts needs /dev/kvm;
+		// lev's own container runs no tool and gets no device.
+		mgrBench.Devices = []string{"/dev/kvm"}
 	}
-	out := []Container{mgr}
+	out := []Container{mgr, mgrBench}
 	seen := map[string]bool{}
 	for _, w := range p.Workers {
 		if w.Name == "" || strings.ContainsAny(w.Name, "/ \t") {
@@ -176,19 +246,40 @@ func Plan(p Params) ([]Container, error) {
 		if path.IsAbs(w.Dir) || dir == TreeDir || !within(TreeDir, dir) {
 			return nil, fmt.Errorf("workers.%s.dir: %q must be a subdirectory of the tree", w.Name, w.Dir)
 		}
-		c := base(ContainerName(p.Instance, Worker, w.Name), Worker)
-		c.Mounts = []Mount{
-			{Source: path.Join(p.TreeSource, strings.TrimPrefix(dir, TreeDir)), Dest: dir},
-			{Source: path.Join(p.TicketRoot, AgentDir(Worker, w.Name)), Dest: TicketMount, ReadOnly: true},
-		}
-		c.Env["LEVER_WORKER"] = w.Name
-		out = append(out, c)
+		tree := []Mount{{Source: path.Join(p.TreeSource, strings.TrimPrefix(dir, TreeDir)), Dest: dir}}
+		c := base(ContainerName(p.Instance, Worker, w.Name), Worker, w.Name)
+		c.WorkDir = dir
+		levMounts(&c, AgentDir(Worker, w.Name), tree)
+		out = append(out, c, bench(c, p, tree))
 	}
 	for i := range out {
 		out[i].Rehash()
 	}
 	return out, nil
 }
+
+// bench is the workbench beside lev container lev: the same tree mounts and working
+// directory, the exec channel's dir, and nothing else of lev's. Its entrypoint is set in
+// full, so a base image's ENTRYPOINT or CMD cannot change what it runs.
+func bench(lev Container, p Params, tree []Mount) Container {
+	agent := AgentDir(lev.Role, lev.Env["LEVER_WORKER"])
+	env := map[string]string{"PATH": BenchPath, "HOME": "/tmp", "LEVER_ROLE": string(lev.Role)}
+	if w := lev.Env["LEVER_WORKER"]; w != "" {
+		env["LEVER_WORKER"] = w
+	}
+	return Container{
+		Name: BenchName(lev.Name), Role: Bench, Image: p.BenchImage,
+		Entrypoint: []string{"/lev"},
+		Command:    []string{"bench", "serve", "--socket", BenchSocket},
+		Env:        env, WorkDir: lev.WorkDir,
+		Mounts:    append(append([]Mount(nil), tree...), Mount{Source: path.Join(p.BenchRoot, agent), Dest: BenchMount}),
+		PidsLimit: p.PidsLimit, MemoryBytes: p.MemoryBytes, Runtime: p.Runtime,
+		Labels: map[string]string{LabelInstance: p.Instance, LabelRole: string(Bench)},
+	}
+}
+
+// BenchName is the workbench container beside lev container name.
+func BenchName(levContainer string) string { return levContainer + "-bench" }
 
 // Rehash refreshes the spec-hash label after a caller adjusted the container.
 func (c *Container) Rehash() { c.Labels[LabelSpecHash] = c.Hash() }

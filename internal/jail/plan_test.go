@@ -1,38 +1,71 @@
 package jail
 
 import (
+	"sort"
 	"strings"
 	"testing"
 )
 
+func planParams() Params {
+	return Params{
+		Instance: "demo", Image: "localhost/lever/lev:abc", BenchImage: "localhost/lever/bench:def",
+		ReadOnly: []string{"ref", "/lever/docs/spec"}, NestedVirt: true,
+		TicketRoot: "/run/user/1001/lever/agents", BenchRoot: "/run/user/1001/lever/bench",
+		LevHomeRoot: "/var/lib/lever/demo/lev",
+		Workers:     []WorkerSpec{{Name: "a", Dir: "work/a"}, {Name: "b", Dir: "work/b"}},
+		Command:     []string{"serve", "--token-file", "/run/lever/token"},
+		Env:         map[string]string{"LEV_PROVIDER_BASE_URL": "https://10.0.0.1:7443/llm/"},
+	}
+}
+
+func mountList(c Container) string {
+	var s []string
+	for _, m := range c.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		s = append(s, m.Source+":"+m.Dest+":"+mode)
+	}
+	return strings.Join(s, " ")
+}
+
+// TestPlanConfinesEachContainer: two containers per agent, each with exactly its mounts,
+// env, entrypoint and working directory; the hardening is the same for both kinds.
 func TestPlanConfinesEachContainer(t *testing.T) {
-	cs, err := Plan(Params{
-		Instance: "demo", Image: "localhost/lever/lev:abc", ReadOnly: []string{"ref", "/lever/docs/spec"},
-		NestedVirt: true, TicketRoot: "/run/user/1001/lever/tickets",
-		Workers: []WorkerSpec{{Name: "a", Dir: "work/a"}, {Name: "b", Dir: "work/b"}},
-		Env:     map[string]string{"LEV_PROVIDER_BASE_URL": "https://10.0.0.1:7443/llm/"},
-	})
+	cs, err := Plan(planParams())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mounts := func(c Container) string {
-		var s []string
-		for _, m := range c.Mounts {
-			mode := "rw"
-			if m.ReadOnly {
-				mode = "ro"
-			}
-			s = append(s, m.Source+":"+m.Dest+":"+mode)
-		}
-		return strings.Join(s, " ")
-	}
+	const (
+		ag   = "/run/user/1001/lever/agents/"
+		bn   = "/run/user/1001/lever/bench/"
+		home = "/var/lib/lever/demo/lev/"
+		mgrT = "/lever:/lever:rw /lever/docs/spec:/lever/docs/spec:ro /lever/ref:/lever/ref:ro"
+	)
+	levEnv := "LEVER_ROLE LEV_AGENTS_DIR LEV_BENCH_SOCKET LEV_CONFIG LEV_HOME LEV_LISTEN LEV_PROVIDER_BASE_URL LEV_TOKEN_FILE"
 	cases := []struct {
-		name, container, mounts string
-		devices                 int
+		name, container, role, image, mounts, workdir, entry, cmd, env string
+		devices                                                        int
 	}{
-		{"manager: whole tree, read_only mounts, kvm", "lever-demo-manager", "/lever:/lever:rw /run/user/1001/lever/tickets/manager:/run/lever:ro /lever/docs/spec:/lever/docs/spec:ro /lever/ref:/lever/ref:ro", 1},
-		{"worker a: own dir, own ticket", "lever-demo-worker-a", "/lever/work/a:/lever/work/a:rw /run/user/1001/lever/tickets/worker-a:/run/lever:ro", 0},
-		{"worker b: own dir, own ticket", "lever-demo-worker-b", "/lever/work/b:/lever/work/b:rw /run/user/1001/lever/tickets/worker-b:/run/lever:ro", 0},
+		{"manager lev: tree, read_only, its enrolment dir ro, its lev home and bench dir", "lever-demo-manager", "manager", "localhost/lever/lev:abc",
+			mgrT + " " + ag + "manager:/run/lever:ro " + home + "manager:/var/lib/lev:rw " + bn + "manager:/run/lever-bench:rw",
+			"/lever", "", "serve --token-file /run/lever/token", levEnv, 0},
+		{"manager bench: the same tree mounts, the bench dir, nothing of lev's; kvm for its tools", "lever-demo-manager-bench", "bench", "localhost/lever/bench:def",
+			mgrT + " " + bn + "manager:/run/lever-bench:rw",
+			"/lever", "/lev", "bench serve --socket /run/lever-bench/exec.sock", "HOME LEVER_ROLE PATH", 1},
+		{"worker a lev: own dir, own enrolment dir, own home", "lever-demo-worker-a", "worker", "localhost/lever/lev:abc",
+			"/lever/work/a:/lever/work/a:rw " + ag + "worker-a:/run/lever:ro " + home + "worker-a:/var/lib/lev:rw " + bn + "worker-a:/run/lever-bench:rw",
+			"/lever/work/a", "", "serve --token-file /run/lever/token", strings.Replace(levEnv, "LEVER_ROLE", "LEVER_ROLE LEVER_WORKER", 1), 0},
+		{"worker a bench: only its dir", "lever-demo-worker-a-bench", "bench", "localhost/lever/bench:def",
+			"/lever/work/a:/lever/work/a:rw " + bn + "worker-a:/run/lever-bench:rw",
+			"/lever/work/a", "/lev", "bench serve --socket /run/lever-bench/exec.sock", "HOME LEVER_ROLE LEVER_WORKER PATH", 0},
+		{"worker b bench: only its dir", "lever-demo-worker-b-bench", "bench", "localhost/lever/bench:def",
+			"/lever/work/b:/lever/work/b:rw " + bn + "worker-b:/run/lever-bench:rw",
+			"/lever/work/b", "/lev", "bench serve --socket /run/lever-bench/exec.sock", "HOME LEVER_ROLE LEVER_WORKER PATH", 0},
+	}
+	if len(cs) != 6 {
+		t.Fatalf("%d containers, want 6 (a lev container and a bench for each of 3 agents)", len(cs))
 	}
 	byName := map[string]Container{}
 	for _, c := range cs {
@@ -44,18 +77,35 @@ func TestPlanConfinesEachContainer(t *testing.T) {
 			if !ok {
 				t.Fatalf("no container %s", tc.container)
 			}
-			if got := mounts(c); got != tc.mounts {
-				t.Errorf("mounts %q, want %q", got, tc.mounts)
+			if string(c.Role) != tc.role || c.Labels[LabelRole] != tc.role || c.Image != tc.image {
+				t.Errorf("role %s label %s image %s", c.Role, c.Labels[LabelRole], c.Image)
+			}
+			if got := mountList(c); got != tc.mounts {
+				t.Errorf("mounts\n got %q\nwant %q", got, tc.mounts)
+			}
+			var keys []string
+			for k := range c.Env {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			if got := strings.Join(keys, " "); got != tc.env {
+				t.Errorf("env keys %q, want %q", got, tc.env)
 			}
 			if len(c.Devices) != tc.devices {
 				t.Errorf("devices %v", c.Devices)
 			}
 			s := Spec(c)
+			if s.WorkDir != tc.workdir || strings.Join(s.Entrypoint, " ") != tc.entry || strings.Join(s.Command, " ") != tc.cmd {
+				t.Errorf("workdir %q entrypoint %q command %q", s.WorkDir, s.Entrypoint, s.Command)
+			}
 			if strings.Join(s.CapDrop, ",") != "ALL" || len(s.CapAdd) != 0 {
 				t.Errorf("caps: drop %v add %v", s.CapDrop, s.CapAdd)
 			}
 			if s.NoNewPrivileges == nil || !*s.NoNewPrivileges || s.Privileged == nil || *s.Privileged {
 				t.Errorf("no-new-privileges/privileged not set right")
+			}
+			if s.ReadOnlyFilesystem == nil || !*s.ReadOnlyFilesystem || s.ReadWriteTmpfs == nil || !*s.ReadWriteTmpfs {
+				t.Errorf("root not read-only with tmpfs")
 			}
 			if s.ResourceLimits.Pids.Limit != DefaultPidsLimit || *s.ResourceLimits.Memory.Limit != DefaultMemoryBytes {
 				t.Errorf("limits %+v", s.ResourceLimits)
@@ -70,11 +120,66 @@ func TestPlanConfinesEachContainer(t *testing.T) {
 			}
 		})
 	}
+	// The bench sees nothing of lev's: no enrolment dir, no lev home, no TLS or token
+	// path, in its mounts or its environment, whatever the agent.
+	for _, c := range cs {
+		if c.Role != Bench {
+			continue
+		}
+		for _, m := range c.Mounts {
+			if m.Dest == TicketMount || m.Dest == LevHomeMount || strings.HasPrefix(m.Source, "/run/user/1001/lever/agents") || strings.HasPrefix(m.Source, "/var/lib/lever") {
+				t.Errorf("%s mounts %s at %s", c.Name, m.Source, m.Dest)
+			}
+		}
+		for k, v := range c.Env {
+			if strings.HasPrefix(k, "LEV_") || strings.Contains(v, TicketMount) || strings.Contains(v, LevHomeMount) {
+				t.Errorf("%s env %s=%s", c.Name, k, v)
+			}
+		}
+	}
+}
+
+// TestPlanLevEnv: lev finds everything from what lever mounts; LEV_POLICY only when a
+// policy was pushed; no TCP listener (the bench shares the guest's network namespace).
+func TestPlanLevEnv(t *testing.T) {
+	for _, policy := range []bool{false, true} {
+		p := planParams()
+		p.Policy = policy
+		cs, err := Plan(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"LEV_HOME": "/var/lib/lev", "LEV_CONFIG": "/run/lever/config.toml", "LEV_AGENTS_DIR": "/run/lever/agents",
+			"LEV_TOKEN_FILE": "/run/lever/token", "LEV_LISTEN": "unix:/var/lib/lev/api.sock",
+			"LEV_BENCH_SOCKET": "/run/lever-bench/exec.sock",
+		}
+		if policy {
+			want["LEV_POLICY"] = "/run/lever/policy.toml"
+		}
+		for _, c := range cs {
+			if c.Role == Bench {
+				continue
+			}
+			for k, v := range want {
+				if c.Env[k] != v {
+					t.Errorf("policy=%v %s: %s=%q, want %q", policy, c.Name, k, c.Env[k], v)
+				}
+			}
+			if _, has := c.Env["LEV_POLICY"]; has != policy {
+				t.Errorf("policy=%v %s: LEV_POLICY present=%v", policy, c.Name, has)
+			}
+			if _, has := c.Env["LEV_PROTECT"]; has {
+				t.Errorf("%s: LEV_PROTECT set, but lev homes are outside the tree now", c.Name)
+			}
+		}
+	}
 }
 
 func TestPlanRefusesEscapes(t *testing.T) {
 	base := func() Params {
-		return Params{Instance: "d", Image: "i", TicketRoot: "/run/user/1/lever/tickets"}
+		return Params{Instance: "d", Image: "i", BenchImage: "b", TicketRoot: "/run/user/1/lever/tickets",
+			LevHomeRoot: "/var/lib/lever/d/lev", BenchRoot: "/run/user/1/lever/bench"}
 	}
 	cases := []struct {
 		name string
@@ -88,6 +193,15 @@ func TestPlanRefusesEscapes(t *testing.T) {
 			p.TicketRoot = "/lever/tickets"
 			p.Workers = []WorkerSpec{{Name: "w", Dir: "w"}}
 		}, "inside the tree"},
+		{"lev home root inside the tree (guest spelling)", func(p *Params) { p.LevHomeRoot = "/lever/.lev" }, "lev home root /lever/.lev is inside the tree"},
+		{"lev home root inside the tree (host spelling)", func(p *Params) {
+			p.TreeSource = "/home/u/proj"
+			p.LevHomeRoot = "/home/u/proj/x/../.lev"
+		}, "lev home root"},
+		{"bench root inside the tree", func(p *Params) { p.BenchRoot = "/lever/bench" }, "bench root /lever/bench is inside the tree"},
+		{"lev home root relative", func(p *Params) { p.LevHomeRoot = "lev" }, "absolute guest path"},
+		{"no lev home root", func(p *Params) { p.LevHomeRoot = "" }, "lev home root is required"},
+		{"no bench image", func(p *Params) { p.BenchImage = "" }, "bench image are required"},
 		{"duplicate worker", func(p *Params) { p.Workers = []WorkerSpec{{Name: "w", Dir: "a"}, {Name: "w", Dir: "b"}} }, "appears twice"},
 		{"worker name with slash", func(p *Params) { p.Workers = []WorkerSpec{{Name: "../w", Dir: "a"}} }, "bad worker name"},
 		{"read_only outside the tree", func(p *Params) { p.ReadOnly = []string{"/etc"} }, "manager.read_only"},
@@ -108,16 +222,45 @@ func TestPlanRefusesEscapes(t *testing.T) {
 }
 
 func TestHashIgnoresDevicesButNotMounts(t *testing.T) {
-	p := Params{Instance: "d", Image: "i"}
-	a, _ := Plan(p)
-	p.NestedVirt = true
-	b, _ := Plan(p)
-	if a[0].Hash() != b[0].Hash() {
-		t.Errorf("toggling nested_virt changed the hash: /dev/kvm must be create-time only")
+	base := func() Params {
+		return Params{Instance: "d", Image: "i", BenchImage: "b", TicketRoot: "/t", LevHomeRoot: "/h", BenchRoot: "/b"}
 	}
-	p.ReadOnly = []string{"x"}
-	c, _ := Plan(p)
-	if a[0].Hash() == c[0].Hash() {
-		t.Errorf("adding a read-only mount kept the hash")
+	plan := func(mod func(*Params)) []Container {
+		p := base()
+		mod(&p)
+		cs, err := Plan(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	a := plan(func(*Params) {})
+	// index 0 is the manager's lev container, 1 its bench
+	cases := []struct {
+		name       string
+		mod        func(*Params)
+		levChanges bool
+		benchChg   bool
+	}{
+		{"nested_virt is create-time only", func(p *Params) { p.NestedVirt = true }, false, false},
+		{"a read-only mount: both containers see the tree", func(p *Params) { p.ReadOnly = []string{"x"} }, true, true},
+		{"the bench image", func(p *Params) { p.BenchImage = "b2" }, false, true},
+		{"the lev image", func(p *Params) { p.Image = "i2" }, true, false},
+		{"the lev home root", func(p *Params) { p.LevHomeRoot = "/h2" }, true, false},
+		{"the bench root", func(p *Params) { p.BenchRoot = "/b2" }, true, true},
+		{"a pushed policy", func(p *Params) { p.Policy = true }, true, false},
+		{"lev's env", func(p *Params) { p.Env = map[string]string{"LEVER_SETTINGS": "x"} }, true, false},
+	}
+	for _, tc := range cases {
+		b := plan(tc.mod)
+		if got := a[0].Hash() != b[0].Hash(); got != tc.levChanges {
+			t.Errorf("%s: lev container hash changed=%v, want %v", tc.name, got, tc.levChanges)
+		}
+		if got := a[1].Hash() != b[1].Hash(); got != tc.benchChg {
+			t.Errorf("%s: bench hash changed=%v, want %v", tc.name, got, tc.benchChg)
+		}
+		if b[0].Labels[LabelSpecHash] != b[0].Hash() || b[1].Labels[LabelSpecHash] != b[1].Hash() {
+			t.Errorf("%s: spec label not the hash", tc.name)
+		}
 	}
 }

@@ -17,6 +17,7 @@ func Spec(c Container) *specgen.SpecGenerator {
 	for k, v := range c.Labels {
 		s.Labels[k] = v
 	}
+	s.Entrypoint = c.Entrypoint
 	s.Command = c.Command
 	s.Env = c.Env
 	t, f := true, false
@@ -28,9 +29,9 @@ func Spec(c Container) *specgen.SpecGenerator {
 	s.NetNS = specgen.Namespace{NSMode: specgen.Host}
 	s.UserNS = specgen.Namespace{NSMode: specgen.KeepID}
 	s.OCIRuntime = c.Runtime
-	s.WorkDir = TreeDir
-	if c.Role == Worker && len(c.Mounts) > 0 {
-		s.WorkDir = c.Mounts[0].Dest
+	s.WorkDir = c.WorkDir
+	if s.WorkDir == "" {
+		s.WorkDir = TreeDir
 	}
 	pids := c.PidsLimit
 	mem := c.MemoryBytes

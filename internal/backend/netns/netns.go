@@ -36,6 +36,11 @@ const DefaultRunUser = "lever"
 // their namespaces never collide with a user's.
 const PrefixEnv = "LEVER_NETNS_PREFIX"
 
+// RunUserEnv overrides the run user's name ("lever"); tests running side by side on one
+// host each use their own, since the run user, its podman and /run/user/<uid> are host
+// state on this substrate.
+const RunUserEnv = "LEVER_NETNS_RUN_USER"
+
 var profile = backend.Profile{
 	Name:               "netns",
 	HypervisorBoundary: false,
@@ -119,6 +124,9 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.Prefix == "" {
 		o.Prefix = "lever-"
+	}
+	if o.RunUser == "" {
+		o.RunUser = os.Getenv(RunUserEnv)
 	}
 	if o.RunUser == "" {
 		o.RunUser = DefaultRunUser

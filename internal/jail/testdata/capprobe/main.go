@@ -6,8 +6,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
@@ -46,6 +49,10 @@ func main() {
 			report("write "+p, os.WriteFile(p, []byte("w"), 0o644))
 		case "env":
 			fmt.Println("env", strings.Join(os.Environ(), " "))
+		case "find":
+			// "find:<needle>" searches every readable file under / (but /proc and /sys,
+			// which hold this process's own arguments) for the needle's bytes.
+			fmt.Printf("find %s\n", strings.Join(find([]byte(p)), ","))
 		}
 	}
 }
@@ -57,4 +64,25 @@ func errs(err error) string {
 		return "ok"
 	}
 	return "refused(" + err.Error() + ")"
+}
+
+// find lists the regular files under / that contain needle; "hits=N" comes first.
+func find(needle []byte) []string {
+	var hits []string
+	filepath.WalkDir("/", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && (p == "/proc" || p == "/sys" || p == "/dev") {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, needle) {
+			hits = append(hits, p)
+		}
+		return nil
+	})
+	return append([]string{fmt.Sprintf("hits=%d", len(hits))}, hits...)
 }
