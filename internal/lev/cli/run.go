@@ -8,18 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
-
+	
 	"github.com/spf13/cobra"
 
-	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 func newRunCmd() *cobra.Command {
 	var spec runner.Spec
-	var detach, headless bool
+	var detach, headless, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "run [agent]",
 		Short: "Spawn a run on the daemon (starting it if needed) and wait for its result",
@@ -74,7 +72,7 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 			if spec.Interactive {
 				p = &prompter{c: c, in: bufio.NewReader(os.Stdin), out: cmd.ErrOrStderr()}
 			}
-			return waitAndReport(ctx, c, p, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return follow(ctx, c, p, rec, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&spec.Workdir, "workdir", "", "the run's workdir (default: the current directory)")
@@ -83,6 +81,7 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 	cmd.Flags().StringVar(&spec.Input, "input", "", "the task, appended to the first stage's prompt")
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return without waiting")
 	cmd.Flags().BoolVar(&headless, "headless", false, "do not ask on the terminal: ask permissions are refusals")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print every event as a JSON line on stdout (instead of readable lines on stderr and the result on stdout)")
 	return cmd
 }
 
@@ -105,66 +104,3 @@ func warnUngranted(w io.Writer, rec *runner.Record) {
 	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(key, missing))
 }
 
-// prompter answers an interactive run's questions on the terminal.
-type prompter struct {
-	c    *daemon.Client
-	in   *bufio.Reader
-	out  io.Writer
-	seen string
-}
-
-func (p *prompter) handle(ctx context.Context, rec *runner.Record) error {
-	q := rec.Question
-	if q == nil || q.ID == p.seen {
-		return nil
-	}
-	p.seen = q.ID
-	opts := "[y]es / [N]o"
-	if q.Gate {
-		opts = "allow [o]nce / for the [s]ession / [N]o"
-	}
-	fmt.Fprintf(p.out, "lev: %s wants %s %s (%s)\n     %s? ", rec.Agent, q.Tool, q.Args, q.Reason, opts)
-	line, _ := p.in.ReadString('\n')
-	ans := runner.AnswerDeny
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes", "o", "once":
-		ans = runner.AnswerOnce
-	case "s", "session":
-		if q.Gate {
-			ans = runner.AnswerSession
-		}
-	}
-	return p.c.Answer(ctx, rec.ID, q.ID, ans)
-}
-
-type getter interface {
-	Get(ctx context.Context, id string) (*runner.Record, error)
-}
-
-func waitAndReport(ctx context.Context, c getter, p *prompter, id string, stdout, stderr io.Writer) error {
-	var rec *runner.Record
-	for {
-		var err error
-		rec, err = c.Get(ctx, id)
-		if err != nil {
-			return &ExitError{Code: 2, Err: err}
-		}
-		if rec.Status != runner.StatusRunning {
-			break
-		}
-		if p != nil {
-			if err := p.handle(ctx, rec); err != nil {
-				fmt.Fprintln(stderr, "lev:", err)
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	switch rec.Status {
-	case runner.StatusCompleted:
-		fmt.Fprintln(stdout, string(rec.Result))
-		return nil
-	case runner.StatusRefused:
-		return &ExitError{Code: 1, Err: fmt.Errorf("run %s refused: %s", rec.ID, rec.Error)}
-	}
-	return &ExitError{Code: 1, Err: fmt.Errorf("run %s %s: %s", rec.ID, rec.Status, rec.Error)}
-}

@@ -45,6 +45,11 @@ func BuildFS(bp *blueprint.Blueprint, cfg *levconfig.Config, workdir, home strin
 // name and gets only the machine-wide grants.
 func ResolveGrants(bp *blueprint.Blueprint, cfg *levconfig.Config) []readpaths.Status {
 	g := cfg.Grants
+	if bp.Foreign {
+		// Somebody else's blueprint (from the tree): what it declares is never granted,
+		// not by [security] read_paths nor by allow_blueprint_read_paths.
+		g = readpaths.Grants{}
+	}
 	if bp.Installed == "" {
 		g.Agent = nil
 	}
