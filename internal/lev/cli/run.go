@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	
+
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/lev/readpaths"
@@ -103,4 +103,3 @@ func warnUngranted(w io.Writer, rec *runner.Record) {
 	}
 	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(key, missing))
 }
-

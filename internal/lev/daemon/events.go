@@ -101,7 +101,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if err := writeSSE(w, rc, ev); err != nil {
-				return // the client went away or stalled past WriteGrace
+				// The client went away or stalled past WriteGrace.
+				if s.Log != nil {
+					s.Log("events stream of %s: dropped the client at event %d: %v", id, ev.ID, err)
+				}
+				return
 			}
 			after = ev.ID
 			if ev.Terminal() {

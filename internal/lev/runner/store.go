@@ -66,10 +66,10 @@ type Record struct {
 	Resumes   int              `json:"resumes,omitempty"`
 	// FirstEvent is the id of the current leg's run_start in events.jsonl: a client that
 	// spawned or resumed the run streams its events from there.
-	FirstEvent int64 `json:"first_event,omitempty"`
-	Created   time.Time        `json:"created"`
-	Updated   time.Time        `json:"updated"`
-	Result    json.RawMessage  `json:"result,omitempty"`
+	FirstEvent int64           `json:"first_event,omitempty"`
+	Created    time.Time       `json:"created"`
+	Updated    time.Time       `json:"updated"`
+	Result     json.RawMessage `json:"result,omitempty"`
 }
 
 // StageRecord is one stage's summary in run.json (and its stage.json).
