@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
@@ -94,6 +95,10 @@ func warnUngranted(w io.Writer, rec *runner.Record) {
 		}
 	}
 	if len(missing) == 0 {
+		return
+	}
+	if rec.Admission != nil && rec.Admission.Origin == blueprint.OriginTree {
+		fmt.Fprintf(w, "lev: WARN %s is a blueprint from the tree (%s): it gets no read-path grant, so reads of %s will be refused; install it in the agents directory to grant them\n", rec.Agent, blueprint.TreeDir, strings.Join(missing, ", "))
 		return
 	}
 	fmt.Fprintf(w, "lev: WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]\n", strings.Join(missing, ", "))

@@ -30,7 +30,14 @@ func BuildFS(bp *blueprint.Blueprint, cfg *levconfig.Config, workdir, home strin
 		return nil, nil, err
 	}
 	sts := ResolveGrants(bp, cfg)
-	fence, err := readpaths.NewFence(bp.Installed, sts, home, fsys.Workdir)
+	fenced := sts
+	if bp.Foreign {
+		// Nothing a tree blueprint declares is ever granted, so its reads outside the
+		// workdir are plain outside-the-workdir refusals, not "not granted" ones that
+		// stop the run for a grant (and a lev resume) that can never come.
+		fenced = nil
+	}
+	fence, err := readpaths.NewFence(bp.Installed, fenced, home, fsys.Workdir)
 	if err != nil {
 		return nil, nil, err
 	}
