@@ -263,8 +263,24 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	}
 	out, _, code = levIn(t, bin, j.wd, j.env, "ps", "--json")
 	var rows []psRow
-	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 {
+	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 || rows[0].Status != "completed" {
 		t.Fatalf("lev ps --json: %d %q", code, out)
+	}
+
+	// A blueprint in the tree, not in the agents directory: found, validated and run as
+	// the tree's (somebody else's).
+	mustWrite(t, filepath.Join(j.wd, ".lev", "agents", "mine.toml"), strings.Replace(hello, `name = "hello"`, `name = "mine"`, 1))
+	out, errs, code = levIn(t, bin, j.wd, j.env, "validate", "mine")
+	if code != 0 || !strings.Contains(out, "from the run's tree") {
+		t.Fatalf("lev validate of a tree blueprint: %d %q %q", code, out, errs)
+	}
+	out, errs, code = levIn(t, bin, j.wd, j.env, "run", "mine")
+	if code != 0 || strings.TrimSpace(out) != `"hello from the jail"` {
+		t.Fatalf("lev run of a tree blueprint: %d %q %q", code, out, errs)
+	}
+	treeID := regexpRunID(t, errs)
+	if b, _ := os.ReadFile(filepath.Join(j.levHome, "runs", treeID, "run.json")); !strings.Contains(string(b), `"origin": "tree"`) && !strings.Contains(string(b), `"origin":"tree"`) {
+		t.Fatalf("tree run's record lacks origin tree: %.400s", b)
 	}
 
 	// Unknown run ids: one line naming the id, exit 2, for every command that takes one.

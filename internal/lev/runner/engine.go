@@ -265,12 +265,7 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	protFile := file
-	if bp.Foreign {
-		// The project's own file: its agents may edit it; this run keeps its snapshot.
-		protFile = ""
-	}
-	state, err := e.protected(cfg, protFile)
+	state, err := e.protected(cfg, file)
 	if err != nil {
 		return nil, fmt.Errorf("lev's own state: %w", err)
 	}
