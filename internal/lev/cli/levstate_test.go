@@ -385,16 +385,16 @@ stage = "edit"
 turn = 1
 [[rule.call]]
 tool = "write_file"
-args = '{"path": "agent.toml", "content": `+jsonArg(blueprint("EVIL PROMPT"))+`}'
+args = '{"path": "agent.toml", "content": ` + jsonArg(blueprint("EVIL PROMPT")) + `}'
 [[rule.call]]
 tool = "write_file"
-args = '{"path": "other.toml", "content": `+jsonArg(blueprint("EVIL PROMPT"))+`}'
+args = '{"path": "other.toml", "content": ` + jsonArg(blueprint("EVIL PROMPT")) + `}'
 [[rule]]
 stage = "edit"
 turn = 2
 [[rule.call]]
 tool = "read_file"
-args = '{"path": `+jsonArg(filepath.Join(b.root, "docs", "plan.md"))+`}'
+args = '{"path": ` + jsonArg(filepath.Join(b.root, "docs", "plan.md")) + `}'
 [[rule]]
 stage = "edit"
 turn = 3
