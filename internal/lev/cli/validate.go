@@ -142,6 +142,9 @@ func loadForValidate(agent string) (*blueprint.Blueprint, error) {
 }
 
 func inTree(file, wd string) bool {
+	if af, err := filepath.Abs(file); err == nil && (af == wd || strings.HasPrefix(af, wd+string(filepath.Separator))) {
+		return true
+	}
 	rf, err := filepath.EvalSymlinks(file)
 	if err != nil {
 		return true // let ReadTree say what is wrong with it

@@ -199,6 +199,26 @@ func TestTreeBlueprintFileAttacks(t *testing.T) {
 		})
 	}
 
+	// By path: a link in the tree to a blueprint elsewhere is the tree's (refused, a
+	// symlink); the file it points to, run by its own path, is not (control).
+	t.Run("by path: link in the tree to a file outside", func(t *testing.T) {
+		wd := filepath.Join(e.home, "bypath")
+		os.MkdirAll(wd, 0o755)
+		link := filepath.Join(wd, "agent.toml")
+		os.Symlink(filepath.Join(outside, "evil.toml"), link)
+		if _, err := e.client.Spawn(ctx, runner.Spec{Agent: link, Workdir: wd}); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+			t.Fatalf("spawn by a link in the tree: %v", err)
+		}
+		rec, err := e.client.Spawn(ctx, runner.Spec{Agent: filepath.Join(outside, "evil.toml"), Workdir: wd})
+		if err != nil {
+			t.Fatalf("control: %v", err)
+		}
+		if rec.Admission == nil || rec.Admission.Origin != "path" {
+			t.Fatalf("control origin %+v", rec.Admission)
+		}
+		e.client.Wait(ctx, rec.ID, 20*time.Millisecond)
+	})
+
 	t.Run("swapped after spawn", func(t *testing.T) {
 		wd := filepath.Join(e.home, "swap")
 		file := filepath.Join(wd, ".lev", "agents", "swap.toml")

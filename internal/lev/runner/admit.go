@@ -130,10 +130,16 @@ func (e *Engine) findBlueprint(rec *Record) (file, origin string, data []byte, e
 	return file, origin, data, nil
 }
 
-// inWorkdir: file's real path lies in dir's real path.
+// inWorkdir: file lies in dir, as spelled or by its real path. As spelled matters too: a
+// link in the tree to a file elsewhere was put there by whoever writes the tree.
 func inWorkdir(file, dir string) bool {
 	if dir == "" {
 		return false
+	}
+	af, err1 := filepath.Abs(file)
+	ad, err2 := filepath.Abs(dir)
+	if err1 == nil && err2 == nil && (af == ad || strings.HasPrefix(af, ad+string(filepath.Separator))) {
+		return true
 	}
 	rf, err := filepath.EvalSymlinks(file)
 	if err != nil {
