@@ -206,7 +206,9 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	}
 
 	// lev run: readable lines on stderr in order, the result on stdout.
+	t0 := time.Now()
 	out, errs, code = levIn(t, bin, j.wd, j.env, "run", "hello")
+	t.Logf("lev run of a 3-turn scripted run over the unix socket: %s, process start to exit", time.Since(t0))
 	if code != 0 || strings.TrimSpace(out) != `"hello from the jail"` {
 		t.Fatalf("lev run: %d stdout %q stderr %q", code, out, errs)
 	}

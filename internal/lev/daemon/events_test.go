@@ -94,13 +94,19 @@ func TestEventsLiveInOrderAndResumable(t *testing.T) {
 	rctx, rcancel := context.WithCancel(ctx)
 	ch, _ := collect(rctx, e.client, rec.ID, 0)
 	var seen []events.Event
+	var lag time.Duration
 	for ev := range ch {
+		// Event latency: from the engine's timestamp to this reader (same clock).
+		if d := time.Since(ev.Time); d > lag {
+			lag = d
+		}
 		seen = append(seen, ev)
 		if ev.Type == events.ToolCall && ev.Tool == "shell" {
 			break
 		}
 	}
 	rcancel()
+	t.Logf("event latency, emit to SSE reader: max %s over %d events", lag, len(seen))
 	last := seen[len(seen)-1]
 	if last.Type != events.ToolCall || last.Decision != events.Allowed || !strings.Contains(string(last.Args), "release") {
 		t.Fatalf("did not see the shell call's decision live; got %+v", seen)
