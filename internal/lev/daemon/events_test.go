@@ -341,3 +341,47 @@ func TestEventsAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestEventsUnwritableFailsTheResume: a run whose events.jsonl cannot be opened for
+// writing (a directory in its place) is not resumed: the resume is refused naming the
+// file, and the record says failed with that error rather than "running" with nobody
+// driving it. Control: with the file back, the same resume runs and appends its leg.
+func TestEventsUnwritableFailsTheResume(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	script := filepath.Join(root, "script.toml")
+	write(t, script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"read_file\"\nargs = '{\"path\": \"x.txt\"}'\n")
+	e := start(t, scriptedConfig(script))
+	write(t, filepath.Join(e.levHome, "agents", "one.toml"), "name = \"one\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = [\"read_file\"]\n")
+	ctx := context.Background()
+	rec, err := e.client.Spawn(ctx, runner.Spec{Agent: "one", Workdir: e.wd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ = e.client.Wait(ctx, rec.ID, 20*time.Millisecond)
+	if rec.Status != runner.StatusFailed {
+		t.Fatalf("status %s", rec.Status)
+	}
+	evFile := filepath.Join(e.levHome, "runs", rec.ID, events.FileName)
+	saved, _ := os.ReadFile(evFile)
+	os.Remove(evFile)
+	os.Mkdir(evFile, 0o700)
+	if _, err := e.client.Resume(ctx, rec.ID, false); err == nil || !strings.Contains(err.Error(), events.FileName) {
+		t.Fatalf("resume with events.jsonl a directory: %v", err)
+	}
+	got, _ := e.client.Get(ctx, rec.ID)
+	if got.Status != runner.StatusFailed || !strings.Contains(got.Error, events.FileName) {
+		t.Fatalf("record after the refused resume: %s %q", got.Status, got.Error)
+	}
+	// Control.
+	os.Remove(evFile)
+	os.WriteFile(evFile, saved, 0o600)
+	before := readLastID(t, evFile)
+	res, err := e.client.Resume(ctx, rec.ID, false)
+	if err != nil {
+		t.Fatalf("control resume: %v", err)
+	}
+	if before < 2 || res.FirstEvent != before+1 {
+		t.Fatalf("control: the resumed leg starts at %d, the file ended at %d", res.FirstEvent, before)
+	}
+	e.client.Wait(ctx, rec.ID, 20*time.Millisecond)
+}

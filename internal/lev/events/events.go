@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -113,9 +114,15 @@ func Open(path, run string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Never through a link, never anything but a regular file: the trail goes where the
+	// record is, or the run does not go on.
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("events: %s is not a regular file", path)
 	}
 	return &Log{path: path, run: run, f: f, last: last, wake: make(chan struct{})}, nil
 }

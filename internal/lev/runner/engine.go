@@ -237,7 +237,14 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	rec.Resumes++
 	err = e.Store.Save(rec)
 	if err == nil {
-		err = e.startEvents(r, fmt.Sprintf("resumed (%d)", rec.Resumes))
+		if err = e.startEvents(r, fmt.Sprintf("resumed (%d)", rec.Resumes)); err != nil {
+			// Saved as running a moment ago: say what stopped it, so it is not left
+			// "running" with nobody driving it.
+			rec.Status, rec.Error = StatusFailed, "resume: "+err.Error()
+			if serr := e.Store.Save(rec); serr != nil {
+				e.logf("run %s: %v; AND ITS RECORD COULD NOT BE WRITTEN: %v", id, err, serr)
+			}
+		}
 	}
 	if err != nil {
 		pipeline.Close(r.exec)
