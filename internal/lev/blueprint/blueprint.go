@@ -104,6 +104,9 @@ type Blueprint struct {
 	// InstallName), set by Install; "" for a blueprint run by its path. Per-agent grants
 	// are keyed on it.
 	Installed string `toml:"-"`
+	// Foreign marks a blueprint from the tree the agents write (MakeForeign): it gets no
+	// read-path grant and cannot loosen a permission.
+	Foreign bool `toml:"-"`
 }
 
 // DefaultMaxTurns bounds a stage's model turns when the blueprint does not.

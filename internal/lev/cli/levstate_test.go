@@ -379,22 +379,22 @@ func TestResumeUsesAdmittedBlueprint(t *testing.T) {
 				bpFile, agent = filepath.Join(b.home, "agents", "selfedit.toml"), "selfedit"
 			}
 			mustWrite(t, bpFile, blueprint("ORIGINAL PROMPT"))
-			mustWrite(t, b.script, `
+			script := `
 [[rule]]
 stage = "edit"
 turn = 1
 [[rule.call]]
 tool = "write_file"
-args = '{"path": "agent.toml", "content": `+jsonArg(blueprint("EVIL PROMPT"))+`}'
+args = '{"path": "agent.toml", "content": ` + jsonArg(blueprint("EVIL PROMPT")) + `}'
 [[rule.call]]
 tool = "write_file"
-args = '{"path": "other.toml", "content": `+jsonArg(blueprint("EVIL PROMPT"))+`}'
+args = '{"path": "other.toml", "content": ` + jsonArg(blueprint("EVIL PROMPT")) + `}'
 [[rule]]
 stage = "edit"
 turn = 2
 [[rule.call]]
 tool = "read_file"
-args = '{"path": `+jsonArg(filepath.Join(b.root, "docs", "plan.md"))+`}'
+args = '{"path": ` + jsonArg(filepath.Join(b.root, "docs", "plan.md")) + `}'
 [[rule]]
 stage = "edit"
 turn = 3
@@ -407,11 +407,21 @@ turn = 1
 [[rule.call]]
 tool = "submit_output"
 args = '{"output": "{{last}}"}'
-`)
+`
+			// A blueprint file in the workdir is the tree's, somebody else's: no read-path
+			// grant ever applies to it, so its read of ~/docs is an outside-the-workdir
+			// refusal that does not stop the run. What stops it here is the model (no rule
+			// for turn 2 until the resume), so the resume still has to pick a blueprint.
+			firstScript := script
+			if inWorkdir {
+				firstScript = strings.Replace(script, "turn = 2\n", "turn = 99\n", 1)
+			}
+			mustWrite(t, b.script, firstScript)
 			_, stderr, code := b.lev("run", agent, "--workdir", b.wd, "--yolo")
-			if code != 1 || !strings.Contains(stderr, "lev resume r-") {
+			if code != 1 || (!inWorkdir && !strings.Contains(stderr, "lev resume r-")) || (inWorkdir && !strings.Contains(stderr, "no rule matches")) {
 				t.Fatalf("run: exit %d\n%s", code, stderr)
 			}
+			mustWrite(t, b.script, script)
 			if inWorkdir {
 				// The run's own blueprint file is lev's state for that run: its write_file
 				// is refused (the next run of that file would load the agent's text). The
@@ -429,11 +439,10 @@ args = '{"output": "{{last}}"}'
 			if data, _ := os.ReadFile(bpFile); !strings.Contains(string(data), "EVIL PROMPT") {
 				t.Fatalf("control: the rewrite did not reach %s:\n%s", bpFile, data)
 			}
-			id := stderr[strings.Index(stderr, "lev resume r-")+len("lev resume "):]
-			id = id[:strings.IndexAny(id, ") \n")]
+			id := regexpRunID(t, stderr)
 			old, _ := os.ReadFile(b.cfgFile)
-			// A blueprint run by its path gets only [security] grants (it has no install
-			// name); one in the agents directory gets its [agent_read_paths.NAME].
+			// One in the agents directory gets its [agent_read_paths.NAME]; one in the tree
+			// gets no grant, but the config still changes (a second config hash).
 			grant := "[agent_read_paths.selfedit]\nallow = [\"~/docs\"]\n"
 			if inWorkdir {
 				grant = "[security]\nread_paths = [\"~/docs\"]\n"
@@ -448,6 +457,7 @@ args = '{"output": "{{last}}"}'
 					BlueprintSHA256 string   `json:"blueprint_sha256"`
 					ConfigSHA256    string   `json:"config_sha256"`
 					ResumeConfigs   []string `json:"resume_config_sha256"`
+					Origin          string   `json:"origin"`
 				} `json:"admission"`
 			}
 			data, err := os.ReadFile(filepath.Join(b.home, "runs", id, "run.json"))
@@ -455,6 +465,9 @@ args = '{"output": "{{last}}"}'
 				err = json.Unmarshal(data, &rec)
 			}
 			a := rec.Admission
+			if wantOrigin := map[bool]string{true: "tree", false: "agents"}[inWorkdir]; a.Origin != wantOrigin {
+				t.Fatalf("admission origin %q, want %q", a.Origin, wantOrigin)
+			}
 			if err != nil || a.BlueprintSHA256 == "" || a.ConfigSHA256 == "" || len(a.ResumeConfigs) != 1 || a.ResumeConfigs[0] == a.ConfigSHA256 {
 				t.Fatalf("admission record %+v (%v): want the blueprint hash and two different config hashes", a, err)
 			}

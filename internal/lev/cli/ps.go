@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 )
 
 func newPsCmd() *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List runs",
 		Args:  cobra.NoArgs,
@@ -30,6 +33,25 @@ func newPsCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
+			if asJSON {
+				// One object per run, the fields a script wants; the full record is
+				// GET /api/agents/{id}.
+				out := make([]psRow, 0, len(recs))
+				for _, r := range recs {
+					row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error}
+					if r.Stage < len(r.Stages) {
+						row.StageName = r.Stages[r.Stage].Name
+					}
+					row.Stages = len(r.Stages)
+					out = append(out, row)
+				}
+				b, err := json.Marshal(out)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+				return nil
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tSTAGE\tCREATED\tWORKDIR")
 			for _, r := range recs {
@@ -42,4 +64,19 @@ func newPsCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as a JSON array")
+	return cmd
+}
+
+type psRow struct {
+	ID        string    `json:"id"`
+	Agent     string    `json:"agent"`
+	Status    string    `json:"status"`
+	Stage     int       `json:"stage"`
+	StageName string    `json:"stage_name,omitempty"`
+	Stages    int       `json:"stages"`
+	Workdir   string    `json:"workdir"`
+	Created   time.Time `json:"created"`
+	Updated   time.Time `json:"updated"`
+	Error     string    `json:"error,omitempty"`
 }

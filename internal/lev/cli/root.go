@@ -41,7 +41,7 @@ required); lev run spawns a run on it, starting it if needed. State lives in $LE
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCmd(), newRunCmd(), newResumeCmd(), newPsCmd(), newValidateCmd(), newPolicyCmd())
+	root.AddCommand(newServeCmd(), newRunCmd(), newResumeCmd(), newPsCmd(), newLogsCmd(), newResultCmd(), newValidateCmd(), newPolicyCmd())
 	return root
 }
 
@@ -78,8 +78,8 @@ func agentsDir() string {
 	return filepath.Join(levconfig.Home(), "agents")
 }
 
-func newClient(cfg *levconfig.Config, token string) *daemon.Client {
-	return &daemon.Client{Base: "http://" + cfg.Daemon.Listen, Token: token}
+func newClient(cfg *levconfig.Config, token string) (*daemon.Client, error) {
+	return daemon.NewClient(cfg.Daemon.Listen, token)
 }
 
 // connect returns a client for a running daemon; with start, it starts one if none answers.
@@ -94,7 +94,10 @@ func connect(ctx context.Context, cfg *levconfig.Config, start bool, stderr io.W
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(cfg, token)
+	c, err := newClient(cfg, token)
+	if err != nil {
+		return nil, err
+	}
 	if err := c.Health(ctx); err == nil {
 		return c, nil
 	} else if !start {

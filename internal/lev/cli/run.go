@@ -8,18 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/lever-jail/lever/internal/lev/daemon"
+	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 func newRunCmd() *cobra.Command {
 	var spec runner.Spec
-	var detach, headless bool
+	var detach, headless, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "run [agent]",
 		Short: "Spawn a run on the daemon (starting it if needed) and wait for its result",
@@ -74,7 +73,7 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 			if spec.Interactive {
 				p = &prompter{c: c, in: bufio.NewReader(os.Stdin), out: cmd.ErrOrStderr()}
 			}
-			return waitAndReport(ctx, c, p, rec.ID, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return follow(ctx, c, p, rec, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&spec.Workdir, "workdir", "", "the run's workdir (default: the current directory)")
@@ -83,6 +82,7 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 	cmd.Flags().StringVar(&spec.Input, "input", "", "the task, appended to the first stage's prompt")
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return without waiting")
 	cmd.Flags().BoolVar(&headless, "headless", false, "do not ask on the terminal: ask permissions are refusals")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print every event as a JSON line on stdout (instead of readable lines on stderr and the result on stdout)")
 	return cmd
 }
 
@@ -97,74 +97,14 @@ func warnUngranted(w io.Writer, rec *runner.Record) {
 	if len(missing) == 0 {
 		return
 	}
+	if rec.Admission != nil && rec.Admission.Origin == blueprint.OriginTree {
+		fmt.Fprintf(w, "lev: WARN %s is a blueprint from the tree (%s): it gets no read-path grant, so reads of %s will be refused; install it in the agents directory to grant them\n", rec.Agent, blueprint.TreeDir, strings.Join(missing, ", "))
+		return
+	}
 	fmt.Fprintf(w, "lev: WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]\n", strings.Join(missing, ", "))
 	key := rec.Agent
 	if strings.ContainsRune(key, '/') {
 		key = "" // run by its path: no install name, no per-agent table
 	}
 	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(key, missing))
-}
-
-// prompter answers an interactive run's questions on the terminal.
-type prompter struct {
-	c    *daemon.Client
-	in   *bufio.Reader
-	out  io.Writer
-	seen string
-}
-
-func (p *prompter) handle(ctx context.Context, rec *runner.Record) error {
-	q := rec.Question
-	if q == nil || q.ID == p.seen {
-		return nil
-	}
-	p.seen = q.ID
-	opts := "[y]es / [N]o"
-	if q.Gate {
-		opts = "allow [o]nce / for the [s]ession / [N]o"
-	}
-	fmt.Fprintf(p.out, "lev: %s wants %s %s (%s)\n     %s? ", rec.Agent, q.Tool, q.Args, q.Reason, opts)
-	line, _ := p.in.ReadString('\n')
-	ans := runner.AnswerDeny
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes", "o", "once":
-		ans = runner.AnswerOnce
-	case "s", "session":
-		if q.Gate {
-			ans = runner.AnswerSession
-		}
-	}
-	return p.c.Answer(ctx, rec.ID, q.ID, ans)
-}
-
-type getter interface {
-	Get(ctx context.Context, id string) (*runner.Record, error)
-}
-
-func waitAndReport(ctx context.Context, c getter, p *prompter, id string, stdout, stderr io.Writer) error {
-	var rec *runner.Record
-	for {
-		var err error
-		rec, err = c.Get(ctx, id)
-		if err != nil {
-			return &ExitError{Code: 2, Err: err}
-		}
-		if rec.Status != runner.StatusRunning {
-			break
-		}
-		if p != nil {
-			if err := p.handle(ctx, rec); err != nil {
-				fmt.Fprintln(stderr, "lev:", err)
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	switch rec.Status {
-	case runner.StatusCompleted:
-		fmt.Fprintln(stdout, string(rec.Result))
-		return nil
-	case runner.StatusRefused:
-		return &ExitError{Code: 1, Err: fmt.Errorf("run %s refused: %s", rec.ID, rec.Error)}
-	}
-	return &ExitError{Code: 1, Err: fmt.Errorf("run %s %s: %s", rec.ID, rec.Status, rec.Error)}
 }

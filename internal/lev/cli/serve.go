@@ -53,7 +53,7 @@ func newServeCmd() *cobra.Command {
 			if err := daemon.CheckListen(listen, allowRemote); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			ln, err := net.Listen("tcp", listen)
+			ln, err := daemon.Listen(listen)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -81,12 +81,19 @@ func newServeCmd() *cobra.Command {
 			srv := &daemon.Server{Engine: eng, Watcher: w, Token: token, Log: logger.Printf}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			logger.Printf("serving on http://%s (config %s, runs %s, agents %s)", ln.Addr(), levconfig.Path(), eng.Store.Dir, eng.AgentsDir)
+			logger.Printf("serving on %s (config %s, runs %s, agents %s)", listenName(ln), levconfig.Path(), eng.Store.Dir, eng.AgentsDir)
 			return srv.Serve(ctx, ln)
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default [daemon] listen, else "+levconfig.DefaultListen+")")
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file (default [daemon] token_file, else $LEV_HOME/token; LEV_TOKEN overrides)")
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on: host:port or unix:/abs/path.sock (default $LEV_LISTEN, else [daemon] listen, else "+levconfig.DefaultListen+")")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file (default $LEV_TOKEN_FILE, else [daemon] token_file, else $LEV_HOME/token; LEV_TOKEN overrides)")
 	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback listen address (trusted networks only)")
 	return cmd
+}
+
+func listenName(ln net.Listener) string {
+	if ln.Addr().Network() == "unix" {
+		return "unix:" + ln.Addr().String()
+	}
+	return "http://" + ln.Addr().String()
 }

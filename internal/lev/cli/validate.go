@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,11 +24,10 @@ func newValidateCmd() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			file, err := blueprint.Find(agentsDir(), args[0])
-			if err != nil {
+			bp, err := loadForValidate(args[0])
+			if bp == nil && err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			bp, err := blueprint.Load(file, pipeline.Known)
 			if err == nil {
 				// What depends on the home (an entry spelling it, or a parent of it,
 				// absolutely) is refused here as the run would refuse it.
@@ -36,7 +37,9 @@ func newValidateCmd() *cobra.Command {
 				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
 				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}
 			}
-			if err := blueprint.Install(agentsDir(), bp); err != nil {
+			if bp.Foreign {
+				// No install name to check: it has none.
+			} else if err := blueprint.Install(agentsDir(), bp); err != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
 				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}
 			}
@@ -54,7 +57,9 @@ func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 	fmt.Fprintf(&b, "  %s, version %s\n", plural(len(bp.Order), "stage"), bp.Version)
 	// Which file this is, and which per-agent table its grants come from: the install
 	// name, not the name inside the file.
-	if bp.Installed != "" {
+	if bp.Foreign {
+		fmt.Fprintf(&b, "  file %s, from the run's tree (%s): somebody else's blueprint, it can only tighten: no read-path grant applies, it cannot pre-allow a tool, its sandbox image is ignored\n", bp.File, blueprint.TreeDir)
+	} else if bp.Installed != "" {
 		fmt.Fprintf(&b, "  file %s, installed as '%s': per-agent grants come from [agent_read_paths.%s]\n", bp.File, bp.Installed, bp.Installed)
 	} else {
 		fmt.Fprintf(&b, "  file %s, not installed in the agents directory: no [agent_read_paths] table applies, only [security] grants\n", bp.File)
@@ -85,4 +90,68 @@ func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 		fmt.Fprintf(&b, "  NOTE grants given to %s: %s [read-paths-granted]\n", bp.File, strings.Join(by, "; "))
 	}
 	return b.String()
+}
+
+// loadForValidate finds a blueprint the way lev run does: the agents directory, else the
+// tree of the current directory (as the run's workdir), else a path. A nil blueprint with
+// an error is "not found" (exit 2); a blueprint with an error is invalid (exit 1).
+func loadForValidate(agent string) (*blueprint.Blueprint, error) {
+	file, err := blueprint.Find(agentsDir(), agent)
+	pathLike := strings.HasSuffix(agent, ".toml") || strings.ContainsRune(agent, '/')
+	if err == nil && !pathLike {
+		bp, perr := blueprint.Load(file, pipeline.Known)
+		if perr != nil {
+			return &blueprint.Blueprint{}, perr
+		}
+		return bp, nil
+	}
+	wd, werr := os.Getwd()
+	if werr != nil {
+		return nil, werr
+	}
+	if err != nil {
+		if pathLike {
+			return nil, err
+		}
+		tf, terr := blueprint.TreeFile(wd, agent)
+		if terr != nil {
+			return nil, err
+		}
+		if _, lerr := os.Lstat(tf); lerr != nil {
+			return nil, fmt.Errorf("%w, nor in the tree (%s)", err, tf)
+		}
+		file = tf
+	}
+	if !inTree(file, wd) {
+		bp, perr := blueprint.Load(file, pipeline.Known)
+		if perr != nil {
+			return &blueprint.Blueprint{}, perr
+		}
+		return bp, nil
+	}
+	data, err := blueprint.ReadTree(wd, file)
+	if err != nil {
+		return &blueprint.Blueprint{}, err
+	}
+	bp, err := blueprint.Parse(file, data, pipeline.Known)
+	if err != nil {
+		return &blueprint.Blueprint{}, err
+	}
+	blueprint.MakeForeign(bp)
+	return bp, nil
+}
+
+func inTree(file, wd string) bool {
+	if af, err := filepath.Abs(file); err == nil && (af == wd || strings.HasPrefix(af, wd+string(filepath.Separator))) {
+		return true
+	}
+	rf, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		return true // let ReadTree say what is wrong with it
+	}
+	rw, err := filepath.EvalSymlinks(wd)
+	if err != nil {
+		return false
+	}
+	return rf == rw || strings.HasPrefix(rf, rw+string(filepath.Separator))
 }

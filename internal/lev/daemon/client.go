@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +26,43 @@ type Client struct {
 	Base  string // http://127.0.0.1:7447
 	Token string
 	HTTP  *http.Client
+	// Transport, when set, carries every request (a unix socket's dialer); nil: the default.
+	Transport http.RoundTripper
+}
+
+// UnixPrefix marks a listen address that is a unix socket: unix:/abs/path.sock.
+const UnixPrefix = "unix:"
+
+// SocketPath returns the socket of a unix: listen address, checked absolute.
+func SocketPath(listen string) (string, bool, error) {
+	p, ok := strings.CutPrefix(listen, UnixPrefix)
+	if !ok {
+		return "", false, nil
+	}
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return "", true, fmt.Errorf("listen address %q: a unix socket needs a clean absolute path (unix:/abs/path.sock)", listen)
+	}
+	return p, true, nil
+}
+
+// NewClient is a client for the daemon at listen (host:port, or unix:/abs/path.sock).
+func NewClient(listen, token string) (*Client, error) {
+	sock, isUnix, err := SocketPath(listen)
+	if err != nil {
+		return nil, err
+	}
+	if !isUnix {
+		return &Client{Base: "http://" + listen, Token: token}, nil
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		MaxIdleConns: 4,
+	}
+	// The host part is never dialled; it names the daemon in errors and logs.
+	return &Client{Base: "http://lev", Token: token, Transport: tr}, nil
 }
 
 // APIError is a non-2xx reply.
@@ -53,7 +92,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	req.Header.Set("Content-Type", "application/json")
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 60 * time.Second}
+		hc = &http.Client{Timeout: 60 * time.Second, Transport: c.Transport}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -39,6 +39,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/agents", s.auth(s.spawn))
 	mux.HandleFunc("GET /api/agents/{id}", s.auth(s.get))
 	mux.HandleFunc("GET /api/agents/{id}/result", s.auth(s.result))
+	mux.HandleFunc("GET /api/agents/{id}/events", s.auth(s.events))
 	mux.HandleFunc("POST /api/agents/{id}/resume", s.auth(s.resume))
 	mux.HandleFunc("POST /api/agents/{id}/answer", s.auth(s.answer))
 	mux.HandleFunc("GET /api/config", s.auth(s.config))
@@ -208,6 +209,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // CheckListen refuses a non-loopback address unless allowed: lev serve runs LLM-driven
 // tools and is for a trusted network only.
 func CheckListen(addr string, allowRemote bool) error {
+	if _, isUnix, err := SocketPath(addr); isUnix {
+		// A unix socket is reached only through the filesystem (mode 0600): never remote.
+		return err
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)

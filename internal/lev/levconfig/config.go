@@ -84,7 +84,7 @@ func Home() string {
 }
 
 // PathEnv are the environment variables naming lev's state; AbsEnv pins them.
-var PathEnv = []string{"LEV_HOME", "LEV_CONFIG", "LEV_AGENTS_DIR", "LEV_POLICY"}
+var PathEnv = []string{"LEV_HOME", "LEV_CONFIG", "LEV_AGENTS_DIR", "LEV_POLICY", "LEV_TOKEN_FILE"}
 
 // AbsEnv makes every PathEnv variable absolute and symlink-resolved (as far as the path
 // exists), once, when lev starts: a relative LEV_HOME names the directory under the
@@ -254,6 +254,7 @@ func (c *Config) applyEnv() {
 	set(&c.Provider.TLSCA, "LEV_TLS_CA")
 	set(&c.Provider.Script, "LEV_PROVIDER_SCRIPT")
 	set(&c.Daemon.Listen, "LEV_LISTEN")
+	set(&c.Daemon.TokenFile, "LEV_TOKEN_FILE")
 }
 
 // TokenFile is where the daemon's bearer token lives.

@@ -30,7 +30,14 @@ func BuildFS(bp *blueprint.Blueprint, cfg *levconfig.Config, workdir, home strin
 		return nil, nil, err
 	}
 	sts := ResolveGrants(bp, cfg)
-	fence, err := readpaths.NewFence(bp.Installed, sts, home, fsys.Workdir)
+	fenced := sts
+	if bp.Foreign {
+		// Nothing a tree blueprint declares is ever granted, so its reads outside the
+		// workdir are plain outside-the-workdir refusals, not "not granted" ones that
+		// stop the run for a grant (and a lev resume) that can never come.
+		fenced = nil
+	}
+	fence, err := readpaths.NewFence(bp.Installed, fenced, home, fsys.Workdir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -45,6 +52,11 @@ func BuildFS(bp *blueprint.Blueprint, cfg *levconfig.Config, workdir, home strin
 // name and gets only the machine-wide grants.
 func ResolveGrants(bp *blueprint.Blueprint, cfg *levconfig.Config) []readpaths.Status {
 	g := cfg.Grants
+	if bp.Foreign {
+		// Somebody else's blueprint (from the tree): what it declares is never granted,
+		// not by [security] read_paths nor by allow_blueprint_read_paths.
+		g = readpaths.Grants{}
+	}
 	if bp.Installed == "" {
 		g.Agent = nil
 	}

@@ -26,6 +26,9 @@ type Permissions struct {
 	Blueprint map[string]blueprint.Permission // blueprint [tool_permissions]
 	Yolo      bool                            // --yolo: every ask becomes allow
 	Allow     map[string]bool                 // --allow TOOL: that tool's ask becomes allow
+	// Foreign: the blueprint is from the tree the agents write; it only tightens (the
+	// pre-allowed web tools exception is the user's trust in their own blueprints).
+	Foreign bool
 }
 
 // For returns the effective permission and where it came from.
@@ -40,7 +43,7 @@ func (p *Permissions) For(tool string) (blueprint.Permission, string) {
 	}
 	if b, ok := p.Blueprint[tool]; ok {
 		switch {
-		case preAllowable[tool] && !userSet && !p.anyUserSetFor():
+		case preAllowable[tool] && !userSet && !p.anyUserSetFor() && !p.Foreign:
 			base, src = b, "blueprint (pre-allowed: your config sets neither web_search nor web_fetch)"
 		case b.Rank() > base.Rank():
 			base, src = b, "blueprint tightens "+src

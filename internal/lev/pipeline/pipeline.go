@@ -184,6 +184,10 @@ type Pipeline struct {
 	// home (a jail's tree, say) must not let the agent rewrite its own permissions, grants,
 	// taint policy or run records with write_file.
 	Protected []string
+	// Decided, when set, sees each call once steps 1 to 4 have decided on it and before it
+	// runs (res is the refusal, nil when it will run): the run's live events say what is
+	// about to happen while it happens, not after.
+	Decided func(c *Call, res *Result)
 }
 
 // Prepare runs steps 1 to 4. A non-nil Result is a refusal (or a bad request) to hand
@@ -287,6 +291,9 @@ func fenceRefusal(err error) *Result {
 func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (*Call, *Result) {
 	start := time.Now()
 	c, res := p.Prepare(ctx, st, tc)
+	if p.Decided != nil {
+		p.Decided(c, res)
+	}
 	if res == nil {
 		res = p.executeWithDeadline(ctx, c)
 		if p.Gate != nil {

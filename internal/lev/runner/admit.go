@@ -32,6 +32,9 @@ type Admission struct {
 	Blueprint       []byte   `json:"blueprint_bytes"`
 	ConfigSHA256    string   `json:"config_sha256"`
 	ResumeConfigs   []string `json:"resume_config_sha256,omitempty"`
+	// Origin is where the blueprint came from (blueprint.OriginAgents, OriginPath or
+	// OriginTree). A resume applies the same restrictions: a tree blueprint stays foreign.
+	Origin string `json:"origin,omitempty"`
 }
 
 func sha(b []byte) string {
@@ -63,22 +66,90 @@ func (e *Engine) loadBlueprint(rec *Record) (*blueprint.Blueprint, string, error
 		if err != nil {
 			return nil, "", fmt.Errorf("run %s: its blueprint snapshot: %w", rec.ID, err)
 		}
+		if a.Origin == blueprint.OriginTree {
+			e.foreign(rec, bp)
+		}
 		return bp, rec.Blueprint, nil
 	}
-	file, err := blueprint.Find(e.AgentsDir, rec.Agent)
+	file, origin, data, err := e.findBlueprint(rec)
 	if err != nil {
 		return nil, "", err
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, "", fmt.Errorf("reading blueprint: %w", err)
 	}
 	bp, err := blueprint.Parse(file, data, pipeline.Known)
 	if err != nil {
 		return nil, "", err
 	}
-	rec.Admission = &Admission{BlueprintSHA256: sha(data), Blueprint: data}
+	if origin == blueprint.OriginTree {
+		e.foreign(rec, bp)
+	}
+	rec.Admission = &Admission{BlueprintSHA256: sha(data), Blueprint: data, Origin: origin}
 	return bp, file, nil
+}
+
+func (e *Engine) foreign(rec *Record, bp *blueprint.Blueprint) {
+	for _, n := range blueprint.MakeForeign(bp) {
+		e.logf("run %s: %s", rec.ID, n)
+	}
+}
+
+// findBlueprint finds and reads a new run's blueprint: a path as given; a name in the
+// agents directory (the user's settings), else in the workdir's .lev/agents (the tree).
+// A file whose real path lies in the workdir, however it was named, is the tree's:
+// somebody else's blueprint, read once, safely, and foreign (it can only tighten).
+func (e *Engine) findBlueprint(rec *Record) (file, origin string, data []byte, err error) {
+	pathLike := strings.HasSuffix(rec.Agent, ".toml") || strings.ContainsRune(rec.Agent, '/')
+	file, err = blueprint.Find(e.AgentsDir, rec.Agent)
+	origin = blueprint.OriginAgents
+	if pathLike {
+		origin = blueprint.OriginPath
+	}
+	if err != nil {
+		if pathLike {
+			return "", "", nil, err
+		}
+		tf, terr := blueprint.TreeFile(rec.Workdir, rec.Agent)
+		if terr != nil {
+			return "", "", nil, err
+		}
+		if _, lerr := os.Lstat(tf); lerr != nil {
+			return "", "", nil, fmt.Errorf("%w, nor in the tree (%s)", err, tf)
+		}
+		file, origin = tf, blueprint.OriginTree
+	}
+	if origin != blueprint.OriginTree && inWorkdir(file, rec.Workdir) && !inWorkdir(file, e.AgentsDir) {
+		origin = blueprint.OriginTree
+	}
+	if origin == blueprint.OriginTree {
+		data, err = blueprint.ReadTree(rec.Workdir, file)
+		return file, origin, data, err
+	}
+	data, err = os.ReadFile(file)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("reading blueprint: %w", err)
+	}
+	return file, origin, data, nil
+}
+
+// inWorkdir: file lies in dir, as spelled or by its real path. As spelled matters too: a
+// link in the tree to a file elsewhere was put there by whoever writes the tree.
+func inWorkdir(file, dir string) bool {
+	if dir == "" {
+		return false
+	}
+	af, err1 := filepath.Abs(file)
+	ad, err2 := filepath.Abs(dir)
+	if err1 == nil && err2 == nil && (af == ad || strings.HasPrefix(af, ad+string(filepath.Separator))) {
+		return true
+	}
+	rf, err := filepath.EvalSymlinks(file)
+	if err != nil {
+		return false
+	}
+	rd, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	return rf == rd || strings.HasPrefix(rf, rd+string(filepath.Separator))
 }
 
 // protected is lev's own state for a run under cfg: no tool reads or writes any of it.
@@ -108,6 +179,11 @@ func (e *Engine) protected(cfg *levconfig.Config, bpFile string) (*levstate.Stat
 		paths[cfg.Provider.TLSCert] = "the provider's TLS certificate"
 		paths[cfg.Provider.TLSCA] = "the provider's TLS CA"
 		paths[cfg.Provider.Script] = "the scripted provider's rules"
+		if sock, ok := strings.CutPrefix(cfg.Daemon.Listen, "unix:"); ok && filepath.IsAbs(sock) {
+			// A command that reaches the socket reaches lev's API (a bearer token still
+			// stands in its way, but the token is not all that should).
+			paths[sock] = "the daemon's API socket"
+		}
 	}
 	for _, p := range sessionSockets() {
 		paths[p] = "the user's session services (systemd, D-Bus, podman, ssh-agent): a command could ask one to act outside its sandbox"

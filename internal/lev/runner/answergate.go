@@ -26,6 +26,9 @@ func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss 
 		d = pipeline.Decision{Allow: false, Reason: err.Error(), Source: "GateError"}
 	}
 	c.Gate = &d
+	if gev, ok := gateEvent(c); ok {
+		r.emit(e, gev)
+	}
 	if d.Allow {
 		return nil, nil
 	}

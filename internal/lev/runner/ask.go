@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lever-jail/lever/internal/lev/events"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
@@ -37,6 +38,8 @@ type apiAsker struct {
 	e   *Engine
 	rec *Record
 	ch  chan string
+	// r is the run, for its events: a client watching the stream answers from there.
+	r *run
 
 	mu  sync.Mutex
 	cur string // the pending question's id
@@ -87,13 +90,26 @@ func (a *apiAsker) ask(ctx context.Context, q pipeline.Question, gate bool) (str
 	if err := a.e.Store.Save(a.rec); err != nil {
 		return AnswerDeny, err
 	}
+	a.emit(events.Event{Type: events.Ask, Question: qq.ID, Tool: q.Tool, Args: events.CapArgs(q.Args), Message: q.Reason, GatePrompt: gate})
+	answered := func(ans, how string) {
+		a.emit(events.Event{Type: events.AnswerT, Question: qq.ID, Tool: q.Tool, Answer: ans, GatePrompt: gate, Message: how})
+	}
 	select {
 	case ans := <-a.ch:
+		answered(ans, "answered")
 		return ans, nil
 	case <-ctx.Done():
+		answered(AnswerDeny, "the run was stopped")
 		return AnswerDeny, ctx.Err()
 	case <-time.After(AskTimeout):
+		answered(AnswerDeny, fmt.Sprintf("no answer within %s", AskTimeout))
 		return AnswerDeny, nil
+	}
+}
+
+func (a *apiAsker) emit(ev events.Event) {
+	if a.r != nil {
+		a.r.emit(a.e, ev)
 	}
 }
 

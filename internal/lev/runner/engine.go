@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/events"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/provider"
@@ -65,6 +66,8 @@ type Engine struct {
 	// done is closed when a run's goroutine has fully let go of it: its final status is
 	// saved a moment before it leaves active, and a resume in that moment must wait.
 	done map[string]chan struct{}
+	// logs are the open events logs of the runs being driven.
+	logs map[string]*events.Log
 }
 
 // Validate reports what the engine lacks to run anything safely.
@@ -95,6 +98,9 @@ type run struct {
 	exec  pipeline.Executor
 	seeds string
 	asker *apiAsker
+	// ev is this leg's events log (events.jsonl); nil until the run exists.
+	ev       *events.Log
+	evWarned bool
 }
 
 // Start checks and spawns a run, returning once it is running (or failed to spawn).
@@ -137,6 +143,12 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 		pipeline.Close(r.exec)
 		return nil, fmt.Errorf("recording run: %w", err)
 	}
+	if err := e.startEvents(r, "spawned"); err != nil {
+		pipeline.Close(r.exec)
+		rec.Status, rec.Error = StatusFailed, err.Error()
+		e.Store.Save(rec)
+		return nil, err
+	}
 	snap := rec.snapshot()
 	e.spawn(r)
 	return snap, nil
@@ -164,6 +176,15 @@ func (e *Engine) Recover() {
 			r.Status, r.Error = StatusFailed, "interrupted: the daemon stopped during the run (lev resume continues it)"
 			if err := e.Store.Save(r); err != nil {
 				e.logf("run %s: marking it failed: %v", r.ID, err)
+			}
+			// Its stream ends too: a follower of it must not wait for an end that never comes.
+			if l, err := events.Open(e.Store.EventsPath(r.ID), r.ID); err != nil {
+				e.logf("run %s: %v", r.ID, err)
+			} else {
+				l.Emit(events.Event{Type: events.RunEnd, Status: StatusFailed, Error: r.Error})
+				if err := l.Close(); err != nil {
+					e.logf("run %s: %v", r.ID, err)
+				}
 			}
 		}
 	}
@@ -214,7 +235,18 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	}
 	rec.Status, rec.Error, rec.Refusal = StatusRunning, "", nil
 	rec.Resumes++
-	if err := e.Store.Save(rec); err != nil {
+	err = e.Store.Save(rec)
+	if err == nil {
+		if err = e.startEvents(r, fmt.Sprintf("resumed (%d)", rec.Resumes)); err != nil {
+			// Saved as running a moment ago: say what stopped it, so it is not left
+			// "running" with nobody driving it.
+			rec.Status, rec.Error = StatusFailed, "resume: "+err.Error()
+			if serr := e.Store.Save(rec); serr != nil {
+				e.logf("run %s: %v; AND ITS RECORD COULD NOT BE WRITTEN: %v", id, err, serr)
+			}
+		}
+	}
+	if err != nil {
 		pipeline.Close(r.exec)
 		e.mu.Lock()
 		delete(e.active, id)
@@ -245,9 +277,12 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 		return nil, fmt.Errorf("lev's own state: %w", err)
 	}
 	// Grants go by the name the file is installed under, never the name it gives itself;
-	// rec.Agent stays what the run was asked for, so a resume finds the same file.
-	if err := blueprint.Install(e.AgentsDir, bp); err != nil {
-		return nil, err
+	// rec.Agent stays what the run was asked for, so a resume finds the same file. A
+	// blueprint from the tree has no install name at all.
+	if !bp.Foreign {
+		if err := blueprint.Install(e.AgentsDir, bp); err != nil {
+			return nil, err
+		}
 	}
 	rec.Blueprint, rec.Version = file, bp.Version
 	fsys, sts, err := pipeline.BuildFS(bp, cfg, rec.Workdir, e.Home)
@@ -323,12 +358,22 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	}
 	p := &pipeline.Pipeline{
 		FS:    fsys,
-		Perms: &pipeline.Permissions{User: cfg.Perms, Blueprint: bp.Perms, Yolo: rec.Yolo, Allow: allow},
+		Perms: &pipeline.Permissions{User: cfg.Perms, Blueprint: bp.Perms, Yolo: rec.Yolo, Allow: allow, Foreign: bp.Foreign},
 		Gate:  gate, Exec: exec, Asker: ask, HTTP: httpc,
 		Env:       scrubSecrets(pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv), e.Secrets),
 		Protected: state.Paths(),
 	}
-	return &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}, nil
+	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}
+	if api != nil {
+		api.r = r
+	}
+	p.Decided = func(c *pipeline.Call, res *pipeline.Result) {
+		if gev, ok := gateEvent(c); ok {
+			r.emit(e, gev)
+		}
+		r.emit(e, callEvent(c, res))
+	}
+	return r, nil
 }
 
 func (e *Engine) spawn(r *run) {
@@ -355,6 +400,7 @@ func (e *Engine) spawn(r *run) {
 		defer e.wg.Done()
 		defer cancel()
 		defer pipeline.Close(r.exec)
+		defer e.closeEvents(r)
 		defer func() {
 			e.mu.Lock()
 			delete(e.active, r.rec.ID)
@@ -420,7 +466,15 @@ type stageState struct {
 func (e *Engine) drive(ctx context.Context, r *run) {
 	rec := r.rec
 	fail := func(status, msg string, ref *pipeline.Refusal) {
+		if err := r.evErr(); err != nil && !strings.Contains(msg, err.Error()) {
+			msg += "; " + err.Error()
+		}
 		rec.Status, rec.Error, rec.Refusal = status, msg, ref
+		end := events.Event{Type: events.RunEnd, Status: status, Error: msg}
+		if ref != nil {
+			end.Step = ref.Step
+		}
+		defer r.emit(e, end)
 		if err := e.labelRun(r); err != nil {
 			// The record is still written: unlabelled, a run's records read as Private.
 			rec.Error = msg + "; " + err.Error()
@@ -457,6 +511,7 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			return
 		}
 		sr.Status = "running"
+		r.emit(e, events.Event{Type: events.StageStart, Stage: st.Name, StageIndex: intp(i), Turn: sr.Turns})
 		if err := e.labelRun(r); err != nil {
 			fail(StatusFailed, err.Error(), nil)
 			return
@@ -478,6 +533,7 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			status, ref = StatusFailed, nil
 			sr.Status = status
 		}
+		r.emit(e, events.Event{Type: events.StageEnd, Stage: st.Name, StageIndex: intp(i), Status: status, Turn: sr.Turns, Error: msg})
 		if status != "completed" {
 			fail(status, msg, ref)
 			return
@@ -496,10 +552,18 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 		fail(StatusFailed, err.Error(), nil)
 		return
 	}
-	if err := e.Store.Save(rec); err != nil {
-		e.logf("run %s: completed, BUT ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, err)
+	if err := r.evErr(); err != nil {
+		rec.Result = nil
+		fail(StatusFailed, err.Error(), nil)
 		return
 	}
+	if err := e.Store.Save(rec); err != nil {
+		e.logf("run %s: completed, BUT ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, err)
+		r.emit(e, events.Event{Type: events.RunEnd, Status: StatusFailed, Error: "completed, but its record could not be written: " + err.Error()})
+		return
+	}
+	r.emit(e, resultOutputEvent(prev))
+	r.emit(e, events.Event{Type: events.RunEnd, Status: StatusCompleted, Bytes: len(prev)})
 	e.logf("run %s: completed", rec.ID)
 }
 
@@ -539,6 +603,7 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 		if err != nil {
 			return StatusFailed, fmt.Sprintf("stage %s: model: %v", st.Name, err), nil
 		}
+		r.emit(e, events.Event{Type: events.Turn, Stage: st.Name, StageIndex: intp(i), Turn: ss.rec.Turns, Calls: len(resp.ToolCalls), Bytes: len(resp.Text)})
 		resp.ToolCalls = recordableCalls(resp.ToolCalls)
 		ss.messages = append(ss.messages, provider.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
 		if len(resp.ToolCalls) == 0 {
@@ -573,11 +638,15 @@ func (e *Engine) calls(ctx context.Context, r *run, pst pipeline.Stage, ss *stag
 	for k, tc := range calls {
 		c, res := r.pipe.Handle(ctx, pst, tc)
 		ss.rec.ToolCalls++
+		r.emit(e, resultEvent(c, res))
 		if err := e.record(r, ss, c, res); err != nil {
 			// The call ran but its trail is lost: stop here rather than go on unrecorded.
 			return StatusFailed, err.Error(), nil, true
 		}
 		if err := gateErr(r.pipe.Gate); err != nil {
+			return StatusFailed, err.Error(), nil, true
+		}
+		if err := r.evErr(); err != nil {
 			return StatusFailed, err.Error(), nil, true
 		}
 		if res.Refusal != nil && res.Refusal.Code == workfs.CodeNotGranted {
@@ -726,4 +795,18 @@ func (e *Engine) labelSeeds(r *run) {
 			g.AddInput(0, l, "seed "+s.Path)
 		}
 	}
+}
+
+// startEvents opens the run's events log for this leg and writes its run_start.
+func (e *Engine) startEvents(r *run, how string) error {
+	if err := e.openEvents(r); err != nil {
+		return fmt.Errorf("run %s: %w", r.rec.ID, err)
+	}
+	r.emit(e, events.Event{Type: events.RunStart, Agent: r.rec.Agent, Status: StatusRunning, Message: how + " in " + r.rec.Workdir})
+	if err := r.evErr(); err != nil {
+		e.closeEvents(r)
+		return fmt.Errorf("run %s: %w", r.rec.ID, err)
+	}
+	r.rec.FirstEvent = r.ev.Last()
+	return nil
 }

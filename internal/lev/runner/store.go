@@ -64,9 +64,12 @@ type Record struct {
 	// spawn (or the last resume) grants it.
 	ReadPaths []ReadPathStatus `json:"read_paths,omitempty"`
 	Resumes   int              `json:"resumes,omitempty"`
-	Created   time.Time        `json:"created"`
-	Updated   time.Time        `json:"updated"`
-	Result    json.RawMessage  `json:"result,omitempty"`
+	// FirstEvent is the id of the current leg's run_start in events.jsonl: a client that
+	// spawned or resumed the run streams its events from there.
+	FirstEvent int64           `json:"first_event,omitempty"`
+	Created    time.Time       `json:"created"`
+	Updated    time.Time       `json:"updated"`
+	Result     json.RawMessage `json:"result,omitempty"`
 }
 
 // StageRecord is one stage's summary in run.json (and its stage.json).

@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/daemon"
+	"github.com/lever-jail/lever/internal/lev/events"
+	"github.com/lever-jail/lever/internal/lev/runner"
+)
+
+// eventPrinter writes events as they come: one readable line each on w, or with asJSON one
+// JSON line each.
+type eventPrinter struct {
+	w      io.Writer
+	asJSON bool
+}
+
+func (p *eventPrinter) print(ev *events.Event) error {
+	if p.asJSON {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.w, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintln(p.w, eventLine(ev))
+	return err
+}
+
+// eventLine is one event as a person reads it.
+func eventLine(ev *events.Event) string {
+	stage := ev.Stage
+	if ev.StageIndex != nil {
+		stage = fmt.Sprintf("%d:%s", *ev.StageIndex+1, ev.Stage)
+	}
+	var s string
+	switch ev.Type {
+	case events.RunStart:
+		s = fmt.Sprintf("run %s of %s %s", ev.Run, ev.Agent, ev.Message)
+	case events.StageStart:
+		s = fmt.Sprintf("stage %s: start", stage)
+	case events.StageEnd:
+		s = fmt.Sprintf("stage %s: %s after %s", stage, ev.Status, plural(ev.Turn, "turn"))
+		if ev.Error != "" {
+			s += ": " + ev.Error
+		}
+	case events.Turn:
+		if ev.Calls > 0 {
+			s = fmt.Sprintf("stage %s turn %d: %s", stage, ev.Turn, plural(ev.Calls, "tool call"))
+		} else {
+			s = fmt.Sprintf("stage %s turn %d: answer (%d bytes)", stage, ev.Turn, ev.Bytes)
+		}
+	case events.ToolCall:
+		s = fmt.Sprintf("tool %s %s: %s", ev.Tool, oneLine(string(ev.Args), 120), ev.Decision)
+		if ev.Decision == events.Refused {
+			s += fmt.Sprintf(" at %s: %s", ev.Step, oneLine(ev.Message, 200))
+		}
+	case events.ToolResult:
+		s = fmt.Sprintf("tool %s: %s, %d bytes in %.0fms", ev.Tool, ev.Status, ev.Bytes, ev.DurationMS)
+		if ev.Status == "error" && ev.Message != "" {
+			s += ": " + oneLine(ev.Message, 160)
+		}
+	case events.Ask:
+		kind := "permission"
+		if ev.GatePrompt {
+			kind = "taint gate"
+		}
+		s = fmt.Sprintf("ask %s (%s): %s %s: %s", ev.Question, kind, ev.Tool, oneLine(string(ev.Args), 120), oneLine(ev.Message, 160))
+	case events.AnswerT:
+		s = fmt.Sprintf("answer %s: %s (%s)", ev.Question, ev.Answer, ev.Message)
+	case events.Gate:
+		s = fmt.Sprintf("gate %s: %s (%s)", ev.Tool, ev.Decision, ev.Source)
+		if ev.Answer != "" {
+			s += " answer " + ev.Answer
+		}
+		if ev.Message != "" {
+			s += ": " + oneLine(ev.Message, 200)
+		}
+	case events.Result:
+		s = fmt.Sprintf("result: %d bytes", ev.Bytes)
+	case events.RunEnd:
+		s = "run " + ev.Status
+		if ev.Step != "" {
+			s += " at " + ev.Step
+		}
+		if ev.Error != "" {
+			s += ": " + oneLine(ev.Error, 300)
+		}
+	default:
+		s = ev.Type
+	}
+	return fmt.Sprintf("lev: %s #%d %s", ev.Time.Format("15:04:05.000"), ev.ID, s)
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// prompter answers an interactive run's questions on the terminal, as their ask events
+// arrive.
+type prompter struct {
+	c   *daemon.Client
+	in  *bufio.Reader
+	out io.Writer
+}
+
+func (p *prompter) handle(ctx context.Context, ev *events.Event) error {
+	opts := "[y]es / [N]o"
+	if ev.GatePrompt {
+		opts = "allow [o]nce / for the [s]ession / [N]o"
+	}
+	fmt.Fprintf(p.out, "lev: %s wants %s %s (%s)\n     %s? ", ev.Run, ev.Tool, oneLine(string(ev.Args), 400), ev.Message, opts)
+	line, _ := p.in.ReadString('\n')
+	ans := runner.AnswerDeny
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes", "o", "once":
+		ans = runner.AnswerOnce
+	case "s", "session":
+		if ev.GatePrompt {
+			ans = runner.AnswerSession
+		}
+	}
+	return p.c.Answer(ctx, ev.Run, ev.Question, ans)
+}
+
+// follow streams a run's current leg from its run_start, answering its questions with p
+// (nil: nobody answers), then reports the result: on stdout (the output; with asJSON the
+// events already carried it) and as the exit code.
+func follow(ctx context.Context, c *daemon.Client, p *prompter, rec *runner.Record, asJSON bool, stdout, stderr io.Writer) error {
+	pr := &eventPrinter{w: stderr}
+	if asJSON {
+		pr = &eventPrinter{w: stdout, asJSON: true}
+	}
+	after := rec.FirstEvent - 1
+	if after < 0 {
+		after = 0
+	}
+	_, err := c.Events(ctx, rec.ID, after, func(ev *events.Event) error {
+		if err := pr.print(ev); err != nil {
+			return err
+		}
+		if ev.Type == events.Ask && p != nil {
+			if err := p.handle(ctx, ev); err != nil {
+				fmt.Fprintln(stderr, "lev:", err)
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, daemon.ErrStreamEnded) {
+		fmt.Fprintf(stderr, "lev: event stream: %v; waiting for the result\n", err)
+	}
+	final, err := c.Wait(ctx, rec.ID, 200*time.Millisecond)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	return report(final, asJSON, stdout)
+}
+
+func report(rec *runner.Record, asJSON bool, stdout io.Writer) error {
+	switch rec.Status {
+	case runner.StatusCompleted:
+		if !asJSON {
+			fmt.Fprintln(stdout, string(rec.Result))
+		}
+		return nil
+	case runner.StatusRefused:
+		return &ExitError{Code: 1, Err: fmt.Errorf("run %s refused: %s", rec.ID, rec.Error)}
+	}
+	return &ExitError{Code: 1, Err: fmt.Errorf("run %s %s: %s", rec.ID, rec.Status, rec.Error)}
+}
+
+// runErr turns an API error about a run into the one-line error and exit code the
+// commands share: an unknown run is a usage error (2), naming the id.
+func runErr(id string, err error) error {
+	var ae *daemon.APIError
+	if errors.As(err, &ae) && ae.Code == 404 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("no run %q (lev ps lists the runs)", id)}
+	}
+	return &ExitError{Code: 2, Err: fmt.Errorf("run %s: %w", id, err)}
+}

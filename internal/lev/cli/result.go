@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/daemon"
+)
+
+func newResultCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "result RUN",
+		Short: "Print a run's result (exit 1 when the run did not complete)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id := args[0]
+			cfg, err := loadConfig()
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			c, err := connect(ctx, cfg, false, cmd.ErrOrStderr())
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			res, err := c.Result(ctx, id)
+			var ae *daemon.APIError
+			if err != nil && !(errors.As(err, &ae) && ae.Code == 409) {
+				return runErr(id, err)
+			}
+			if err != nil {
+				// Not completed: say what it is instead.
+				rec, gerr := c.Get(ctx, id)
+				if gerr != nil {
+					return runErr(id, gerr)
+				}
+				res = &daemon.Result{ID: rec.ID, Status: rec.Status, Error: rec.Error}
+				if res.Error == "" {
+					res.Error = "run is " + rec.Status + "; no result yet"
+				}
+			}
+			if asJSON {
+				b, err := json.Marshal(res)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
+			} else if res.Status == "completed" {
+				fmt.Fprintln(cmd.OutOrStdout(), string(res.Output))
+			}
+			if res.Status != "completed" {
+				return &ExitError{Code: 1, Err: fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {id, status, output, error} as JSON")
+	return cmd
+}
