@@ -10,6 +10,7 @@ func healthy() Observed {
 		GuestReachable: true, EgressMatch: true, StampCurrent: true, ServiceUp: true,
 		BrokerRunning: true, BrokerSANOK: true, Enrolled: map[string]bool{"manager": true, "worker-a": true},
 		ImagePresent: true, ImageRef: "localhost/lever/lev:abc",
+		BenchPresent: true, BenchRef: "localhost/lever/workbench:def",
 		Containers: map[string]string{"lever-d-manager": "running", "lever-d-worker-a": "running"},
 	}
 }
@@ -36,6 +37,9 @@ func TestPlan(t *testing.T) {
 		{"broker down", func(o *Observed) { o.BrokerRunning = false }, StepBroker, "start", "not running"},
 		{"worker not enrolled", func(o *Observed) { o.Enrolled["worker-a"] = false }, StepEnrol, "create", "worker-a"},
 		{"image missing", func(o *Observed) { o.ImagePresent = false }, StepImage, "create", "localhost/lever/lev:abc"},
+		{"images present: keep", func(*Observed) {}, StepImage, "keep", "workbench localhost/lever/workbench:def are loaded"},
+		{"workbench missing", func(o *Observed) { o.BenchPresent = false }, StepImage, "create", "build the workbench localhost/lever/workbench:def"},
+		{"workbench tag not known yet", func(o *Observed) { o.BenchPresent, o.BenchRef = false, "" }, StepImage, "create", "decided from the guest's packages"},
 		{"worker stopped", func(o *Observed) { o.Containers["lever-d-worker-a"] = "stopped" }, StepLev, "create", "lever-d-worker-a (stopped)"},
 		{"manager absent", func(o *Observed) { delete(o.Containers, "lever-d-manager") }, StepLev, "create", "lever-d-manager (create)"},
 	}

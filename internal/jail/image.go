@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	buildahDefine "github.com/containers/buildah/define"
+	"github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/containers/podman/v5/pkg/domain/entities/types"
 )
@@ -67,6 +68,7 @@ func (c *Client) LayerLev(baseID, ref, levBinary string, entrypoint, cmd []strin
 		ReportWriter:     log,
 		Layers:           false,
 	}}
+	c.imageWrites.Add(1)
 	if _, err := images.Build(c.ctx, []string{cfPath}, opts); err != nil {
 		return fmt.Errorf("layering lev onto %s as %s: %w", baseID, ref, err)
 	}
@@ -88,4 +90,29 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// ImageWrites is how many image loads and builds this client has made.
+func (c *Client) ImageWrites() int64 { return c.imageWrites.Load() }
+
+// RunOnce runs ct (with Spec's hardening) to completion with the given entrypoint, and
+// returns its exit code and output; the container is removed afterwards. Acceptance-style
+// checks and tests use it to look inside an image under the jail's confinement.
+func (c *Client) RunOnce(ct Container, entrypoint []string) (int32, string, error) {
+	s := Spec(ct)
+	s.Entrypoint = entrypoint
+	_ = c.Remove(ct.Name)
+	if _, err := containers.CreateWithSpec(c.ctx, s, nil); err != nil {
+		return 0, "", fmt.Errorf("creating container %s: %w", ct.Name, err)
+	}
+	defer c.Remove(ct.Name)
+	if err := containers.Start(c.ctx, ct.Name, nil); err != nil {
+		return 0, "", fmt.Errorf("starting container %s: %w", ct.Name, err)
+	}
+	code, err := c.Wait(ct.Name)
+	if err != nil {
+		return 0, "", err
+	}
+	logs, err := c.Logs(ct.Name)
+	return code, logs, err
 }

@@ -59,7 +59,8 @@ func WorkbenchRef(base, baseDigest, levDigest string) string {
 // BuildWorkbench assembles the default workbench: the normalised base layer (made from
 // the guest's own packages) and lev's layer on top, tagged ref. The same inputs give the
 // same bytes.
-func BuildWorkbench(levBinary string, baseLayer []byte, ref string) (*Image, error) {
+// dpkgArch is the guest's dpkg architecture.
+func BuildWorkbench(levBinary string, baseLayer []byte, ref, dpkgArch string) (*Image, error) {
 	if err := CheckStatic(levBinary); err != nil {
 		return nil, err
 	}
@@ -74,7 +75,22 @@ func BuildWorkbench(levBinary string, baseLayer []byte, ref string) (*Image, err
 		WorkingDir: "/lever",
 		Labels:     map[string]string{"io.lever.role": "bench"},
 	}
-	return assemble("amd64", rc, [][]byte{baseLayer, levLayer},
+	return assemble(ociArch(dpkgArch), rc, [][]byte{baseLayer, levLayer},
 		[]string{"lever workbench: guest Debian packages", "lever levimage: /lev"},
 		func(string) string { return ref })
+}
+
+// ociArch maps dpkg's architecture names to OCI's where they differ.
+func ociArch(dpkg string) string {
+	switch dpkg {
+	case "", "amd64":
+		return "amd64"
+	case "armhf", "armel":
+		return "arm"
+	case "i386":
+		return "386"
+	case "ppc64el":
+		return "ppc64le"
+	}
+	return dpkg // arm64, riscv64, s390x are the same
 }

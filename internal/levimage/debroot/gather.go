@@ -15,6 +15,7 @@ import (
 const GatherScript = `set -e
 [ -f /var/lib/dpkg/status ] || { echo "no /var/lib/dpkg/status: not a Debian-family guest" >&2; exit 3; }
 echo "@@lever arch"; dpkg --print-architecture
+echo "@@lever statussum"; sha256sum /var/lib/dpkg/status | cut -d' ' -f1
 echo "@@lever status"; cat /var/lib/dpkg/status
 echo "@@lever lists"; find /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f -exec grep -H '' {} +
 echo "@@lever rootlinks"; find / -mindepth 1 -maxdepth 1 -type l -printf '/%f\t%l\n'
@@ -66,6 +67,8 @@ func ParseGather(out []byte) (Inputs, error) {
 		switch section {
 		case "arch":
 			in.Arch = strings.TrimSpace(l)
+		case "statussum":
+			in.StatusSum = strings.TrimSpace(l)
 		case "status":
 			status.WriteString(l)
 			status.WriteByte('\n')
@@ -103,6 +106,9 @@ func ParseGather(out []byte) (Inputs, error) {
 	}
 	if err := flushAlt(); err != nil {
 		return Inputs{}, err
+	}
+	if len(in.StatusSum) != 64 {
+		return Inputs{}, fmt.Errorf("guest package listing has no dpkg status digest (got %q)", in.StatusSum)
 	}
 	if !ended {
 		return Inputs{}, fmt.Errorf("guest package listing is incomplete (no end marker)")

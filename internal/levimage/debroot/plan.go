@@ -11,6 +11,9 @@ import (
 type Inputs struct {
 	// Status is /var/lib/dpkg/status.
 	Status []byte
+	// StatusSum is its sha256 as the guest computed it (the same digest the observe call
+	// reads, so a warm bring-up finds the tag without this read).
+	StatusSum string
 	// Lists maps a .list file's name without ".list" ("bash", "libc6:amd64") to the paths
 	// it names.
 	Lists map[string][]string

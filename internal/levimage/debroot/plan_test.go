@@ -215,7 +215,7 @@ func TestParseStatusErrors(t *testing.T) {
 }
 
 func TestParseGather(t *testing.T) {
-	out := "@@lever arch\namd64\n@@lever status\nPackage: dash\nStatus: install ok installed\nArchitecture: amd64\n\n" +
+	out := "@@lever arch\namd64\n@@lever statussum\n" + strings.Repeat("ab", 32) + "\n@@lever status\nPackage: dash\nStatus: install ok installed\nArchitecture: amd64\n\n" +
 		"@@lever lists\n/var/lib/dpkg/info/dash.list:/bin/dash\n/var/lib/dpkg/info/libc6:amd64.list:/lib/x86_64-linux-gnu/libc.so.6\n" +
 		"@@lever rootlinks\n/bin\tusr/bin\n@@lever altlinks\nawk\t/usr/bin/mawk\n" +
 		"@@lever alt awk\nauto\n/usr/bin/awk\nnawk\n/usr/bin/nawk\n\n/usr/bin/mawk\n5\n" +
