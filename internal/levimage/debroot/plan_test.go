@@ -29,11 +29,15 @@ func fixture(t *testing.T) Inputs {
 		Status: []byte(status),
 		Lists: map[string][]string{
 			"dash": lines("dash.list"), "mawk": lines("mawk.list"), "libc6:amd64": lines("libc6.list"),
-			"libc6:i386": {"/lib/i386-linux-gnu/libc.so.6"},
+			"libc6:i386":  {"/lib/i386-linux-gnu/libc.so.6"},
+			"passwd":      {"/etc/shadow", "/etc/gshadow-", "/etc/sudoers.d/x", "/etc/ssl/private/ssl-cert-snakeoil.key", "/etc/ssl/private", "/etc/ssh/ssh_host_ed25519_key", "/etc/sudoers.dist"},
+			"debianutils": {"/usr/share/locale/de/LC_MESSAGES/debianutils.mo", "/usr/share/locale-langpack/x"},
 		},
 		RootLinks: map[string]string{"/bin": "usr/bin", "/lib": "usr/lib", "/lib64": "usr/lib64", "/sbin": "usr/sbin"},
 		AltLinks: map[string]string{"awk": "/usr/bin/mawk", "awk.1.gz": "/usr/share/man/man1/mawk.1.gz",
 			"nawk": "/usr/bin/mawk", "vi": "/usr/bin/vim.basic"},
+		Certs: []string{"/etc/ssl/certs", "/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/ISRG_Root_X1.pem", "/etc/ssl/certs/4042bcee.0",
+			"/etc/ssl/certs/java", "/etc/ssl/certs/java/cacerts", "/etc/ssl/certs/notes.txt", "/etc/ssl/certs/../private/k.pem"},
 		Arch: "amd64",
 	}
 	a, err := parseAlternative("awk", lines("alt-awk"))
@@ -114,7 +118,9 @@ func TestResolveBrokenDependency(t *testing.T) {
 }
 
 func TestResolvePaths(t *testing.T) {
-	p, err := Resolve(fixture(t), []string{"dash", "mawk"})
+	in := fixture(t)
+	in.Status = append(in.Status, []byte("Package: passwd\nStatus: install ok installed\nArchitecture: amd64\n\n")...)
+	p, err := Resolve(in, []string{"dash", "mawk", "passwd"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +149,16 @@ func TestResolvePaths(t *testing.T) {
 		{"usr/share/man/man1/dash.1.gz", false},
 		{"etc/alternatives/awk.1.gz", false}, // its target is a dropped man page
 		{"usr/share/lintian/overrides/dash", false},
-		{"usr", true}, {"usr/share", true}, {"etc", true}, // parents
+		{"usr/share/locale/de/LC_MESSAGES/debianutils.mo", false}, // translations are dropped
+		{"usr/share/locale-langpack/x", true},                     // a prefix, not a directory match
+		{"usr", true}, {"usr/share", true}, {"etc", true},         // parents
 		{"", false}, {".", false}, {"/", false},
+		// the certificate directory: what update-ca-certificates writes, nothing else
+		{"etc/ssl/certs/ca-certificates.crt", true}, {"etc/ssl/certs/ISRG_Root_X1.pem", true}, {"etc/ssl/certs/4042bcee.0", true},
+		{"etc/ssl/certs/java/cacerts", false}, {"etc/ssl/certs/notes.txt", false}, {"etc/ssl/private/k.pem", false},
+		// secrets are never copied, whoever lists them; a name that only starts alike is
+		{"etc/shadow", false}, {"etc/gshadow-", false}, {"etc/sudoers.d/x", false}, {"etc/ssl/private", true},
+		{"etc/ssl/private/ssl-cert-snakeoil.key", false}, {"etc/ssh/ssh_host_ed25519_key", false}, {"etc/sudoers.dist", true},
 	}
 	for _, tc := range cases {
 		if has[tc.path] != tc.want {

@@ -1,0 +1,267 @@
+//go:build e2e
+
+package bringup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/brokerctl"
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/testutil"
+)
+
+func wbFreePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func wbLevBinary(t *testing.T) string {
+	if p, err := filepath.Abs("../../bin/lev"); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	out := filepath.Join(t.TempDir(), "lev")
+	cmd := exec.Command("go", "build", "-o", out, "../../cmd/lev")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building lev: %v: %s", err, b)
+	}
+	return out
+}
+
+// TestWorkbenchImageE2E brings a closed-egress netns jail up on this machine (its real
+// dpkg database, the test user's rootless podman, no registry): the image step builds the
+// workbench from the guest's own packages and loads it; a container of it, with the jail's
+// hardening, runs git, make and finds the CA bundle, and /lev runs. A second bring-up
+// finds the tag from the observe call's dpkg digest: no image load or build, no guest
+// call in the image step. A user base (lev.base_image) is layered once likewise.
+func TestWorkbenchImageE2E(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "podman")
+	testutil.RequireTool(t, "iptables")
+	b := make([]byte, 3)
+	rand.Read(b)
+	sfx := hex.EncodeToString(b)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	tree := filepath.Join(dir, "tree")
+	os.MkdirAll(tree, 0o777)
+	os.Chmod(tree, 0o777)
+	keyFile := filepath.Join(dir, "api-key")
+	os.WriteFile(keyFile, []byte("sk-wb-"+sfx+"\n"), 0o600)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	jp, ap := wbFreePort(t), wbFreePort(t)
+	cfgPath := filepath.Join(dir, "lever.yaml")
+	body := fmt.Sprintf("name: w%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n", sfx, jp, keyFile, srv.URL, jp, ap)
+	os.WriteFile(cfgPath, []byte(body), 0o644)
+	t.Setenv("LEVER_DEV_NETNS", "1")
+	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
+	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
+	lev := wbLevBinary(t)
+	t.Setenv("LEVER_LEV_BINARY", lev)
+	t.Setenv("LEVER_TEST_AS_LEVER", "1")
+	exe, _ := os.Executable()
+	mk := func() *Instance {
+		t.Helper()
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be, err := backend.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	ctx := context.Background()
+	first := mk()
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		brokerctl.Stop(cctx, first.cfg.StateDir(), 10*time.Second)
+		first.Teardown(cctx)
+		first.b.Destroy(cctx)
+	})
+	imageStep := func(r *Result) StepResult {
+		for _, s := range r.Steps {
+			if s.ID == StepImage {
+				return s
+			}
+		}
+		t.Fatal("no image step")
+		return StepResult{}
+	}
+
+	// 1. cold: built from the guest's packages and loaded
+	res, err := first.Execute(ctx)
+	if err != nil {
+		t.Fatalf("first up: %v", err)
+	}
+	cold := imageStep(res)
+	t.Logf("cold image step: %s in %s, %d guest calls", cold.Detail, cold.Duration, cold.Calls)
+	if !cold.Changed || !strings.Contains(cold.Detail, "built from") || first.benchRef == "" {
+		t.Fatalf("cold image step did not build the workbench: %+v", cold)
+	}
+	if cold.Calls != 2 {
+		t.Errorf("cold workbench build made %d guest calls, want 2 (read dpkg, tar)", cold.Calls)
+	}
+	if n := first.client.ImageWrites(); n != 2 { // the lev image and the workbench
+		t.Errorf("cold up made %d image loads/builds, want 2", n)
+	}
+	info, err := first.client.Image(first.benchRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("workbench %s: %d MiB", first.benchRef, info.Size>>20)
+
+	// 2. inside, under the jail's confinement
+	runtime := os.Getenv("LEVER_OCI_RUNTIME") // as Containers(): provisioning picked the default
+	ct := func(name string) jail.Container {
+		return jail.Container{
+			Name: "lever-w" + sfx + "-" + name, Image: first.benchRef, Runtime: runtime,
+			PidsLimit: 256, MemoryBytes: 512 << 20,
+			Env:    map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp"},
+			Mounts: []jail.Mount{{Source: tree, Dest: jail.TreeDir}},
+			Labels: map[string]string{jail.LabelInstance: "w" + sfx},
+		}
+	}
+	cases := []struct {
+		name       string
+		entrypoint []string
+		cmd        []string
+		wantCode   int32
+		want       []string
+	}{
+		{"userland", []string{"/bin/sh", "-c"},
+			[]string{"git --version && make --version && ls /etc/ssl/certs/ca-certificates.crt && awk 'BEGIN{print \"awk ok\"}' && tar --version && diff --version && find /usr/bin -name sed && grep -c . /etc/ssl/certs/ca-certificates.crt"},
+			0, []string{"git version", "GNU Make", "/etc/ssl/certs/ca-certificates.crt", "awk ok", "GNU tar", "diff (GNU diffutils)", "/usr/bin/sed"}},
+		{"git works in the tree", []string{"/bin/sh", "-c"},
+			[]string{"cd /lever && git init -q w && cd w && echo hi > f && git add f && git -c user.email=a@b -c user.name=a commit -qm m && git log --oneline | wc -l"},
+			0, []string{"1"}},
+		{"confinement", []string{"/bin/sh", "-c"},
+			[]string{"grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /usr/bin/x 2>&1 || echo rootfs-readonly; find / -xdev -perm /6000 -type f 2>/dev/null | wc -l"},
+			0, []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "rootfs-readonly"}},
+		// negative control: the image is not the lev-only image (which has no shell)
+		{"no such tool", []string{"/bin/sh", "-c"}, []string{"nosuchtool"}, 127, []string{"not found"}},
+		{"lev runs", []string{"/lev"}, []string{"--help"}, 0, []string{"lev"}},
+	}
+	if out, err := exec.Command(lev, "bench", "--help").CombinedOutput(); err == nil {
+		cases = append(cases, struct {
+			name       string
+			entrypoint []string
+			cmd        []string
+			wantCode   int32
+			want       []string
+		}{"lev bench", []string{"/lev"}, []string{"bench", "--help"}, 0, []string{"serve"}})
+	} else {
+		t.Logf("this lev has no bench command yet (%s): /lev bench --help not checked", strings.TrimSpace(string(out)))
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ct(fmt.Sprintf("probe%d", i))
+			c.Command = tc.cmd
+			code, out, err := first.client.RunOnce(c, tc.entrypoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d: %s", code, tc.wantCode, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.name == "confinement" {
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				if last := lines[len(lines)-1]; last != "0" {
+					t.Errorf("%s setuid/setgid files in the workbench", last)
+				}
+			}
+		})
+	}
+
+	// 3. warm: a new instance (a new `lever up`) finds the tag with no load and no call
+	second := mk()
+	res, err = second.Execute(ctx)
+	if err != nil {
+		t.Fatalf("second up: %v", err)
+	}
+	warm := imageStep(res)
+	t.Logf("warm image step: %s in %s, %d guest calls; up total %d guest calls", warm.Detail, warm.Duration, warm.Calls, res.GuestCalls)
+	if warm.Changed || warm.Calls != 0 || !strings.Contains(warm.Detail, "workbench "+first.benchRef+" present") || second.benchRef != first.benchRef {
+		t.Errorf("warm image step: %+v (benchRef %s)", warm, second.benchRef)
+	}
+	if n := second.client.ImageWrites(); n != 0 {
+		t.Errorf("warm up made %d image loads/builds, want 0", n)
+	}
+	// positive control for the counter: the observed digest is what makes it warm;
+	// without it the same instance reads the guest again (and still loads nothing).
+	third := mk()
+	third.Observe(ctx)
+	third.statusSum = ""
+	c3, err := third.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := third.Runner.Calls()
+	ch, detail, err := third.ensureBench(ctx, c3)
+	if err != nil || ch || third.Runner.Calls()-calls != 1 || c3.ImageWrites() != 0 {
+		t.Errorf("without the observed digest: changed %v, %d calls, %d writes, %q, %v", ch, third.Runner.Calls()-calls, c3.ImageWrites(), detail, err)
+	}
+
+	// 4. a user base already in podman: the workbench itself serves as one (it has a
+	// shell); lev is layered on it in podman, once.
+	cfg := mk().cfg
+	cfg.Lev.BaseImage = first.benchRef
+	be, _ := backend.New(cfg)
+	ub, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub.Observe(ctx)
+	cu, err := ub.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	ch, detail, err = ub.ensureBench(ctx, cu)
+	if err != nil || !ch || ub.benchRef == "" || ub.benchRef == first.benchRef {
+		t.Fatalf("user base: changed %v ref %s: %q %v", ch, ub.benchRef, detail, err)
+	}
+	t.Logf("user base layered in %s: %s", time.Since(t0), detail)
+	c := ct("userbase")
+	c.Image, c.Command = ub.benchRef, []string{"test -x /lev && /lev --help >/dev/null && git --version"}
+	if code, out, err := cu.RunOnce(c, []string{"/bin/sh", "-c"}); err != nil || code != 0 || !strings.Contains(out, "git version") {
+		t.Errorf("user-base workbench: exit %d %v: %s", code, err, out)
+	}
+	ch, detail, err = ub.ensureBench(ctx, cu)
+	if err != nil || ch || cu.ImageWrites() != 1 || !strings.Contains(detail, "present") {
+		t.Errorf("user base again: changed %v, %d writes, %q, %v", ch, cu.ImageWrites(), detail, err)
+	}
+}
