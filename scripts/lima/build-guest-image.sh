@@ -40,9 +40,11 @@ s=$(date +%s)
 # and nftables: iptables-nft does not pull in the nft binary verification reads the chain with),
 # rootless podman (podman, uidmap, slirp4netns/passt, fuse-overlayfs, crun, dbus-user-session).
 # python3-cffi-backend: cloud-init's crypto dependency is not pulled in by minbase.
+# git, make (and ca-certificates): the workbench image is made from the guest's own
+# packages, and provisioning cannot download them in an offline guest.
 base=systemd-sysv,udev,dbus,linux-image-cloud-amd64,initramfs-tools,cloud-init,python3-cffi-backend
 base+=,openssh-server,sudo,bash,iproute2,ifupdown,isc-dhcp-client,iptables,ca-certificates
-base+=,netbase,kmod,e2fsprogs,procps,less,sshfs,fuse3,nftables
+base+=,netbase,kmod,e2fsprogs,procps,less,sshfs,fuse3,nftables,git,make
 debootstrap --variant=minbase --cache-dir="$CACHE/debs" --include="$base" bookworm "$R" "$MIRROR"
 echo "debootstrap: $(( $(date +%s) - s ))s" >&2
 
