@@ -21,6 +21,7 @@ import (
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
@@ -263,5 +264,43 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	ch, detail, err = ub.ensureBench(ctx, cu)
 	if err != nil || ch || cu.ImageWrites() != 1 || !strings.Contains(detail, "present") {
 		t.Errorf("user base again: changed %v, %d writes, %q, %v", ch, cu.ImageWrites(), detail, err)
+	}
+
+	// 5. a base tarball on the host: lever's own lev-only image archive stands for one
+	// (no shell: the layered image runs /lev); loaded and layered once.
+	levIm, err := levimage.Build(levimage.Spec{LevBinary: lev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarPath := filepath.Join(dir, "base.tar")
+	os.WriteFile(tarPath, levIm.Archive, 0o644)
+	cfg = mk().cfg
+	cfg.Lev.BaseTarball = tarPath
+	be, _ = backend.New(cfg)
+	tb, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Observe(ctx)
+	ct5, err := tb.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, detail, err = tb.ensureBench(ctx, ct5)
+	if err != nil || !ch || tb.benchRef == "" || ct5.ImageWrites() != 2 { // load + layer
+		t.Fatalf("base tarball: changed %v ref %s writes %d: %q %v", ch, tb.benchRef, ct5.ImageWrites(), detail, err)
+	}
+	c = ct("tarbase")
+	c.Image, c.Command = tb.benchRef, []string{"--help"}
+	if code, out, err := ct5.RunOnce(c, []string{"/lev"}); err != nil || code != 0 {
+		t.Errorf("tarball-base workbench: exit %d %v: %s", code, err, out)
+	}
+	tb2 := mk()
+	tb2.cfg.Lev.BaseTarball = tarPath
+	tb2.Observe(ctx)
+	ct6, _ := tb2.connect(ctx)
+	ch, detail, err = tb2.ensureBench(ctx, ct6)
+	if err != nil || ch || ct6.ImageWrites() != 0 || tb2.benchRef != tb.benchRef {
+		t.Errorf("base tarball again: changed %v, %d writes, %q, %v", ch, ct6.ImageWrites(), detail, err)
 	}
 }

@@ -69,7 +69,14 @@ func (c *Client) LayerLev(baseID, ref, levBinary string, entrypoint, cmd []strin
 		Layers:           false,
 	}}
 	c.imageWrites.Add(1)
-	if _, err := images.Build(c.ctx, []string{cfPath}, opts); err != nil {
+	_, err = images.Build(c.ctx, []string{cfPath}, opts)
+	if err != nil && strings.Contains(err.Error(), "layer not known") {
+		// Seen once in ~6 runs with podman 4.3.1 while other rootless podman users were
+		// busy on the same host: the build container's fresh layer was not found when
+		// mounted. Nothing was committed; one retry of the same build is safe.
+		_, err = images.Build(c.ctx, []string{cfPath}, opts)
+	}
+	if err != nil {
 		return fmt.Errorf("layering lev onto %s as %s: %w", baseID, ref, err)
 	}
 	return nil
