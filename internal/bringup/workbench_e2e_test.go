@@ -25,7 +25,7 @@ import (
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
-func wbFreePort(t *testing.T) int {
+func wbFreePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func wbFreePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func wbLevBinary(t *testing.T) string {
+func wbLevBinary(t testing.TB) string {
 	if p, err := filepath.Abs("../../bin/lev"); err == nil {
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -55,59 +55,77 @@ func wbLevBinary(t *testing.T) string {
 // hardening, runs git, make and finds the CA bundle, and /lev runs. A second bring-up
 // finds the tag from the observe call's dpkg digest: no image load or build, no guest
 // call in the image step. A user base (lev.base_image) is layered once likewise.
-func TestWorkbenchImageE2E(t *testing.T) {
+// wbJail is a closed-egress netns jail config on this machine, not yet up; first is the
+// instance whose cleanup tears it all down.
+type wbJail struct {
+	sfx, dir, tree, lev, cfgPath, exe string
+}
+
+func newWBJail(t testing.TB) *wbJail {
 	testutil.RequireRoot(t)
 	testutil.RequireTool(t, "podman")
 	testutil.RequireTool(t, "iptables")
 	b := make([]byte, 3)
 	rand.Read(b)
-	sfx := hex.EncodeToString(b)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	tree := filepath.Join(dir, "tree")
-	os.MkdirAll(tree, 0o777)
-	os.Chmod(tree, 0o777)
-	keyFile := filepath.Join(dir, "api-key")
-	os.WriteFile(keyFile, []byte("sk-wb-"+sfx+"\n"), 0o600)
+	j := &wbJail{sfx: hex.EncodeToString(b), dir: t.TempDir()}
+	os.Chmod(j.dir, 0o755)
+	os.Chmod(filepath.Dir(j.dir), 0o755)
+	j.tree = filepath.Join(j.dir, "tree")
+	os.MkdirAll(j.tree, 0o777)
+	os.Chmod(j.tree, 0o777)
+	keyFile := filepath.Join(j.dir, "api-key")
+	os.WriteFile(keyFile, []byte("sk-wb-"+j.sfx+"\n"), 0o600)
 	srv := httptest.NewServer(http.NotFoundHandler())
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	jp, ap := wbFreePort(t), wbFreePort(t)
-	cfgPath := filepath.Join(dir, "lever.yaml")
-	body := fmt.Sprintf("name: w%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n", sfx, jp, keyFile, srv.URL, jp, ap)
-	os.WriteFile(cfgPath, []byte(body), 0o644)
+	j.cfgPath = filepath.Join(j.dir, "lever.yaml")
+	body := fmt.Sprintf("name: w%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n", j.sfx, jp, keyFile, srv.URL, jp, ap)
+	os.WriteFile(j.cfgPath, []byte(body), 0o644)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
-	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
-	lev := wbLevBinary(t)
-	t.Setenv("LEVER_LEV_BINARY", lev)
+	t.Setenv("LEVER_STATE_DIR", filepath.Join(j.dir, "state"))
+	j.lev = wbLevBinary(t)
+	t.Setenv("LEVER_LEV_BINARY", j.lev)
 	t.Setenv("LEVER_TEST_AS_LEVER", "1")
-	exe, _ := os.Executable()
-	mk := func() *Instance {
-		t.Helper()
-		cfg, err := config.Load(cfgPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		be, err := backend.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return in
+	j.exe, _ = os.Executable()
+	return j
+}
+
+func (j *wbJail) mk(t testing.TB) *Instance {
+	t.Helper()
+	cfg, err := config.Load(j.cfgPath)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ctx := context.Background()
-	first := mk()
+	be, err := backend.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := New(Options{Cfg: cfg, Backend: be, Exe: j.exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// teardown removes the broker, the run user (podman storage included) and the namespace.
+func (j *wbJail) teardown(t testing.TB, in *Instance) {
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		brokerctl.Stop(cctx, first.cfg.StateDir(), 10*time.Second)
-		first.Teardown(cctx)
-		first.b.Destroy(cctx)
+		brokerctl.Stop(cctx, in.cfg.StateDir(), 10*time.Second)
+		in.Teardown(cctx)
+		in.b.Destroy(cctx)
 	})
+}
+
+func TestWorkbenchImageE2E(t *testing.T) {
+	j := newWBJail(t)
+	sfx, dir, tree, lev, exe := j.sfx, j.dir, j.tree, j.lev, j.exe
+	mk := func() *Instance { return j.mk(t) }
+	ctx := context.Background()
+	first := mk()
+	j.teardown(t, first)
 	imageStep := func(r *Result) StepResult {
 		for _, s := range r.Steps {
 			if s.ID == StepImage {
@@ -303,4 +321,49 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	if err != nil || ch || ct6.ImageWrites() != 0 || tb2.benchRef != tb.benchRef {
 		t.Errorf("base tarball again: changed %v, %d writes, %q, %v", ch, ct6.ImageWrites(), detail, err)
 	}
+}
+
+// BenchmarkWorkbench: the default workbench's cold build (read dpkg, plan, tar, normalise,
+// assemble, load; once, in the parent, which runs a single time because it has a
+// sub-benchmark) and a warm bring-up's image decision (b.N times: a new instance's observe
+// call plus the image check), with the image's size.
+func BenchmarkWorkbench(b *testing.B) {
+	j := newWBJail(b)
+	ctx := context.Background()
+	first := j.mk(b)
+	j.teardown(b, first)
+	res, err := first.Execute(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cold StepResult
+	for _, s := range res.Steps {
+		if s.ID == StepImage {
+			cold = s
+		}
+	}
+	info, err := first.client.Image(first.benchRef)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("warm", func(b *testing.B) {
+		var calls int64
+		for i := 0; i < b.N; i++ {
+			in := j.mk(b)
+			in.Observe(ctx)
+			c, err := in.connect(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c0 := in.Runner.Calls()
+			if ch, d, err := in.ensureBench(ctx, c); err != nil || ch {
+				b.Fatalf("warm: changed %v %q %v", ch, d, err)
+			}
+			calls += in.Runner.Calls() - c0
+		}
+		b.ReportMetric(float64(cold.Duration.Milliseconds()), "cold-image-step-ms")
+		b.ReportMetric(float64(cold.Calls), "cold-guest-calls")
+		b.ReportMetric(float64(calls)/float64(b.N), "warm-guest-calls/op")
+		b.ReportMetric(float64(info.Size)/(1<<20), "image-MiB")
+	})
 }
