@@ -151,8 +151,7 @@ func (in *Instance) buildDebianBench(ctx context.Context, c *jail.Client, t0 tim
 	if err != nil {
 		return false, "", fmt.Errorf("planning the workbench: %w", err)
 	}
-	tarArgv := []string{"tar", "-C", "/", "--no-recursion", "--ignore-failed-read", "--verbatim-files-from", "-cf", "-", "-T", "-"}
-	tres, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: tarArgv, Stdin: []byte(strings.Join(plan.Paths, "\n") + "\n")})
+	tres, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: guestTarArgv("/"), Stdin: []byte(strings.Join(plan.Paths, "\n") + "\n")})
 	if err != nil {
 		return false, "", fmt.Errorf("copying the workbench files from the guest: %w", err)
 	}
@@ -177,6 +176,14 @@ func (in *Instance) buildDebianBench(ctx context.Context, c *jail.Client, t0 tim
 	in.benchRef = ref
 	return true, fmt.Sprintf("workbench %s built from %d guest packages (%d files, %d MiB archive, %d setuid/setgid bits cleared) and loaded in %s%s",
 		ref, len(plan.Packages), st.Entries, len(im.Archive)>>20, st.Stripped, round(time.Since(t0)), in.benchSize(c, ref)), nil
+}
+
+// guestTarArgv archives exactly the names on stdin, relative to root: no recursion into
+// directories (the plan lists every path), files that vanished since the read are
+// skipped, and --verbatim-files-from makes every line a file name, never an option (a
+// line such as "--checkpoint-action=exec=..." would otherwise run a command as root).
+func guestTarArgv(root string) []string {
+	return []string{"tar", "-C", root, "--no-recursion", "--ignore-failed-read", "--verbatim-files-from", "-cf", "-", "-T", "-"}
 }
 
 // benchSize is ", N MiB" as podman reports the image (empty when it cannot say).

@@ -29,8 +29,9 @@ func fixture(t *testing.T) Inputs {
 		Status: []byte(status),
 		Lists: map[string][]string{
 			"dash": lines("dash.list"), "mawk": lines("mawk.list"), "libc6:amd64": lines("libc6.list"),
-			"libc6:i386":  {"/lib/i386-linux-gnu/libc.so.6"},
-			"passwd":      {"/etc/shadow", "/etc/gshadow-", "/etc/sudoers.d/x", "/etc/ssl/private/ssl-cert-snakeoil.key", "/etc/ssl/private", "/etc/ssh/ssh_host_ed25519_key", "/etc/sudoers.dist"},
+			"libc6:i386": {"/lib/i386-linux-gnu/libc.so.6"},
+			"passwd": {"/etc/shadow", "/etc/gshadow-", "/etc/sudoers.d/x", "/etc/ssl/private/ssl-cert-snakeoil.key", "/etc/ssl/private", "/etc/ssh/ssh_host_ed25519_key", "/etc/sudoers.dist",
+				"--recursion", "-C/root", "relative/x"},
 			"debianutils": {"/usr/share/locale/de/LC_MESSAGES/debianutils.mo", "/usr/share/locale-langpack/x"},
 		},
 		RootLinks: map[string]string{"/bin": "usr/bin", "/lib": "usr/lib", "/lib64": "usr/lib64", "/sbin": "usr/sbin"},
@@ -158,7 +159,9 @@ func TestResolvePaths(t *testing.T) {
 		{"etc/ssl/certs/java/cacerts", false}, {"etc/ssl/certs/notes.txt", false}, {"etc/ssl/private/k.pem", false},
 		// secrets are never copied, whoever lists them; a name that only starts alike is
 		{"etc/shadow", false}, {"etc/gshadow-", false}, {"etc/sudoers.d/x", false}, {"etc/ssl/private", true},
-		{"etc/ssl/private/ssl-cert-snakeoil.key", false}, {"etc/ssh/ssh_host_ed25519_key", false}, {"etc/sudoers.dist", true},
+		{"etc/ssl/private/ssl-cert-snakeoil.key", false},
+		// a list line that is not an absolute path never reaches tar (it could be an option)
+		{"--recursion", false}, {"-C/root", false}, {"relative/x", false}, {"etc/ssh/ssh_host_ed25519_key", false}, {"etc/sudoers.dist", true},
 	}
 	for _, tc := range cases {
 		if has[tc.path] != tc.want {
