@@ -29,6 +29,7 @@ import (
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levimage/debroot"
 	"github.com/lever-jail/lever/internal/provision"
 )
 
@@ -155,9 +156,9 @@ func (in *Instance) agentsRoot() string {
 }
 
 // observeScript reads, in one guest call: the provisioning stamp and boot id, the run
-// user's uid, whether its podman service is up, the digest of dpkg's status file (the
-// default workbench's tag derives from it, so a warm up finds it with no extra call), and
-// each agent's client certificate.
+// user's uid, whether its podman service is up, the digest of the guest's package state
+// (debroot.StateDigestScript: the default workbench's tag derives from it, so a warm up
+// finds it with no extra call), and each agent's client certificate.
 const observeScript = `stamp=$1; user=$2; shift 2
 cat /proc/sys/kernel/random/boot_id; stat -c '%u %a' "$stamp" 2>/dev/null || echo none; cat "$stamp" 2>/dev/null || echo
 echo @@
@@ -170,7 +171,8 @@ if [ "$uid" != none ]; then
 	if [ -S "$sock" ] && { [ ! -f "$pidf" ] || { [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }; }; then echo up; else echo down; fi
 else echo down; fi
 echo @@
-sha256sum /var/lib/dpkg/status 2>/dev/null | cut -d' ' -f1
+` + debroot.StateDigestScript + `
+echo
 for a in "$@"; do echo "@@ $a"; [ "$uid" != none ] && cat "/run/user/$uid/lever/agents/$a/client.crt" 2>/dev/null; done
 exit 0
 `

@@ -7,6 +7,14 @@ import (
 	"strings"
 )
 
+// StateDigestScript prints the sha256 of what the default workbench is made from beyond
+// the package files: dpkg's status database, the CA bundle update-ca-certificates
+// generated (a local CA added later changes it, not the status), and the alternatives
+// links (update-alternatives --set changes only those). Nothing when there is no dpkg
+// database. The observe call and GatherScript run this same text, so the tag a warm
+// bring-up computes is the tag a build writes.
+const StateDigestScript = `[ -f /var/lib/dpkg/status ] && { cat /var/lib/dpkg/status; cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; find /etc/alternatives -maxdepth 1 -type l -printf '%f %l\n' 2>/dev/null | LC_ALL=C sort; } | sha256sum | cut -d' ' -f1`
+
 // GatherScript reads, in one guest call as root, everything Resolve needs: dpkg's status
 // and native architecture, every package's file list, the root directory's symlinks, the
 // alternatives database and links, and the generated certificate directory. Sections start
@@ -15,7 +23,7 @@ import (
 const GatherScript = `set -e
 [ -f /var/lib/dpkg/status ] || { echo "no /var/lib/dpkg/status: not a Debian-family guest" >&2; exit 3; }
 echo "@@lever arch"; dpkg --print-architecture
-echo "@@lever statussum"; sha256sum /var/lib/dpkg/status | cut -d' ' -f1
+echo "@@lever statussum"; ` + StateDigestScript + `
 echo "@@lever status"; cat /var/lib/dpkg/status
 echo "@@lever lists"; find /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f -exec grep -H '' {} +
 echo "@@lever rootlinks"; find / -mindepth 1 -maxdepth 1 -type l -printf '/%f\t%l\n'

@@ -12,8 +12,8 @@ import (
 type Inputs struct {
 	// Status is /var/lib/dpkg/status.
 	Status []byte
-	// StatusSum is its sha256 as the guest computed it (the same digest the observe call
-	// reads, so a warm bring-up finds the tag without this read).
+	// StatusSum is StateDigestScript's output (the same digest the observe call reads, so
+	// a warm bring-up finds the tag without this read).
 	StatusSum string
 	// Lists maps a .list file's name without ".list" ("bash", "libc6:amd64") to the paths
 	// it names.
