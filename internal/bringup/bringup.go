@@ -72,7 +72,7 @@ type Instance struct {
 	levBin        string
 	levDigest     string
 	levErr        error
-	statusSum     string // sha256 of the guest's /var/lib/dpkg/status (observe)
+	statusSum     string // the guest's package-state digest (debroot.StateDigestScript), from observe
 	tarballDigest string
 }
 

@@ -256,6 +256,17 @@ func TestWorkbenchImageE2E(t *testing.T) {
 
 	// 4. a user base already in podman: the workbench itself serves as one (it has a
 	// shell); lev is layered on it in podman, once.
+	// bad input first: a base that is not in podman is named, and nothing is built
+	bad := mk()
+	bad.cfg.Lev.BaseImage = "localhost/lever/nosuch:1"
+	bad.Observe(ctx)
+	cb, err := bad.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bad.ensureBench(ctx, cb); err == nil || !strings.Contains(err.Error(), "lev.base_image localhost/lever/nosuch:1 is not in the run user's podman") || cb.ImageWrites() != 0 {
+		t.Errorf("missing base image: %v, %d image writes", err, cb.ImageWrites())
+	}
 	cfg := mk().cfg
 	cfg.Lev.BaseImage = first.benchRef
 	be, _ := backend.New(cfg)
