@@ -29,6 +29,7 @@ import (
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levimage/debroot"
 	"github.com/lever-jail/lever/internal/levsettings"
 	"github.com/lever-jail/lever/internal/provision"
 )
@@ -64,14 +65,20 @@ type Instance struct {
 	aliasV6  string
 	client   *jail.Client
 	imageRef string
-	// benchRef is the workbench image the bench containers run (set by the image step).
-	benchRef string
 	image    *levimage.Image
 	source   levimage.Source
 	// settings are the user's lev settings (lev.config, lev.agents, lev.policy), read and
 	// validated on the host by New; settingsHash is their Hash.
 	settings     *levsettings.Bundle
 	settingsHash string
+	// benchRef is the workbench image (the agents' tools run in it), set by the image
+	// step; levBin/levDigest are the lev binary layered into it.
+	benchRef      string
+	levBin        string
+	levDigest     string
+	levErr        error
+	statusSum     string // the guest's package-state digest (debroot.StateDigestScript), from observe
+	tarballDigest string
 }
 
 // New derives an Instance. Nothing is touched.
@@ -127,6 +134,23 @@ func New(o Options) (*Instance, error) {
 	case levimage.Tarball:
 		in.imageRef = "tarball " + src.Path
 	}
+	// The workbench always carries lever's own static lev (it serves the exec channel),
+	// whichever lev image the lev containers use.
+	in.levBin = o.LevBinary
+	if src.Kind == levimage.Built {
+		in.levBin = src.Path
+	}
+	if in.levBin == "" {
+		in.levBin, in.levErr = levimage.FindLevBinary()
+	}
+	if in.levErr == nil {
+		if in.levErr = levimage.CheckStatic(in.levBin); in.levErr == nil {
+			in.levDigest, in.levErr = levimage.FileDigest(in.levBin)
+		}
+	}
+	if in.levErr != nil {
+		in.levErr = fmt.Errorf("the workbench needs the static lev binary: %w", in.levErr)
+	}
 	return in, nil
 }
 
@@ -181,7 +205,9 @@ func (in *Instance) levHomeBase() string {
 }
 
 // observeScript reads, in one guest call: the provisioning stamp and boot id, the run
-// user's uid, whether its podman service is up, and each agent's client certificate.
+// user's uid, whether its podman service is up, the digest of the guest's package state
+// (debroot.StateDigestScript: the default workbench's tag derives from it, so a warm up
+// finds it with no extra call), and each agent's client certificate.
 //
 // Per agent it also prints, before the certificate, "settings=<hash> dirs=<ok|missing>":
 // the hash file beside the pushed lev settings and whether the agent's lev home and bench
@@ -197,6 +223,9 @@ if [ "$uid" != none ]; then
 	st=$( [ -f "$pidf" ] && sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$pidf")/status" 2>/dev/null)
 	if [ -S "$sock" ] && { [ ! -f "$pidf" ] || { [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }; }; then echo up; else echo down; fi
 else echo down; fi
+echo @@
+` + debroot.StateDigestScript + `
+echo
 for a in "$@"; do echo "@@ $a"
 	[ "$uid" = none ] && continue
 	d=missing; [ -d "$levhome/$a" ] && [ -d "/run/user/$uid/lever/bench/$a" ] && d=ok
@@ -218,15 +247,18 @@ func (in *Instance) Observe(ctx context.Context) (Observed, provision.State) {
 	}
 	o.GuestReachable = true
 	secs := strings.Split(string(res.Stdout), "@@")
-	if len(secs) >= 3 {
+	if len(secs) >= 4 {
 		st = provision.ParseState([]byte(secs[0]))
 		o.StampCurrent = st.Current(in.provP)
 		if uid, err := strconv.Atoi(strings.TrimSpace(secs[1])); err == nil {
 			in.uid = uid
 		}
 		o.ServiceUp = strings.HasPrefix(strings.TrimSpace(secs[2]), "up")
+		if sum := strings.TrimSpace(secs[3]); len(sum) == 64 {
+			in.statusSum = sum
+		}
 		caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
-		for _, s := range secs[3:] {
+		for _, s := range secs[4:] {
 			name, body, _ := strings.Cut(strings.TrimPrefix(s, " "), "\n")
 			name = strings.TrimSpace(name)
 			line, cert, _ := strings.Cut(body, "\n")
@@ -245,6 +277,10 @@ func (in *Instance) Observe(ctx context.Context) (Observed, provision.State) {
 		if c, err := in.connect(ctx); err == nil {
 			if in.image != nil {
 				o.ImagePresent, _ = c.ImageExists(in.imageRef)
+			}
+			if ref, err := in.benchKnownRef(c); err == nil && ref != "" {
+				o.BenchRef = ref
+				o.BenchPresent, _ = c.ImageExists(ref)
 			}
 			if cs, err := c.List(in.cfg.Name); err == nil {
 				for _, s := range cs {
@@ -423,6 +459,9 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			if len(r.Changes) == 0 {
 				return false, "nothing to change (stamp refreshed)", nil
 			}
+			// Provisioning may have installed packages: the observed dpkg status digest
+			// is stale, so the image step reads the database again.
+			in.statusSum = ""
 			return true, strings.Join(r.Changes, "; "), nil
 		}},
 		{StepPodman, func(ctx context.Context) (bool, string, error) {
@@ -605,11 +644,30 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed) (bool, string, 
 	return true, strings.Join(parts, "; "), nil
 }
 
+// stepImage makes both images present: the lev image (the lev containers) and the
+// workbench (the agents' tools), each built or loaded once and found by its content tag
+// afterwards.
 func (in *Instance) stepImage(ctx context.Context) (bool, string, error) {
 	c, err := in.connect(ctx)
 	if err != nil {
 		return false, "", err
 	}
+	t0 := time.Now()
+	ch1, d1, err := in.stepLevImage(c)
+	if err != nil {
+		return false, "", err
+	}
+	if ch1 {
+		d1 += " in " + round(time.Since(t0))
+	}
+	ch2, d2, err := in.ensureBench(ctx, c)
+	if err != nil {
+		return false, "", fmt.Errorf("workbench: %w", err)
+	}
+	return ch1 || ch2, d1 + "; " + d2, nil
+}
+
+func (in *Instance) stepLevImage(c *jail.Client) (bool, string, error) {
 	switch in.source.Kind {
 	case levimage.Configured:
 		ok, err := c.ImageExists(in.imageRef)

@@ -42,6 +42,9 @@ type Observed struct {
 	Settings     map[string]bool
 	ImagePresent bool
 	ImageRef     string
+	// BenchPresent: the workbench image (BenchRef, content-addressed) is in podman.
+	BenchPresent bool
+	BenchRef     string
 	// Containers: name -> "running", "stopped", "stale" (spec changed) or absent.
 	Containers map[string]string
 }
@@ -109,10 +112,17 @@ func Plan(agents []string, containers []string, o Observed) []Planned {
 	} else {
 		add(StepEnrol, "create", strings.Join(enrol, "; "))
 	}
-	if o.ImagePresent {
-		add(StepImage, "keep", o.ImageRef+" is loaded")
-	} else {
-		add(StepImage, "create", "load "+o.ImageRef)
+	switch {
+	case o.ImagePresent && o.BenchPresent:
+		add(StepImage, "keep", o.ImageRef+" and workbench "+o.BenchRef+" are loaded")
+	case o.ImagePresent:
+		bench := o.BenchRef
+		if bench == "" {
+			bench = "(tag decided from the guest's packages)"
+		}
+		add(StepImage, "create", "build the workbench "+bench)
+	default:
+		add(StepImage, "create", "load "+o.ImageRef+" and the workbench")
 	}
 	var todo []string
 	for _, c := range containers {

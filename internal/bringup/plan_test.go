@@ -11,6 +11,7 @@ func healthy() Observed {
 		BrokerRunning: true, BrokerSANOK: true, Enrolled: map[string]bool{"manager": true, "worker-a": true},
 		Settings:     map[string]bool{"manager": true, "worker-a": true},
 		ImagePresent: true, ImageRef: "localhost/lever/lev:abc",
+		BenchPresent: true, BenchRef: "localhost/lever/workbench:def",
 		Containers: map[string]string{"lever-d-manager": "running", "lever-d-worker-a": "running"},
 	}
 }
@@ -39,6 +40,9 @@ func TestPlan(t *testing.T) {
 		{"settings stale on one agent", func(o *Observed) { o.Settings["worker-a"] = false }, StepEnrol, "create", "push lev settings and dirs to worker-a"},
 		{"cert and settings both", func(o *Observed) { o.Settings["manager"], o.Enrolled["manager"] = false, false }, StepEnrol, "create", "enrol manager; push lev settings and dirs to manager"},
 		{"image missing", func(o *Observed) { o.ImagePresent = false }, StepImage, "create", "localhost/lever/lev:abc"},
+		{"images present: keep", func(*Observed) {}, StepImage, "keep", "workbench localhost/lever/workbench:def are loaded"},
+		{"workbench missing", func(o *Observed) { o.BenchPresent = false }, StepImage, "create", "build the workbench localhost/lever/workbench:def"},
+		{"workbench tag not known yet", func(o *Observed) { o.BenchPresent, o.BenchRef = false, "" }, StepImage, "create", "decided from the guest's packages"},
 		{"worker stopped", func(o *Observed) { o.Containers["lever-d-worker-a"] = "stopped" }, StepLev, "create", "lever-d-worker-a (stopped)"},
 		{"manager absent", func(o *Observed) { delete(o.Containers, "lever-d-manager") }, StepLev, "create", "lever-d-manager (create)"},
 	}

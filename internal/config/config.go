@@ -76,6 +76,13 @@ type Lev struct {
 	Config string `yaml:"config"`
 	Agents string `yaml:"agents"`
 	Policy string `yaml:"policy"`
+	// BaseImage is the workbench's base: an image already in the guest's run-user podman
+	// (the project's own toolchain); lever layers /lev on top. Empty: the guest's own
+	// Debian packages.
+	BaseImage string `yaml:"base_image"`
+	// BaseTarball is the workbench's base as a docker-/oci-archive on the host, loaded
+	// through the forwarded podman socket.
+	BaseTarball string `yaml:"base_tarball"`
 }
 
 // Lima holds settings only the lima backend reads (a local guest image, for machines that

@@ -275,6 +275,15 @@ func TestLoadRejects(t *testing.T) {
 			want: `{f}:8: lev.image_tarball: set lev.image or lev.image_tarball, not both`},
 		{name: "lev tarball missing", body: base + "lev:\n  image_tarball: lev.tar\n",
 			want: `{f}:7: lev.image_tarball: {d}/lev.tar is not a file`},
+		{name: "lev base image and base tarball", body: base + "lev:\n  base_image: x\n  base_tarball: key\n",
+			want: `{f}:8: lev.base_tarball: set lev.base_image or lev.base_tarball, not both`},
+		{name: "lev base tarball missing", body: base + "lev:\n  base_tarball: base.tar\n",
+			want: `{f}:7: lev.base_tarball: {d}/base.tar is not a file`},
+		{name: "lev base tarball inside the tree", body: base + "lev:\n  base_tarball: proj/base.tar\n",
+			setup: func(t *testing.T, dir string) { writeFile(t, filepath.Join(dir, "proj", "base.tar"), 0o644) },
+			want:  `{f}:7: lev.base_tarball: {d}/proj/base.tar is inside the tree ({d}/proj), which the agents can write; keep the base image outside the tree`},
+		{name: "lev base image with a newline", body: base + "lev:\n  base_image: \"debian\\nRUN x\"\n",
+			want: `{f}:7: lev.base_image: "debian\nRUN x" is not an image reference or ID`},
 		{name: "lev blueprint outside the tree", body: base + "lev:\n  blueprint: /etc/blueprint.yaml\n",
 			want: `{f}:7: lev.blueprint: "/etc/blueprint.yaml" must be a relative path to the tree`},
 
@@ -380,7 +389,7 @@ func TestLoadAccepts(t *testing.T) {
 					t.Errorf("TreePath %q", c.TreePath)
 				}
 			}},
-		{name: "host paths become absolute", body: base + "lev:\n  image_tarball: key\nlima:\n  image: key\n  kernel: ~/vmlinuz\n  initrd: key\n  limactl: bin/limactl\n  accel: tcg\n",
+		{name: "host paths become absolute", body: base + "lev:\n  image_tarball: key\n  base_tarball: key\nlima:\n  image: key\n  kernel: ~/vmlinuz\n  initrd: key\n  limactl: bin/limactl\n  accel: tcg\n",
 			setup: func(t *testing.T, dir string) {
 				home := t.TempDir()
 				t.Setenv("HOME", home)
@@ -393,8 +402,14 @@ func TestLoadAccepts(t *testing.T) {
 				if diff := cmp.Diff(want, c.Lima); diff != "" {
 					t.Errorf("lima (-want +got):\n%s", diff)
 				}
-				if c.Lev.ImageTarball != filepath.Join(c.Dir, "key") || c.Broker.APIKeyFile != filepath.Join(c.Dir, "key") {
+				if c.Lev.ImageTarball != filepath.Join(c.Dir, "key") || c.Lev.BaseTarball != filepath.Join(c.Dir, "key") || c.Broker.APIKeyFile != filepath.Join(c.Dir, "key") {
 					t.Errorf("lev %+v broker %+v", c.Lev, c.Broker)
+				}
+			}},
+		{name: "lev base image reference", body: base + "lev:\n  base_image: localhost/proj/toolchain:1.2\n",
+			check: func(t *testing.T, c *Config) {
+				if c.Lev.BaseImage != "localhost/proj/toolchain:1.2" {
+					t.Errorf("base_image %q", c.Lev.BaseImage)
 				}
 			}},
 		{name: "null values are unset", body: base + "manager:\nworkers:\negress:\n",

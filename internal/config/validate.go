@@ -25,6 +25,10 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,55}[a-z0-9])?$`)
 
 var sizeRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?\s*(B|K|M|G|T|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$`)
 
+// imageRefRE: a podman image name, name:tag, name@digest or ID (it reaches the podman
+// API; no whitespace or control characters).
+var imageRefRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
+
 type validator struct {
 	file  string
 	lines keyLines
@@ -425,6 +429,22 @@ func (v *validator) lev(c *Config) {
 		c.Lev.ImageTarball = hostPath(c, c.Lev.ImageTarball)
 		if st, err := os.Stat(c.Lev.ImageTarball); err != nil || !st.Mode().IsRegular() {
 			v.add("lev.image_tarball", "%s is not a file", c.Lev.ImageTarball)
+		}
+	}
+	if c.Lev.BaseImage != "" && c.Lev.BaseTarball != "" {
+		v.add("lev.base_tarball", "set lev.base_image or lev.base_tarball, not both")
+	}
+	if c.Lev.BaseImage != "" && !imageRefRE.MatchString(c.Lev.BaseImage) {
+		v.add("lev.base_image", "%q is not an image reference or ID", c.Lev.BaseImage)
+	}
+	if c.Lev.BaseTarball != "" {
+		c.Lev.BaseTarball = hostPath(c, c.Lev.BaseTarball)
+		if st, err := os.Stat(c.Lev.BaseTarball); err != nil || !st.Mode().IsRegular() {
+			v.add("lev.base_tarball", "%s is not a file", c.Lev.BaseTarball)
+		} else if real, err := filepath.EvalSymlinks(c.Lev.BaseTarball); err == nil && c.TreePath != "" && within(c.TreePath, real) {
+			// The agents write the tree: a base there would let an agent choose what every
+			// agent's workbench (a worker's too) is made of at the next lever up.
+			v.add("lev.base_tarball", "%s is inside the tree (%s), which the agents can write; keep the base image outside the tree", real, c.TreePath)
 		}
 	}
 	if c.Lev.Blueprint != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/containers/podman/v5/libpod/define"
 	"github.com/containers/podman/v5/pkg/bindings"
@@ -21,6 +22,9 @@ type Client struct {
 	// (never on the unchanged path). Podman resolves bind-mount sources at every start,
 	// and the in-tree sources are writable by the agents: bring-up checks them here.
 	BeforeStart func(Container) error
+	// imageWrites counts image loads and builds through this client (a warm bring-up
+	// makes none; tests assert it).
+	imageWrites atomic.Int64
 }
 
 // Connect opens the bindings connection (unix:///run/user/UID/podman/podman.sock, or an
@@ -45,6 +49,7 @@ func (c *Client) ImageExists(ref string) (bool, error) {
 // LoadArchive streams a docker-archive or oci-archive into the guest's podman and returns
 // the names it loaded.
 func (c *Client) LoadArchive(archive []byte) ([]string, error) {
+	c.imageWrites.Add(1)
 	rep, err := images.Load(c.ctx, bytes.NewReader(archive))
 	if err != nil {
 		return nil, fmt.Errorf("loading image archive into rootless podman: %w", err)

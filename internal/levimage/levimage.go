@@ -80,25 +80,39 @@ func Build(s Spec) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	layerSum := sha256.Sum256(layer)
-	layerHex := hex.EncodeToString(layerSum[:])
 	arch := s.Arch
 	if arch == "" {
 		arch = "amd64"
 	}
+	rc := runConfig{
+		Entrypoint: []string{"/lev"},
+		Cmd:        []string{"serve"},
+		Env:        []string{"PATH=/", "HOME=/tmp", "SSL_CERT_DIR=/etc/ssl/certs"},
+		WorkingDir: "/lever",
+		Labels:     map[string]string{"io.lever.role": "lev"},
+	}
+	return assemble(arch, rc, [][]byte{layer}, []string{"lever levimage.Build"}, func(cfgHex string) string {
+		return Repo + ":" + cfgHex[:12]
+	})
+}
+
+// assemble writes a docker-archive of layers (bottom first) under the config rc; tag
+// names the image from its config digest's hex.
+func assemble(arch string, rc runConfig, layers [][]byte, createdBy []string, tag func(cfgHex string) string) (*Image, error) {
 	cfg := imageConfig{
 		Created:      epoch.Format(time.RFC3339),
 		Architecture: arch,
 		OS:           "linux",
-		Config: runConfig{
-			Entrypoint: []string{"/lev"},
-			Cmd:        []string{"serve"},
-			Env:        []string{"PATH=/", "HOME=/tmp", "SSL_CERT_DIR=/etc/ssl/certs"},
-			WorkingDir: "/lever",
-			Labels:     map[string]string{"io.lever.role": "lev"},
-		},
-		RootFS:  rootFS{Type: "layers", DiffIDs: []string{"sha256:" + layerHex}},
-		History: []history{{Created: epoch.Format(time.RFC3339), CreatedBy: "lever levimage.Build"}},
+		Config:       rc,
+		RootFS:       rootFS{Type: "layers"},
+	}
+	var layerHexes []string
+	for i, l := range layers {
+		sum := sha256.Sum256(l)
+		h := hex.EncodeToString(sum[:])
+		layerHexes = append(layerHexes, h)
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, "sha256:"+h)
+		cfg.History = append(cfg.History, history{Created: epoch.Format(time.RFC3339), CreatedBy: createdBy[i]})
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
@@ -106,23 +120,31 @@ func Build(s Spec) (*Image, error) {
 	}
 	cfgSum := sha256.Sum256(cfgJSON)
 	cfgHex := hex.EncodeToString(cfgSum[:])
-	ref := Repo + ":" + cfgHex[:12]
-	manifest := []manifestEntry{{
-		Config:   cfgHex + ".json",
-		RepoTags: []string{ref},
-		Layers:   []string{layerHex + "/layer.tar"},
-	}}
-	manJSON, err := json.Marshal(manifest)
+	ref := tag(cfgHex)
+	entry := manifestEntry{Config: cfgHex + ".json", RepoTags: []string{ref}}
+	for _, h := range layerHexes {
+		entry.Layers = append(entry.Layers, h+"/layer.tar")
+	}
+	manJSON, err := json.Marshal([]manifestEntry{entry})
 	if err != nil {
 		return nil, fmt.Errorf("encoding manifest: %w", err)
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
+	seen := map[string]bool{}
+	for i, h := range layerHexes {
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		if err := writeFile(tw, h+"/layer.tar", 0o644, layers[i]); err != nil {
+			return nil, fmt.Errorf("writing docker-archive layer %s: %w", h, err)
+		}
+	}
 	for _, f := range []struct {
 		name string
 		data []byte
 	}{
-		{layerHex + "/layer.tar", layer},
 		{cfgHex + ".json", cfgJSON},
 		{"manifest.json", manJSON},
 	} {

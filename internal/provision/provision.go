@@ -26,8 +26,11 @@ func Script() string { return script }
 // DefaultPackages are what the jail needs: iptables for LEVER_EGRESS, nftables for reading
 // it back on nf_tables guests (a rule `iptables -S` cannot print; verification fails closed
 // without nft), podman and uidmap for the run user's rootless containers, and a rootless
-// network helper (pasta, else slirp4netns).
-var DefaultPackages = []string{"iptables", "nftables", "podman", "uidmap", "passt|slirp4netns", "runc|crun"}
+// network helper (pasta, else slirp4netns); and what the default workbench image is made
+// of beyond Debian's essential set (git, make, CA roots: see levimage.WorkbenchPackages;
+// installed here, from the guest's configured sources, because nothing is downloaded
+// inside the jail).
+var DefaultPackages = []string{"iptables", "nftables", "podman", "uidmap", "passt|slirp4netns", "runc|crun", "git", "make", "ca-certificates"}
 
 // DefaultStamp is the stamp's place in a VM guest.
 const DefaultStamp = "/var/lib/lever/provision.stamp"

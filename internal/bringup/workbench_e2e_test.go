@@ -1,0 +1,380 @@
+//go:build e2e
+
+package bringup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/brokerctl"
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/testutil"
+)
+
+func wbFreePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func wbLevBinary(t testing.TB) string {
+	if p, err := filepath.Abs("../../bin/lev"); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	out := filepath.Join(t.TempDir(), "lev")
+	cmd := exec.Command("go", "build", "-o", out, "../../cmd/lev")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building lev: %v: %s", err, b)
+	}
+	return out
+}
+
+// TestWorkbenchImageE2E brings a closed-egress netns jail up on this machine (its real
+// dpkg database, the test user's rootless podman, no registry): the image step builds the
+// workbench from the guest's own packages and loads it; a container of it, with the jail's
+// hardening, runs git, make and finds the CA bundle, and /lev runs. A second bring-up
+// finds the tag from the observe call's dpkg digest: no image load or build, no guest
+// call in the image step. A user base (lev.base_image) is layered once likewise.
+// wbJail is a closed-egress netns jail config on this machine, not yet up; first is the
+// instance whose cleanup tears it all down.
+type wbJail struct {
+	sfx, dir, tree, lev, cfgPath, exe string
+}
+
+func newWBJail(t testing.TB) *wbJail {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "podman")
+	testutil.RequireTool(t, "iptables")
+	b := make([]byte, 3)
+	rand.Read(b)
+	j := &wbJail{sfx: hex.EncodeToString(b), dir: t.TempDir()}
+	os.Chmod(j.dir, 0o755)
+	os.Chmod(filepath.Dir(j.dir), 0o755)
+	j.tree = filepath.Join(j.dir, "tree")
+	os.MkdirAll(j.tree, 0o777)
+	os.Chmod(j.tree, 0o777)
+	keyFile := filepath.Join(j.dir, "api-key")
+	os.WriteFile(keyFile, []byte("sk-wb-"+j.sfx+"\n"), 0o600)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	jp, ap := wbFreePort(t), wbFreePort(t)
+	j.cfgPath = filepath.Join(j.dir, "lever.yaml")
+	body := fmt.Sprintf("name: w%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n", j.sfx, jp, keyFile, srv.URL, jp, ap)
+	os.WriteFile(j.cfgPath, []byte(body), 0o644)
+	t.Setenv("LEVER_DEV_NETNS", "1")
+	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
+	t.Setenv("LEVER_STATE_DIR", filepath.Join(j.dir, "state"))
+	j.lev = wbLevBinary(t)
+	t.Setenv("LEVER_LEV_BINARY", j.lev)
+	t.Setenv("LEVER_TEST_AS_LEVER", "1")
+	j.exe, _ = os.Executable()
+	return j
+}
+
+func (j *wbJail) mk(t testing.TB) *Instance {
+	t.Helper()
+	cfg, err := config.Load(j.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be, err := backend.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := New(Options{Cfg: cfg, Backend: be, Exe: j.exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// teardown removes the broker, the run user (podman storage included) and the namespace.
+func (j *wbJail) teardown(t testing.TB, in *Instance) {
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		brokerctl.Stop(cctx, in.cfg.StateDir(), 10*time.Second)
+		in.Teardown(cctx)
+		in.b.Destroy(cctx)
+	})
+}
+
+func TestWorkbenchImageE2E(t *testing.T) {
+	j := newWBJail(t)
+	sfx, dir, tree, lev, exe := j.sfx, j.dir, j.tree, j.lev, j.exe
+	mk := func() *Instance { return j.mk(t) }
+	ctx := context.Background()
+	first := mk()
+	j.teardown(t, first)
+	imageStep := func(r *Result) StepResult {
+		for _, s := range r.Steps {
+			if s.ID == StepImage {
+				return s
+			}
+		}
+		t.Fatal("no image step")
+		return StepResult{}
+	}
+
+	// 1. cold: built from the guest's packages and loaded
+	res, err := first.Execute(ctx)
+	if err != nil {
+		t.Fatalf("first up: %v", err)
+	}
+	cold := imageStep(res)
+	t.Logf("cold image step: %s in %s, %d guest calls", cold.Detail, cold.Duration, cold.Calls)
+	if !cold.Changed || !strings.Contains(cold.Detail, "built from") || first.benchRef == "" {
+		t.Fatalf("cold image step did not build the workbench: %+v", cold)
+	}
+	if cold.Calls != 2 {
+		t.Errorf("cold workbench build made %d guest calls, want 2 (read dpkg, tar)", cold.Calls)
+	}
+	if n := first.client.ImageWrites(); n != 2 { // the lev image and the workbench
+		t.Errorf("cold up made %d image loads/builds, want 2", n)
+	}
+	info, err := first.client.Image(first.benchRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("workbench %s: %d MiB", first.benchRef, info.Size>>20)
+
+	// 2. inside, under the jail's confinement
+	runtime := os.Getenv("LEVER_OCI_RUNTIME") // as Containers(): provisioning picked the default
+	ct := func(name string) jail.Container {
+		return jail.Container{
+			Name: "lever-w" + sfx + "-" + name, Image: first.benchRef, Runtime: runtime,
+			PidsLimit: 256, MemoryBytes: 512 << 20,
+			Env:    map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp"},
+			Mounts: []jail.Mount{{Source: tree, Dest: jail.TreeDir}},
+			Labels: map[string]string{jail.LabelInstance: "w" + sfx},
+		}
+	}
+	cases := []struct {
+		name       string
+		entrypoint []string
+		cmd        []string
+		wantCode   int32
+		want       []string
+	}{
+		{"userland", []string{"/bin/sh", "-c"},
+			[]string{"git --version && make --version && ls /etc/ssl/certs/ca-certificates.crt && awk 'BEGIN{print \"awk ok\"}' && tar --version && diff --version && find /usr/bin -name sed && grep -c . /etc/ssl/certs/ca-certificates.crt"},
+			0, []string{"git version", "GNU Make", "/etc/ssl/certs/ca-certificates.crt", "awk ok", "GNU tar", "diff (GNU diffutils)", "/usr/bin/sed"}},
+		{"git works in the tree", []string{"/bin/sh", "-c"},
+			[]string{"cd /lever && git init -q w && cd w && echo hi > f && git add f && git -c user.email=a@b -c user.name=a commit -qm m && git log --oneline | wc -l"},
+			0, []string{"1"}},
+		{"confinement", []string{"/bin/sh", "-c"},
+			[]string{"grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; touch /usr/bin/x 2>&1 || echo rootfs-readonly; find / -xdev -perm /6000 -type f 2>/dev/null | wc -l"},
+			0, []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "rootfs-readonly"}},
+		// negative control: the image is not the lev-only image (which has no shell)
+		{"no such tool", []string{"/bin/sh", "-c"}, []string{"nosuchtool"}, 127, []string{"not found"}},
+		{"lev runs", []string{"/lev"}, []string{"--help"}, 0, []string{"lev"}},
+	}
+	if out, err := exec.Command(lev, "bench", "--help").CombinedOutput(); err == nil {
+		cases = append(cases, struct {
+			name       string
+			entrypoint []string
+			cmd        []string
+			wantCode   int32
+			want       []string
+		}{"lev bench", []string{"/lev"}, []string{"bench", "--help"}, 0, []string{"serve"}})
+	} else {
+		t.Logf("this lev has no bench command yet (%s): /lev bench --help not checked", strings.TrimSpace(string(out)))
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ct(fmt.Sprintf("probe%d", i))
+			c.Command = tc.cmd
+			code, out, err := first.client.RunOnce(c, tc.entrypoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d: %s", code, tc.wantCode, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if tc.name == "confinement" {
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				if last := lines[len(lines)-1]; last != "0" {
+					t.Errorf("%s setuid/setgid files in the workbench", last)
+				}
+			}
+		})
+	}
+
+	// 3. warm: a new instance (a new `lever up`) finds the tag with no load and no call
+	second := mk()
+	res, err = second.Execute(ctx)
+	if err != nil {
+		t.Fatalf("second up: %v", err)
+	}
+	warm := imageStep(res)
+	t.Logf("warm image step: %s in %s, %d guest calls; up total %d guest calls", warm.Detail, warm.Duration, warm.Calls, res.GuestCalls)
+	if warm.Changed || warm.Calls != 0 || !strings.Contains(warm.Detail, "workbench "+first.benchRef+" present") || second.benchRef != first.benchRef {
+		t.Errorf("warm image step: %+v (benchRef %s)", warm, second.benchRef)
+	}
+	if n := second.client.ImageWrites(); n != 0 {
+		t.Errorf("warm up made %d image loads/builds, want 0", n)
+	}
+	// positive control for the counter: the observed digest is what makes it warm;
+	// without it the same instance reads the guest again (and still loads nothing).
+	third := mk()
+	third.Observe(ctx)
+	third.statusSum = ""
+	c3, err := third.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := third.Runner.Calls()
+	ch, detail, err := third.ensureBench(ctx, c3)
+	if err != nil || ch || third.Runner.Calls()-calls != 1 || c3.ImageWrites() != 0 {
+		t.Errorf("without the observed digest: changed %v, %d calls, %d writes, %q, %v", ch, third.Runner.Calls()-calls, c3.ImageWrites(), detail, err)
+	}
+
+	// 4. a user base already in podman: the workbench itself serves as one (it has a
+	// shell); lev is layered on it in podman, once.
+	// bad input first: a base that is not in podman is named, and nothing is built
+	bad := mk()
+	bad.cfg.Lev.BaseImage = "localhost/lever/nosuch:1"
+	bad.Observe(ctx)
+	cb, err := bad.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := bad.ensureBench(ctx, cb); err == nil || !strings.Contains(err.Error(), "lev.base_image localhost/lever/nosuch:1 is not in the run user's podman") || cb.ImageWrites() != 0 {
+		t.Errorf("missing base image: %v, %d image writes", err, cb.ImageWrites())
+	}
+	cfg := mk().cfg
+	cfg.Lev.BaseImage = first.benchRef
+	be, _ := backend.New(cfg)
+	ub, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ub.Observe(ctx)
+	cu, err := ub.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	ch, detail, err = ub.ensureBench(ctx, cu)
+	if err != nil || !ch || ub.benchRef == "" || ub.benchRef == first.benchRef {
+		t.Fatalf("user base: changed %v ref %s: %q %v", ch, ub.benchRef, detail, err)
+	}
+	t.Logf("user base layered in %s: %s", time.Since(t0), detail)
+	c := ct("userbase")
+	c.Image, c.Command = ub.benchRef, []string{"test -x /lev && /lev --help >/dev/null && git --version"}
+	if code, out, err := cu.RunOnce(c, []string{"/bin/sh", "-c"}); err != nil || code != 0 || !strings.Contains(out, "git version") {
+		t.Errorf("user-base workbench: exit %d %v: %s", code, err, out)
+	}
+	ch, detail, err = ub.ensureBench(ctx, cu)
+	if err != nil || ch || cu.ImageWrites() != 1 || !strings.Contains(detail, "present") {
+		t.Errorf("user base again: changed %v, %d writes, %q, %v", ch, cu.ImageWrites(), detail, err)
+	}
+
+	// 5. a base tarball on the host: lever's own lev-only image archive stands for one
+	// (no shell: the layered image runs /lev); loaded and layered once.
+	levIm, err := levimage.Build(levimage.Spec{LevBinary: lev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarPath := filepath.Join(dir, "base.tar")
+	os.WriteFile(tarPath, levIm.Archive, 0o644)
+	cfg = mk().cfg
+	cfg.Lev.BaseTarball = tarPath
+	be, _ = backend.New(cfg)
+	tb, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Observe(ctx)
+	ct5, err := tb.connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, detail, err = tb.ensureBench(ctx, ct5)
+	if err != nil || !ch || tb.benchRef == "" || ct5.ImageWrites() != 2 { // load + layer
+		t.Fatalf("base tarball: changed %v ref %s writes %d: %q %v", ch, tb.benchRef, ct5.ImageWrites(), detail, err)
+	}
+	c = ct("tarbase")
+	c.Image, c.Command = tb.benchRef, []string{"--help"}
+	if code, out, err := ct5.RunOnce(c, []string{"/lev"}); err != nil || code != 0 {
+		t.Errorf("tarball-base workbench: exit %d %v: %s", code, err, out)
+	}
+	tb2 := mk()
+	tb2.cfg.Lev.BaseTarball = tarPath
+	tb2.Observe(ctx)
+	ct6, _ := tb2.connect(ctx)
+	ch, detail, err = tb2.ensureBench(ctx, ct6)
+	if err != nil || ch || ct6.ImageWrites() != 0 || tb2.benchRef != tb.benchRef {
+		t.Errorf("base tarball again: changed %v, %d writes, %q, %v", ch, ct6.ImageWrites(), detail, err)
+	}
+}
+
+// BenchmarkWorkbench: the default workbench's cold build (read dpkg, plan, tar, normalise,
+// assemble, load; once, in the parent, which runs a single time because it has a
+// sub-benchmark) and a warm bring-up's image decision (b.N times: a new instance's observe
+// call plus the image check), with the image's size.
+func BenchmarkWorkbench(b *testing.B) {
+	j := newWBJail(b)
+	ctx := context.Background()
+	first := j.mk(b)
+	j.teardown(b, first)
+	res, err := first.Execute(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cold StepResult
+	for _, s := range res.Steps {
+		if s.ID == StepImage {
+			cold = s
+		}
+	}
+	info, err := first.client.Image(first.benchRef)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("warm", func(b *testing.B) {
+		var calls int64
+		for i := 0; i < b.N; i++ {
+			in := j.mk(b)
+			in.Observe(ctx)
+			c, err := in.connect(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c0 := in.Runner.Calls()
+			if ch, d, err := in.ensureBench(ctx, c); err != nil || ch {
+				b.Fatalf("warm: changed %v %q %v", ch, d, err)
+			}
+			calls += in.Runner.Calls() - c0
+		}
+		b.ReportMetric(float64(cold.Duration.Milliseconds()), "cold-image-step-ms")
+		b.ReportMetric(float64(cold.Calls), "cold-guest-calls")
+		b.ReportMetric(float64(calls)/float64(b.N), "warm-guest-calls/op")
+		b.ReportMetric(float64(info.Size)/(1<<20), "image-MiB")
+	})
+}
