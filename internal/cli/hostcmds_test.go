@@ -84,7 +84,7 @@ func lever(args ...string) (int, string, string) {
 const (
 	mgrC   = "lever-unit-manager"
 	docsC  = "lever-unit-worker-docs"
-	runsM  = `[{"id":"r-20261130-100000-aaaaaa","agent":"starter","status":"completed","stage":0,"stages":[{"name":"work"}],"created":"2026-11-30T10:00:00Z"}]`
+	runsM  = `[{"id":"r-20261130-100000-aaaaaa","agent":"starter","status":"completed","stage":0,"stage_name":"work","stages":2,"created":"2026-11-30T10:00:00Z"}]`
 	runsW  = `[{"id":"r-20261130-090000-bbbbbb","agent":"docsbot","status":"running","stage":0,"stages":[{"name":"w"}],"created":"2026-11-30T09:00:00Z"},{"id":"r-20261130-100000-aaaaaa","agent":"x","status":"failed","created":"2026-11-30T10:00:01Z"}]`
 	runsW1 = `[{"id":"r-20261130-090000-bbbbbb","agent":"docsbot","status":"running","stage":0,"stages":[{"name":"w"}],"created":"2026-11-30T09:00:00Z"}]`
 )
@@ -244,7 +244,8 @@ func TestPsMerges(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "AGENT") || !strings.HasPrefix(lines[1], "docs ") || !strings.HasPrefix(lines[2], "manager ") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "AGENT") || !strings.HasPrefix(lines[1], "docs ") || !strings.HasPrefix(lines[2], "manager ") ||
+		!strings.Contains(lines[1], "1/1 w") || !strings.Contains(lines[2], "1/2 work") {
 		t.Errorf("ps:\n%s", out)
 	}
 	code, out, _ = lever("ps", "--json", "-c", cfg)

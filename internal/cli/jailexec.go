@@ -177,17 +177,37 @@ func execCapture(cmd *cobra.Command, c execer, container string, argv []string) 
 	return out.Bytes(), nil
 }
 
-// levRun is the part of lev's run record lever shows; the whole record is passed on
+// levRun is the part of a `lev ps --json` row lever shows; the whole row is passed on
 // unchanged in --json output.
 type levRun struct {
-	ID      string    `json:"id"`
-	Agent   string    `json:"agent"`
-	Status  string    `json:"status"`
-	Stage   int       `json:"stage"`
-	Created time.Time `json:"created"`
-	Stages  []struct {
-		Name string `json:"name"`
-	} `json:"stages"`
+	ID        string    `json:"id"`
+	Agent     string    `json:"agent"`
+	Status    string    `json:"status"`
+	Stage     int       `json:"stage"`
+	StageName string    `json:"stage_name"`
+	Created   time.Time `json:"created"`
+	// Stages is the stage count (lev ps --json) or the record's stage list.
+	Stages json.RawMessage `json:"stages"`
+}
+
+// stage renders "N/M name", or "-" when lev gave no stage.
+func (r levRun) stage() string {
+	n, name := 0, r.StageName
+	if err := json.Unmarshal(r.Stages, &n); err != nil {
+		var list []struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(r.Stages, &list) == nil {
+			n = len(list)
+			if r.Stage < n && name == "" {
+				name = list[r.Stage].Name
+			}
+		}
+	}
+	if n == 0 || r.Stage >= n {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d %s", r.Stage+1, n, name)
 }
 
 // jailRun is one run as lever ps --json prints it: the agent (manager or the worker's

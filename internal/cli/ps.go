@@ -70,11 +70,7 @@ func (o *psOptions) run(cmd *cobra.Command) error {
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "AGENT\tRUN\tBLUEPRINT\tSTATUS\tSTAGE\tCREATED")
 		for _, r := range out.Runs {
-			stage := "-"
-			if r.info.Stage < len(r.info.Stages) {
-				stage = fmt.Sprintf("%d/%d %s", r.info.Stage+1, len(r.info.Stages), r.info.Stages[r.info.Stage].Name)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Agent, r.info.ID, r.info.Agent, r.info.Status, stage, r.info.Created.Local().Format("2006-01-02 15:04:05"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Agent, r.info.ID, r.info.Agent, r.info.Status, r.info.stage(), r.info.Created.Local().Format("2006-01-02 15:04:05"))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
