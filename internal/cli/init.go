@@ -63,18 +63,18 @@ writes nothing; it writes nothing on any other error either.`,
 func (o *initOptions) run(cmd *cobra.Command) error {
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
-		return usageErr("lever init %s: %v", o.dir, err)
+		return usageErr("%s: %v", o.dir, err)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return usageErr("lever init: %s is not a directory: create the project directory first", dir)
+		return usageErr("%s is not a directory: create the project directory first", dir)
 	}
 	// Refuse before anything else, so nothing is probed or written over an existing file
 	// (a symlink counts as existing: writing through it would land somewhere else).
 	for _, f := range []string{initConfigFile, initBlueprintFile} {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-			return usageErr("lever init: %s already exists: lever init never overwrites a file (move it away, or edit it)", filepath.Join(dir, f))
+			return usageErr("%s already exists: lever init never overwrites a file (move it away, or edit it)", filepath.Join(dir, f))
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return usageErr("lever init: %s: %v", filepath.Join(dir, f), err)
+			return usageErr("%s: %v", filepath.Join(dir, f), err)
 		}
 	}
 	chosen, why, err := chooseBackend(ctx(cmd))
@@ -84,7 +84,7 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 	name := instanceName(dir)
 	yaml := renderInitConfig(name, chosen, why)
 	if err := checkInitConfig(yaml); err != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("lever init: the lever.yaml it would write does not load (a lever bug): %w", err)}
+		return &ExitError{Code: 1, Err: fmt.Errorf("the lever.yaml it would write does not load (a lever bug): %w", err)}
 	}
 	files := []struct {
 		rel  string
@@ -102,16 +102,16 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 		made = append(made, created...)
 		if err != nil {
 			undo()
-			return &ExitError{Code: 1, Err: fmt.Errorf("lever init: %w; nothing was written", err)}
+			return &ExitError{Code: 1, Err: fmt.Errorf("%w; nothing was written", err)}
 		}
 		// O_EXCL: a file that appeared since the check is refused, never overwritten.
 		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			undo()
 			if errors.Is(err, fs.ErrExist) {
-				return usageErr("lever init: %s already exists: lever init never overwrites a file; nothing was written", p)
+				return usageErr("%s already exists: lever init never overwrites a file; nothing was written", p)
 			}
-			return &ExitError{Code: 1, Err: fmt.Errorf("lever init: %w; nothing was written", err)}
+			return &ExitError{Code: 1, Err: fmt.Errorf("%w; nothing was written", err)}
 		}
 		made = append(made, p)
 		_, werr := fh.WriteString(f.data)
@@ -120,7 +120,7 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 		}
 		if werr != nil {
 			undo()
-			return &ExitError{Code: 1, Err: fmt.Errorf("lever init: writing %s: %w; nothing was written", p, werr)}
+			return &ExitError{Code: 1, Err: fmt.Errorf("writing %s: %w; nothing was written", p, werr)}
 		}
 	}
 	out := initOut{Dir: dir, Backend: chosen, Name: name, Written: []string{initConfigFile, initBlueprintFile}}
@@ -168,17 +168,14 @@ func chooseBackend(ctx context.Context) (string, string, error) {
 		for _, r := range m.Backends {
 			why = append(why, r.Name+": "+r.Available.Reason)
 		}
-		return "", "", fmt.Errorf("lever init: no backend is usable on this host (%s): lever backends says what each needs; nothing was written", strings.Join(why, "; "))
+		return "", "", fmt.Errorf("no backend is usable on this host (%s): lever backends says what each needs; nothing was written", strings.Join(why, "; "))
 	}
-	why := "usable here"
+	why := "usable"
 	if pick.Available.Tool != "" {
-		why = "usable here with " + pick.Available.Tool
-		if pick.Available.Version != "" {
-			why += " " + strings.SplitN(pick.Available.Version, "\n", 2)[0]
-		}
+		why = "usable with " + pick.Available.Tool
 	}
 	if !pick.HypervisorBoundary {
-		why += "; NO hypervisor boundary: development only"
+		why += ", NO hypervisor boundary: development only"
 	}
 	return pick.Name, why, nil
 }
@@ -220,11 +217,12 @@ func renderInitConfig(name, backendName, why string) string {
 # Every key: docs/config.md. The daily loop (up, run, logs, shell, stop): docs/daily.md.
 
 # The instance name; the guest machine is lever-<name>.
-name: %s
-# The containment backend. lever init chose the one lever backends found %s.
+name: %[1]s
+# The containment backend, chosen by lever init from what lever backends found here:
+# %[3]s, %[2]s.
 # lima and orbstack put a hypervisor boundary between the agents and this host; netns does
 # not (development only, and only with LEVER_DEV_NETNS=1).
-backend: %s
+backend: %[3]s
 # The only host directory the jail sees, mounted writable at /lever.
 tree: .
 # closed: the jail reaches only the broker, which holds your API key on the host.
@@ -254,7 +252,7 @@ broker:
 
 lev:
   # What lever run runs when given no AGENT: the starter blueprint lever init wrote.
-  blueprint: %s
+  blueprint: %[4]s
 `, name, why, backendName, initBlueprintFile)
 }
 
