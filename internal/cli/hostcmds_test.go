@@ -102,10 +102,11 @@ func TestHostCommandArgv(t *testing.T) {
 	}{
 		{"run default agent in manager", []string{"run"}, runsW1, mgrC, []string{"/lev", "run"}},
 		{"run with every flag", []string{"run", "fixer", "--input", "fix it", "--yolo", "--allow", "shell", "--allow", "write_file", "--detach", "--json"}, runsW1, mgrC,
-			[]string{"/lev", "run", "--input", "fix it", "--yolo", "--allow", "shell", "--allow", "write_file", "--detach", "--json", "--", "fixer"}},
+			[]string{"/lev", "run", "--input=fix it", "--yolo", "--allow=shell", "--allow=write_file", "--detach", "--json", "--", "fixer"}},
 		{"run in a worker", []string{"run", "docsbot", "--worker", "docs"}, runsW1, docsC, []string{"/lev", "run", "--", "docsbot"}},
 		{"run: an agent named like a flag stays the agent", []string{"run", "--", "--workdir=/"}, runsW1, mgrC, []string{"/lev", "run", "--", "--workdir=/"}},
-		{"run: input that looks like a flag stays the input", []string{"run", "--input", "--yolo"}, runsW1, mgrC, []string{"/lev", "run", "--input", "--yolo"}},
+		{"run: input that looks like a flag stays the input", []string{"run", "--input", "--yolo"}, runsW1, mgrC, []string{"/lev", "run", "--input=--yolo"}},
+		{"run: an --allow value like a flag stays the value", []string{"run", "--allow", "--yolo"}, runsW1, mgrC, []string{"/lev", "run", "--allow=--yolo"}},
 		{"logs finds the manager's run", []string{"logs", "r-20261130-100000-aaaaaa"}, runsW1, mgrC, []string{"/lev", "logs", "--", "r-20261130-100000-aaaaaa"}},
 		{"logs finds a worker's run", []string{"logs", "-f", "--json", "r-20261130-090000-bbbbbb"}, runsW1, docsC, []string{"/lev", "logs", "--follow", "--json", "--", "r-20261130-090000-bbbbbb"}},
 		{"logs AGENT/ID picks the agent", []string{"logs", "docs/r-20261130-100000-aaaaaa"}, runsW, docsC, []string{"/lev", "logs", "--", "r-20261130-100000-aaaaaa"}},
@@ -162,7 +163,7 @@ func TestHostCommandBadInput(t *testing.T) {
 		argvs string   // control: the last argv, joined
 	}{
 		{name: "--input with --input-file", args: []string{"run", "--input", "x", "--input-file", inFile}, want: []string{"--input and --input-file", "one way"}},
-		{name: "control: --input-file alone", args: []string{"run", "--input-file", inFile}, argvs: "/lev run --input task from a file"},
+		{name: "control: --input-file alone", args: []string{"run", "--input-file", inFile}, argvs: "/lev run --input=task from a file"},
 		{name: "--input-file missing", args: []string{"run", "--input-file", "/nonexistent/task"}, want: []string{"--input-file /nonexistent/task"}},
 		{name: "--input-file with a NUL", args: []string{"run", "--input-file", nulFile}, want: []string{nulFile, "NUL"}},
 		{name: "--input too long", args: []string{"run", "--input", strings.Repeat("x", maxInput+1)}, want: []string{"--input", "more than"}},

@@ -150,6 +150,14 @@ func wantTTY(cmd *cobra.Command) bool {
 // cannot say whether the command started.
 func execPass(cmd *cobra.Command, c execer, container string, argv []string, tty, stdin bool) error {
 	o := jail.ExecOptions{Argv: argv, TTY: tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	if !tty {
+		// Outside a terminal session the jail's bytes reach a host terminal defused.
+		var f1, f2 func() error
+		o.Stdout, f1 = safeFor(o.Stdout)
+		o.Stderr, f2 = safeFor(o.Stderr)
+		defer f1()
+		defer f2()
+	}
 	if stdin {
 		o.Stdin = cmd.InOrStdin()
 	}
@@ -172,7 +180,8 @@ func execCapture(cmd *cobra.Command, c execer, container string, argv []string) 
 		return nil, err
 	}
 	if code != 0 {
-		return nil, fmt.Errorf("%s exited %d: %s", strings.Join(argv, " "), code, strings.TrimSpace(errb.String()))
+		// Quoted: the message ends up on the host's terminal.
+		return nil, fmt.Errorf("%s exited %d: %q", strings.Join(argv, " "), code, strings.TrimSpace(errb.String()))
 	}
 	return out.Bytes(), nil
 }

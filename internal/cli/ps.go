@@ -67,7 +67,10 @@ func (o *psOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	} else {
-		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		// The names come from blueprints (a tree's is anybody's): defused on a terminal.
+		w, flush := safeFor(cmd.OutOrStdout())
+		defer flush()
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "AGENT\tRUN\tBLUEPRINT\tSTATUS\tSTAGE\tCREATED")
 		for _, r := range out.Runs {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Agent, r.info.ID, r.info.Agent, r.info.Status, r.info.stage(), r.info.Created.Local().Format("2006-01-02 15:04:05"))

@@ -94,13 +94,14 @@ func checkInput(b []byte) error {
 func (o *runOptions) argv() []string {
 	a := []string{levPath, "run"}
 	if o.input != "" {
-		a = append(a, "--input", o.input)
+		// One argument with "=": the task can never be taken for a flag of lev's.
+		a = append(a, "--input="+o.input)
 	}
 	if o.yolo {
 		a = append(a, "--yolo")
 	}
 	for _, t := range o.allow {
-		a = append(a, "--allow", t)
+		a = append(a, "--allow="+t)
 	}
 	if o.detach {
 		a = append(a, "--detach")
