@@ -217,6 +217,26 @@ func TestHostCommandBadInput(t *testing.T) {
 	}
 }
 
+// TestWorkerNamedManager: a worker lever.yaml names "manager" is never resolved to the
+// manager (which sees the whole tree); the control is the same jail's other worker.
+func TestWorkerNamedManager(t *testing.T) {
+	rec := &recorder{bench: map[string]bool{}}
+	cfgPath := unitJail(t, rec)
+	os.WriteFile(cfgPath, []byte("name: unit\nbackend: netns\nworkers:\n  - name: manager\n    dir: docs\n  - name: other\n    dir: other\nbroker:\n  llm_auth: subscription\n"), 0o644)
+	for _, args := range [][]string{{"run", "--worker", "manager"}, {"shell", "manager"}, {"logs", "manager/r-1"}} {
+		code, _, errs := lever(withConfig(args, cfgPath)...)
+		if code != 2 || !strings.Contains(errs, `worker named "manager"`) {
+			t.Errorf("lever %v: exit %d %s", args, code, errs)
+		}
+	}
+	if len(rec.calls) != 0 {
+		t.Errorf("exec'd %v", rec.calls)
+	}
+	if code, _, errs := lever("run", "-c", cfgPath, "--worker", "other"); code != 0 || rec.calls[0].container != "lever-unit-worker-other" {
+		t.Errorf("control: exit %d %v %s", code, rec.calls, errs)
+	}
+}
+
 // TestHostCommandShellNotUp: a workbench container that is not running is "jail not up",
 // exit 2, and nothing is exec'd.
 func TestHostCommandShellNotUp(t *testing.T) {

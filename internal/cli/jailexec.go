@@ -54,6 +54,15 @@ func loadJailConfig(path string) (*config.Config, error) {
 // agentOf checks an agent name against lever.yaml: "" and "manager" are the manager,
 // anything else must be a worker. The error lists the agents there are.
 func agentOf(cfg *config.Config, name string) (string, error) {
+	if name == managerAgent {
+		// lever.yaml accepts a worker named "manager": naming it must never land in the
+		// manager, which sees the whole tree, so the name is refused as ambiguous.
+		for _, w := range cfg.Workers {
+			if w.Name == managerAgent {
+				return "", usageErr("%s has a worker named %q: that name also means the manager, so lever will not guess; rename the worker", cfg.Path, managerAgent)
+			}
+		}
+	}
 	if name == "" || name == managerAgent {
 		return managerAgent, nil
 	}
