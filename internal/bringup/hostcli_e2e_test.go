@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/bringup"
@@ -143,8 +144,9 @@ lev:
 	}
 
 	// 2. lever run in the manager and in a worker; the result reaches the host.
+	start := time.Now()
 	code, stdout, errs := leverIO("run", "-c", cfgPath, "--input-file", taskFile, "answer")
-	t.Logf("lever run:\n%s%s", stdout, errs)
+	t.Logf("lever run (%s, host command to result, stand-in model):\n%s%s", time.Since(start).Round(time.Millisecond), stdout, errs)
 	if code != 0 || !strings.Contains(stdout, "42") {
 		t.Fatalf("lever run: exit %d", code)
 	}
@@ -161,7 +163,9 @@ lev:
 	up.mu.Unlock()
 
 	// 3. lever ps lists both, each with its agent.
+	start = time.Now()
 	code, stdout, errs = leverIO("ps", "--json", cfgPath)
+	t.Logf("lever ps --json (2 agents): %s", time.Since(start).Round(time.Millisecond))
 	var ps struct {
 		Instance string `json:"instance"`
 		Runs     []struct {
@@ -223,9 +227,11 @@ lev:
 	if code != 0 || strings.TrimSpace(stdout) != "src" {
 		t.Errorf("lever shell w1 -- ls /lever: exit %d, %q %s", code, stdout, errs)
 	}
+	start = time.Now()
 	if code, _, errs = leverIO("shell", "-c", cfgPath, "--", "sh", "-c", "exit 3"); code != 3 {
 		t.Errorf("shell exit code: %d, want 3 (%s)", code, errs)
 	}
+	t.Logf("lever shell -- sh -c 'exit 3': %s", time.Since(start).Round(time.Millisecond))
 	grep := []string{"grep", "-rslF", "-e", key, "/lever", "/tmp", "/etc", "/run", "/var", "/home", "/usr/local"}
 	for _, agent := range []string{"manager", "w1"} {
 		if code, stdout, _ = leverIO(append([]string{"shell", "-c", cfgPath, agent, "--"}, grep...)...); code != 1 {
