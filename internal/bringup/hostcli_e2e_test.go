@@ -9,13 +9,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/bringup"
@@ -58,11 +63,23 @@ func TestHostCommandsNetns(t *testing.T) {
 	keyFile := filepath.Join(dir, "api-key")
 	os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
 	up := &upstream{}
-	srv := httptest.NewServer(http.HandlerFunc(up.handler))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		// The asker agent offers write_file: its first turn writes a file, its second
+		// (after the tool's result) submits; every other agent submits at once.
+		if bytes.Contains(body, []byte(`"write_file"`)) && !bytes.Contains(body, []byte(`"role":"tool"`)) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"id":"c2","object":"chat.completion","model":"test-model","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_w","type":"function","function":{"name":"write_file","arguments":"{\"path\":\"asked.txt\",\"content\":\"written after yes\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+			return
+		}
+		up.handler(w, r)
+	}))
 	defer srv.Close()
 	settings := filepath.Join(dir, "lev-settings")
 	os.MkdirAll(filepath.Join(settings, "agents"), 0o755)
-	os.WriteFile(filepath.Join(settings, "config.toml"), []byte("[provider]\nmodel = \"test-model\"\n"), 0o644)
+	os.WriteFile(filepath.Join(settings, "config.toml"), []byte("[provider]\nmodel = \"test-model\"\n\n[tool_permissions]\nwrite_file = \"ask\"\n"), 0o644)
+	os.WriteFile(filepath.Join(settings, "agents", "asker.toml"), []byte("name = \"asker\"\nversion = \"1\"\n[stages.write]\ntools = [\"write_file\", \"submit_output\"]\n"), 0o644)
 	os.WriteFile(filepath.Join(settings, "agents", "answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
 	jailPort, adminPort := freePort(t), freePort(t)
 	cfgPath := filepath.Join(dir, "lever.yaml")
@@ -244,4 +261,84 @@ lev:
 		t.Errorf("control grep for the tree's marker: exit %d %q", code, stdout)
 	}
 	refused("up", []string{"shell", "-c", cfgPath, "nope", "--", "ls"}, `worker "nope"`, "manager, w1")
+
+	// 7. Interactive: lever run on a pseudo-terminal (this binary as lever, no human).
+	// lev's ask for write_file reaches the host terminal; "n" refuses it (the file is not
+	// written), "y" allows it (the file is in the host's tree). The "n" run is the control
+	// that the answer, not the run, decides.
+	for _, tc := range []struct {
+		answer  string
+		written bool
+	}{{"n", false}, {"y", true}} {
+		os.Remove(filepath.Join(tree, "asked.txt"))
+		out, code := ptyLever(t, tc.answer, "run", "-c", cfgPath, "asker")
+		t.Logf("lever run asker on a pty, answering %q: exit %d\n%s", tc.answer, code, out)
+		if !strings.Contains(out, "write_file") || !strings.Contains(out, "wants") {
+			t.Errorf("answer %q: the ask never reached the host terminal", tc.answer)
+		}
+		_, err := os.Stat(filepath.Join(tree, "asked.txt"))
+		if (err == nil) != tc.written {
+			t.Errorf("answer %q: asked.txt written=%v, want %v", tc.answer, err == nil, tc.written)
+		}
+		if tc.written && code != 0 {
+			t.Errorf("answer %q: exit %d, want 0", tc.answer, code)
+		}
+	}
+}
+
+// ptyLever runs this test binary as lever with a pseudo-terminal as its stdin and
+// stdout, answers the first prompt ("? ") with answer, and returns what the terminal
+// showed and the exit code.
+func ptyLever(t *testing.T, answer string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asLever+"=1")
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var mu sync.Mutex
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		mu.Lock()
+		asked := strings.Contains(out.String(), "? ")
+		mu.Unlock()
+		if asked || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.Write([]byte(answer + "\r"))
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	select {
+	case err = <-waitErr:
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		err = <-waitErr
+	}
+	<-done
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return out.String(), code
 }
