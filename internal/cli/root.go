@@ -54,6 +54,13 @@ guest under rootless podman.`,
 		newBackendsCmd(),
 		newEgressCmd(),
 		newBrokerCmd(),
+		newInitCmd(),
+		newRunCmd(),
+		newPsCmd(),
+		newLogsCmd(),
+		newResultCmd(),
+		newResumeCmd(),
+		newShellCmd(),
 	)
 	return root
 }
