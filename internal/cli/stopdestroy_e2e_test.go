@@ -28,6 +28,10 @@ func TestStopDestroyNetnsE2E(t *testing.T) {
 	ctx := context.Background()
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv(netns.PrefixEnv, "lvsd-")
+	// destroy removes the netns guest's run user: name one of this test's own, so that it
+	// never deletes the shared default user ("lever") under a bring-up test running in
+	// another package at the same time.
+	t.Setenv(netns.RunUserEnv, fmt.Sprintf("lvsd%d", os.Getpid()))
 	t.Setenv("LEVER_STATE_DIR", t.TempDir())
 	proj := t.TempDir()
 	name := fmt.Sprintf("sd%d", os.Getpid())
