@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lever quickstart: from a fresh Debian machine to a running jail with the example project
-# (examples/hello), then `lever acceptance` and its report.
+# (examples/hello), `lever acceptance` and its report, then a real task: `lever run` of the
+# example agent (git and the build in its workbench, a file written and read back).
 #
 #   sudo scripts/quickstart.sh [workdir]
 #
@@ -96,13 +97,25 @@ if [ -z "$keyfile" ]; then
 	keyfile=$WORK/api-key
 	echo "sk-quickstart-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$keyfile"
 	chmod 600 "$keyfile"
-	# a local OpenAI-compatible stand-in, so the flow runs without a real key
+	# A local OpenAI-compatible stand-in, so the flow runs without a real key: it plays the
+	# agent's side of the task below (git and the build through the workbench's shell, a
+	# file written and read back, then the summary), one tool call per model turn.
 	python3 - <<'PY' >"$WORK/upstream.log" 2>&1 &
 import http.server, json
+STEPS = [
+    ("shell", {"command": "git init -q . && git status --short | head -20"}),
+    ("shell", {"command": "make build && cat build/SHA256SUMS"}),
+    ("write_file", {"path": "NOTES.md", "content": "Built in the jail: build/hello-src.tar.gz (see build/SHA256SUMS).\n"}),
+    ("read_file", {"path": "NOTES.md"}),
+    ("submit_output", {"output": "git initialised, make build produced build/hello-src.tar.gz, NOTES.md written and read back"}),
+]
 class H(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
-        self.rfile.read(int(self.headers.get('Content-Length', 0)))
-        body = json.dumps({"id": "q", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "submit_output", "arguments": "{\"output\": \"hello from the jail\"}"}}]}, "finish_reason": "tool_calls"}]}).encode()
+        req = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b"{}")
+        n = sum(1 for m in req.get("messages", []) if m.get("role") == "tool")
+        tool, args = STEPS[min(n, len(STEPS) - 1)]
+        call = {"id": "call_%d" % n, "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}
+        body = json.dumps({"id": "q%d" % n, "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]}).encode()
         self.send_response(200); self.send_header("Content-Type", "application/json"); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
 http.server.HTTPServer(("127.0.0.1", 17999), H).serve_forever()
 PY
@@ -155,5 +168,25 @@ lv acceptance "${acc[@]}" --out "$WORK/acceptance.md" "$cfg"
 rc=$?
 set -e
 cat "$WORK/acceptance.md"
-say "done: jail 'hello' on $backend (acceptance exit $rc); tear down with: ${RUNAS[*]:+runuser -u $QS_USER -- }env LEVER_STATE_DIR=$WORK/state $WORK.bin/lever destroy $cfg"
+
+# A real task in the jail: the agent's tools run in its workbench (git and the project's
+# build through the shell tool, a file written into the tree and read back), its model calls
+# go through the broker's /llm/ route; the progress prints live, then the result.
+say "lever run: a task in the jail"
+set +e
+lv run --allow shell -c "$cfg" --input "Initialise git, run make build, write NOTES.md and read it back."
+runrc=$?
+set -e
+lv ps -c "$cfg" || true
+if [ -f "$WORK/project/NOTES.md" ]; then say "the agent's NOTES.md, now in the host's tree:"; cat "$WORK/project/NOTES.md"; fi
+[ $runrc -eq 0 ] || rc=$runrc
+lvhint="${RUNAS[*]:+runuser -u $QS_USER -- }env LEVER_STATE_DIR=$WORK/state $WORK.bin/lever"
+say "done: jail 'hello' on $backend (acceptance exit $rc, run exit $runrc)"
+cat <<EOT
+The daily loop from here (docs/daily.md):
+  $lvhint run -c $cfg --input "..."     # give the agent a task; progress prints live
+  $lvhint ps -c $cfg                    # the runs;  logs RUN [--follow], result RUN
+  $lvhint shell -c $cfg manager         # a shell in the manager's workbench
+  $lvhint stop -c $cfg                  # power off;  destroy tears everything down
+EOT
 exit $rc

@@ -245,8 +245,9 @@ broker:
   # Your LLM API key. It stays on the host: mode 0600, outside the tree. Create it with
   #   install -D -m 600 /dev/null ~/.config/lever/api-key  and put the key in it.
   api_key_file: ~/.config/lever/api-key
-  # The model API the broker forwards the agents' model calls to.
-  llm_upstream: https://api.anthropic.com
+  # The model API the broker forwards the agents' model calls to: an OpenAI-compatible
+  # chat-completions API (lev in the jail speaks that protocol), ending in /v1.
+  llm_upstream: https://api.openai.com/v1
   jail_port: 7443
   admin_port: 7444
 
