@@ -423,11 +423,13 @@ args = '{"output": "{{last}}"}'
 			}
 			mustWrite(t, b.script, script)
 			if inWorkdir {
-				// The run's own blueprint file is lev's state for that run: its write_file
-				// is refused (the next run of that file would load the agent's text). The
-				// control: the same write to another name in the workdir went through.
-				if data, _ := os.ReadFile(bpFile); strings.Contains(string(data), "EVIL PROMPT") {
-					t.Fatalf("the agent rewrote its own blueprint file %s", bpFile)
+				// A blueprint file in the workdir is the tree's: whoever writes the tree could
+				// write it, so it is not lev's state and the agent's write_file goes through
+				// (the workbench, which shares the tree, could not mask it anyway). What keeps
+				// the run honest is the snapshot below and the foreign reading of every run of
+				// it (origin "tree": no grant, tighten-only). The control: another name.
+				if data, _ := os.ReadFile(bpFile); !strings.Contains(string(data), "EVIL PROMPT") {
+					t.Fatalf("the agent's write of its tree blueprint %s did not go through", bpFile)
 				}
 				if data, _ := os.ReadFile(filepath.Join(b.wd, "other.toml")); !strings.Contains(string(data), "EVIL PROMPT") {
 					t.Fatalf("control: write_file of another file in the workdir did not happen: %q", data)

@@ -153,10 +153,17 @@ func inWorkdir(file, dir string) bool {
 }
 
 // protected is lev's own state for a run under cfg: no tool reads or writes any of it.
-// bpFile is the blueprint file the run was started from: a blueprint run by its path (or
-// lever's $LEV_BLUEPRINT, a file in the jail's tree) is what the next run of it loads, so
-// the run's own tools must not rewrite it (a resume uses the snapshot either way).
-func (e *Engine) protected(cfg *levconfig.Config, bpFile string) (*levstate.State, error) {
+// bpFile is the blueprint file the run was started from: a blueprint run by its path is
+// what the next run of it loads, so the run's own tools must not rewrite it (a resume uses
+// the snapshot either way).
+//
+// A blueprint file in the run's workdir is the exception, $LEV_BLUEPRINT included: it is
+// the tree's, and whoever writes the tree could already have written it. Every run reads it
+// as foreign (it can only tighten, it gets no grant) and keeps its bytes in the record, so
+// an agent's edit changes nothing but what a later run reads under those same limits.
+// Protecting it would buy nothing and cost the workbench, which shares the tree and cannot
+// mask a file in it: every shell command would be refused.
+func (e *Engine) protected(cfg *levconfig.Config, bpFile, workdir string) (*levstate.State, error) {
 	paths := map[string]string{
 		levconfig.Path():        "lev's config.toml",
 		policy.PathFor(cfg):     "the taint policy file",
@@ -164,11 +171,11 @@ func (e *Engine) protected(cfg *levconfig.Config, bpFile string) (*levstate.Stat
 		e.AgentsDir:             "lev's agents directory",
 		e.Store.Dir:             "lev's run records",
 	}
-	if p := os.Getenv("LEV_BLUEPRINT"); filepath.IsAbs(p) {
+	if p := os.Getenv("LEV_BLUEPRINT"); filepath.IsAbs(p) && !inWorkdir(p, workdir) {
 		// A path (it may also be an agent name, which the agents directory covers).
 		paths[p] = "the default blueprint ($LEV_BLUEPRINT)"
 	}
-	if bpFile != "" {
+	if bpFile != "" && !inWorkdir(bpFile, workdir) {
 		if _, dup := paths[bpFile]; !dup {
 			paths[bpFile] = "this run's blueprint file"
 		}

@@ -272,7 +272,7 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	state, err := e.protected(cfg, file)
+	state, err := e.protected(cfg, file, rec.Workdir)
 	if err != nil {
 		return nil, fmt.Errorf("lev's own state: %w", err)
 	}
