@@ -1,0 +1,533 @@
+package bench_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/bench"
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+)
+
+// The attack tests drive the built lev binary's `lev bench serve` over a real unix
+// socket, and check real processes in /proc.
+
+// dialEnv makes the test binary a TCP client: it connects to the address and exits 0, or
+// prints the error and exits 3 (the network=false test's command).
+const dialEnv = "BENCH_TEST_DIAL"
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(dialEnv); addr != "" {
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			fmt.Println("dial:", err)
+			os.Exit(3)
+		}
+		c.Write([]byte("hello from the bench\n"))
+		c.Close()
+		os.Exit(0)
+	}
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+func levBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "levbench-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "lev")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/lever-jail/lever/cmd/lev")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// serve starts `lev bench serve` (under wrap, e.g. an unshare, when given) and returns
+// the socket path once it answers.
+func serve(t *testing.T, wrap ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "exec.sock")
+	argv := append(append([]string{}, wrap...), levBin(t), "bench", "serve", "--socket", sock)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "SERVER_SECRET=must-not-leak"}
+	logf, _ := os.Create(filepath.Join(dir, "serve.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("lev bench serve log:\n%s", b)
+		}
+	})
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return sock
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("lev bench serve did not answer at %s", sock)
+	return ""
+}
+
+// send writes one raw request line and returns the decoded response.
+func send(t *testing.T, sock, line string) bench.Response {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(line)); err != nil {
+		t.Fatal(err)
+	}
+	return readResp(t, c)
+}
+
+func readResp(t *testing.T, c net.Conn) bench.Response {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	raw, err := bufio.NewReaderSize(c, 1<<20).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading the response: %v (%q)", err, raw)
+	}
+	var r bench.Response
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("response %q: %v", raw, err)
+	}
+	return r
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func TestCapIsLevShellCap(t *testing.T) {
+	if bench.MaxOutput != pipeline.MaxResultBytes {
+		t.Fatalf("bench.MaxOutput %d != pipeline.MaxResultBytes %d: the workbench must cap shell output as lev does", bench.MaxOutput, pipeline.MaxResultBytes)
+	}
+}
+
+// TestBadRequestRunsNothing: a request the strict decoder or the validator refuses gets
+// an error naming the key, and its command (which would create a marker file) never runs.
+// The first row is the positive control: the same request, well formed, runs.
+func TestBadRequestRunsNothing(t *testing.T) {
+	sock := serve(t)
+	tmp := t.TempDir()
+	cases := []struct {
+		name    string
+		line    func(marker string) string
+		wantErr string // "" = must run
+	}{
+		{"well-formed runs (control)", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, ""},
+		{"unknown key", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100,"privileged":true}` + "\n"
+		}, `"privileged"`},
+		{"duplicate key (second argv would win)", func(m string) string {
+			return `{"argv":["/bin/true"],"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"argv" appears twice`},
+		{"case-variant key", func(m string) string {
+			return `{"argv":["/bin/true"],"Argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"Argv"`},
+		{"case-variant network (false then True)", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":false,"Network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"Network"`},
+		{"Kelvin-sign key folds to a field", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"networ\u212a":true,"network":false,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, "networ"},
+		{"network missing", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"network"`},
+		{"relative argv0", func(m string) string {
+			return `{"argv":["sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"argv"`},
+		{"env key twice", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":["PATH=/bin","PATH=/evil"],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"env"`},
+		{"no deadline", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"deadline_ms"`},
+		{"cap above lev's", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":` + strconv.Itoa(bench.MaxOutput+1) + `,"stderr_max":100}` + "\n"
+		}, `"stdout_max"`},
+		{"relative dir", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"tmp","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, `"dir"`},
+		{"second request on the connection", func(m string) string {
+			return `{"argv":["/bin/true"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n" +
+				`{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100}` + "\n"
+		}, "data after the request line"},
+		{"trailing data on the line", func(m string) string {
+			return `{"argv":["/bin/sh","-c","touch ` + m + `"],"dir":"/","env":[],"deadline_ms":5000,"network":true,"stdout_max":100,"stderr_max":100} {}` + "\n"
+		}, "trailing data"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			marker := filepath.Join(tmp, fmt.Sprintf("marker-%d", i))
+			r := send(t, sock, tc.line(marker))
+			time.Sleep(100 * time.Millisecond) // a command that did start has had time to touch
+			_, statErr := os.Stat(marker)
+			if tc.wantErr == "" {
+				if r.Error != "" || !r.Started || r.ExitCode != 0 || statErr != nil {
+					t.Fatalf("control did not run: %+v, marker: %v", r, statErr)
+				}
+				return
+			}
+			if r.Started || !strings.Contains(r.Error, tc.wantErr) {
+				t.Fatalf("want a refusal naming %s, got %+v", tc.wantErr, r)
+			}
+			if statErr == nil {
+				t.Fatalf("refused request ran anyway: %s exists", marker)
+			}
+		})
+	}
+}
+
+// TestEnvOnlyFromRequest: the command sees exactly the request's environment, nothing of
+// the server's (SERVER_SECRET is in lev bench serve's).
+func TestEnvOnlyFromRequest(t *testing.T) {
+	sock := serve(t)
+	net := true
+	r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/usr/bin/env"}, Dir: "/", Env: []string{"ONLY=this"},
+		DeadlineMS: 5000, Network: &net, StdoutMax: 1000, StderrMax: 1000})+"\n")
+	if r.Error != "" || strings.TrimSpace(string(r.Stdout)) != "ONLY=this" {
+		t.Fatalf("env: %+v (stdout %q)", r, r.Stdout)
+	}
+}
+
+func TestOutputCapped(t *testing.T) {
+	sock := serve(t)
+	net := true
+	cases := []struct {
+		name        string
+		script      string
+		max         int
+		wantOut     int
+		wantCut     bool
+		wantErrCut  bool
+		wantErrSize int
+	}{
+		{"small output whole (control)", "printf 12345; printf ab >&2", 100, 5, false, false, 2},
+		{"stdout past the cap", "head -c 1000000 /dev/zero; printf ab >&2", 4096, 4096, true, false, 2},
+		{"stderr past the cap", "head -c 1000000 /dev/zero >&2", 4096, 0, false, true, 4096},
+		{"lev's cap", "head -c 1000000 /dev/zero", bench.MaxOutput, bench.MaxOutput, true, false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", tc.script}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
+				DeadlineMS: 20000, Network: &net, StdoutMax: tc.max, StderrMax: tc.max})+"\n")
+			if r.Error != "" || r.ExitCode != 0 {
+				t.Fatalf("%+v", r)
+			}
+			if len(r.Stdout) != tc.wantOut || r.StdoutTruncated != tc.wantCut || len(r.Stderr) != tc.wantErrSize || r.StderrTruncated != tc.wantErrCut {
+				t.Fatalf("stdout %d cut %v, stderr %d cut %v; want %d %v %d %v", len(r.Stdout), r.StdoutTruncated, len(r.Stderr), r.StderrTruncated,
+					tc.wantOut, tc.wantCut, tc.wantErrSize, tc.wantErrCut)
+			}
+		})
+	}
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+func gone(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return os.IsNotExist(err)
+}
+
+// readPids waits for the command to write its child's and grandchild's pids.
+func readPids(t *testing.T, dir string) []int {
+	t.Helper()
+	var pids []int
+	for i := 0; i < 200; i++ {
+		pids = pids[:0]
+		for _, f := range []string{"child", "grandchild"} {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if n, err2 := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && err2 == nil && n > 0 {
+				pids = append(pids, n)
+			}
+		}
+		if len(pids) == 2 {
+			return pids
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatal("the command never wrote its pids")
+	return nil
+}
+
+// treeScript starts a child that starts a grandchild, both sleeping, and records both.
+const treeScript = `sh -c 'sleep 300 & echo $! > grandchild.tmp; mv grandchild.tmp grandchild; wait' & echo $! > child.tmp; mv child.tmp child; wait`
+
+// TestKillOnDeadlineAndDisconnect: the command's whole process group, grandchild
+// included, is gone from /proc when the deadline passes or the client goes away; before
+// that both are alive (the control: they really ran and would have lived on).
+func TestKillOnDeadlineAndDisconnect(t *testing.T) {
+	sock := serve(t)
+	for _, mode := range []string{"deadline", "disconnect"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			net := true
+			deadline := int64(60000)
+			if mode == "deadline" {
+				deadline = 1500
+			}
+			c, err := netDial(sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			c.Write([]byte(mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", treeScript}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"},
+				DeadlineMS: deadline, Network: &net, StdoutMax: 100, StderrMax: 100}) + "\n"))
+			pids := readPids(t, dir)
+			for _, p := range pids {
+				if !alive(p) {
+					t.Fatalf("pid %d not alive while the command runs (control)", p)
+				}
+			}
+			if mode == "deadline" {
+				r := readResp(t, c)
+				if !r.TimedOut || r.ExitCode == 0 {
+					t.Fatalf("want timed_out and a non-zero exit: %+v", r)
+				}
+				if el := time.Since(start); el > 10*time.Second {
+					t.Fatalf("deadline of 1.5s took %v", el)
+				}
+			} else {
+				c.Close()
+			}
+			waitGone(t, pids)
+		})
+	}
+}
+
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		all := true
+		for _, p := range pids {
+			if !gone(p) {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range pids {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		t.Errorf("pid %d still in /proc: %s", p, b)
+	}
+}
+
+func netDial(sock string) (net.Conn, error) { return net.Dial("unix", sock) }
+
+// TestBackgroundJobDoesNotOutliveCommand: a command that exits leaving a job in the
+// background gets its process group killed too (a job would otherwise escape the deadline).
+func TestBackgroundJobDoesNotOutliveCommand(t *testing.T) {
+	sock := serve(t)
+	dir := t.TempDir()
+	net := true
+	r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", `sleep 300 >/dev/null 2>&1 & echo $! > job; echo started`}, Dir: dir,
+		Env: []string{"PATH=/usr/bin:/bin"}, DeadlineMS: 10000, Network: &net, StdoutMax: 100, StderrMax: 100})+"\n")
+	if r.Error != "" || strings.TrimSpace(string(r.Stdout)) != "started" {
+		t.Fatalf("%+v", r)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "job"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, []int{pid})
+}
+
+// TestNetworkOff: with network=false the command cannot connect to a listener the test
+// opened on loopback in its own netns (the command's fresh netns has only a loopback of
+// its own, down); the same command with network=true connects (control).
+func TestNetworkOff(t *testing.T) {
+	sock := serve(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, _ := bufio.NewReader(c).ReadString('\n')
+			got <- b
+			c.Close()
+		}
+	}()
+	self, _ := os.Executable()
+	for _, network := range []bool{true, false} {
+		t.Run(fmt.Sprintf("network=%v", network), func(t *testing.T) {
+			nw := network
+			r := send(t, sock, mustJSON(bench.Request{Argv: []string{self}, Dir: "/", Env: []string{dialEnv + "=" + ln.Addr().String()},
+				DeadlineMS: 20000, Network: &nw, StdoutMax: 1000, StderrMax: 1000})+"\n")
+			if r.Error != "" {
+				t.Fatalf("%+v", r)
+			}
+			select {
+			case line := <-got:
+				if !network {
+					t.Fatalf("network=false reached the test's listener: %q", line)
+				}
+			case <-time.After(500 * time.Millisecond):
+				if network {
+					t.Fatalf("network=true did not connect (control): %+v %s", r, r.Stdout)
+				}
+			}
+			if network != (r.ExitCode == 0) {
+				t.Fatalf("exit %d for network=%v: %s", r.ExitCode, network, r.Stdout)
+			}
+		})
+	}
+}
+
+// TestNetworkOffRefusedWhenNoNamespace: where the kernel refuses a new user namespace
+// (here: max_user_namespaces = 0 in the server's own user namespace), a network=false
+// command is refused with an error and never runs networked; network=true still runs
+// (control: the same server, the same marker command).
+func TestNetworkOffRefusedWhenNoNamespace(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare not installed")
+	}
+	probe := exec.Command("unshare", "--user", "--map-root-user", "sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces")
+	if out, err := probe.CombinedOutput(); err != nil {
+		t.Skipf("cannot limit user namespaces in a user namespace here: %v %s", err, out)
+	}
+	sock := serve(t, "unshare", "--user", "--map-root-user", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh")
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777)
+	for _, network := range []bool{true, false} {
+		t.Run(fmt.Sprintf("network=%v", network), func(t *testing.T) {
+			nw := network
+			marker := filepath.Join(dir, fmt.Sprintf("ran-%v", network))
+			r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
+				DeadlineMS: 5000, Network: &nw, StdoutMax: 100, StderrMax: 100})+"\n")
+			_, statErr := os.Stat(marker)
+			if network {
+				if r.Error != "" || statErr != nil {
+					t.Fatalf("control: %+v %v", r, statErr)
+				}
+				return
+			}
+			if r.Started || !strings.Contains(r.Error, "network = false") || statErr == nil {
+				t.Fatalf("want a refusal and no marker: %+v, marker err %v", r, statErr)
+			}
+		})
+	}
+}
+
+// TestListen: the socket is 0600; a stale socket is replaced; a live server, a file that
+// is not a socket, and a parent that is not a directory are refused.
+func TestListen(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	notSock := filepath.Join(dir, "file")
+	os.WriteFile(notSock, []byte("keep me"), 0o644)
+	live := serve(t)
+	cases := []struct {
+		name, path, wantErr string
+	}{
+		{"stale socket replaced", stale, ""},
+		{"fresh path", filepath.Join(dir, "new.sock"), ""},
+		{"live server", live, "another server"},
+		{"not a socket", notSock, "not a socket"},
+		{"parent is a file", filepath.Join(notSock, "x.sock"), "not a directory"},
+		{"parent missing", filepath.Join(dir, "nope", "x.sock"), "parent"},
+		{"relative", "x.sock", "absolute"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &bench.Server{Socket: tc.path}
+			ln, err := s.Listen()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("want %q, got %v", tc.wantErr, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			fi, err := os.Lstat(tc.path)
+			if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode().Type() != os.ModeSocket {
+				t.Fatalf("socket mode %v, %v", fi.Mode(), err)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(notSock); string(b) != "keep me" {
+		t.Fatal("the file at the socket path was touched")
+	}
+}
