@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -51,7 +52,7 @@ var (
 	binErr  error
 )
 
-func levBin(t *testing.T) string {
+func levBin(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "levbench-bin-")
@@ -73,7 +74,7 @@ func levBin(t *testing.T) string {
 
 // serve starts `lev bench serve` (under wrap, e.g. an unshare, when given) and returns
 // the socket path once it answers.
-func serve(t *testing.T, wrap ...string) string {
+func serve(t testing.TB, wrap ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "exec.sock")
@@ -529,5 +530,27 @@ func TestListen(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(notSock); string(b) != "keep me" {
 		t.Fatal("the file at the socket path was touched")
+	}
+}
+
+// BenchmarkRoundTrip times one `/bin/true` through the built server, network on and off
+// (the namespace costs a clone with new user and net namespaces).
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, network := range []bool{true, false} {
+		b.Run(fmt.Sprintf("network=%v", network), func(b *testing.B) {
+			sock := serve(b)
+			nw := network
+			line := mustJSON(bench.Request{Argv: []string{"/bin/true"}, Dir: "/", Env: []string{}, DeadlineMS: 5000, Network: &nw, StdoutMax: 100, StderrMax: 100}) + "\n"
+			c := bench.Client{Socket: sock}
+			req := bench.Request{}
+			json.Unmarshal([]byte(line), &req)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r, err := c.Run(context.Background(), req)
+				if err != nil || r.ExitCode != 0 {
+					b.Fatalf("%+v %v", r, err)
+				}
+			}
+		})
 	}
 }
