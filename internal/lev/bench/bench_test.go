@@ -292,29 +292,51 @@ func gone(pid int) bool {
 	return os.IsNotExist(err)
 }
 
-// readPids waits for the command to write its child's and grandchild's pids.
-func readPids(t *testing.T, dir string) []int {
-	t.Helper()
-	var pids []int
-	for i := 0; i < 200; i++ {
-		pids = pids[:0]
-		for _, f := range []string{"child", "grandchild"} {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if n, err2 := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && err2 == nil && n > 0 {
-				pids = append(pids, n)
+// findPids returns the pids (in the test's PID namespace: the command may have one of its
+// own, where $! means something else) of processes whose argv equals one of argvs.
+func findPids(argvs ...[]string) map[string]int {
+	out := map[string]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !alive(pid) {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		got := strings.Join(strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), " ")
+		for _, a := range argvs {
+			if got == strings.Join(a, " ") {
+				out[got] = pid
 			}
 		}
-		if len(pids) == 2 {
-			return pids
+	}
+	return out
+}
+
+// readPids waits for the command's child and grandchild (treeScript with tag) to run.
+func readPids(t *testing.T, tag string) []int {
+	t.Helper()
+	child := []string{"sh", "-c", "sleep " + tag + "1 & wait"}
+	grand := []string{"sleep", tag + "1"}
+	for i := 0; i < 200; i++ {
+		m := findPids(child, grand)
+		if len(m) == 2 {
+			return []int{m[strings.Join(child, " ")], m[strings.Join(grand, " ")]}
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	t.Fatal("the command never wrote its pids")
+	t.Fatal("the command's child and grandchild never showed up in /proc")
 	return nil
 }
 
-// treeScript starts a child that starts a grandchild, both sleeping, and records both.
-const treeScript = `sh -c 'sleep 300 & echo $! > grandchild.tmp; mv grandchild.tmp grandchild; wait' & echo $! > child.tmp; mv child.tmp child; wait`
+// treeScript starts a child that starts a grandchild that leaves the process group
+// (setsid: the group kill alone would miss it), all sleeping.
+func treeScript(tag string) string {
+	return `setsid sh -c 'sleep ` + tag + `1 & wait' & wait`
+}
+
+// uniqueTag makes sleep durations no other process on the machine has.
+func uniqueTag() string { return strconv.Itoa(100000 + int(time.Now().UnixNano()%800000)) }
 
 // TestKillOnDeadlineAndDisconnect: the command's whole process group, grandchild
 // included, is gone from /proc when the deadline passes or the client goes away; before
@@ -335,9 +357,10 @@ func TestKillOnDeadlineAndDisconnect(t *testing.T) {
 			}
 			defer c.Close()
 			start := time.Now()
-			c.Write([]byte(mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", treeScript}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"},
+			tag := uniqueTag()
+			c.Write([]byte(mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", treeScript(tag)}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"},
 				DeadlineMS: deadline, Network: &net, StdoutMax: 100, StderrMax: 100}) + "\n"))
-			pids := readPids(t, dir)
+			pids := readPids(t, tag)
 			for _, p := range pids {
 				if !alive(p) {
 					t.Fatalf("pid %d not alive while the command runs (control)", p)
@@ -381,23 +404,45 @@ func waitGone(t *testing.T, pids []int) {
 
 func netDial(sock string) (net.Conn, error) { return net.Dial("unix", sock) }
 
-// TestBackgroundJobDoesNotOutliveCommand: a command that exits leaving a job in the
-// background gets its process group killed too (a job would otherwise escape the deadline).
+// TestBackgroundJobDoesNotOutliveCommand: a command that exits leaving jobs behind, one in
+// its process group and one that left it with setsid, takes both with it (a job would
+// otherwise escape the deadline, or wait at the bench's socket for a later command).
 func TestBackgroundJobDoesNotOutliveCommand(t *testing.T) {
 	sock := serve(t)
 	dir := t.TempDir()
 	net := true
-	r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", `sleep 300 >/dev/null 2>&1 & echo $! > job; echo started`}, Dir: dir,
+	tag := uniqueTag()
+	r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", `sleep ` + tag + `1 >/dev/null 2>&1 & setsid sleep ` + tag + `2 >/dev/null 2>&1 & sleep 0.3; echo started`}, Dir: dir,
 		Env: []string{"PATH=/usr/bin:/bin"}, DeadlineMS: 10000, Network: &net, StdoutMax: 100, StderrMax: 100})+"\n")
 	if r.Error != "" || strings.TrimSpace(string(r.Stdout)) != "started" {
 		t.Fatalf("%+v", r)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "job"))
+	if m := findPids([]string{"sleep", tag + "1"}, []string{"sleep", tag + "2"}); len(m) != 0 {
+		waitGone(t, func() []int {
+			var p []int
+			for _, v := range m {
+				p = append(p, v)
+			}
+			return p
+		}())
+	}
+	// Control: the same jobs are there while a command that waits for them runs.
+	c, err := netDial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	waitGone(t, []int{pid})
+	defer c.Close()
+	c.Write([]byte(mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", `sleep ` + tag + `1 >/dev/null 2>&1 & setsid sleep ` + tag + `2 >/dev/null 2>&1 & wait`}, Dir: dir,
+		Env: []string{"PATH=/usr/bin:/bin"}, DeadlineMS: 10000, Network: &net, StdoutMax: 100, StderrMax: 100}) + "\n"))
+	for i := 0; ; i++ {
+		if len(findPids([]string{"sleep", tag + "1"}, []string{"sleep", tag + "2"})) == 2 {
+			break
+		}
+		if i > 200 {
+			t.Fatal("control: the jobs never showed up in /proc")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
 }
 
 // TestNetworkOff: with network=false the command cannot connect to a listener the test

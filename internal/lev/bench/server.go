@@ -31,8 +31,28 @@ type Server struct {
 	// Logf receives one line per connection problem. Default: discard.
 	Logf func(format string, args ...any)
 
-	mu   sync.Mutex
-	ours map[int]bool // pids the server started and waits for itself
+	mu       sync.Mutex
+	ours     map[int]bool // pids the server started and waits for itself
+	degraded bool         // the kernel refused the namespaces once (logged once)
+}
+
+// noIsolation reports whether err is the kernel refusing the namespaces (as opposed to a
+// missing binary or directory), and logs the first time. Called with s.mu held.
+func (s *Server) noIsolation(err error) bool {
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Err {
+	case syscall.EPERM, syscall.EACCES, syscall.EINVAL, syscall.ENOSPC, syscall.EUSERS:
+	default:
+		return false
+	}
+	if !s.degraded {
+		s.degraded = true
+		s.Logf("bench: the kernel refuses a new user and PID namespace (%v): commands with the network on run in a process group only, and what they leave with setsid outlives them; commands with the network off are refused", err)
+	}
+	return true
 }
 
 // Listen makes the socket: its parent must be a directory; a stale socket there (nothing
@@ -226,9 +246,16 @@ func (s *Server) run(ctx context.Context, c net.Conn, req *Request) Response {
 		// Never nil: a nil Env would hand the command the server's environment.
 		Env:    append(make([]string, 0, len(req.Env)), req.Env...),
 		Stdout: outW, Stderr: errW,
-		SysProcAttr: sysProcAttr(*req.Network)}
+		SysProcAttr: sysProcAttr(*req.Network, true)}
 	s.mu.Lock()
 	err = cmd.Start()
+	if err != nil && *req.Network && s.noIsolation(err) {
+		// The network on needs no namespace: where the kernel refuses one, the command
+		// still runs, in its process group only (said once in the log).
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdout: outW, Stderr: errW,
+			SysProcAttr: sysProcAttr(true, false)}
+		err = cmd.Start()
+	}
 	if err == nil {
 		s.ours[cmd.Process.Pid] = true
 	}

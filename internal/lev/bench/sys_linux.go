@@ -9,18 +9,26 @@ import (
 	"unsafe"
 )
 
-// sysProcAttr puts the command in a process group of its own (killed whole), and with
-// the network off in a new user namespace (mapping only the server's own uid and gid, so
-// it gains nothing) holding a new network namespace: only a loopback of its own.
-func sysProcAttr(network bool) *syscall.SysProcAttr {
+// sysProcAttr puts the command in a process group of its own (killed whole) and, when
+// isolate, in a new user namespace (mapping only the server's own uid and gid, so it gains
+// nothing) holding a new PID namespace: the command is its PID 1, so when it exits or is
+// killed the kernel kills everything it started, setsid or not. Nothing a command starts
+// outlives it (a listener at the bench's socket, say, waiting for a later network=false
+// command). With the network off, the user namespace also holds a new network namespace:
+// only a loopback of its own.
+func sysProcAttr(network, isolate bool) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if !network {
-		uid, gid := os.Getuid(), os.Getgid()
-		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
-		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		a.GidMappingsEnableSetgroups = false
+	if !isolate {
+		return a
 	}
+	uid, gid := os.Getuid(), os.Getgid()
+	a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID
+	if !network {
+		a.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	a.GidMappingsEnableSetgroups = false
 	return a
 }
 
