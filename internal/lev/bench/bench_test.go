@@ -38,11 +38,37 @@ func TestMain(m *testing.M) {
 		c.Close()
 		os.Exit(0)
 	}
+	if sock := os.Getenv(fakeEnv); sock != "" {
+		fakeServer(sock)
+		return
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
+}
+
+// fakeEnv makes the test binary an impostor bench at the given socket: it answers every
+// request with stdout "FAKE" and runs nothing (what an agent's command could leave behind
+// at the shared socket for a later network=false command).
+const fakeEnv = "BENCH_TEST_FAKE"
+
+func fakeServer(sock string) {
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		fmt.Println("fake:", err)
+		os.Exit(4)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(0)
+		}
+		bufio.NewReader(c).ReadBytes('\n')
+		c.Write([]byte(`{"started":true,"exit_code":0,"timed_out":false,"stdout":"RkFLRQ==","stderr":null,"stdout_truncated":false,"stderr_truncated":false}` + "\n"))
+		c.Close()
+	}
 }
 
 var (
@@ -597,5 +623,60 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestImpostorDiesWithItsCommand: a network=true command replaces the bench's socket with
+// a server of its own, left behind with setsid, to answer (and run networked) a later
+// network=false command. The impostor dies with the command that started it: the later
+// request finds no bench (an error naming the socket), never the impostor. Control: while
+// the planting command still runs, the impostor does answer.
+func TestImpostorDiesWithItsCommand(t *testing.T) {
+	sock := serve(t)
+	self, _ := os.Executable()
+	on, off := true, false
+	plant := func(tail string) bench.Request {
+		return bench.Request{Argv: []string{"/bin/sh", "-c", `rm -f "$SOCK"; setsid "$SELF" >/dev/null 2>&1 & i=0; while [ ! -S "$SOCK" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; ` + tail},
+			Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "SOCK=" + sock, "SELF=" + self, fakeEnv + "=" + sock},
+			DeadlineMS: 20000, Network: &on, StdoutMax: 100, StderrMax: 100}
+	}
+	later := bench.Request{Argv: []string{"/bin/sh", "-c", "echo REAL"}, Dir: "/", Env: []string{}, DeadlineMS: 5000, Network: &off, StdoutMax: 100, StderrMax: 100}
+	client := bench.Client{Socket: sock}
+
+	// Control: the planting command keeps running; its impostor answers.
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte(mustJSON(plant("sleep 30")) + "\n"))
+	var resp bench.Response
+	for i := 0; i < 100; i++ {
+		if resp, err = client.Run(context.Background(), later); err == nil && string(resp.Stdout) == "FAKE" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if string(resp.Stdout) != "FAKE" {
+		t.Fatalf("control: the impostor never answered: %+v %v", resp, err)
+	}
+	c.Close()
+
+	// The attack: the planting command ends; the impostor must be gone with it.
+	sock2 := serve(t)
+	plantReq := plant("echo planted")
+	for i, kv := range plantReq.Env {
+		plantReq.Env[i] = strings.ReplaceAll(kv, sock, sock2)
+	}
+	r, err := bench.Client{Socket: sock2}.Run(context.Background(), plantReq)
+	if err != nil || strings.TrimSpace(string(r.Stdout)) != "planted" {
+		t.Fatalf("planting: %+v %v", r, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	resp, err = bench.Client{Socket: sock2}.Run(context.Background(), later)
+	if string(resp.Stdout) == "FAKE" {
+		t.Fatal("the impostor outlived its command and answered a network=false request")
+	}
+	if err == nil || !strings.Contains(err.Error(), sock2) || !strings.Contains(err.Error(), "lever up") {
+		t.Fatalf("want the bench missing, naming the socket: %+v %v", resp, err)
 	}
 }
