@@ -626,57 +626,98 @@ func BenchmarkRoundTrip(b *testing.B) {
 	}
 }
 
-// TestImpostorDiesWithItsCommand: a network=true command replaces the bench's socket with
-// a server of its own, left behind with setsid, to answer (and run networked) a later
-// network=false command. The impostor dies with the command that started it: the later
-// request finds no bench (an error naming the socket), never the impostor. Control: while
-// the planting command still runs, the impostor does answer.
-func TestImpostorDiesWithItsCommand(t *testing.T) {
-	sock := serve(t)
+// TestImpostorCannotTakeTheSocket: a network=true command tries to replace the bench's
+// socket with a server of its own (left behind with setsid), which would answer, and run
+// networked, a later network=false command. The command does not see the socket's
+// directory (an empty read-only tmpfs it cannot unmount is over it) and what it starts dies
+// with it: the real server keeps answering, during the command and after. Control: the
+// same script run outside the bench does plant an impostor that answers.
+func TestImpostorCannotTakeTheSocket(t *testing.T) {
 	self, _ := os.Executable()
 	on, off := true, false
-	plant := func(tail string) bench.Request {
-		return bench.Request{Argv: []string{"/bin/sh", "-c", `rm -f "$SOCK"; setsid "$SELF" >/dev/null 2>&1 & i=0; while [ ! -S "$SOCK" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; ` + tail},
-			Dir: "/", Env: []string{"PATH=/usr/bin:/bin", "SOCK=" + sock, "SELF=" + self, fakeEnv + "=" + sock},
-			DeadlineMS: 20000, Network: &on, StdoutMax: 100, StderrMax: 100}
+	script := func(tail string) string {
+		return `rm -f "$SOCK"; setsid "$SELF" >/dev/null 2>&1 & i=0; while [ ! -S "$SOCK" ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; ls -A "$(dirname "$SOCK")"; umount "$(dirname "$SOCK")" 2>/dev/null && echo UNMOUNTED; ` + tail
+	}
+	env := func(sock string) []string {
+		return []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin", "SOCK=" + sock, "SELF=" + self, fakeEnv + "=" + sock}
 	}
 	later := bench.Request{Argv: []string{"/bin/sh", "-c", "echo REAL"}, Dir: "/", Env: []string{}, DeadlineMS: 5000, Network: &off, StdoutMax: 100, StderrMax: 100}
-	client := bench.Client{Socket: sock}
 
-	// Control: the planting command keeps running; its impostor answers.
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Write([]byte(mustJSON(plant("sleep 30")) + "\n"))
-	var resp bench.Response
-	for i := 0; i < 100; i++ {
-		if resp, err = client.Run(context.Background(), later); err == nil && string(resp.Stdout) == "FAKE" {
-			break
+	t.Run("control: planted from outside the bench, the impostor answers", func(t *testing.T) {
+		sock := serve(t)
+		cmd := exec.Command("/bin/sh", "-c", script("sleep 30"))
+		cmd.Env = env(sock)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if string(resp.Stdout) != "FAKE" {
-		t.Fatalf("control: the impostor never answered: %+v %v", resp, err)
-	}
-	c.Close()
+		defer func() {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			// The impostor left the group with setsid: find it by its socket and end it.
+			for pid, argv := range procArgs() {
+				if argv == self {
+					if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); strings.Contains(string(b), fakeEnv+"="+sock) {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			}
+		}()
+		var resp bench.Response
+		var err error
+		for i := 0; i < 100; i++ {
+			if resp, err = (bench.Client{Socket: sock}).Run(context.Background(), later); err == nil && string(resp.Stdout) == "FAKE" {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("the impostor never answered: %+v %v", resp, err)
+	})
 
-	// The attack: the planting command ends; the impostor must be gone with it.
-	sock2 := serve(t)
-	plantReq := plant("echo planted")
-	for i, kv := range plantReq.Env {
-		plantReq.Env[i] = strings.ReplaceAll(kv, sock, sock2)
+	t.Run("through the bench, the socket stays the server's", func(t *testing.T) {
+		sock := serve(t)
+		client := bench.Client{Socket: sock}
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", script("echo planted; sleep 30")}, Dir: "/", Env: env(sock),
+			DeadlineMS: 20000, Network: &on, StdoutMax: 1000, StderrMax: 1000}) + "\n"))
+		time.Sleep(2500 * time.Millisecond) // the script's wait for its socket has run out
+		for _, phase := range []string{"while the command runs", "after it"} {
+			resp, err := client.Run(context.Background(), later)
+			if err != nil || strings.TrimSpace(string(resp.Stdout)) != "REAL" {
+				t.Fatalf("%s: %+v %v", phase, resp, err)
+			}
+			if phase == "while the command runs" {
+				c.Close() // ends the planting command
+				time.Sleep(300 * time.Millisecond)
+			}
+		}
+		// What the command saw where the socket is: nothing, and it could not unmount it.
+		r, err := client.Run(context.Background(), bench.Request{Argv: []string{"/bin/sh", "-c", script("echo planted")}, Dir: "/", Env: env(sock),
+			DeadlineMS: 20000, Network: &on, StdoutMax: 1000, StderrMax: 1000})
+		if err != nil || strings.TrimSpace(string(r.Stdout)) != "planted" {
+			t.Fatalf("the command saw %q (want only \"planted\": no socket, no unmount): %v", r.Stdout, err)
+		}
+		if resp, err := client.Run(context.Background(), later); err != nil || strings.TrimSpace(string(resp.Stdout)) != "REAL" {
+			t.Fatalf("after a planting command that ended: %+v %v", resp, err)
+		}
+	})
+}
+
+// procArgs maps pids to argv[0].
+func procArgs() map[int]string {
+	out := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		a, _, _ := strings.Cut(string(b), "\x00")
+		out[pid] = a
 	}
-	r, err := bench.Client{Socket: sock2}.Run(context.Background(), plantReq)
-	if err != nil || strings.TrimSpace(string(r.Stdout)) != "planted" {
-		t.Fatalf("planting: %+v %v", r, err)
-	}
-	time.Sleep(200 * time.Millisecond)
-	resp, err = bench.Client{Socket: sock2}.Run(context.Background(), later)
-	if string(resp.Stdout) == "FAKE" {
-		t.Fatal("the impostor outlived its command and answered a network=false request")
-	}
-	if err == nil || !strings.Contains(err.Error(), sock2) || !strings.Contains(err.Error(), "lever up") {
-		t.Fatalf("want the bench missing, naming the socket: %+v %v", resp, err)
-	}
+	return out
 }

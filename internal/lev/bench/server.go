@@ -28,6 +28,11 @@ type Server struct {
 	// stay zombies until the container's pids limit is spent. Only for a process whose
 	// other children are all the server's (lev bench serve), never in a test binary.
 	Reap bool
+	// CommandUID and CommandGID, when CommandIDs is set, are the ids a command has in its
+	// own user namespace (mapped to the server's): the run user's, when the server itself
+	// is root of a namespace of its own (see Hide).
+	CommandUID, CommandGID int
+	CommandIDs             bool
 	// Logf receives one line per connection problem. Default: discard.
 	Logf func(format string, args ...any)
 
@@ -242,18 +247,22 @@ func (s *Server) run(ctx context.Context, c net.Conn, req *Request) Response {
 	}
 	defer outR.Close()
 	defer errR.Close()
+	uid, gid := os.Getuid(), os.Getgid()
+	if s.CommandIDs {
+		uid, gid = s.CommandUID, s.CommandGID
+	}
 	cmd := &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: req.Dir,
 		// Never nil: a nil Env would hand the command the server's environment.
 		Env:    append(make([]string, 0, len(req.Env)), req.Env...),
 		Stdout: outW, Stderr: errW,
-		SysProcAttr: sysProcAttr(*req.Network, true)}
+		SysProcAttr: sysProcAttr(*req.Network, true, uid, gid)}
 	s.mu.Lock()
 	err = cmd.Start()
 	if err != nil && *req.Network && s.noIsolation(err) {
 		// The network on needs no namespace: where the kernel refuses one, the command
 		// still runs, in its process group only (said once in the log).
-		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdout: outW, Stderr: errW,
-			SysProcAttr: sysProcAttr(true, false)}
+		cmd = &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: cmd.Dir, Env: cmd.Env, Stdout: outW, Stderr: errW,
+			SysProcAttr: sysProcAttr(true, false, 0, 0)}
 		err = cmd.Start()
 	}
 	if err == nil {
