@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/lev/bench"
 )
 
 // TestBenchTwoContainers: the contract's layout with rootless podman (the fixture's test
@@ -65,6 +68,25 @@ func TestBenchTwoContainers(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// What a command in B finds of the socket: its directory empty, no way through any
+	// process's /proc/<pid>/root, no unmount; and it runs as the run user (keep-id).
+	// Control: the host (this test) does see the socket there.
+	t.Run("the socket is out of the commands' reach", func(t *testing.T) {
+		on := true
+		probe := `ls -A /run/lever-bench; for p in /proc/[0-9]*; do ls -A "$p/root/run/lever-bench" 2>/dev/null; done; umount /run/lever-bench 2>/dev/null && echo UNMOUNTED; id -u`
+		r, err := bench.Client{Socket: sock}.Run(ctx, bench.Request{Argv: []string{"/bin/sh", "-c", probe}, Dir: "/", Env: []string{"PATH=/bin"},
+			DeadlineMS: 20000, Network: &on, StdoutMax: 4096, StderrMax: 4096})
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("%+v %v", r, err)
+		}
+		if got := strings.TrimSpace(string(r.Stdout)); got != strconv.Itoa(f.uid) {
+			t.Fatalf("the command saw %q (want only its uid %d: no exec.sock, no unmount)", got, f.uid)
+		}
+		if ents, _ := os.ReadDir(sockDir); len(ents) != 1 || ents[0].Name() != "exec.sock" {
+			t.Fatalf("control: the socket directory holds %v", ents)
+		}
+	})
 
 	cases := []struct {
 		name     string
