@@ -40,6 +40,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// LookPath finds binaries (default exec.LookPath).
 	LookPath func(string) (string, error)
+	// BenchSocket, when set, is the workbench's exec channel ($LEV_BENCH_SOCKET): every
+	// command of every kind runs there, and nothing runs in lev's own container (no host,
+	// namespace or container fallback, whatever on_unavailable says).
+	BenchSocket string
 }
 
 // Defaults for the container caps.
@@ -55,6 +59,7 @@ type Manager struct {
 	r runner
 
 	mu         sync.Mutex
+	noted      map[string]bool
 	containers map[string]*containerExec
 	persistent map[string]bool
 	closed     bool
@@ -113,6 +118,10 @@ func (m *Manager) ExecutorMasked(ctx context.Context, cfg Config, workdir string
 	if !filepath.IsAbs(workdir) {
 		return nil, fmt.Errorf("sandbox workdir %q is not absolute", workdir)
 	}
+	if m.o.BenchSocket != "" {
+		m.benchNote(cfg)
+		return NewBenchExecutor(m.o.BenchSocket, cfg.NetworkOn(), workdir), nil
+	}
 	var ex Executor
 	var err error
 	switch cfg.Kind {
@@ -137,6 +146,9 @@ func (m *Manager) ExecutorMasked(ctx context.Context, cfg Config, workdir string
 func (m *Manager) Check(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if m.o.BenchSocket != "" {
+		return m.checkBench(ctx, cfg)
 	}
 	switch cfg.Kind {
 	case KindNamespace:

@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/lever-jail/lever/internal/lev/bench"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
 )
@@ -37,12 +39,17 @@ func Factory(env *pipeline.RunEnv) (pipeline.Executor, error) {
 // OptionsFromEnv reads the host-side engine settings from the daemon's environment (the
 // user's, never a blueprint's): LEV_SANDBOX_ENGINE_ARGS (global engine flags, e.g.
 // "--runtime runc"), LEV_SANDBOX_RUN_ARGS (extra run flags), LEV_SANDBOX_PIDS_LIMIT and
-// LEV_SANDBOX_MEMORY.
+// LEV_SANDBOX_MEMORY; and LEV_BENCH_SOCKET, the workbench's exec channel, which then runs
+// every command of every kind.
 func OptionsFromEnv() (sandbox.Options, error) {
 	o := sandbox.Options{
-		EngineArgs: strings.Fields(os.Getenv("LEV_SANDBOX_ENGINE_ARGS")),
-		RunArgs:    strings.Fields(os.Getenv("LEV_SANDBOX_RUN_ARGS")),
-		Memory:     os.Getenv("LEV_SANDBOX_MEMORY"),
+		EngineArgs:  strings.Fields(os.Getenv("LEV_SANDBOX_ENGINE_ARGS")),
+		RunArgs:     strings.Fields(os.Getenv("LEV_SANDBOX_RUN_ARGS")),
+		Memory:      os.Getenv("LEV_SANDBOX_MEMORY"),
+		BenchSocket: os.Getenv(bench.Env),
+	}
+	if o.BenchSocket != "" && !filepath.IsAbs(o.BenchSocket) {
+		return o, fmt.Errorf("%s=%q: want an absolute path", bench.Env, o.BenchSocket)
 	}
 	if s := os.Getenv("LEV_SANDBOX_PIDS_LIMIT"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -157,6 +164,7 @@ func (x *Executor) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeli
 		// A namespace (or the "warn" fallback to the host) shares the host's filesystem
 		// and binaries, so it gets the scrubbed host environment the host executor would;
 		// never the daemon's own (which holds lev's token). A container keeps its image's.
+		// The workbench runs a command with exactly the environment sent: the scrubbed one.
 		c.Env = req.Env
 		if c.Env == nil {
 			c.Env = []string{}

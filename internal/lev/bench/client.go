@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/strictjson"
+)
+
+// Env is the variable that names the socket in lev's container. Set, every shell command
+// of every sandbox kind runs through the bench; there is no fallback to lev's container.
+const Env = "LEV_BENCH_SOCKET"
+
+// UnavailableError is a bench that is not there: no socket, or nothing answering it.
+type UnavailableError struct {
+	Socket string
+	Err    error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("the workbench is not answering at %s (%v): shell commands run only in the workbench container, never in lev's; `lever up` recreates it", e.Socket, e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Client talks to one bench socket.
+type Client struct {
+	Socket string
+}
+
+// Run sends req and waits for the response; cancelling ctx closes the connection, which
+// makes the server kill the command. A refused request comes back as an error naming
+// the key; a command that ran is a Response, whatever its exit code.
+func (c Client) Run(ctx context.Context, req Request) (Response, error) {
+	// The socket's directory is shared with the workbench, where an agent's command could
+	// put a symlink in its place, aiming lev's client at a socket of lev's own.
+	fi, err := os.Lstat(c.Socket)
+	if err != nil {
+		return Response{}, &UnavailableError{c.Socket, err}
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return Response{}, &UnavailableError{c.Socket, fmt.Errorf("it is a %v, not a socket", fi.Mode().Type())}
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return Response{}, fmt.Errorf("bench request: %w", err)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return Response{}, &UnavailableError{c.Socket, err}
+		}
+		return Response{}, fmt.Errorf("bench %s: %w", c.Socket, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	conn.SetWriteDeadline(time.Now().Add(RequestTimeout))
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return Response{}, c.ctxErr(ctx, fmt.Errorf("bench %s: sending the request: %w", c.Socket, err))
+	}
+	conn.SetWriteDeadline(time.Time{})
+	// The server kills at the deadline; past it plus a margin, the answer is not coming.
+	conn.SetReadDeadline(time.Now().Add(req.Deadline() + 30*time.Second))
+	raw, err := readLine(bufio.NewReaderSize(conn, 64<<10), MaxResponse)
+	if err != nil {
+		return Response{}, c.ctxErr(ctx, fmt.Errorf("bench %s: reading the response: %w", c.Socket, err))
+	}
+	// The workbench is where the agent's commands run: its answer is decoded as strictly
+	// as anything else an agent controls.
+	var resp Response
+	if err := strictjson.Decode(raw, &resp); err != nil {
+		return Response{}, fmt.Errorf("bench %s: bad response: %w", c.Socket, err)
+	}
+	if resp.Error != "" && !resp.Started {
+		return resp, fmt.Errorf("bench %s: %s", c.Socket, resp.Error)
+	}
+	if len(resp.Stdout) > req.StdoutMax || len(resp.Stderr) > req.StderrMax {
+		return Response{}, fmt.Errorf("bench %s: bad response: more output than the request's caps", c.Socket)
+	}
+	return resp, nil
+}
+
+func (c Client) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}

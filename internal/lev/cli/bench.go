@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/bench"
+)
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "The workbench: where an agent's shell commands run, apart from lev",
+		Args:  cobra.NoArgs,
+	}
+	var socket string
+	var inner bool
+	serve := &cobra.Command{
+		Use:   "serve --socket PATH",
+		Short: "Run commands for lev over a unix socket (the workbench container's entrypoint)",
+		Long: `lev bench serve listens on a unix socket (mode 0600) and runs one command per
+connection, as lev's shell tool asks: in the given directory, with exactly the given
+environment, in namespaces of its own that die with it, killed at the deadline or when lev
+goes away; with the network off, in a new network namespace, or not at all. The commands
+never see the socket's directory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if socket == "" {
+				return &ExitError{Code: 2, Err: errors.New("bench serve: --socket PATH is required")}
+			}
+			logger := log.New(cmd.ErrOrStderr(), "lev bench: ", log.LstdFlags|log.LUTC)
+			if inner {
+				return benchInner(socket, logger)
+			}
+			return benchOuter(socket, logger)
+		},
+	}
+	serve.Flags().StringVar(&socket, "socket", "", "the unix socket to listen on (absolute path; its directory must exist)")
+	serve.Flags().BoolVar(&inner, "inner", false, "internal: the serving process, started by lev bench serve itself")
+	serve.Flags().MarkHidden("inner")
+	cmd.AddCommand(serve)
+	return cmd
+}
+
+// benchOuter makes the socket, then serves from a second process that is root of a user
+// and mount namespace of its own, where the socket's directory is covered: no command can
+// reach the socket (to put a server of its own there for a later network=false command).
+// This process only waits, not dumpable (so /proc/<pid>/root of it is no way back to the
+// socket either), and removes the socket at the end.
+func benchOuter(socket string, logger *log.Logger) error {
+	s := &bench.Server{Socket: socket, Logf: logger.Printf}
+	ln, err := s.Listen()
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	defer os.Remove(socket)
+	ul := ln.(*net.UnixListener)
+	f, err := ul.File()
+	if err != nil {
+		return fmt.Errorf("bench serve: %w", err)
+	}
+	ul.SetUnlinkOnClose(false)
+	ul.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench serve: finding lev's own binary: %w", err)
+	}
+	child := exec.Command(self, "bench", "serve", "--inner", "--socket", socket)
+	child.Stdout, child.Stderr = os.Stdout, os.Stderr
+	child.ExtraFiles = []*os.File{f}
+	child.SysProcAttr = bench.InnerAttr()
+	if err := child.Start(); err != nil {
+		// Without user namespaces nothing can hide the socket (and network=false is
+		// refused anyway): serve from here, and say what is missing.
+		logger.Printf("cannot make a user and mount namespace to hide the socket from the commands (%v): serving without; commands can reach %s", err, socket)
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("bench serve: %w", err)
+		}
+		return benchServe(s, ln, logger)
+	}
+	f.Close()
+	bench.SetNotDumpable()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		for x := range sig {
+			child.Process.Signal(x)
+		}
+	}()
+	err = child.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{Code: 1, Err: fmt.Errorf("bench serve: the serving process ended: %v", err)}
+	}
+	return err
+}
+
+// benchInner is the serving process: it covers the socket's directory, then serves on the
+// listening socket it inherited (fd 3).
+func benchInner(socket string, logger *log.Logger) error {
+	f := os.NewFile(3, "bench-socket")
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("bench serve --inner: no listening socket on fd 3: %w", err)}
+	}
+	if err := bench.Hide(filepath.Dir(socket)); err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("bench serve: %w", err)}
+	}
+	uid, gid, err := bench.OuterIDs()
+	if err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("bench serve: %w", err)}
+	}
+	s := &bench.Server{Socket: socket, Logf: logger.Printf, CommandUID: uid, CommandGID: gid, CommandIDs: true}
+	return benchServe(s, ln, logger)
+}
+
+func benchServe(s *bench.Server, ln net.Listener, logger *log.Logger) error {
+	// Orphans of killed commands come here to be reaped.
+	s.Reap = true
+	if err := bench.SetSubreaper(); err != nil {
+		logger.Printf("cannot become a subreaper (%v): orphans of killed commands go to init", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	logger.Printf("serving on %s", s.Socket)
+	if err := s.Serve(ctx, ln); err != nil {
+		return fmt.Errorf("bench serve: %w", err)
+	}
+	return nil
+}
