@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/bench"
@@ -66,7 +67,7 @@ func (b *benchExec) Run(ctx context.Context, c Command) (Result, error) {
 	}
 	network := b.network
 	req := bench.Request{Argv: []string{benchShell, "-c", c.Script}, Dir: dir,
-		Env: append([]string{}, c.Env...), DeadlineMS: ms, Network: &network,
+		Env: benchEnv(c.Env), DeadlineMS: ms, Network: &network,
 		StdoutMax: bench.MaxOutput, StderrMax: bench.MaxOutput}
 	resp, err := b.c.Run(ctx, req)
 	if err != nil {
@@ -83,6 +84,26 @@ func (b *benchExec) Run(ctx context.Context, c Command) (Result, error) {
 		return res, fmt.Errorf("bench %s: %s", b.c.Socket, resp.Error)
 	}
 	return res, nil
+}
+
+// benchPath is the workbench's PATH: the Debian userland's directories.
+const benchPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// benchEnv is a command's environment in the workbench: what lev would give it, less what
+// describes lev's own container (its PATH of "/", its home, its LEV_* and LEVER_* paths,
+// which name files the workbench does not have), with the workbench's PATH and a HOME on
+// its writable tmpfs. The token never reaches here: the pipeline scrubbed it already.
+func benchEnv(env []string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "PATH", k == "HOME", k == "SSL_CERT_DIR", strings.HasPrefix(k, "LEV_"), strings.HasPrefix(k, "LEVER_"):
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, benchPath, "HOME=/tmp")
 }
 
 // truncatedNote marks output the bench cut (the same words lev's capped buffers use).
