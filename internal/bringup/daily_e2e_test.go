@@ -279,7 +279,7 @@ func TestDailyLoopNetns(t *testing.T) {
 	if len(results) < 5 {
 		t.Fatalf("the model saw %d tool results, want 5: %q", len(results), results)
 	}
-	if strings.Contains(results[0], "not a git repository") || strings.Contains(results[0], "not found") {
+	if strings.Contains(results[0], "fatal") || strings.Contains(results[0], "not found") || !strings.Contains(results[0], "exit code 0") {
 		t.Errorf("git init/status in the workbench: %q", results[0])
 	}
 	if !strings.Contains(results[1], "project.tar.gz") {
@@ -296,7 +296,7 @@ func TestDailyLoopNetns(t *testing.T) {
 			t.Errorf("the shell tool reached %s", what)
 		}
 	}
-	for _, want := range []string{"/run/lever/token: No such file", "/var/lib/lev: No such file", "/var/lib/lev/api.sock: No such file"} {
+	for _, want := range []string{"/run/lever/token: No such file", "/run/lever/client.key: No such file", "'/var/lib/lev': No such file", "'/var/lib/lev/api.sock': No such file", "no bearer token"} {
 		if !strings.Contains(att, want) {
 			t.Errorf("attack result lacks %q:\n%s", want, att)
 		}
@@ -304,8 +304,10 @@ func TestDailyLoopNetns(t *testing.T) {
 	if m := regexp.MustCompile(`(?s)T-tcp\n(.*)T-broker`).FindStringSubmatch(att); m == nil || strings.Count(m[1], "Failed to connect") != 3 {
 		t.Errorf("lev API over loopback TCP from the workbench: want 3 refused connections:\n%s", att)
 	}
-	if m := regexp.MustCompile(`(?s)T-broker\n(.*)T-end`).FindStringSubmatch(att); m == nil || !regexp.MustCompile(`(?i)ssl|tls|certificate|handshake|alert`).MatchString(m[1]) {
-		t.Errorf("the broker from the workbench without lev's certificate: want a TLS refusal:\n%s", att)
+	// The broker serves enrolment to certificate-less clients, so its TLS handshake can
+	// succeed; every model route then answers 401, which git reports as wanting a username.
+	if m := regexp.MustCompile(`(?s)T-broker\n(.*)T-end`).FindStringSubmatch(att); m == nil || !regexp.MustCompile(`(?i)ssl|tls|certificate|handshake|alert|401|403|could not read Username|Authentication failed`).MatchString(m[1]) {
+		t.Errorf("the broker from the workbench without lev's certificate: want a refusal:\n%s", att)
 	}
 	if notes, err := os.ReadFile(filepath.Join(proj, "NOTES.md")); err != nil || string(notes) != "built "+sfx+"\n" {
 		t.Errorf("NOTES.md in the host's tree: %q %v", notes, err)

@@ -9,11 +9,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,6 +85,16 @@ func (e *limaUp) guest(t *testing.T, script string) (string, int) {
 	return e.as(t, "ssh", "-F", e.home+"/.lima/"+e.vm+"/ssh.config", "-o", "LogLevel=ERROR", "lima-"+e.vm, "--", script)
 }
 
+// limaTaskSteps is the daily loop's task on the real VM: git and the project's build in the
+// workbench through the shell tool, a file written into the tree and read back.
+var limaTaskSteps = []testutil.Step{
+	{Tool: "shell", Args: map[string]string{"command": "git init -q . && git status --short"}},
+	{Tool: "shell", Args: map[string]string{"command": "make build && cat build/SUMS"}},
+	{Tool: "write_file", Args: map[string]string{"path": "NOTES.md", "content": "built in the VM\n"}},
+	{Tool: "read_file", Args: map[string]string{"path": "NOTES.md"}},
+	{Tool: "submit_output", Args: map[string]string{"output": "task done in the VM"}},
+}
+
 func lastLine(s string) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return l[len(l)-1]
@@ -101,9 +113,16 @@ func TestLimaUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := &upstream{}
+	task := &testutil.StandIn{Steps: limaTaskSteps}
 	h := func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(f, "%q\n", r.Header.Get("Authorization"))
 		f.Sync()
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"name":"shell"`)) {
+			task.ServeHTTP(w, r) // the workbench task: git, the build, a file
+			return
+		}
 		up.handler(w, r)
 	}
 	l, err := net.Listen("tcp", addr)
@@ -207,6 +226,9 @@ func TestLeverUpAcceptanceLima(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(e.dir, "tree/README.md"), []byte("hello\n"), 0o644)
 	os.WriteFile(filepath.Join(e.dir, "lev-agents/answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(e.dir, "lev-agents/task.toml"), []byte("name = \"task\"\nversion = \"1\"\n[stages.work]\ntools = [\"shell\", \"write_file\", \"read_file\", \"submit_output\"]\n"), 0o644)
+	os.WriteFile(filepath.Join(e.dir, "tree/src/main.c"), []byte("int main(void) { return 0; }\n"), 0o644)
+	os.WriteFile(filepath.Join(e.dir, "tree/Makefile"), []byte(dailyMakefile), 0o644)
 	os.WriteFile(filepath.Join(e.dir, "key"), []byte(key+"\n"), 0o600)
 	os.WriteFile(filepath.Join(e.dir, "lever.yaml"), []byte(fmt.Sprintf(`name: %s
 backend: lima
@@ -258,14 +280,47 @@ lev:
 	// Acceptance runs once, after the agent's run: its whole-filesystem key scan is the
 	// slowest step under TCG (~4 MB/s), and after the run is when a leaked key would show.
 
-	// 2. the whole chain: an agent run by lev in the jail through the broker's /llm/ route.
-	script := fmt.Sprintf(`podman exec --env LEV_TOKEN="$(cat /run/user/$(id -u)/lever/agents/manager/token)" --env LEV_MODEL=test-model lever-%s-manager /lev run answer --workdir /lever`, name)
+	// 2. the daily loop from the host, through the forwarded podman socket: lever run of an
+	// agent whose tools use the workbench (git, the build, a file written and read back),
+	// its model calls through the broker's /llm/ route; then ps, logs, result and shell.
+	cfgPath := e.dir + "/lever.yaml"
 	s := time.Now()
-	runOut, runCode := e.guest(t, script)
-	t.Logf("TIMING lev run in the jail: exit %d in %.1fs\n%s", runCode, time.Since(s).Seconds(), runOut)
+	runOut, runCode := e.as(t, e.bin+"/lever", "run", "-c", cfgPath, "--allow", "shell", "task")
+	t.Logf("TIMING lever run (workbench task) on the VM: exit %d in %.1fs\n%s", runCode, time.Since(s).Seconds(), runOut)
 	auths := readAuths(t, upLog)
-	if runCode != 0 || !strings.Contains(runOut, "42") || len(auths) == 0 {
+	if runCode != 0 || !strings.Contains(runOut, "task done in the VM") || len(auths) < len(limaTaskSteps) {
 		t.Fatalf("the agent did not complete its task through the broker (%d upstream requests)\n%s", len(auths), hout.String())
+	}
+	for _, want := range []string{"tool shell {", "tool write_file {", "tool read_file {", "tool submit_output {"} {
+		if !strings.Contains(runOut, want) {
+			t.Errorf("lever run's live progress lacks %q", want)
+		}
+	}
+	if notes, err := os.ReadFile(filepath.Join(e.dir, "tree", "NOTES.md")); err != nil || string(notes) != "built in the VM\n" {
+		t.Errorf("NOTES.md in the host's tree: %q %v", notes, err)
+	}
+	for _, p := range []string{"tree/build/project.tar.gz", "tree/.git"} {
+		if _, err := os.Stat(filepath.Join(e.dir, p)); err != nil {
+			t.Errorf("the workbench's git/build output is not in the host's tree: %v", err)
+		}
+	}
+	runOut, runCode = e.as(t, e.bin+"/lever", "run", "-c", cfgPath, "answer")
+	if runCode != 0 || !strings.Contains(runOut, "42") {
+		t.Fatalf("lever run answer: exit %d\n%s", runCode, runOut)
+	}
+	psOut, code := e.as(t, e.bin+"/lever", "ps", "--json", cfgPath)
+	ids := regexp.MustCompile(`"id":\s*"(r-[^"]+)"`).FindAllStringSubmatch(psOut, -1)
+	if code != 0 || len(ids) != 2 {
+		t.Fatalf("lever ps --json: exit %d, %d runs\n%s", code, len(ids), psOut)
+	}
+	logsOut, code := e.as(t, e.bin+"/lever", "logs", "-c", cfgPath, ids[0][1])
+	resOut, rcode := e.as(t, e.bin+"/lever", "result", "-c", cfgPath, ids[1][1])
+	if code != 0 || !strings.Contains(logsOut, "tool ") || rcode != 0 || !(strings.Contains(resOut, "42") || strings.Contains(resOut, "task done")) {
+		t.Errorf("lever logs/result: exit %d/%d\n%s\n%s", code, rcode, logsOut, resOut)
+	}
+	shOut, code := e.as(t, e.bin+"/lever", "shell", "-c", cfgPath, "manager", "--", "sh", "-c", `ls /; grep -rslF -e "$1" /lever /tmp /etc /run /var /home 2>/dev/null; echo grep-ran`, "sh", key)
+	if code != 0 || !strings.Contains(shOut, "usr") || !strings.HasSuffix(strings.TrimSpace(shOut), "grep-ran") || strings.Contains(shOut, "/lever/") {
+		t.Errorf("lever shell manager: exit %d (want the workbench's root and no file holding the key)\n%s", code, shOut)
 	}
 	for i, a := range auths {
 		if a != "Bearer "+key {

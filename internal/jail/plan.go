@@ -52,6 +52,10 @@ const (
 	BenchPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
 
+// BenchGitEnv marks every directory safe for git in the workbench (see bench). lev's shell
+// tool sends the same three variables with each command (internal/lev/sandbox benchEnv).
+var BenchGitEnv = map[string]string{"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
+
 // LevEnv is the environment every lev container gets from the mounts Plan makes: lev finds
 // its home, settings, token, API socket and workbench with no setup. policy says whether
 // lever pushed a taint policy file (LEV_POLICY is set only then: an unset one falls back
@@ -264,6 +268,13 @@ func Plan(p Params) ([]Container, error) {
 func bench(lev Container, p Params, tree []Mount) Container {
 	agent := AgentDir(lev.Role, lev.Env["LEVER_WORKER"])
 	env := map[string]string{"PATH": BenchPath, "HOME": "/tmp", "LEVER_ROLE": string(lev.Role)}
+	// git refuses a repository owned by another uid ("dubious ownership"), and the tree's
+	// owner on the host is rarely the container's keep-id uid. The check guards one user
+	// against another's repository config; in the workbench the tree is the agent's own, so
+	// every directory is safe (command-scope config, which git honours for safe.directory).
+	for k, v := range BenchGitEnv {
+		env[k] = v
+	}
 	if w := lev.Env["LEVER_WORKER"]; w != "" {
 		env["LEVER_WORKER"] = w
 	}

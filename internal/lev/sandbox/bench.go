@@ -98,12 +98,15 @@ func benchEnv(env []string) []string {
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case k == "PATH", k == "HOME", k == "SSL_CERT_DIR", strings.HasPrefix(k, "LEV_"), strings.HasPrefix(k, "LEVER_"):
+		case k == "PATH", k == "HOME", k == "SSL_CERT_DIR", strings.HasPrefix(k, "LEV_"), strings.HasPrefix(k, "LEVER_"), strings.HasPrefix(k, "GIT_CONFIG_"):
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, benchPath, "HOME=/tmp")
+	// The tree's owner is rarely the workbench's uid, and git refuses such a repository
+	// unless it is marked safe in command-scope config (the same variables the workbench
+	// container carries for lever shell: internal/jail BenchGitEnv). The tree is the agent's.
+	return append(out, benchPath, "HOME=/tmp", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*")
 }
 
 // truncatedNote marks output the bench cut (the same words lev's capped buffers use).
