@@ -15,7 +15,7 @@ import (
 
 // bringupTarget loads the config and derives the bring-up instance.
 func bringupTarget(cmd *cobra.Command, args []string, fresh bool) (*bringup.Instance, error) {
-	cfg, err := config.Load(configArg(args))
+	cfg, err := config.Load(configArgFor(cmd, args))
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: err}
 	}

@@ -96,7 +96,7 @@ func newBrokerServeCmd() *cobra.Command {
 		Short: "Run the broker in the foreground until SIGINT/SIGTERM",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArg(args))
+			cfg, err := config.Load(configArgFor(cmd, args))
 			if err != nil {
 				return err
 			}
@@ -124,7 +124,7 @@ func newBrokerStartCmd() *cobra.Command {
 		Short: "Start the broker as a detached host process (no-op when it already runs)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArg(args))
+			cfg, err := config.Load(configArgFor(cmd, args))
 			if err != nil {
 				return err
 			}
@@ -153,7 +153,7 @@ func newBrokerStopCmd() *cobra.Command {
 		Short: "Stop the detached broker (a stale pid file is removed, nothing signalled)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArg(args))
+			cfg, err := config.Load(configArgFor(cmd, args))
 			if err != nil {
 				return err
 			}
@@ -181,7 +181,7 @@ func newBrokerStatusCmd() *cobra.Command {
 		Short: "Show whether the broker runs, where it listens and when its certificate expires (exit 1 when not running)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArg(args))
+			cfg, err := config.Load(configArgFor(cmd, args))
 			if err != nil {
 				return err
 			}
@@ -223,8 +223,8 @@ func printBrokerStatus(cmd *cobra.Command, st *brokerctl.BrokerStatus, stateDir 
 	return nil
 }
 
-func brokerAdmin(args []string) (*brokerctl.Admin, error) {
-	cfg, err := config.Load(configArg(args))
+func brokerAdmin(cmd *cobra.Command, args []string) (*brokerctl.Admin, error) {
+	cfg, err := config.Load(configArgFor(cmd, args))
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +241,7 @@ func newBrokerRevokeCmd() *cobra.Command {
 			if (serial == "") == (agent == "") {
 				return fmt.Errorf("give exactly one of --serial or --agent")
 			}
-			adm, err := brokerAdmin(args)
+			adm, err := brokerAdmin(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -264,7 +264,7 @@ func newBrokerRotateCmd() *cobra.Command {
 		Short: "Re-issue the broker's server certificate now (the listener stays up)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			adm, err := brokerAdmin(args)
+			adm, err := brokerAdmin(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -289,7 +289,7 @@ worker only, read-only at /run/lever from a tmpfs, never through the project tre
 Without --out the ticket is printed on stdout.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArg(args))
+			cfg, err := config.Load(configArgFor(cmd, args))
 			if err != nil {
 				return err
 			}

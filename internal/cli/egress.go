@@ -31,8 +31,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // egressTarget loads the config and builds its backend.
-func egressTarget(args []string) (*config.Config, backend.Backend, error) {
-	cfg, err := config.Load(configArg(args))
+func egressTarget(cmd *cobra.Command, args []string) (*config.Config, backend.Backend, error) {
+	cfg, err := config.Load(configArgFor(cmd, args))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -75,7 +75,7 @@ with --alias-v4 (and optionally --alias-v6) the plan is made offline, assuming a
 chain and one jump copy. Nothing is changed.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArg(args))
+			cfg, err := config.Load(configArgFor(cmd, args))
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -179,7 +179,7 @@ func newEgressApplyCmd() *cobra.Command {
 		Short: "Bring the jail up if needed and apply egress, saying whether it verified unchanged or rebuilt",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := egressTarget(args)
+			cfg, b, err := egressTarget(cmd, args)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -246,7 +246,7 @@ func newEgressVerifyCmd() *cobra.Command {
 		Short: "Compare the live chains with the desired ruleset rule for rule; exit 0 match, 1 drift, 2 error",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := egressTarget(args)
+			cfg, b, err := egressTarget(cmd, args)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}

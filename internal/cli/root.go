@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -62,6 +63,7 @@ guest under rootless podman.`,
 		newResumeCmd(),
 		newShellCmd(),
 	)
+	addConfigFlags(root)
 	return root
 }
 
@@ -96,10 +98,26 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
-// configArg returns the config path from the optional positional argument.
-func configArg(args []string) string {
+// configArgFor is the config path of a command taking [CONFIG]: the positional argument,
+// else its -c/--config, else ./lever.yaml.
+func configArgFor(cmd *cobra.Command, args []string) string {
 	if len(args) > 0 {
 		return args[0]
 	}
+	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
+		return f.Value.String()
+	}
 	return "lever.yaml"
+}
+
+// addConfigFlags gives every command that takes [CONFIG] a -c/--config too, so each
+// command names its jail the same way (the host commands take -c; their positional
+// arguments are an agent, a run or a worker).
+func addConfigFlags(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		addConfigFlags(sub)
+	}
+	if strings.Contains(c.Use, "[CONFIG]") && c.Flags().Lookup("config") == nil {
+		c.Flags().StringP("config", "c", "", "the jail's lever.yaml (or give it as the CONFIG argument; default ./lever.yaml)")
+	}
 }

@@ -51,7 +51,7 @@ resumes the same guest and verifies its firewall again. The instance's host brok
 stopped too; host state (CA, tickets, audit log) is kept.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := teardownTarget(args)
+			cfg, b, err := teardownTarget(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -77,7 +77,7 @@ listing what was removed. The project tree is never touched. Running it again on
 destroyed instance succeeds and removes nothing.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := teardownTarget(args)
+			cfg, b, err := teardownTarget(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -110,8 +110,8 @@ func newDownCmd() *cobra.Command {
 
 // teardownTarget loads only the instance's identity (config.LoadIdentity), so that a jail
 // whose tree or key file has gone can still be stopped and destroyed.
-func teardownTarget(args []string) (*config.Config, backend.Backend, error) {
-	cfg, err := config.LoadIdentity(configArg(args))
+func teardownTarget(cmd *cobra.Command, args []string) (*config.Config, backend.Backend, error) {
+	cfg, err := config.LoadIdentity(configArgFor(cmd, args))
 	if err != nil {
 		return nil, nil, err
 	}
