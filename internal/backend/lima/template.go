@@ -32,11 +32,22 @@ type Params struct {
 	// model (under TCG too) offers SVM/VMX, and the guest would otherwise get /dev/kvm.
 	KVMBlacklist bool
 	LegacyBIOS   bool // direct kernel boot needs no UEFI firmware
+	// Platform is the VM type, architecture and mount type for the host (PlatformFor).
+	Platform
 }
 
-// ParamsFrom derives the template values from lever.yaml. Relative paths resolve against
-// the config file's directory.
+// ParamsFrom derives the template values from lever.yaml for the machine lever runs on.
 func ParamsFrom(cfg *config.Config) (Params, error) {
+	plat, err := PlatformFor(CurrentHost())
+	if err != nil {
+		return Params{}, err
+	}
+	return ParamsFor(cfg, plat)
+}
+
+// ParamsFor derives the template values from lever.yaml for a given platform. Relative
+// paths resolve against the config file's directory.
+func ParamsFor(cfg *config.Config, plat Platform) (Params, error) {
 	abs := func(p string) string {
 		if p == "" || filepath.IsAbs(p) {
 			return p
@@ -57,6 +68,7 @@ func ParamsFrom(cfg *config.Config) (Params, error) {
 		Disk:       cfg.Disk,
 		CPUType:    "max",
 		LegacyBIOS: cfg.Lima.Kernel != "",
+		Platform:   plat,
 	}
 	if cfg.NestedVirt {
 		p.CPUType = "host"
