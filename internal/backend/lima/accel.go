@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -36,12 +35,33 @@ type kvmOps interface {
 	// pvm says whether /dev/kvm is provided by the PVM module (kvm_pvm), under which a
 	// stock guest kernel hangs at boot.
 	pvm() bool
-	// user names the user lever runs as (the VM's owner).
-	user() string
+	// user is the user lever runs as (the VM's owner): login name ("" when unknown), uid.
+	user() (login string, uid int)
 }
 
-// errKVMUnusable marks an accelerator decision that cannot honour lima.accel: kvm.
-var errKVMUnusable = errors.New("kvm unusable")
+// kvmUnusableError is lima.accel: kvm that cannot work here. New keeps it for EnsureUp to
+// return (stop and destroy still work); any other accelerator error fails New.
+type kvmUnusableError struct{ msg string }
+
+func (e *kvmUnusableError) Error() string { return e.msg }
+
+// describeUser is "alice (uid 1000)", or "uid 1000" without a name.
+func describeUser(ops kvmOps) string {
+	login, uid := ops.user()
+	if login == "" {
+		return fmt.Sprintf("uid %d", uid)
+	}
+	return fmt.Sprintf("%s (uid %d)", login, uid)
+}
+
+// loginOf is what usermod takes: the name, else the uid.
+func loginOf(ops kvmOps) string {
+	login, uid := ops.user()
+	if login == "" {
+		return fmt.Sprint(uid)
+	}
+	return login
+}
 
 // decideAccel applies lima.accel (auto, kvm or tcg) to what the probe finds. auto picks KVM
 // only when the VM's owner can open /dev/kvm read-write and it answers the API version
@@ -57,14 +77,14 @@ func decideAccel(setting string, ops kvmOps) (Accel, error) {
 	}
 	reason, how, pvm := probeKVM(ops)
 	if reason == "" {
-		return Accel{Name: "kvm", Why: fmt.Sprintf("%s opens read-write for user %s and answers KVM_GET_API_VERSION (%d)", KVMDevice, ops.user(), kvmAPIVersion)}, nil
+		return Accel{Name: "kvm", Why: fmt.Sprintf("%s opens read-write for user %s and answers KVM_GET_API_VERSION (%d)", KVMDevice, describeUser(ops), kvmAPIVersion)}, nil
 	}
 	if setting == "kvm" {
 		if pvm {
 			// The operator insists and the device works: a PVM-aware guest kernel can run.
 			return Accel{Name: "kvm", Why: "lima.accel is kvm; note: " + reason}, nil
 		}
-		return Accel{}, fmt.Errorf("lima.accel is kvm but %s: %s (or set lima.accel: auto to fall back to TCG): %w", reason, how, errKVMUnusable)
+		return Accel{}, &kvmUnusableError{fmt.Sprintf("lima.accel is kvm but %s: %s (or set lima.accel: auto to fall back to TCG)", reason, how)}
 	}
 	return Accel{
 		Name:    "tcg",
@@ -76,7 +96,7 @@ func decideAccel(setting string, ops kvmOps) (Accel, error) {
 // probeKVM returns why KVM cannot be used (empty when it can) and how to fix that; pvm is
 // set when the device works but is PVM.
 func probeKVM(ops kvmOps) (reason, how string, pvm bool) {
-	u := ops.user()
+	u := describeUser(ops)
 	mode, owner, group, err := ops.stat(KVMDevice)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -89,7 +109,7 @@ func probeKVM(ops kvmOps) (reason, how string, pvm bool) {
 	v, openErr, ioctlErr := ops.openAPIVersion(KVMDevice)
 	switch {
 	case openErr != nil && (errors.Is(openErr, fs.ErrPermission)):
-		return fmt.Sprintf("%s and user %s cannot open it read-write (%v)", desc, u, unwrapPathErr(openErr)), groupHint(mode, group, u), false
+		return fmt.Sprintf("%s and user %s cannot open it read-write (%v)", desc, u, unwrapPathErr(openErr)), groupHint(mode, group, loginOf(ops)), false
 	case openErr != nil:
 		return fmt.Sprintf("%s and opening it as user %s fails (%v)", desc, u, unwrapPathErr(openErr)), "check that the KVM module is loaded and working", false
 	case ioctlErr != nil:
@@ -108,8 +128,8 @@ func groupHint(mode fs.FileMode, group, user string) string {
 	if mode.Perm()&0o060 == 0o060 && group != "root" && group != "" {
 		return fmt.Sprintf("add %s to the %s group (usermod -aG %s %s) and log in again", user, group, group, user)
 	}
-	return fmt.Sprintf("give %s to the kvm group with mode 0660 (chgrp kvm %s && chmod 0660 %s, or a udev rule) and add %s to it (usermod -aG kvm %s), then log in again",
-		KVMDevice, KVMDevice, KVMDevice, user, user)
+	return fmt.Sprintf("give %s to the kvm group with mode 0660 (chgrp kvm %s && chmod 0660 %s, or a udev rule) and add the user to it (usermod -aG kvm %s), then log in again",
+		KVMDevice, KVMDevice, KVMDevice, user)
 }
 
 // unwrapPathErr drops the path from an *fs.PathError (the message already names it).
@@ -124,12 +144,3 @@ func unwrapPathErr(err error) error {
 // qemuEnvVar is the variable Lima reads for the qemu binary of a guest architecture
 // (QEMU_SYSTEM_X86_64, QEMU_SYSTEM_AARCH64).
 func qemuEnvVar(arch string) string { return "QEMU_SYSTEM_" + strings.ToUpper(arch) }
-
-// osUser names the current user for messages: the login name, else the uid.
-func osUser(lookup func(uid string) (string, error)) string {
-	uid := fmt.Sprint(os.Getuid())
-	if name, err := lookup(uid); err == nil && name != "" {
-		return fmt.Sprintf("%s (uid %s)", name, uid)
-	}
-	return "uid " + uid
-}

@@ -57,14 +57,12 @@ func (hostKVM) pvm() bool {
 	return err == nil
 }
 
-func (hostKVM) user() string {
-	return osUser(func(uid string) (string, error) {
-		u, err := user.LookupId(uid)
-		if err != nil {
-			return "", err
-		}
-		return u.Username, nil
-	})
+func (hostKVM) user() (string, int) {
+	uid := os.Getuid()
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username, uid
+	}
+	return "", uid
 }
 
 // HostAccel decides the accelerator for lima.accel on this Linux host.

@@ -32,8 +32,8 @@ func (f fakeKVM) openAPIVersion(path string) (int, error, error) {
 	}
 	return f.version, nil, f.ioctlErr
 }
-func (f fakeKVM) pvm() bool    { return f.isPVM }
-func (f fakeKVM) user() string { return "alice (uid 1000)" }
+func (f fakeKVM) pvm() bool           { return f.isPVM }
+func (f fakeKVM) user() (string, int) { return "alice", 1000 }
 
 func TestDecideAccel(t *testing.T) {
 	usable := fakeKVM{mode: fs.ModeDevice | fs.ModeCharDevice | 0o660, owner: "root", grp: "kvm", version: 12}
@@ -62,9 +62,9 @@ func TestDecideAccel(t *testing.T) {
 		{"missing kvm", "kvm", missing, "", []string{"lima.accel is kvm but /dev/kvm does not exist"}},
 		// This machine's case: 0600 root:root, the VM owner cannot open it.
 		{"EACCES auto", "auto", locked, "tcg", []string{"/dev/kvm is mode 0600 root:root and user alice (uid 1000) cannot open it read-write (permission denied)",
-			"chgrp kvm /dev/kvm && chmod 0660 /dev/kvm", "usermod -aG kvm alice (uid 1000)"}},
+			"chgrp kvm /dev/kvm && chmod 0660 /dev/kvm", "usermod -aG kvm alice)"}},
 		{"EACCES kvm", "kvm", locked, "", []string{"lima.accel is kvm but /dev/kvm is mode 0600 root:root and user alice (uid 1000) cannot open it", "set lima.accel: auto"}},
-		{"EACCES group-accessible", "auto", groupOnly, "tcg", []string{"mode 0660 root:kvm", "add alice (uid 1000) to the kvm group"}},
+		{"EACCES group-accessible", "auto", groupOnly, "tcg", []string{"mode 0660 root:kvm", "add alice to the kvm group (usermod -aG kvm alice)"}},
 		{"open other error", "auto", busy, "tcg", []string{"opening it as user alice (uid 1000) fails (no such device or address)"}},
 		{"ioctl fails auto", "auto", ioctlFails, "tcg", []string{"KVM_GET_API_VERSION fails (inappropriate ioctl for device)"}},
 		{"ioctl fails kvm", "kvm", ioctlFails, "", []string{"lima.accel is kvm but /dev/kvm opens for user alice (uid 1000) but KVM_GET_API_VERSION fails"}},
@@ -94,8 +94,9 @@ func TestDecideAccel(t *testing.T) {
 			if strings.Contains(got.Warning, "\n") || (got.Warning != "") != (tc.setting == "auto" && got.Name == "tcg") {
 				t.Errorf("warning %q for %s -> %s", got.Warning, tc.setting, got.Name)
 			}
-			if tc.setting == "kvm" && tc.want == "" && !errors.Is(err, errKVMUnusable) {
-				t.Errorf("error %v is not errKVMUnusable", err)
+			var unusable *kvmUnusableError
+			if tc.setting == "kvm" && tc.want == "" && !errors.As(err, &unusable) {
+				t.Errorf("error %v is not a kvmUnusableError", err)
 			}
 		})
 	}

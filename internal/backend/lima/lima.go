@@ -81,7 +81,8 @@ func New(cfg *config.Config) (*Lima, error) {
 	}
 	l := &Lima{cfg: cfg, vm: vm, home: home, lc: &limactl{bin: bin}, plat: plat}
 	l.accel, l.accelErr = hostAccel(cfg.Lima.Accel)
-	if l.accelErr != nil && !errors.Is(l.accelErr, errKVMUnusable) {
+	var unusable *kvmUnusableError
+	if l.accelErr != nil && !errors.As(l.accelErr, &unusable) {
 		return nil, l.accelErr
 	}
 	if l.accel.Name == "tcg" {
