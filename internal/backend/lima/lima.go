@@ -284,6 +284,11 @@ func (l *Lima) Destroy(ctx context.Context) error {
 // qemu present, and not running as root.
 func Probe(ctx context.Context) backend.Availability {
 	a := backend.Availability{}
+	// What lima.accel: auto would use here (lever.yaml may say otherwise), probed as this
+	// user: the one that would own the VM. Shown whether or not limactl is installed.
+	if acc, err := HostAccel("auto"); err == nil {
+		a.Accelerator, a.AcceleratorWhy = acc.Name, acc.Why
+	}
 	bin, err := exec.LookPath("limactl")
 	if err != nil {
 		a.Reason = "limactl not found on PATH (scripts/lima/build-limactl.sh builds v1.2.2)"
@@ -313,11 +318,6 @@ func Probe(ctx context.Context) backend.Availability {
 			a.Reason = plat.QemuBinary + " not found on PATH"
 			return a
 		}
-	}
-	// What lima.accel: auto would use here (lever.yaml may say otherwise), probed as this
-	// user: the one that would own the VM.
-	if acc, err := HostAccel("auto"); err == nil {
-		a.Accelerator, a.AcceleratorWhy = acc.Name, acc.Why
 	}
 	if os.Geteuid() == 0 {
 		a.Reason = "running as root: limactl refuses root, run lever as an unprivileged user"
