@@ -130,7 +130,7 @@ func (l *Lima) ManagerDevices() []string {
 func (l *Lima) stateDir() string    { return filepath.Join(l.cfg.StateDir(), "lima") }
 func (l *Lima) qemuWrapper() string { return filepath.Join(l.stateDir(), "qemu-tcg.sh") }
 
-// hostAccel is HostAccel; the replay tests pin it so the recorded exchanges do not depend
+// hostAccel is HostAccel; the tests pin it so what reaches limactl does not depend
 // on this machine's /dev/kvm.
 var hostAccel = HostAccel
 
