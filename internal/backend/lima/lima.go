@@ -35,7 +35,7 @@ var profile = backend.Profile{
 	Name:               "lima",
 	HypervisorBoundary: true,
 	Kernel:             "separate from host (one guest kernel shared by manager and workers)",
-	FilesystemBound:    "one reverse-sshfs mount of the tree at /lever (Lima template), checked against the realized config and the live guest mount",
+	FilesystemBound:    "one mount of the tree at /lever (reverse-sshfs; virtiofs under vz on macOS >= 13), checked against the realized config and the live guest mount",
 	EgressEnforced:     "iptables LEVER_EGRESS in the VM's init network namespace",
 	RootlessRuntime:    "rootless podman as the guest run user",
 	Caveats: []string{
