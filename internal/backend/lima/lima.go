@@ -90,7 +90,12 @@ func New(cfg *config.Config) (*Lima, error) {
 		// rewrites it, for the guest architecture's qemu.
 		l.lc.env = append(l.lc.env, qemuEnvVar(plat.Arch)+"="+l.qemuWrapper())
 		if os.Getenv("LEVER_QEMU_SYSTEM") == "" {
-			l.lc.env = append(l.lc.env, "LEVER_QEMU_SYSTEM="+plat.QemuBinary)
+			// The real qemu, resolved now (the wrapper would otherwise look for the x86_64 one).
+			real := plat.QemuBinary
+			if p, err := exec.LookPath(real); err == nil {
+				real = p
+			}
+			l.lc.env = append(l.lc.env, "LEVER_QEMU_SYSTEM="+real)
 		}
 	}
 	l.runner = &sshRunner{instDir: filepath.Join(home, vm), vm: vm}
