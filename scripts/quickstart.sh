@@ -126,14 +126,13 @@ else
 fi
 sed -i "s|^backend: .*|backend: $backend|; s|^  api_key_file: .*|  api_key_file: $keyfile|; s|^  llm_upstream: .*|  llm_upstream: $upstream|" "$WORK/project/lever.yaml"
 if [ "$backend" = lima ]; then
-	accel=kvm; [ -e /dev/kvm ] || accel=tcg
 	cat >>"$WORK/project/lever.yaml" <<EOF_LIMA
 lima:
   image: $limaimage/disk.qcow2
   kernel: $limaimage/vmlinuz
   initrd: $limaimage/initrd.img
   limactl: $limaprefix/bin/limactl
-  accel: $accel
+  accel: auto
   cpus: 2
   memory: 2GiB
 EOF_LIMA

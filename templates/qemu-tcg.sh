@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# qemu-system-x86_64 wrapper for hosts whose /dev/kvm cannot run a stock guest kernel (PVM
-# here): Lima v1.x always chooses accel=kvm on Linux when /dev/kvm exists, so rewrite the
-# accelerator to TCG and "-cpu host" to "-cpu max". lever points QEMU_SYSTEM_X86_64 at this
-# file when lima.accel is tcg. The real binary: $LEVER_QEMU_SYSTEM or the one on PATH.
+# qemu-system-<arch> wrapper for hosts where KVM cannot be used (the VM owner cannot open
+# /dev/kvm, or it is PVM): Lima v1.x always chooses accel=kvm on Linux for the native
+# architecture, so rewrite the accelerator to TCG and "-cpu host" to "-cpu max". lever points
+# QEMU_SYSTEM_<ARCH> at this file when the accelerator is tcg (lima.accel tcg, or auto
+# without usable KVM) and sets LEVER_QEMU_SYSTEM to the real qemu-system-<arch>.
 real=${LEVER_QEMU_SYSTEM:-$(command -v qemu-system-x86_64 || echo /usr/bin/qemu-system-x86_64)}
 args=()
 prev=

@@ -10,9 +10,9 @@ import _ "embed"
 //go:embed lima.yaml.tmpl
 var LimaYAML string
 
-// QemuTCG is a qemu-system-x86_64 wrapper that forces TCG. Lima v1.x picks accel=kvm
-// whenever /dev/kvm exists; on hosts whose KVM cannot run a stock guest kernel (PVM),
-// lever writes this file into the instance's state dir and points QEMU_SYSTEM_X86_64 at it.
+// QemuTCG is a qemu-system-<arch> wrapper that forces TCG. Lima v1.x always picks
+// accel=kvm on Linux; when lever's accelerator is tcg (see internal/backend/lima/accel.go),
+// it writes this file into the instance's state dir and points QEMU_SYSTEM_<ARCH> at it.
 //
 //go:embed qemu-tcg.sh
 var QemuTCG string

@@ -48,6 +48,10 @@ type Availability struct {
 	Tool    string `json:"tool,omitempty"`    // the binary it drives, as found on PATH
 	Version string `json:"version,omitempty"` // that binary's version
 	Reason  string `json:"reason,omitempty"`  // why not, when not usable
+	// Accelerator is the VM accelerator the backend would use on this host (lima: kvm, tcg,
+	// vz or hvf), and AcceleratorWhy the reason, as probed for the user running lever.
+	Accelerator    string `json:"accelerator,omitempty"`
+	AcceleratorWhy string `json:"accelerator_reason,omitempty"`
 }
 
 // Descriptor is what a backend package registers: its matrix row, a probe of the host,

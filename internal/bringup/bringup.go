@@ -17,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lever-jail/lever/internal/acceptance"
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/backend/netns"
@@ -512,16 +510,6 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 		fmt.Fprintf(in.opts.Out, "jail %s is up: nothing changed (%s, %d guest calls)\n", in.cfg.Name, round(res.Duration), res.GuestCalls)
 	}
 	return res, nil
-}
-
-// isTerminal reports whether w is a terminal (progress then redraws each step's line).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }
 
 func round(d time.Duration) string {

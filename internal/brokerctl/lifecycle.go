@@ -1,7 +1,6 @@
 package brokerctl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -34,37 +32,6 @@ type BrokerStatus struct {
 	Stale       bool   `json:"stale,omitempty"`
 	StaleReason string `json:"stale_reason,omitempty"`
 	State       *State `json:"state,omitempty"` // listen address, SANs, certificate expiry
-}
-
-// procIdentity reads a live process's start time (clock ticks since boot, field 22 of
-// /proc/<pid>/stat) and argv. A zombie counts as gone.
-func procIdentity(pid int) (uint64, []string, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, nil, err
-	}
-	// comm (field 2) may contain spaces and parentheses; fields resume after the last ')'.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, nil, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 20 {
-		return 0, nil, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	if f[0] == "Z" || f[0] == "X" {
-		return 0, nil, fmt.Errorf("process %d has exited", pid)
-	}
-	ticks, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, nil, fmt.Errorf("/proc/%d/stat: start time: %w", pid, err)
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return 0, nil, err
-	}
-	argv := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
-	return ticks, argv, nil
 }
 
 func readPid(stateDir string) (*pidRecord, error) {

@@ -112,6 +112,9 @@ func printMatrix(w io.Writer, m matrixOut) error {
 		fmt.Fprintf(w, "  egress enforced:   %s\n", r.EgressEnforced)
 		fmt.Fprintf(w, "  rootless runtime:  %s\n", r.RootlessRuntime)
 		fmt.Fprintf(w, "  usable here now:   %s\n", usable(r.Available))
+		if r.Available.Accelerator != "" {
+			fmt.Fprintf(w, "  accelerator:       %s (%s)\n", r.Available.Accelerator, r.Available.AcceleratorWhy)
+		}
 		fmt.Fprintln(w, "  caveats:")
 		for _, c := range r.Caveats {
 			fmt.Fprintf(w, "    - %s\n", c)

@@ -89,7 +89,7 @@ func TestPrintMatrix(t *testing.T) {
 	descs := []backend.Descriptor{
 		{Profile: backend.Profile{Name: "vm", HypervisorBoundary: true, Kernel: "separate from host (one guest kernel)", FilesystemBound: "the tree only", EgressEnforced: "in the VM", RootlessRuntime: "podman", Caveats: []string{"c1"}},
 			Probe: func(context.Context) backend.Availability {
-				return backend.Availability{Usable: true, Tool: "/usr/bin/vmctl", Version: "1.2.2"}
+				return backend.Availability{Usable: true, Tool: "/usr/bin/vmctl", Version: "1.2.2", Accelerator: "tcg", AcceleratorWhy: "/dev/kvm is mode 0600 root:root"}
 			}},
 		{Profile: backend.Profile{Name: "ns", Kernel: "shared with host", FilesystemBound: "none", EgressEnforced: "in the namespace", RootlessRuntime: "podman", Caveats: []string{"fails guarantee 0"}},
 			Probe: func(context.Context) backend.Availability {
@@ -111,6 +111,7 @@ vm
   egress enforced:   in the VM
   rootless runtime:  podman
   usable here now:   yes (/usr/bin/vmctl, version 1.2.2)
+  accelerator:       tcg (/dev/kvm is mode 0600 root:root)
   caveats:
     - c1
 

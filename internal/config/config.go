@@ -95,8 +95,10 @@ type Lima struct {
 	Memory string `yaml:"memory"`
 	// Limactl is the limactl binary to drive (default: limactl on PATH).
 	Limactl string `yaml:"limactl"`
-	// Accel is "tcg" to force qemu's software emulation through lever's wrapper (for hosts
-	// whose /dev/kvm cannot run a stock guest kernel); empty lets Lima choose.
+	// Accel is the Linux host's accelerator: "auto" (the default) uses KVM only when this
+	// user can open /dev/kvm and it answers, else TCG with a warning; "kvm" insists (and
+	// fails before qemu starts when it cannot work); "tcg" forces qemu's software emulation
+	// through lever's wrapper. On macOS only "auto" (Lima's vz or hvf) is accepted.
 	Accel string `yaml:"accel"`
 }
 

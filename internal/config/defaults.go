@@ -70,4 +70,7 @@ func applyDefaults(c *Config) {
 	if c.Lima.Memory == "" {
 		c.Lima.Memory = DefaultLimaMem
 	}
+	if c.Lima.Accel == "" {
+		c.Lima.Accel = "auto"
+	}
 }

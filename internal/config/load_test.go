@@ -297,7 +297,10 @@ func TestLoadRejects(t *testing.T) {
 		{name: "lima kernel without initrd", body: base + "lima:\n  kernel: key\n",
 			want: `{f}:7: lima.kernel: lima.kernel and lima.initrd go together (direct kernel boot needs both)`},
 		{name: "lima accel unknown", body: base + "lima:\n  accel: hvf\n",
-			want: `{f}:7: lima.accel: "hvf" is not an accelerator: use kvm or tcg (or leave it empty for Lima's choice)`},
+			want: `{f}:7: lima.accel: "hvf" is not an accelerator: use auto, kvm or tcg`},
+		// Strict spelling: the value is compared as written, not folded.
+		{name: "lima accel case", body: base + "lima:\n  accel: KVM\n",
+			want: `{f}:7: lima.accel: "KVM" is not an accelerator: use auto, kvm or tcg`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,7 +340,7 @@ func TestLoadAccepts(t *testing.T) {
 				Name: "demo", Backend: "lima", Tree: "proj", Egress: "open", Disk: "20GiB",
 				Broker: Broker{LLMAuth: "api-key", APIKeyFile: filepath.Join(c.Dir, "key"), LLMUpstream: "https://api.anthropic.com",
 					JailPort: 7443, AdminPort: 7444, APIKeyPath: filepath.Join(c.Dir, "key")},
-				Lima: Lima{CPUs: 2, Memory: "4GiB"},
+				Lima: Lima{CPUs: 2, Memory: "4GiB", Accel: "auto"},
 				Path: filepath.Join(c.Dir, "lever.yaml"), Dir: c.Dir, TreePath: filepath.Join(c.Dir, "proj"),
 			}
 			if diff := cmp.Diff(want, *c); diff != "" {

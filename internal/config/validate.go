@@ -537,9 +537,9 @@ func (v *validator) lima(c *Config) {
 		}
 	}
 	switch c.Lima.Accel {
-	case "", "kvm", "tcg":
+	case "auto", "kvm", "tcg":
 	default:
-		v.add("lima.accel", "%q is not an accelerator: use kvm or tcg (or leave it empty for Lima's choice)", c.Lima.Accel)
+		v.add("lima.accel", "%q is not an accelerator: use auto, kvm or tcg", c.Lima.Accel)
 	}
 	// A limactl given as a path is a host path like the others; a bare name is looked up
 	// on PATH by the lima backend.

@@ -14,7 +14,7 @@ var _ backend.Containment = (*Lima)(nil)
 // intent renders and validates lever's template for this instance: what the drift check
 // compares the realized config with. It writes nothing.
 func (l *Lima) intent() (Intent, []byte, error) {
-	p, err := ParamsFrom(l.cfg)
+	p, err := ParamsFor(l.cfg, l.plat)
 	if err != nil {
 		return Intent{}, nil, err
 	}
@@ -72,10 +72,10 @@ var hostBacked = map[string]bool{"fuse.sshfs": true, "9p": true, "virtiofs": tru
 // when nested_virt is on.
 func (l *Lima) CheckGuest(out string, rc int) error {
 	tree := ""
-	if p, err := ParamsFrom(l.cfg); err == nil {
+	if p, err := ParamsFor(l.cfg, l.plat); err == nil {
 		tree = p.Tree
 	}
-	return checkContainment(out, rc, "fuse.sshfs", tree, l.cfg.NestedVirt)
+	return checkContainment(out, rc, l.plat.GuestFSType, tree, l.cfg.NestedVirt)
 }
 
 func checkContainment(out string, rc int, wantFSType, tree string, nestedVirt bool) error {

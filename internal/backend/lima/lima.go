@@ -35,7 +35,7 @@ var profile = backend.Profile{
 	Name:               "lima",
 	HypervisorBoundary: true,
 	Kernel:             "separate from host (one guest kernel shared by manager and workers)",
-	FilesystemBound:    "one reverse-sshfs mount of the tree at /lever (Lima template), checked against the realized config and the live guest mount",
+	FilesystemBound:    "one mount of the tree at /lever (reverse-sshfs; virtiofs under vz on macOS >= 13), checked against the realized config and the live guest mount",
 	EgressEnforced:     "iptables LEVER_EGRESS in the VM's init network namespace",
 	RootlessRuntime:    "rootless podman as the guest run user",
 	Caveats: []string{
@@ -55,6 +55,11 @@ type Lima struct {
 	lc     *limactl
 	runner guest.Runner
 	facts  Facts
+	plat   Platform // VM type, architecture and mount type for this host
+	accel  Accel    // the accelerator lima.accel resolves to here
+	// accelErr is lima.accel: kvm that cannot work; EnsureUp returns it before limactl runs
+	// (stop and destroy still work).
+	accelErr error
 }
 
 var _ backend.Backend = (*Lima)(nil)
@@ -70,13 +75,28 @@ func New(cfg *config.Config) (*Lima, error) {
 		return nil, err
 	}
 	vm := cfg.MachineName()
-	l := &Lima{cfg: cfg, vm: vm, home: home, lc: &limactl{bin: bin}}
-	switch cfg.Lima.Accel {
-	case "", "kvm":
-	case "tcg":
-		l.lc.env = append(l.lc.env, "QEMU_SYSTEM_X86_64="+l.qemuWrapper())
-	default:
-		return nil, fmt.Errorf("lima.accel: %q is not one of kvm, tcg", cfg.Lima.Accel)
+	plat, err := PlatformFor(CurrentHost())
+	if err != nil {
+		return nil, err
+	}
+	l := &Lima{cfg: cfg, vm: vm, home: home, lc: &limactl{bin: bin}, plat: plat}
+	l.accel, l.accelErr = hostAccel(cfg.Lima.Accel)
+	var unusable *kvmUnusableError
+	if l.accelErr != nil && !errors.As(l.accelErr, &unusable) {
+		return nil, l.accelErr
+	}
+	if l.accel.Name == "tcg" {
+		// Lima v1.x runs qemu with accel=kvm on Linux whatever /dev/kvm allows; the wrapper
+		// rewrites it, for the guest architecture's qemu.
+		l.lc.env = append(l.lc.env, qemuEnvVar(plat.Arch)+"="+l.qemuWrapper())
+		if os.Getenv("LEVER_QEMU_SYSTEM") == "" {
+			// The real qemu, resolved now (the wrapper would otherwise look for the x86_64 one).
+			real := plat.QemuBinary
+			if p, err := exec.LookPath(real); err == nil {
+				real = p
+			}
+			l.lc.env = append(l.lc.env, "LEVER_QEMU_SYSTEM="+real)
+		}
 	}
 	l.runner = &sshRunner{instDir: filepath.Join(home, vm), vm: vm}
 	return l, nil
@@ -115,6 +135,16 @@ func (l *Lima) ManagerDevices() []string {
 func (l *Lima) stateDir() string    { return filepath.Join(l.cfg.StateDir(), "lima") }
 func (l *Lima) qemuWrapper() string { return filepath.Join(l.stateDir(), "qemu-tcg.sh") }
 
+// hostAccel is HostAccel; the tests pin it so what reaches limactl does not depend
+// on this machine's /dev/kvm.
+var hostAccel = HostAccel
+
+// accelWarn prints auto's one-line TCG warning (stderr; the tests capture it).
+var accelWarn = func(line string) { fmt.Fprintln(os.Stderr, line) }
+
+// Accel is the accelerator this instance's VM runs under, and why.
+func (l *Lima) Accel() Accel { return l.accel }
+
 // geteuid is os.Geteuid; the replay tests (which run as root to own their fixtures) stand
 // in for the unprivileged user limactl needs.
 var geteuid = os.Geteuid
@@ -134,6 +164,13 @@ func refuseRoot() error {
 func (l *Lima) EnsureUp(ctx context.Context) error {
 	if err := refuseRoot(); err != nil {
 		return err
+	}
+	// lima.accel: kvm that cannot work fails here, before limactl or qemu runs.
+	if l.accelErr != nil {
+		return l.accelErr
+	}
+	if l.accel.Warning != "" {
+		accelWarn(l.accel.Warning)
 	}
 	out, err := l.lc.run(ctx, "--version")
 	if err != nil {
@@ -176,7 +213,7 @@ func (l *Lima) EnsureUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := CheckFacts(f, "fuse.sshfs", l.cfg.NestedVirt); err != nil {
+	if err := CheckFacts(f, l.plat.GuestFSType, l.cfg.NestedVirt); err != nil {
 		return fmt.Errorf("lima VM %s: %w", l.vm, err)
 	}
 	l.facts = f
@@ -190,7 +227,7 @@ func (l *Lima) writeHostFiles(rendered []byte) error {
 	if err := os.WriteFile(filepath.Join(l.stateDir(), "lima.yaml"), rendered, 0o600); err != nil {
 		return fmt.Errorf("writing the lima template: %w", err)
 	}
-	if l.cfg.Lima.Accel == "tcg" {
+	if l.accel.Name == "tcg" {
 		if err := os.WriteFile(l.qemuWrapper(), []byte(templates.QemuTCG), 0o700); err != nil {
 			return fmt.Errorf("writing the qemu TCG wrapper: %w", err)
 		}
@@ -252,6 +289,11 @@ func (l *Lima) Destroy(ctx context.Context) error {
 // qemu present, and not running as root.
 func Probe(ctx context.Context) backend.Availability {
 	a := backend.Availability{}
+	// What lima.accel: auto would use here (lever.yaml may say otherwise), probed as this
+	// user: the one that would own the VM. Shown whether or not limactl is installed.
+	if acc, err := HostAccel("auto"); err == nil {
+		a.Accelerator, a.AcceleratorWhy = acc.Name, acc.Why
+	}
 	bin, err := exec.LookPath("limactl")
 	if err != nil {
 		a.Reason = "limactl not found on PATH (scripts/lima/build-limactl.sh builds v1.2.2)"
@@ -271,9 +313,16 @@ func Probe(ctx context.Context) backend.Availability {
 		a.Reason = err.Error()
 		return a
 	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		a.Reason = "qemu-system-x86_64 not found on PATH"
+	plat, err := PlatformFor(CurrentHost())
+	if err != nil {
+		a.Reason = err.Error()
 		return a
+	}
+	if plat.QemuBinary != "" {
+		if _, err := exec.LookPath(plat.QemuBinary); err != nil {
+			a.Reason = plat.QemuBinary + " not found on PATH"
+			return a
+		}
 	}
 	if os.Geteuid() == 0 {
 		a.Reason = "running as root: limactl refuses root, run lever as an unprivileged user"

@@ -38,7 +38,7 @@ func CheckVersion(out string) (string, error) {
 // limactl runs the limactl binary as the current (unprivileged) user.
 type limactl struct {
 	bin string
-	env []string // extra environment (QEMU_SYSTEM_X86_64 for the TCG wrapper)
+	env []string // extra environment (QEMU_SYSTEM_<ARCH> and LEVER_QEMU_SYSTEM for the TCG wrapper)
 	// calls counts host-side limactl invocations (not guest round-trips).
 	calls int
 }

@@ -1,0 +1,29 @@
+// Package hostterm answers one question about the host: is this writer a terminal? The
+// ioctl that asks differs per kernel (TCGETS on Linux, TIOCGETA on the BSDs and macOS), so
+// the request number sits behind a build-tagged file pair and everything else lives here,
+// where the Linux tests exercise it.
+package hostterm
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// IsTerminal reports whether w is a terminal: an *os.File whose descriptor answers the
+// termios query. A character device that is not a tty (/dev/null) does not, so progress
+// redraws never land in a log file or a pipe.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || f == nil {
+		return false
+	}
+	return fdIsTerminal(int(f.Fd()))
+}
+
+// fdIsTerminal is the seam's consumer: the per-platform request number is all that varies.
+func fdIsTerminal(fd int) bool {
+	_, err := unix.IoctlGetTermios(fd, termiosRequest)
+	return err == nil
+}
