@@ -15,7 +15,7 @@ MCP_SERVERS_DIR := $(CURDIR)/.cache/mcp
 MCP_SERVERS     := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31
 export LEV_MCP_SERVERS := $(MCP_SERVERS_DIR)
 
-.PHONY: build test e2e bench lint fuzz ci clean mcp-servers cross
+.PHONY: build test e2e bench lint fuzz ci clean mcp-servers cross dist
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lever ./cmd/lever
@@ -65,7 +65,20 @@ cross:
 		echo "cross: $$os/$$arch built and vetted in $$(( $$(date +%s) - start ))s"; \
 	done
 
+# Release archives: lever and lev for each platform (static, no cgo), one tar.gz each, and
+# SHA256SUMS over them, in dist/. lev runs inside the Linux jail; its darwin build is the
+# client side only (lev bench serve refuses there).
+dist:
+	@set -e; rm -rf dist; mkdir -p dist; for p in $(CROSS_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; d=dist/lever-$(VERSION)-$$os-$$arch; mkdir -p $$d; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/lever ./cmd/lever; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/lev ./cmd/lev; \
+		cp README.md SECURITY.md $$d/; \
+		tar -C dist --sort=name --mtime=@0 --owner=0 --group=0 -czf $$d.tar.gz $$(basename $$d); rm -rf $$d; \
+		echo "dist: $$d.tar.gz"; \
+	done; cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
 ci: lint cross fuzz e2e
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -22,6 +22,12 @@
 # service and the internet are addresses in a namespace this script makes (lvqs-world):
 # the jail has no route anywhere else.
 set -euo pipefail
+# Root installs the packages; a fresh Debian machine has no sudo, so as root this runs
+# directly and as a user it asks sudo for root itself (one command either way).
+if [ "$(id -u)" != 0 ]; then
+	command -v sudo >/dev/null || { echo "$0 installs Debian packages: run it as root (sudo is not installed here)" >&2; exit 2; }
+	exec sudo --preserve-env=LEVER_API_KEY_FILE,LEVER_DEV_NETNS,LEVER_ACCEPTANCE_ARGS,LEVER_QUICKSTART_USER,LEVER_DEBIAN_MIRROR bash "$0" "$@"
+fi
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 WORK=${1:-/tmp/lever-quickstart}
