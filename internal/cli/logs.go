@@ -43,18 +43,7 @@ func (o *logsOptions) argv(id string) []string {
 }
 
 func (o *logsOptions) exec(cmd *cobra.Command) error {
-	cfg, err := loadJailConfig(o.config)
-	if err != nil {
-		return err
-	}
-	if _, _, err := parseRunRef(cfg, o.run); err != nil {
-		return err
-	}
-	a, err := attachJail(cmd, cfg)
-	if err != nil {
-		return err
-	}
-	agent, id, err := findRun(cmd, a, o.run)
+	cfg, a, agent, id, err := runTarget(cmd, o.config, o.run)
 	if err != nil {
 		return err
 	}

@@ -32,18 +32,7 @@ func (o *resumeOptions) argv(id string) []string {
 }
 
 func (o *resumeOptions) exec(cmd *cobra.Command) error {
-	cfg, err := loadJailConfig(o.config)
-	if err != nil {
-		return err
-	}
-	if _, _, err := parseRunRef(cfg, o.run); err != nil {
-		return err
-	}
-	a, err := attachJail(cmd, cfg)
-	if err != nil {
-		return err
-	}
-	agent, id, err := findRun(cmd, a, o.run)
+	cfg, a, agent, id, err := runTarget(cmd, o.config, o.run)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 
 	"github.com/spf13/cobra"
@@ -18,17 +17,9 @@ func newLogsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			cfg, err := loadConfig()
+			ctx, c, err := daemonClient(cmd)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			c, err := connect(ctx, cfg, false, cmd.ErrOrStderr())
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			if _, err := c.Get(ctx, id); err != nil {
 				return runErr(id, err)

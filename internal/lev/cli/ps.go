@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -17,17 +16,9 @@ func newPsCmd() *cobra.Command {
 		Short: "List runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
+			ctx, c, err := daemonClient(cmd)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			c, err := connect(ctx, cfg, false, cmd.ErrOrStderr())
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			recs, err := c.List(ctx)
 			if err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,17 +18,9 @@ func newResultCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			cfg, err := loadConfig()
+			ctx, c, err := daemonClient(cmd)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			c, err := connect(ctx, cfg, false, cmd.ErrOrStderr())
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			res, err := c.Result(ctx, id)
 			var ae *daemon.APIError

@@ -82,6 +82,25 @@ func newClient(cfg *levconfig.Config, token string) (*daemon.Client, error) {
 	return daemon.NewClient(cfg.Daemon.Listen, token)
 }
 
+// daemonClient is the opening of every command that asks a running daemon (ps, logs,
+// result, resume): the config, the command's context, and a client for a daemon that must
+// already be up (exit 2 otherwise, naming where it was looked for).
+func daemonClient(cmd *cobra.Command) (context.Context, *daemon.Client, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, nil, &ExitError{Code: 2, Err: err}
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := connect(ctx, cfg, false, cmd.ErrOrStderr())
+	if err != nil {
+		return nil, nil, &ExitError{Code: 2, Err: err}
+	}
+	return ctx, c, nil
+}
+
 // connect returns a client for a running daemon; with start, it starts one if none answers.
 func connect(ctx context.Context, cfg *levconfig.Config, start bool, stderr io.Writer) (*daemon.Client, error) {
 	var token string
