@@ -318,9 +318,16 @@ lev:
 	if code != 0 || !strings.Contains(logsOut, "tool ") || rcode != 0 || !(strings.Contains(resOut, "42") || strings.Contains(resOut, "task done")) {
 		t.Errorf("lever logs/result: exit %d/%d\n%s\n%s", code, rcode, logsOut, resOut)
 	}
-	shOut, code := e.as(t, e.bin+"/lever", "shell", "-c", cfgPath, "manager", "--", "sh", "-c", `ls /; grep -rslF -e "$1" /lever /tmp /etc /run /var /home 2>/dev/null; echo grep-ran`, "sh", key)
+	// The key goes to grep on stdin (the key file), never on the exec's command line:
+	// podman keeps exec sessions' argv in its state database, in the guest.
+	shOut, code := e.as(t, "sh", "-c", `exec "$0" shell -c "$1" manager -- sh -c 'ls /; grep -rslF -f /dev/stdin /lever /tmp /etc /run /var /home 2>/dev/null; echo grep-ran' <"$2"`, e.bin+"/lever", cfgPath, e.dir+"/key")
 	if code != 0 || !strings.Contains(shOut, "usr") || !strings.HasSuffix(strings.TrimSpace(shOut), "grep-ran") || strings.Contains(shOut, "/lever/") {
 		t.Errorf("lever shell manager: exit %d (want the workbench's root and no file holding the key)\n%s", code, shOut)
+	}
+	// Control: the same stdin-fed grep finds what the tree does hold (stdin reaches it).
+	ctlOut, _ := e.as(t, "sh", "-c", `printf 'hello\n' | "$0" shell -c "$1" manager -- sh -c 'grep -rslF -f /dev/stdin /lever 2>/dev/null; echo grep-ran'`, e.bin+"/lever", cfgPath)
+	if !strings.Contains(ctlOut, "/lever/README.md") {
+		t.Errorf("control: the stdin-fed grep did not find the tree's README.md:\n%s", ctlOut)
 	}
 	for i, a := range auths {
 		if a != "Bearer "+key {

@@ -169,11 +169,15 @@ type deadlineBody struct {
 	rc       *http.ResponseController
 	deadline time.Time
 	done     atomic.Bool // read to the end (or failed)
+	eof      atomic.Bool // read to the end
 	timedOut atomic.Bool
 }
 
 func (d *deadlineBody) Read(p []byte) (int, error) {
 	n, err := d.ReadCloser.Read(p)
+	if err == io.EOF {
+		d.eof.Store(true)
+	}
 	if err != nil && d.done.CompareAndSwap(false, true) {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			d.timedOut.Store(true)
@@ -185,13 +189,14 @@ func (d *deadlineBody) Read(p []byte) (int, error) {
 }
 
 // bodyTimedOut says whether the request's body missed its deadline. net/http may cancel
-// the request (on the connection's read timeout) before the body read reports it, so an
-// unfinished body past its deadline counts too.
+// the request (on the connection's read timeout) before the body read reports it, and the
+// read may then fail with the cancellation rather than the deadline, so a body that had
+// not reached its end by its deadline counts too, however its last read failed.
 func (r *Record) bodyTimedOut() bool {
 	if r.body == nil {
 		return false
 	}
-	return r.body.timedOut.Load() || (!r.body.done.Load() && !time.Now().Before(r.body.deadline))
+	return r.body.timedOut.Load() || (!r.body.eof.Load() && !time.Now().Before(r.body.deadline))
 }
 
 // audited wraps h so every request leaves one audit line, including one whose handler

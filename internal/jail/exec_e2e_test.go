@@ -56,7 +56,7 @@ func execContainer(t *testing.T) (*testGuest, string) {
 	tree := filepath.Join(g.home, "tree")
 	os.MkdirAll(tree, 0o755)
 	chownR(t, tree, g.uid)
-	cs, err := Plan(Params{Instance: "lvtbjx", Image: ref, Runtime: g.runtime, TreeSource: tree, Command: []string{"sleep", "600"}})
+	cs, err := Plan(Params{Instance: "lvtbjx", Image: ref, BenchImage: ref, Runtime: g.runtime, TreeSource: tree, Command: []string{"sleep", "600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
