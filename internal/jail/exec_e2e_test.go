@@ -56,7 +56,15 @@ func execContainer(t *testing.T) (*testGuest, string) {
 	tree := filepath.Join(g.home, "tree")
 	os.MkdirAll(tree, 0o755)
 	chownR(t, tree, g.uid)
-	cs, err := Plan(Params{Instance: "lvtbjx", Image: ref, BenchImage: ref, Runtime: g.runtime, TreeSource: tree, Command: []string{"sleep", "600"}})
+	// The plan wants each root the lev container mounts; the manager's dirs exist, empty.
+	roots := map[string]string{}
+	for _, r := range []string{"tickets", "levhome", "bench"} {
+		roots[r] = filepath.Join(g.home, r)
+		os.MkdirAll(filepath.Join(roots[r], AgentDir(Manager, "")), 0o700)
+		chownR(t, roots[r], g.uid)
+	}
+	cs, err := Plan(Params{Instance: "lvtbjx", Image: ref, BenchImage: ref, Runtime: g.runtime, TreeSource: tree,
+		TicketRoot: roots["tickets"], LevHomeRoot: roots["levhome"], BenchRoot: roots["bench"], Command: []string{"sleep", "600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
