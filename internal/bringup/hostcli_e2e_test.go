@@ -13,14 +13,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/bringup"
@@ -291,59 +287,9 @@ lev:
 	}
 }
 
-// ptyLever runs this test binary as lever with a pseudo-terminal as its stdin and
-// stdout, answers the first prompt ("? ") with answer, and returns what the terminal
-// showed and the exit code.
+// ptyLever runs this test binary as lever on a pseudo-terminal, answers the first
+// prompt ("? ") with answer, and returns what the terminal showed and the exit code.
 func ptyLever(t *testing.T, answer string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), asLever+"=1")
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var mu sync.Mutex
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 4096)
-		for {
-			n, err := f.Read(buf)
-			mu.Lock()
-			out.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		mu.Lock()
-		asked := strings.Contains(out.String(), "? ")
-		mu.Unlock()
-		if asked || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	f.Write([]byte(answer + "\r"))
-	waitErr := make(chan error, 1)
-	go func() { waitErr <- cmd.Wait() }()
-	select {
-	case err = <-waitErr:
-	case <-time.After(90 * time.Second):
-		cmd.Process.Kill()
-		err = <-waitErr
-	}
-	<-done
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return out.String(), code
+	return ptyAnswers(t, []ptyAnswer{{prompt: "? ", answer: answer}}, args...)
 }

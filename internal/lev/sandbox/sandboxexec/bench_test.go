@@ -3,6 +3,7 @@ package sandboxexec
 import (
 	"context"
 	"encoding/json"
+	"github.com/lever-jail/lever/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -44,9 +45,7 @@ type benchFixture struct {
 
 func startBench(t *testing.T) benchFixture {
 	t.Helper()
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("unshare (util-linux) not installed")
-	}
+	testutil.RequireTool(t, "unshare") // under CI=true a missing unshare fails, never skips
 	lev := buildLev(t)
 	f := benchFixture{dir: t.TempDir()}
 	f.shadow = filepath.Join(f.dir, "shadow")
