@@ -93,6 +93,7 @@ type Blueprint struct {
 	TaintTracking   *TaintTracking    `toml:"taint_tracking"`
 	Seeds           []Seed            `toml:"seeds"`
 	Stages          map[string]*Stage `toml:"stages"`
+	MCP             MCPDecl           `toml:"mcp"`
 
 	// Derived at load.
 	File     string                `toml:"-"`
@@ -107,6 +108,22 @@ type Blueprint struct {
 	// Foreign marks a blueprint from the tree the agents write (MakeForeign): it gets no
 	// read-path grant and cannot loosen a permission.
 	Foreign bool `toml:"-"`
+}
+
+// MCPDecl is a blueprint's [mcp] table: the MCP servers the agent wants. Declaring is not
+// granting: only a server config.toml names ([mcp.servers.NAME]) can start.
+type MCPDecl struct {
+	Servers []string `toml:"servers"`
+}
+
+// Declares reports whether the blueprint declares server.
+func (bp *Blueprint) Declares(server string) bool {
+	for _, s := range bp.MCP.Servers {
+		if s == server {
+			return true
+		}
+	}
+	return false
 }
 
 // DefaultMaxTurns bounds a stage's model turns when the blueprint does not.
@@ -202,6 +219,16 @@ func Parse(file string, data []byte, known func(string) bool) (*Blueprint, error
 			return nil, doc.Errorf("seeds", "seed %d: set exactly one of file, glob or script", i+1)
 		}
 	}
+	seenServer := map[string]bool{}
+	for _, srv := range bp.MCP.Servers {
+		if err := toolnames.CheckServer(srv); err != nil {
+			return nil, doc.Errorf("mcp.servers", "%v", err)
+		}
+		if seenServer[srv] {
+			return nil, doc.Errorf("mcp.servers", "server %q listed twice", srv)
+		}
+		seenServer[srv] = true
+	}
 	for name, st := range bp.Stages {
 		key := "stages." + name
 		if st == nil {
@@ -219,7 +246,15 @@ func Parse(file string, data []byte, known func(string) bool) (*Blueprint, error
 		}
 		seen := map[string]bool{}
 		for _, t := range st.Tools {
-			if known != nil && !known(t) {
+			if strings.HasPrefix(t, toolnames.MCPPrefix) {
+				// mcp__SERVER__TOOL or mcp__SERVER__*, of a server the blueprint declares.
+				if err := toolnames.Check(t); err != nil {
+					return nil, doc.Errorf(key+".tools", "%v", err)
+				}
+				if srv, _, _ := toolnames.SplitMCP(t); !seenServer[srv] {
+					return nil, doc.Errorf(key+".tools", "tool %q: server %q is not declared in [mcp] servers", t, srv)
+				}
+			} else if known != nil && !known(t) {
 				return nil, doc.Errorf(key+".tools", "unknown tool %q", t)
 			}
 			if seen[t] {

@@ -60,6 +60,7 @@ type Config struct {
 	ToolPermissions map[string]string         `toml:"tool_permissions"`
 	Sandbox         *sandbox.Config           `toml:"sandbox"`
 	TaintTracking   *blueprint.TaintTracking  `toml:"taint_tracking"`
+	MCP             MCP                       `toml:"mcp"`
 
 	// Derived.
 	File   string                          `toml:"-"`
@@ -233,6 +234,9 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, err
 	}
 	if err := blueprint.CheckTaint(doc, "taint_tracking", c.TaintTracking); err != nil {
+		return nil, err
+	}
+	if err := checkMCP(doc, c); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -23,11 +23,14 @@ func TestToolPermissionNames(t *testing.T) {
 		{"second key is the bad one", "shell = \"deny\"\nweb_fech = \"allow\"\n", `FILE:4: key "tool_permissions.web_fech": unknown tool "web_fech" (did you mean "web_fetch"?); ` + toolList, "", ""},
 		{"first bad key by line", "zzz = \"deny\"\naaa = \"deny\"\n", `FILE:3: key "tool_permissions.zzz": unknown tool "zzz"; ` + toolList, "", ""},
 		{"quoted key", "\"shell \" = \"deny\"\n", `FILE:3: key "tool_permissions.shell ": unknown tool "shell " (did you mean "shell"?); ` + toolList, "", ""},
-		{"bad MCP name", "mcp__slack = \"deny\"\n", `FILE:3: key "tool_permissions.mcp__slack": bad MCP tool name "mcp__slack": MCP tools are named mcp__SERVER__TOOL (SERVER: letters, digits, - and single _; TOOL: letters, digits, _ . -)`, "", ""},
+		{"bad MCP name", "mcp__slack = \"deny\"\n", `FILE:3: key "tool_permissions.mcp__slack": bad MCP tool name "mcp__slack": MCP tools are named mcp__SERVER__TOOL or mcp__SERVER__* (SERVER: letters, digits, - and single _; TOOL: letters, digits, _ . -)`, "", ""},
 		{"MCP server with __", "mcp__a__b__c = \"deny\"\n", "", "mcp__a__b__c", blueprint.Deny},
 		{"bad value still named", "shell = \"no\"\n", `FILE:3: key "tool_permissions.shell": bad permission "no" (want allow, ask or deny)`, "", ""},
 		{"control: shell", "shell = \"deny\"\n", "", "shell", blueprint.Deny},
 		{"control: MCP tool", "mcp__slack__post_message = \"ask\"\n", "", "mcp__slack__post_message", blueprint.Ask},
+		{"control: every tool of one MCP server", "\"mcp__slack__*\" = \"deny\"\n", "", "mcp__slack__*", blueprint.Deny},
+		{"wildcard elsewhere than the tool", "\"mcp__*__post\" = \"deny\"\n", `FILE:3: key "tool_permissions.mcp__*__post": bad MCP tool name "mcp__*__post": MCP tools are named mcp__SERVER__TOOL or mcp__SERVER__* (SERVER: letters, digits, - and single _; TOOL: letters, digits, _ . -)`, "", ""},
+		{"partial wildcard", "\"mcp__slack__post*\" = \"deny\"\n", `FILE:3: key "tool_permissions.mcp__slack__post*": bad MCP tool name "mcp__slack__post*": MCP tools are named mcp__SERVER__TOOL or mcp__SERVER__* (SERVER: letters, digits, - and single _; TOOL: letters, digits, _ . -)`, "", ""},
 		{"control: web_search (spec-named)", "web_search = \"allow\"\n", "", "web_search", blueprint.Allow},
 	}
 	for _, c := range cases {

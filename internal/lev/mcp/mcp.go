@@ -13,7 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lever-jail/lever/internal/lev/capread"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
 // Server names one MCP server: Command (with Args, Env, Dir) for a stdio server, or URL
@@ -45,16 +48,39 @@ type Request struct {
 	Server string
 	Method string
 	Params json.RawMessage // as the server sent them, for the audit
+	// Answered: the request was configured (roots/list with roots = true) and answered;
+	// false: refused.
+	Answered bool
 }
 
 // Options tune a session. The zero value is usable.
 type Options struct {
 	// Timeout bounds Connect (start and handshake) and each call. Default 30s.
 	Timeout time.Duration
-	// OnServerRequest is told of every server-initiated request, after it was refused.
-	// It runs on the session's reader: it must not block.
+	// OnServerRequest is told of every server-initiated request, after it was refused
+	// (or, for roots/list with Roots set, answered). It runs on the session's reader: it
+	// must not block.
 	OnServerRequest func(Request)
+	// Spawn starts a stdio server; nil runs it directly, in a process group of its own.
+	// lev's runs pass the run's sandbox here, so a server runs like a shell command would.
+	Spawn Spawner
+	// Roots, when set, are the file:// roots lev advertises and answers roots/list with
+	// (the run's workdir, when the user's config sets roots = true). Empty: roots are not
+	// advertised and roots/list is refused like sampling and elicitation.
+	Roots []string
 }
+
+// Process is a started stdio server.
+type Process interface {
+	// Wait blocks until the server exited.
+	Wait() error
+	// Kill kills it and everything it started.
+	Kill()
+}
+
+// Spawner starts argv with exactly env (nothing inherited) in dir, its standard streams
+// the given files (the caller closes its copies once Spawn returned).
+type Spawner func(argv, env []string, dir string, stdin, stdout, stderr *os.File) (Process, error)
 
 // DefaultTimeout is the deadline of a call when Options.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
@@ -89,21 +115,12 @@ type Session struct {
 	err     error
 }
 
-// serverNameRe matches toolnames' SERVER rule, so mcp__SERVER__TOOL splits at the first
-// "__": letters, digits, '-' and single '_' (never doubled, never trailing).
-var serverNameRe = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-])*$`)
-
 // toolNameRe is the brief's [A-Za-z0-9_-]{1,64}, with a letter or digit first so every
 // accepted tool also passes toolnames.Check as mcp__SERVER__TOOL (its TOOL starts with one).
 var toolNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // CheckServerName refuses a server name that would make mcp__SERVER__TOOL ambiguous.
-func CheckServerName(name string) error {
-	if len(name) > 64 || !serverNameRe.MatchString(name) {
-		return fmt.Errorf("bad MCP server name %q: 1-64 letters, digits, - and single _ (not leading or trailing)", name)
-	}
-	return nil
-}
+func CheckServerName(name string) error { return toolnames.CheckServer(name) }
 
 // CheckToolName refuses a tool name outside [A-Za-z0-9][A-Za-z0-9_-]{0,63}.
 func CheckToolName(server, tool string) error {
@@ -168,7 +185,7 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 
 	var transport sdk.Transport
 	if srv.Command != "" {
-		st, err := startStdio(srv, s.fault)
+		st, err := startStdio(srv, s.fault, opts.Spawn)
 		if err != nil {
 			return nil, err
 		}
@@ -181,15 +198,22 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 		transport, s.closer = ht, ht.close
 	}
 
+	caps := &sdk.ClientCapabilities{}
+	if len(opts.Roots) > 0 {
+		caps.RootsV2 = &sdk.RootCapabilities{}
+	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "lev", Version: "1"}, &sdk.ClientOptions{
 		// Empty, not nil: nil would advertise roots. No handler is set, so no sampling or
 		// elicitation capability is inferred either.
-		Capabilities: &sdk.ClientCapabilities{},
+		Capabilities: caps,
 		// The multi-round-trip helper would answer a tool result's embedded input requests
 		// (elicitation, sampling) by itself; Call refuses those instead.
 		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
 	})
-	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, opts.OnServerRequest))
+	for _, r := range opts.Roots {
+		client.AddRoots(&sdk.Root{URI: r})
+	}
+	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, len(opts.Roots) > 0, opts.OnServerRequest))
 
 	cctx, cancel := withDeadline(ctx, srv.Name, "initialize", timeout)
 	defer cancel()
@@ -209,7 +233,7 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 // refuseServerRequests answers every server-to-client request but ping with an error and
 // reports it. Notifications (progress, logging, list changes, cancellation) pass: they ask
 // nothing of lev.
-func refuseServerRequests(server string, report func(Request)) sdk.Middleware {
+func refuseServerRequests(server string, roots bool, report func(Request)) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			if method == "ping" || strings.HasPrefix(method, "notifications/") {
@@ -220,7 +244,11 @@ func refuseServerRequests(server string, report func(Request)) sdk.Middleware {
 				if p := req.GetParams(); p != nil {
 					params, _ = json.Marshal(p)
 				}
-				report(Request{Server: server, Method: method, Params: params})
+				report(Request{Server: server, Method: method, Params: params, Answered: roots && method == "roots/list"})
+			}
+			if roots && method == "roots/list" {
+				// Configured (roots = true): the SDK answers with the roots lev added.
+				return next(ctx, method, req)
 			}
 			// Not -32601: the SDK rewrites that code's message to a bare "method not
 			// found", and the server (and whoever reads its logs) should see why.
@@ -269,6 +297,12 @@ func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
 		}
 		if err := CheckToolName(s.name, t.Name); err != nil {
 			return nil, err
+		}
+		if slices.Contains(toolnames.Builtin, t.Name) {
+			// Offered as mcp__SERVER__NAME it shadows nothing, but a tool named like a
+			// built-in is there to be taken for it (by the model, or a person reading a
+			// prompt): the server is not offered at all.
+			return nil, fmt.Errorf("MCP server %s offers a tool named %q, the name of a lev built-in tool: lev refuses this server's tools", s.name, t.Name)
 		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("MCP server %s lists the tool %q twice", s.name, t.Name)

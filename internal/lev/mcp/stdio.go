@@ -31,7 +31,7 @@ const closeGrace = 2 * time.Second
 // reader.
 type stdioTransport struct {
 	name   string
-	cmd    *exec.Cmd
+	proc   Process
 	stdin  *os.File // our write end
 	stdout *os.File // our read end
 	stderr *os.File // our read end
@@ -46,14 +46,31 @@ type stdioTransport struct {
 	ready     atomic.Bool // the handshake completed
 }
 
-func startStdio(srv Server, f *fault) (*stdioTransport, error) {
-	cmd := exec.Command(srv.Command, srv.Args...)
+// directProcess is a server started by lev itself, in its own process group.
+type directProcess struct{ cmd *exec.Cmd }
+
+func (p directProcess) Wait() error { return p.cmd.Wait() }
+func (p directProcess) Kill()       { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+
+// spawnDirect is the default Spawner.
+func spawnDirect(argv, env []string, dir string, stdin, stdout, stderr *os.File) (Process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
 	// Never nil: exec treats a nil Env as "inherit lev's environment".
-	cmd.Env = append([]string{}, srv.Env...)
-	cmd.Dir = srv.Dir
+	cmd.Env = append([]string{}, env...)
+	cmd.Dir = dir
 	// Own process group: Close kills the server and whatever it spawned (npx, node).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return directProcess{cmd}, nil
+}
 
+func startStdio(srv Server, f *fault, spawn Spawner) (*stdioTransport, error) {
+	if spawn == nil {
+		spawn = spawnDirect
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -72,8 +89,7 @@ func startStdio(srv Server, f *fault) (*stdioTransport, error) {
 		outW.Close()
 		return nil, err
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	err = cmd.Start()
+	proc, err := spawn(append([]string{srv.Command}, srv.Args...), append([]string{}, srv.Env...), srv.Dir, inR, outW, errW)
 	// The child holds its ends now; ours would keep the pipes open past its exit.
 	inR.Close()
 	outW.Close()
@@ -87,7 +103,7 @@ func startStdio(srv Server, f *fault) (*stdioTransport, error) {
 	lines := capread.MCPLines(outR)
 	lines.Peer = peer(srv.Name)
 	t := &stdioTransport{
-		name: srv.Name, cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
+		name: srv.Name, proc: proc, stdin: inW, stdout: outR, stderr: errR,
 		lines: lines, fault: f, tail: &tailBuffer{}, done: make(chan struct{}),
 	}
 	go func() {
@@ -95,7 +111,7 @@ func startStdio(srv Server, f *fault) (*stdioTransport, error) {
 		errR.Close()
 	}()
 	go func() {
-		t.waitErr = cmd.Wait()
+		t.waitErr = proc.Wait()
 		close(t.done)
 	}()
 	return t, nil
@@ -168,7 +184,7 @@ func (t *stdioTransport) shutdown(grace time.Duration) {
 		case <-t.done:
 		case <-time.After(grace):
 		}
-		syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+		t.proc.Kill()
 		<-t.done
 		t.stdout.Close()
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -103,4 +104,29 @@ func (c *CappedBuffer) Bytes() []byte {
 		return append(c.buf.Bytes(), []byte("\n[output truncated]")...)
 	}
 	return c.buf.Bytes()
+}
+
+// ProcessRequest is a long-lived process with its standard streams (a stdio MCP server),
+// started in the same sandbox a shell command of the run gets.
+type ProcessRequest struct {
+	Argv  []string
+	Dir   string   // the run's real workdir
+	Env   []string // its whole environment; nothing of lev's is added
+	Stage Stage    // the sandbox settings to use
+	// Mask is lev's own state, hidden from the process as from a shell command.
+	Mask                  []string
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Process is a started process.
+type Process interface {
+	Wait() error
+	Kill()
+}
+
+// ProcessStarter is an Executor that can also start a process with streams. An executor
+// that cannot (or cannot for the stage's sandbox) says why, and the server does not start:
+// there is no fallback to running it unsandboxed.
+type ProcessStarter interface {
+	StartProcess(ctx context.Context, req ProcessRequest) (Process, error)
 }

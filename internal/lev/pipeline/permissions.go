@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
 // Defaults are the permissions of built-in tools nobody configured: reading, writing in the
@@ -37,11 +38,14 @@ func (p *Permissions) For(tool string) (blueprint.Permission, string) {
 	if d, ok := Defaults[tool]; ok {
 		base, src = d, "built-in default"
 	}
-	u, userSet := p.User[tool]
+	u, userSet, ukey := lookupPerm(p.User, tool)
 	if userSet {
 		base, src = u, "config.toml"
+		if ukey != tool {
+			src = "config.toml " + ukey
+		}
 	}
-	if b, ok := p.Blueprint[tool]; ok {
+	if b, ok, _ := lookupPerm(p.Blueprint, tool); ok {
 		switch {
 		case preAllowable[tool] && !userSet && !p.anyUserSetFor() && !p.Foreign:
 			base, src = b, "blueprint (pre-allowed: your config sets neither web_search nor web_fetch)"
@@ -58,6 +62,22 @@ func (p *Permissions) For(tool string) (blueprint.Permission, string) {
 		}
 	}
 	return base, src
+}
+
+// lookupPerm finds tool's permission in one [tool_permissions] table: its exact name,
+// else, for an MCP tool, its server's mcp__SERVER__* (the only pattern; an exact entry for
+// the tool beats it, whichever is stricter). key is the entry that matched.
+func lookupPerm(table map[string]blueprint.Permission, tool string) (blueprint.Permission, bool, string) {
+	if v, ok := table[tool]; ok {
+		return v, true, tool
+	}
+	if server, _, ok := toolnames.SplitMCP(tool); ok {
+		key := toolnames.MCPPrefix + server + "__*"
+		if v, ok := table[key]; ok {
+			return v, true, key
+		}
+	}
+	return "", false, ""
 }
 
 // anyUserSetFor: the exception applies only when the user configured neither tool.

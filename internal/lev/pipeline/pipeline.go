@@ -22,12 +22,14 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
@@ -49,10 +51,15 @@ type Stage struct {
 	Sandbox *sandbox.Config // the stage's [sandbox] over the agent's, nil when neither is set
 }
 
-// Offers reports whether tool is offered in the stage.
+// Offers reports whether tool is offered in the stage: listed by name, or an MCP tool
+// whose server's mcp__SERVER__* the stage lists.
 func (s Stage) Offers(tool string) bool {
+	wild := ""
+	if srv, _, ok := toolnames.SplitMCP(tool); ok {
+		wild = toolnames.MCPPrefix + srv + "__*"
+	}
 	for _, t := range s.Tools {
-		if t == tool {
+		if t == tool || (wild != "" && t == wild) {
 			return true
 		}
 	}
@@ -184,6 +191,9 @@ type Pipeline struct {
 	// home (a jail's tree, say) must not let the agent rewrite its own permissions, grants,
 	// taint policy or run records with write_file.
 	Protected []string
+	// Tools are the run's tools that are not built in (its MCP servers' tools), by their
+	// mcp__SERVER__TOOL names; they pass every step like a built-in.
+	Tools map[string]*Tool
 	// Decided, when set, sees each call once steps 1 to 4 have decided on it and before it
 	// runs (res is the refusal, nil when it will run): the run's live events say what is
 	// about to happen while it happens, not after.
@@ -195,7 +205,7 @@ type Pipeline struct {
 func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) (*Call, *Result) {
 	c := &Call{ID: tc.ID, Tool: tc.Name, Raw: tc.Args, Stage: st}
 	// 1. offer
-	spec := Lookup(tc.Name)
+	spec := p.Lookup(tc.Name)
 	if spec == nil || !st.Offers(tc.Name) {
 		return c, refused(StepOffer, "not-offered", fmt.Sprintf("%s: refused: tool %q is not offered in stage %q", tc.Name, tc.Name, st.Name))
 	}
@@ -260,6 +270,32 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		return c, refused(StepGate, d.Source, fmt.Sprintf("%s: blocked by the taint gate: %s", tc.Name, d.Reason))
 	}
 	return c, nil
+}
+
+// Lookup returns the tool named name: a built-in, else one of the run's own (Tools).
+func (p *Pipeline) Lookup(name string) *Tool {
+	if t := Lookup(name); t != nil {
+		return t
+	}
+	return p.Tools[name]
+}
+
+// Specs are the offers for the model in a stage: its built-ins in the order listed, then
+// the run's MCP tools it offers (by name or mcp__SERVER__*), sorted.
+func (p *Pipeline) Specs(st Stage) []provider.ToolSpec {
+	out := Specs(st.Tools)
+	var extra []string
+	for name := range p.Tools {
+		if st.Offers(name) {
+			extra = append(extra, name)
+		}
+	}
+	sort.Strings(extra)
+	for _, n := range extra {
+		t := p.Tools[n]
+		out = append(out, provider.ToolSpec{Name: t.Name, Description: t.Description, Schema: t.Schema})
+	}
+	return out
 }
 
 // protects returns the protected path that real (a resolved real path) falls under.

@@ -25,6 +25,8 @@ const (
 	ClassWrite    Class = "write"    // file writes: confined to the workdir
 	ClassOutbound Class = "outbound" // can send bytes off the machine: shell, HTTP tools
 	ClassOutput   Class = "output"   // submit_output: the final answer leaves the machine
+	// ClassLocal: an MCP server the user classified as unable to send data off the machine.
+	ClassLocal Class = "local"
 )
 
 // Tool is a built-in tool.
@@ -135,6 +137,29 @@ func required(name, v string) error {
 }
 
 func register(t *Tool) { registry[t.Name] = t }
+
+// NewExternalTool makes a tool that is not built in (an MCP server's) for one run's
+// Pipeline.Tools. Its arguments decode, once and strictly, into ObjectArgs (no key twice
+// in any case, nothing after the object); run gets that value, deadline bounds each call.
+// A name that is a built-in's is refused: nothing shadows one.
+func NewExternalTool(name, description string, class Class, schema json.RawMessage, deadline time.Duration,
+	run func(ctx context.Context, args ObjectArgs) (*Result, error)) (*Tool, error) {
+	if Known(name) {
+		return nil, fmt.Errorf("tool %q: the name of a built-in tool", name)
+	}
+	return &Tool{
+		Name: name, Description: description, Class: class, Schema: schema,
+		parse: func(raw json.RawMessage) (Args, error) {
+			m, err := strictjson.Object(raw)
+			if err != nil {
+				return nil, err
+			}
+			return ObjectArgs(m), nil
+		},
+		run:      func(ctx context.Context, _ *Pipeline, c *Call) (*Result, error) { return run(ctx, c.Args.(ObjectArgs)) },
+		deadline: func(Args) time.Duration { return deadline },
+	}, nil
+}
 
 // --- file tools ---
 

@@ -12,6 +12,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/levstate"
+	"github.com/lever-jail/lever/internal/lev/mcp/mcprun"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/policy"
 )
@@ -236,6 +237,9 @@ func scrubSecrets(env []string, secrets []string) []string {
 type maskExec struct {
 	inner pipeline.Executor
 	mask  []string
+	// mcp are the run's MCP servers: closed with the executor (every way a run ends, or
+	// fails to start, closes it), before it, so a stdio server goes before its sandbox.
+	mcp *mcprun.Servers
 	// last keeps the most recent raw result, for a script seed's stdout and exit code.
 	last *pipeline.ShellResult
 }
@@ -248,8 +252,22 @@ func (m *maskExec) Shell(ctx context.Context, req pipeline.ShellRequest) (pipeli
 	return res, err
 }
 
+// StartProcess starts a stdio MCP server in the run's sandbox, with lev's state masked
+// exactly as for a shell command.
+func (m *maskExec) StartProcess(ctx context.Context, req pipeline.ProcessRequest) (pipeline.Process, error) {
+	ps, ok := m.inner.(pipeline.ProcessStarter)
+	if !ok {
+		return nil, fmt.Errorf("this lev's executor (%T) cannot start a stdio MCP server in the sandbox; it is not started unsandboxed", m.inner)
+	}
+	req.Mask = append([]string(nil), m.mask...)
+	return ps.StartProcess(ctx, req)
+}
+
 // Close closes the executor it wraps (containers torn down).
-func (m *maskExec) Close() error { return pipeline.Close(m.inner) }
+func (m *maskExec) Close() error {
+	m.mcp.Close()
+	return pipeline.Close(m.inner)
+}
 
 // sessionSockets are the sockets of services that act on the host for whoever connects as
 // lev's user: the user's runtime directory ($XDG_RUNTIME_DIR: the systemd user manager and

@@ -14,6 +14,8 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/events"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/mcp"
+	"github.com/lever-jail/lever/internal/lev/mcp/mcprun"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
@@ -356,7 +358,29 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if model == "" {
 		model = cfg.Provider.Model
 	}
+	// The MCP servers the blueprint declares and the config grants; a stdio one runs in
+	// the run's sandbox (the agent's [sandbox]) with lev's state masked.
+	runDir := e.Store.RunDir(rec.ID)
+	exec.mcp = mcprun.Start(context.Background(), mcprun.Env{Config: cfg, Blueprint: bp, Workdir: fsys.Workdir, Exec: exec,
+		Stage: pipeline.Stage{Name: "mcp", Sandbox: mergeSandbox(bp.Sandbox, nil)},
+		OnRequest: func(q mcp.Request) {
+			// Every server-initiated request is audited, answered (roots, when configured)
+			// or refused.
+			if err := os.MkdirAll(runDir, 0o700); err == nil {
+				if err := appendJSONL(filepath.Join(runDir, "mcp_requests.jsonl"), mcpRequestRecord(q)); err != nil {
+					e.logf("run %s: %v", rec.ID, err)
+				}
+			}
+			e.logf("run %s: MCP server %s sent %s (answered: %v)", rec.ID, q.Server, q.Method, q.Answered)
+		}})
+	rec.MCP = exec.mcp.Status
+	for _, st := range rec.MCP {
+		if st.Granted && st.Error != "" {
+			e.logf("run %s: MCP server %s: %s", rec.ID, st.Server, st.Error)
+		}
+	}
 	p := &pipeline.Pipeline{
+		Tools: exec.mcp.Tools,
 		FS:    fsys,
 		Perms: &pipeline.Permissions{User: cfg.Perms, Blueprint: bp.Perms, Yolo: rec.Yolo, Allow: allow, Foreign: bp.Foreign},
 		Gate:  gate, Exec: exec, Asker: ask, HTTP: httpc,
@@ -598,7 +622,7 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 			return StatusFailed, "cancelled", nil
 		}
 		resp, err := r.prov.Complete(ctx, &provider.Request{Model: r.model, System: r.bp.SystemPrompt, Messages: ss.messages,
-			Tools: pipeline.Specs(st.Tools), MaxTokens: r.cfg.Provider.MaxTokens, Stage: st.Name})
+			Tools: r.pipe.Specs(pst), MaxTokens: r.cfg.Provider.MaxTokens, Stage: st.Name})
 		ss.rec.Turns++
 		if err != nil {
 			return StatusFailed, fmt.Sprintf("stage %s: model: %v", st.Name, err), nil
@@ -660,6 +684,27 @@ func (e *Engine) calls(ctx context.Context, r *run, pst pipeline.Stage, ss *stag
 		}
 	}
 	return "", "", nil, false
+}
+
+// mcpRequest is one mcp_requests.jsonl line: a request an MCP server sent to lev.
+type mcpRequest struct {
+	Time     time.Time       `json:"time"`
+	Server   string          `json:"server"`
+	Method   string          `json:"method"`
+	Params   json.RawMessage `json:"params,omitempty"`
+	Decision string          `json:"decision"` // refused | answered
+}
+
+func mcpRequestRecord(q mcp.Request) mcpRequest {
+	d := "refused"
+	if q.Answered {
+		d = "answered"
+	}
+	params := q.Params
+	if len(params) > 4096 || !json.Valid(params) {
+		params, _ = json.Marshal(string(params[:min(len(params), 4096)]))
+	}
+	return mcpRequest{Time: time.Now().UTC(), Server: q.Server, Method: q.Method, Params: params, Decision: d}
 }
 
 // callRecord is one tool_calls.jsonl line.

@@ -13,6 +13,8 @@
 package runner
 
 import (
+	"github.com/lever-jail/lever/internal/lev/mcp/mcprun"
+
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -63,7 +65,10 @@ type Record struct {
 	// ReadPaths says, per declared [read_paths] entry, whether the config in force at
 	// spawn (or the last resume) grants it.
 	ReadPaths []ReadPathStatus `json:"read_paths,omitempty"`
-	Resumes   int              `json:"resumes,omitempty"`
+	// MCP says, per MCP server the blueprint declares, whether it was granted and started
+	// (this leg), its tools, or why not.
+	MCP     []mcprun.Status `json:"mcp,omitempty"`
+	Resumes int             `json:"resumes,omitempty"`
 	// FirstEvent is the id of the current leg's run_start in events.jsonl: a client that
 	// spawned or resumed the run streams its events from there.
 	FirstEvent int64           `json:"first_event,omitempty"`

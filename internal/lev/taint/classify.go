@@ -61,6 +61,24 @@ var builtin = map[string]Class{
 // MCP or script tools. The zero value is not usable; use NewTable.
 type Table struct {
 	classes map[string]Class
+	// prefixes classify every tool whose name starts with the key (an MCP server's
+	// mcp__SERVER__, classified in the user's config); an exact entry beats them.
+	prefixes map[string]Class
+}
+
+// WithPrefix returns a copy in which every tool named prefix+… that has no entry of its
+// own gets c (Known). Used for the user's per-server MCP classification.
+func (t *Table) WithPrefix(prefix string, c Class) *Table {
+	n := &Table{classes: t.classes, prefixes: make(map[string]Class, len(t.prefixes)+1)}
+	for k, v := range t.prefixes {
+		n.prefixes[k] = v
+	}
+	c.Known = true
+	if !c.Outbound {
+		c.Clearance = 0
+	}
+	n.prefixes[prefix] = c
+	return n
 }
 
 // NewTable returns the built-in table with the user's overrides applied. An override
@@ -90,7 +108,7 @@ func NewTable(overrides map[string]Class) *Table {
 // unclassified tool named here becomes outbound with that clearance (never above its
 // fail-closed Public when onlyLower).
 func (t *Table) With(clearances map[string]Level, onlyLower bool) *Table {
-	n := &Table{classes: make(map[string]Class, len(t.classes)+len(clearances))}
+	n := &Table{classes: make(map[string]Class, len(t.classes)+len(clearances)), prefixes: t.prefixes}
 	for k, v := range t.classes {
 		n.classes[k] = v
 	}
@@ -114,6 +132,15 @@ func (t *Table) Classify(tool string) Class {
 	if t != nil {
 		if c, ok := t.classes[tool]; ok {
 			return c
+		}
+		best := ""
+		for p := range t.prefixes {
+			if len(p) > len(best) && len(tool) > len(p) && tool[:len(p)] == p {
+				best = p
+			}
+		}
+		if best != "" {
+			return t.prefixes[best]
 		}
 	} else if c, ok := builtin[tool]; ok {
 		return c

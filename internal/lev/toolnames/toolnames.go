@@ -29,8 +29,40 @@ const MCPPrefix = "mcp__"
 // MCP tool name (letters, digits, _ . -).
 var mcpRe = regexp.MustCompile(`^mcp__[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-])*__[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
+// mcpServerWildcardRe is mcp__SERVER__*: every tool of one server.
+var mcpServerWildcardRe = regexp.MustCompile(`^mcp__[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-])*__\*$`)
+
+// serverRe is an MCP server's name (the SERVER of mcp__SERVER__TOOL): letters, digits,
+// '-' and single '_', never doubled or trailing, so the name splits at the first "__".
+var serverRe = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]|_[A-Za-z0-9-])*$`)
+
+// CheckServer refuses an MCP server name that would make mcp__SERVER__TOOL ambiguous.
+func CheckServer(name string) error {
+	if len(name) > 64 || !serverRe.MatchString(name) {
+		return fmt.Errorf("bad MCP server name %q: 1-64 letters, digits, - and single _ (not leading or trailing)", name)
+	}
+	return nil
+}
+
+// MCPName is the name an MCP server's tool is offered, permitted, gated and recorded under.
+func MCPName(server, tool string) string { return MCPPrefix + server + "__" + tool }
+
+// SplitMCP splits mcp__SERVER__TOOL (or mcp__SERVER__*) at the first "__" after the prefix.
+func SplitMCP(name string) (server, tool string, ok bool) {
+	rest, found := strings.CutPrefix(name, MCPPrefix)
+	if !found {
+		return "", "", false
+	}
+	server, tool, ok = strings.Cut(rest, "__")
+	return server, tool, ok && server != "" && tool != ""
+}
+
+// IsMCPWildcard reports whether name is mcp__SERVER__* (every tool of one server).
+func IsMCPWildcard(name string) bool { return mcpServerWildcardRe.MatchString(name) }
+
 // Check returns nil for a name a [tool_permissions] table may set, else an error saying
-// what is wrong and what the valid names are.
+// what is wrong and what the valid names are. mcp__SERVER__* (every tool of that server)
+// is accepted too; it is the only pattern, and an exact name beats it.
 func Check(name string) error {
 	for _, b := range Builtin {
 		if name == b {
@@ -38,10 +70,10 @@ func Check(name string) error {
 		}
 	}
 	if strings.HasPrefix(name, MCPPrefix) {
-		if mcpRe.MatchString(name) {
+		if mcpRe.MatchString(name) || IsMCPWildcard(name) {
 			return nil
 		}
-		return fmt.Errorf("bad MCP tool name %q: MCP tools are named mcp__SERVER__TOOL (SERVER: letters, digits, - and single _; TOOL: letters, digits, _ . -)", name)
+		return fmt.Errorf("bad MCP tool name %q: MCP tools are named mcp__SERVER__TOOL or mcp__SERVER__* (SERVER: letters, digits, - and single _; TOOL: letters, digits, _ . -)", name)
 	}
 	msg := fmt.Sprintf("unknown tool %q", name)
 	if near := nearest(name); near != "" {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/lever-jail/lever/internal/lev/bench"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
@@ -187,3 +188,77 @@ func (x *Executor) Close() error { return x.m.Close() }
 
 // Containers lists the run's warm containers.
 func (x *Executor) Containers() []string { return x.m.Containers() }
+
+// StartProcess starts a long-lived process with streams (a stdio MCP server) in the
+// stage's sandbox, as `exec ARGV` under the same `sh -c` a shell command gets: the same
+// kind, network setting, container, namespaces and masks of lev's state. The workbench's
+// exec channel carries no stdin, so with LEV_BENCH_SOCKET set the process is refused
+// rather than started in lev's own container.
+func (x *Executor) StartProcess(ctx context.Context, req pipeline.ProcessRequest) (pipeline.Process, error) {
+	if len(req.Argv) == 0 {
+		return nil, errors.New("no command to start")
+	}
+	var bp sandbox.Config
+	if req.Stage.Sandbox != nil {
+		bp = *req.Stage.Sandbox
+	}
+	cfg := x.effective(bp)
+	ex, err := x.m.ExecutorMasked(ctx, cfg, x.workdir, req.Mask)
+	if err != nil {
+		return nil, err
+	}
+	if ex.Kind() == sandbox.KindBench {
+		return nil, errors.New("a stdio MCP server cannot run through the workbench's exec channel (it carries no stdin); it is not started in lev's container instead: run the server on the host and configure it by url")
+	}
+	env := req.Env
+	if env == nil {
+		env = []string{}
+	}
+	// The executor starts the command on its own goroutine, after this returns and the
+	// caller has closed its ends: it gets duplicates of its own, closed when it is done.
+	var files []*os.File
+	for _, f := range []*os.File{req.Stdin, req.Stdout, req.Stderr} {
+		fd, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			for _, g := range files {
+				g.Close()
+			}
+			return nil, fmt.Errorf("duplicating the server's streams: %w", err)
+		}
+		syscall.CloseOnExec(fd)
+		files = append(files, os.NewFile(uintptr(fd), f.Name()))
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &sandboxProcess{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		_, p.err = ex.Run(pctx, sandbox.Command{Script: "exec " + shellQuote(req.Argv), Dir: req.Dir, Env: env,
+			Stdin: files[0], Stdout: files[1], Stderr: files[2], Mask: req.Mask})
+		for _, f := range files {
+			f.Close()
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// sandboxProcess is a process an executor runs until Kill.
+type sandboxProcess struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+func (p *sandboxProcess) Wait() error { <-p.done; return p.err }
+
+// Kill ends it: the executor kills the command on its context's end (a namespace's PID 1,
+// and with it everything it started; a container's exec'd processes).
+func (p *sandboxProcess) Kill() { p.cancel() }
+
+// shellQuote quotes argv for sh: each word in single quotes.
+func shellQuote(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/policy"
 	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
 // Factory is the engine's GateFactory: one gate per run.
@@ -106,7 +107,7 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 	case env.Asker == nil:
 		mode = taint.Headless
 	}
-	g.gate = &taint.Gate{Table: pol.Table(), Policy: pol, Mode: mode, Audit: taint.NewFileAudit(env.RunDir)}
+	g.gate = &taint.Gate{Table: mcpClasses(pol.Table(), env.Config), Policy: pol, Mode: mode, Audit: taint.NewFileAudit(env.RunDir)}
 	if env.Asker != nil {
 		g.gate.Asker = asker{env.Asker}
 	}
@@ -243,6 +244,43 @@ func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, 
 	return pipeline.Decision{Allow: out.Allowed, Reason: out.Reason, Source: string(out.Source)}, nil
 }
 
+// mcpClasses applies the user's per-server MCP classification (config.toml's
+// [mcp.servers.NAME] classification and clearance) to every tool of that server. A server
+// left unclassified stays out of the table: outbound, Public clearance, fail-closed. The
+// policy file's [tools.mcp__SERVER__TOOL] for one tool still wins.
+func mcpClasses(t *taint.Table, cfg *levconfig.Config) *taint.Table {
+	if cfg == nil {
+		return t
+	}
+	for _, name := range cfg.MCPServerNames() {
+		s := cfg.MCP.Servers[name]
+		switch s.Classification {
+		case "local":
+			t = t.WithPrefix(toolnames.MCPName(name, ""), taint.Class{})
+		case "outbound":
+			l, err := taint.ParseLevel(s.Clearance)
+			if err != nil {
+				continue // levconfig refused it already
+			}
+			t = t.WithPrefix(toolnames.MCPName(name, ""), taint.Class{Outbound: true, Clearance: l})
+		}
+	}
+	return t
+}
+
+// mcpResultLabel is the label the user gave an MCP server's results (result_label), if
+// higher than what the runtime would give them.
+func (g *Gate) mcpResultLabel(tool string) taint.Level {
+	srv, _, ok := toolnames.SplitMCP(tool)
+	if !ok || g.cfg() == nil {
+		return taint.Public
+	}
+	if s := g.cfg().MCP.Servers[srv]; s != nil && s.ResultLabel == "private" {
+		return taint.Private
+	}
+	return taint.Public
+}
+
 // Observe labels a finished call's result as it enters the conversation.
 func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) {
 	if r == nil || r.Refusal != nil {
@@ -256,6 +294,7 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 	}
 	l := taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant})
 	l = taint.Max(l, g.storedLevel(c))
+	l = taint.Max(l, g.mcpResultLabel(c.Tool))
 	g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID)
 	g.save()
 }
