@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -297,12 +296,6 @@ func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
 		}
 		if err := CheckToolName(s.name, t.Name); err != nil {
 			return nil, err
-		}
-		if slices.Contains(toolnames.Builtin, t.Name) {
-			// Offered as mcp__SERVER__NAME it shadows nothing, but a tool named like a
-			// built-in is there to be taken for it (by the model, or a person reading a
-			// prompt): the server is not offered at all.
-			return nil, fmt.Errorf("MCP server %s offers a tool named %q, the name of a lev built-in tool: lev refuses this server's tools", s.name, t.Name)
 		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("MCP server %s lists the tool %q twice", s.name, t.Name)

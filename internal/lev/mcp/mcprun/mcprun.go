@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +46,8 @@ type Status struct {
 	Why       string   `json:"why"`
 	Started   bool     `json:"started"`
 	Tools     []string `json:"tools,omitempty"`
+	// Refused are the server's tools lev does not offer, each with why.
+	Refused []string `json:"refused,omitempty"`
 	Error     string   `json:"error,omitempty"`
 	StartMS   float64  `json:"start_ms,omitempty"`
 }
@@ -99,7 +102,7 @@ func Start(ctx context.Context, env Env) *Servers {
 				for _, t := range tools {
 					pt, err := Tool(sess, st.Config, t)
 					if err != nil {
-						rec.Error = err.Error()
+						rec.Refused = append(rec.Refused, err.Error())
 						continue
 					}
 					s.Tools[pt.Name] = pt
@@ -152,6 +155,13 @@ func spawner(env Env) mcp.Spawner {
 // Tool makes one server tool a pipeline tool named mcp__SERVER__TOOL.
 func Tool(sess *mcp.Session, cfg *levconfig.MCPServer, t mcp.Tool) (*pipeline.Tool, error) {
 	name := toolnames.MCPName(cfg.Name, t.Name)
+	if slices.Contains(toolnames.Builtin, t.Name) {
+		// Offered as mcp__SERVER__NAME it would shadow nothing, but a tool named like a
+		// built-in is there to be taken for it (by the model, or by a person reading a
+		// prompt): it is not offered. (The reference filesystem server still lists a
+		// deprecated read_file beside read_text_file.)
+		return nil, fmt.Errorf("MCP server %s offers a tool named %q, the name of a lev built-in tool: not offered", cfg.Name, t.Name)
+	}
 	if err := toolnames.Check(name); err != nil {
 		return nil, err
 	}
