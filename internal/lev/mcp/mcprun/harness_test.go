@@ -151,7 +151,7 @@ func (w *world) run(agent string, yolo bool) *runner.Record {
 	if err != nil {
 		t.Fatalf("spawn: %v", err)
 	}
-	rec, err = w.client.Wait(ctx, rec.ID, 20*time.Millisecond)
+	rec, err = w.client.Wait(ctx, rec.ID, 250*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
