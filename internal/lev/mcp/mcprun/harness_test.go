@@ -160,10 +160,13 @@ func (w *world) run(agent string, yolo bool) *runner.Record {
 
 // callLine is the part of a tool_calls.jsonl line the tests read.
 type callLine struct {
-	ID      string          `json:"id"`
-	Tool    string          `json:"tool"`
-	Args    json.RawMessage `json:"args"`
-	Gate    *struct{ Allow bool; Source string }
+	ID   string          `json:"id"`
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+	Gate *struct {
+		Allow  bool
+		Source string
+	}
 	Refusal *struct {
 		Step, Code, Message string
 	} `json:"refusal"`

@@ -48,8 +48,8 @@ type Status struct {
 	Tools     []string `json:"tools,omitempty"`
 	// Refused are the server's tools lev does not offer, each with why.
 	Refused []string `json:"refused,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	StartMS   float64  `json:"start_ms,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	StartMS float64  `json:"start_ms,omitempty"`
 }
 
 // Servers are a run's started servers and their tools.
