@@ -170,3 +170,49 @@ func TestRealFilesystemOutsideTheWorkdir(t *testing.T) {
 	}
 	_ = os.Getpid
 }
+
+// TestRealPermissionsAndRoots: [tool_permissions] in a live run: mcp__every__* = "deny"
+// refuses get-sum at the permission step while the exact mcp__every__echo = "allow" runs
+// (exact beats the wildcard). roots = true: lev advertises the run's workdir as its one
+// root, server-everything then offers get-roots-list, and its roots/list request is
+// answered and audited in mcp_requests.jsonl; without it (the control) the tool is absent
+// and no request is made.
+func TestRealPermissionsAndRoots(t *testing.T) {
+	node, dir := nodePath(t), npmDir(t)
+	for _, roots := range []bool{false, true} {
+		t.Run(fmt.Sprintf("roots=%v", roots), func(t *testing.T) {
+			w := newWorld(t)
+			cfg := "[tool_permissions]\n\"mcp__every__*\" = \"deny\"\nmcp__every__echo = \"allow\"\n\"mcp__every__get-roots-list\" = \"allow\"\n" +
+				"[mcp.servers.every]\ntimeout_seconds = 20\nclassification = \"local\"\ncommand = " + q(node) + "\nargs = [" + q(npmScript(dir, "server-everything")) + ", \"stdio\"]\n"
+			if roots {
+				cfg += "roots = true\n"
+			}
+			w.start(cfg, "", calls1("s", [2]string{"mcp__every__echo", `{"message": "hi"}`}, [2]string{"mcp__every__get-sum", `{"a": 1, "b": 2}`},
+				[2]string{"mcp__every__get-roots-list", `{}`}))
+			w.agent("ev", everythingAgent)
+			rec := w.run("ev", false)
+			w.wholeRecord(rec)
+			if c := w.call(rec, "mcp__every__echo"); c.Refusal != nil || c.Result != "Echo: hi" {
+				t.Fatalf("echo: %+v", c)
+			}
+			if c := w.call(rec, "mcp__every__get-sum"); c.Refusal == nil || c.Refusal.Step != "permission" || c.Refusal.Code != "denied" ||
+				!strings.Contains(c.Refusal.Message, "config.toml mcp__every__*") {
+				t.Fatalf("get-sum: %+v", c)
+			}
+			rl := w.call(rec, "mcp__every__get-roots-list")
+			audit, _ := os.ReadFile(filepath.Join(w.eng.Store.RunDir(rec.ID), "mcp_requests.jsonl"))
+			if !roots {
+				if rl.Refusal == nil || rl.Refusal.Code != "not-offered" || len(audit) != 0 {
+					t.Fatalf("without roots: %+v; audit %s", rl, audit)
+				}
+				return
+			}
+			if rl.Refusal != nil || !strings.Contains(rl.Result, w.wd) {
+				t.Fatalf("get-roots-list: %+v", rl)
+			}
+			if !strings.Contains(string(audit), `"method":"roots/list"`) || !strings.Contains(string(audit), `"decision":"answered"`) {
+				t.Fatalf("audit: %s", audit)
+			}
+		})
+	}
+}
