@@ -64,6 +64,7 @@ func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 	} else {
 		fmt.Fprintf(&b, "  file %s, not installed in the agents directory: no [agent_read_paths] table applies, only [security] grants\n", bp.File)
 	}
+	mcpReport(&b, bp, cfg)
 	if len(bp.Declared) == 0 {
 		return b.String()
 	}
@@ -90,6 +91,40 @@ func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 		fmt.Fprintf(&b, "  NOTE grants given to %s: %s [read-paths-granted]\n", bp.File, strings.Join(by, "; "))
 	}
 	return b.String()
+}
+
+// mcpReport says which MCP servers the blueprint declares and whether each may start for
+// it (levconfig.ResolveMCP, what a run uses): declaring is not granting.
+func mcpReport(b *strings.Builder, bp *blueprint.Blueprint, cfg *levconfig.Config) {
+	if len(bp.MCP.Servers) == 0 {
+		return
+	}
+	sts := cfg.ResolveMCP(bp.MCP.Servers, bp.Installed, bp.Foreign)
+	var parts, missing []string
+	granted := 0
+	for _, st := range sts {
+		if st.Granted {
+			granted++
+			cl := st.Config.Classification
+			switch cl {
+			case "":
+				cl = "unclassified: gated as outbound"
+			case "outbound":
+				cl += ", clearance " + st.Config.Clearance
+			}
+			parts = append(parts, fmt.Sprintf("%s: granted by %s (%s, %s)", st.Server, st.Why, st.Config.Transport(), cl))
+		} else {
+			missing = append(missing, st.Server)
+			parts = append(parts, fmt.Sprintf("%s: NOT granted (%s)", st.Server, st.Why))
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(b, "  WARN MCP servers not granted: %s: their tools will not be offered [mcp-servers-not-granted]\n", quoteList(missing))
+	}
+	fmt.Fprintf(b, "  NOTE declares MCP servers: %d declared, %d granted [mcp-servers-declared]\n", len(sts), granted)
+	for _, p := range parts {
+		fmt.Fprintf(b, "       %s\n", p)
+	}
 }
 
 // loadForValidate finds a blueprint the way lev run does: the agents directory, else the

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -231,6 +232,24 @@ func scrubSecrets(env []string, secrets []string) []string {
 		}
 	}
 	return out
+}
+
+// MaskedExecutor is an executor with lev's state masked, as a run's tools get it.
+type MaskedExecutor interface {
+	pipeline.Executor
+	pipeline.ProcessStarter
+	io.Closer
+}
+
+// Masked wraps inner so that everything it runs (shell commands, stdio MCP servers) has
+// lev's own state masked exactly as in a run in workdir: for lev mcp, which starts
+// servers outside a run.
+func (e *Engine) Masked(cfg *levconfig.Config, workdir string, inner pipeline.Executor) (MaskedExecutor, error) {
+	state, err := e.protected(cfg, "", workdir)
+	if err != nil {
+		return nil, fmt.Errorf("lev's own state: %w", err)
+	}
+	return &maskExec{inner: inner, mask: state.Paths()}, nil
 }
 
 // maskExec hands every shell command lev's protected paths to hide.
