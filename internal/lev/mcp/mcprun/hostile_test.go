@@ -64,7 +64,7 @@ function handle(m) {
 
 // hostileHTTP is a Streamable HTTP MCP server written for these tests: the handshake and
 // tools/list answer as JSON; tools/call misbehaves as mode says ("ok": the control).
-func hostileHTTP(t *testing.T, mode string) (string, *atomic.Int64) {
+func hostileHTTP(t testing.TB, mode string) (string, *atomic.Int64) {
 	var sent atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
