@@ -1,0 +1,67 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// TestSchemasDerivedFromArgTypes: each built-in's schema, now derived from its argument
+// type, is exactly the one lev offered when schemas were written by hand (the golden
+// strings below), so the change offers the model nothing new; and a schema names exactly
+// the keys the strict decoder accepts (a key the schema lacks is refused by the decoder,
+// and every key it names decodes).
+func TestSchemasDerivedFromArgTypes(t *testing.T) {
+	golden := map[string]string{
+		"read_file":     `{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"max_bytes":{"type":"integer"}},"required":["path"],"additionalProperties":false}`,
+		"read_files":    `{"type":"object","properties":{"paths":{"type":"array","items":{"type":"string"}}},"required":["paths"],"additionalProperties":false}`,
+		"list_dir":      `{"type":"object","properties":{"path":{"type":"string"}},"required":[],"additionalProperties":false}`,
+		"write_file":    `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`,
+		"edit_file":     `{"type":"object","properties":{"path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["path","old_string","new_string"],"additionalProperties":false}`,
+		"shell":         `{"type":"object","properties":{"command":{"type":"string"},"timeout_seconds":{"type":"integer"}},"required":["command"],"additionalProperties":false}`,
+		"web_fetch":     `{"type":"object","properties":{"url":{"type":"string"}},"required":["url"],"additionalProperties":false}`,
+		"http_get":      `{"type":"object","properties":{"url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"required":["url"],"additionalProperties":false}`,
+		"http_post":     `{"type":"object","properties":{"url":{"type":"string"},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"required":["url"],"additionalProperties":false}`,
+		"submit_output": `{"type":"object","properties":{"output":{}},"required":["output"],"additionalProperties":false}`,
+	}
+	if got := Names(); !reflect.DeepEqual(got, sortedKeys(golden)) {
+		t.Fatalf("tools %v, want %v", got, sortedKeys(golden))
+	}
+	for name, want := range golden {
+		tool := Lookup(name)
+		if string(tool.Schema) != want {
+			t.Errorf("%s:\n got  %s\n want %s", name, tool.Schema, want)
+		}
+		var s struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		json.Unmarshal(tool.Schema, &s)
+		if _, err := DecodeArgs(name, []byte(`{"not_in_schema": 1}`)); err == nil {
+			t.Errorf("%s: a key outside the schema decoded", name)
+		}
+		for k := range s.Properties {
+			// Each named key decodes (a value of its type; validation may still refuse it,
+			// but not as an unknown argument).
+			if _, err := DecodeArgs(name, []byte(`{"`+k+`": null}`)); err != nil && containsUnknown(err.Error()) {
+				t.Errorf("%s: schema key %q is unknown to the decoder: %v", name, k, err)
+			}
+		}
+	}
+}
+
+func containsUnknown(s string) bool { return len(s) >= 16 && s[:16] == "unknown argument" }
+
+func sortedKeys(m map[string]string) []string {
+	var k []string
+	for x := range m {
+		k = append(k, x)
+	}
+	for i := range k {
+		for j := i + 1; j < len(k); j++ {
+			if k[j] < k[i] {
+				k[i], k[j] = k[j], k[i]
+			}
+		}
+	}
+	return k
+}

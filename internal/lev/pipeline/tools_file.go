@@ -1,0 +1,201 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+)
+
+// --- file tools ---
+
+type readFileArgs struct {
+	Path     string `json:"path" schema:"required"`
+	Offset   int64  `json:"offset"`
+	MaxBytes int64  `json:"max_bytes"`
+}
+
+func (a readFileArgs) validate() error {
+	if a.Offset < 0 || a.MaxBytes < 0 {
+		return errors.New("offset and max_bytes must not be negative")
+	}
+	return required("path", a.Path)
+}
+func (a readFileArgs) paths() ([]string, []string) { return []string{a.Path}, nil }
+
+type readFilesArgs struct {
+	Paths []string `json:"paths" schema:"required"`
+}
+
+func (a readFilesArgs) validate() error {
+	if len(a.Paths) == 0 {
+		return errors.New(`argument "paths" is required`)
+	}
+	if len(a.Paths) > 64 {
+		return errors.New(`at most 64 paths per call`)
+	}
+	for _, p := range a.Paths {
+		if p == "" {
+			return errors.New("empty path in paths")
+		}
+	}
+	return nil
+}
+func (a readFilesArgs) paths() ([]string, []string) { return a.Paths, nil }
+
+type listDirArgs struct {
+	Path string `json:"path"`
+}
+
+func (a listDirArgs) validate() error { return nil }
+func (a listDirArgs) paths() ([]string, []string) {
+	if a.Path == "" {
+		return []string{"."}, nil
+	}
+	return []string{a.Path}, nil
+}
+
+type writeFileArgs struct {
+	Path    string `json:"path" schema:"required"`
+	Content string `json:"content" schema:"required"`
+}
+
+func (a writeFileArgs) validate() error             { return required("path", a.Path) }
+func (a writeFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
+
+type editFileArgs struct {
+	Path       string `json:"path" schema:"required"`
+	OldString  string `json:"old_string" schema:"required"`
+	NewString  string `json:"new_string" schema:"required"`
+	ReplaceAll bool   `json:"replace_all"`
+}
+
+func (a editFileArgs) validate() error {
+	if err := required("path", a.Path); err != nil {
+		return err
+	}
+	return required("old_string", a.OldString)
+}
+
+// edit_file reads what it edits, but only inside the workdir: the write check covers both.
+func (a editFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
+
+// fileTools are the file tools: reads may leave the workdir through a granted read path,
+// writes never do.
+func fileTools() []*Tool {
+	var out []*Tool
+	out = append(out, &Tool{
+		Name: "read_file", Class: ClassRead,
+		Description: "Read a file (relative paths are in the workdir).",
+		Schema:      schemaFor[readFileArgs](),
+		parse:       strict[readFileArgs],
+		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
+			a := c.Args.(readFileArgs)
+			max := int64(MaxReadBytes)
+			if a.MaxBytes > 0 && a.MaxBytes < max {
+				max = a.MaxBytes
+			}
+			// Offset and max are kept apart: offset+max could overflow, and reading the
+			// whole prefix to slice it off would let a large offset bypass MaxReadBytes.
+			data, trunc, err := p.FS.ReadFileAt("read_file", c.Reads[0], a.Offset, max)
+			if err != nil {
+				return nil, err
+			}
+			s := string(data)
+			if trunc {
+				s += fmt.Sprintf("\n[truncated at %d bytes]", max)
+			}
+			return &Result{Content: s}, nil
+		},
+	})
+	out = append(out, &Tool{
+		Name: "read_files", Class: ClassRead,
+		Description: "Read several files at once.",
+		Schema:      schemaFor[readFilesArgs](),
+		parse:       strict[readFilesArgs],
+		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
+			var b strings.Builder
+			budget := int64(MaxReadBytes)
+			for _, acc := range c.Reads {
+				data, trunc, err := p.FS.ReadFile("read_files", acc, max(budget, 0))
+				if err != nil {
+					return nil, err
+				}
+				budget -= int64(len(data))
+				fmt.Fprintf(&b, "==> %s <==\n%s\n", acc.Path, data)
+				if trunc {
+					b.WriteString("[truncated]\n")
+				}
+			}
+			return &Result{Content: b.String()}, nil
+		},
+	})
+	out = append(out, &Tool{
+		Name: "list_dir", Class: ClassRead,
+		Description: "List a directory (default: the workdir).",
+		Schema:      schemaFor[listDirArgs](),
+		parse:       strict[listDirArgs],
+		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
+			ents, err := p.FS.ReadDir("list_dir", c.Reads[0])
+			if err != nil {
+				return nil, err
+			}
+			var b strings.Builder
+			for _, e := range ents {
+				suffix := ""
+				switch {
+				case e.IsDir():
+					suffix = "/"
+				case e.Type()&fs.ModeSymlink != 0:
+					suffix = "@"
+				}
+				b.WriteString(e.Name() + suffix + "\n")
+			}
+			return &Result{Content: b.String()}, nil
+		},
+	})
+	out = append(out, &Tool{
+		Name: "write_file", Class: ClassWrite,
+		Description: "Write a file in the workdir, creating parent directories.",
+		Schema:      schemaFor[writeFileArgs](),
+		parse:       strict[writeFileArgs],
+		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
+			a := c.Args.(writeFileArgs)
+			if err := p.FS.WriteFile("write_file", c.Writes[0], []byte(a.Content)); err != nil {
+				return nil, err
+			}
+			return &Result{Content: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), a.Path)}, nil
+		},
+	})
+	out = append(out, &Tool{
+		Name: "edit_file", Class: ClassWrite,
+		Description: "Replace old_string with new_string in a workdir file (once, unless replace_all).",
+		Schema:      schemaFor[editFileArgs](),
+		parse:       strict[editFileArgs],
+		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
+			a := c.Args.(editFileArgs)
+			acc := c.Writes[0]
+			data, trunc, err := p.FS.ReadFile("edit_file", acc, 16<<20)
+			if err != nil {
+				return nil, err
+			}
+			if trunc {
+				return nil, fmt.Errorf("edit_file: %s is over 16 MiB", a.Path)
+			}
+			n := strings.Count(string(data), a.OldString)
+			switch {
+			case n == 0:
+				return nil, fmt.Errorf("edit_file: old_string not found in %s", a.Path)
+			case n > 1 && !a.ReplaceAll:
+				return nil, fmt.Errorf("edit_file: old_string occurs %d times in %s; make it unique or set replace_all", n, a.Path)
+			}
+			out := strings.Replace(string(data), a.OldString, a.NewString, map[bool]int{true: -1, false: 1}[a.ReplaceAll])
+			if err := p.FS.WriteFile("edit_file", acc, []byte(out)); err != nil {
+				return nil, err
+			}
+			return &Result{Content: fmt.Sprintf("replaced %d occurrence(s) in %s", map[bool]int{true: n, false: 1}[a.ReplaceAll], a.Path)}, nil
+		},
+	})
+	return out
+}
