@@ -120,8 +120,11 @@ func (e *Engine) Answer(id, question, answer string) error {
 	default:
 		return fmt.Errorf("bad answer %q (want once, session or deny)", answer)
 	}
+	var a *apiAsker
 	e.mu.Lock()
-	a := e.askers[id]
+	if l := e.runs[id]; l != nil {
+		a = l.asker
+	}
 	e.mu.Unlock()
 	if a == nil {
 		return fmt.Errorf("run %s is not waiting for an answer", id)

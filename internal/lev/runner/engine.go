@@ -61,15 +61,59 @@ type Engine struct {
 	NewGate     pipeline.GateFactory
 	NewExecutor pipeline.ExecutorFactory
 
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	active map[string]context.CancelFunc
-	askers map[string]*apiAsker
-	// done is closed when a run's goroutine has fully let go of it: its final status is
-	// saved a moment before it leaves active, and a resume in that moment must wait.
-	done map[string]chan struct{}
-	// logs are the open events logs of the runs being driven.
-	logs map[string]*events.Log
+	wg sync.WaitGroup
+	mu sync.Mutex
+	// runs is the state of every run the engine drives (or has claimed for a resume),
+	// one struct per run, all of it under mu.
+	runs map[string]*live
+}
+
+// live is one run's state while the engine holds it.
+type live struct {
+	// cancel stops the run's goroutine; set while it is active (a resume's claim sets a
+	// no-op until the goroutine starts).
+	cancel context.CancelFunc
+	// asker takes POST .../answer for an interactive run.
+	asker *apiAsker
+	// done is closed when the run's goroutine has fully let go of it: its final status is
+	// saved a moment before it stops being active, and a resume in that moment must wait.
+	done chan struct{}
+	// log is the open events log of the leg being driven.
+	log *events.Log
+}
+
+// entry returns id's live state, creating it. Called with mu held.
+func (e *Engine) entry(id string) *live {
+	if e.runs == nil {
+		e.runs = map[string]*live{}
+	}
+	l := e.runs[id]
+	if l == nil {
+		l = &live{}
+		e.runs[id] = l
+	}
+	return l
+}
+
+// tidy forgets id once nothing of it is live. Called with mu held.
+func (e *Engine) tidy(id string) {
+	if l := e.runs[id]; l != nil && l.cancel == nil && l.asker == nil && l.done == nil && l.log == nil {
+		delete(e.runs, id)
+	}
+}
+
+// busy reports whether id is active. Called with mu held.
+func (e *Engine) busy(id string) bool {
+	l := e.runs[id]
+	return l != nil && l.cancel != nil
+}
+
+// release drops a resume's claim on id. Called with mu held.
+func (e *Engine) release(id string) {
+	if l := e.runs[id]; l != nil {
+		l.cancel = nil
+		e.tidy(id)
+	}
 }
 
 // Validate reports what the engine lacks to run anything safely.
@@ -206,9 +250,9 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	rec.Interactive = interactive
 	// Claim the run before preparing it, so two resumes cannot both drive it.
 	e.mu.Lock()
-	if _, busy := e.active[id]; busy && rec.Status != StatusRunning {
+	if e.busy(id) && rec.Status != StatusRunning {
 		// Its goroutine saved the final status and is finishing: wait for it.
-		if ch := e.done[id]; ch != nil {
+		if ch := e.runs[id].done; ch != nil {
 			e.mu.Unlock()
 			select {
 			case <-ch:
@@ -219,19 +263,16 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 			e.mu.Lock()
 		}
 	}
-	if _, busy := e.active[id]; busy {
+	if e.busy(id) {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("run %s is still running", id)
 	}
-	if e.active == nil {
-		e.active = map[string]context.CancelFunc{}
-	}
-	e.active[id] = func() {}
+	e.entry(id).cancel = func() {}
 	e.mu.Unlock()
 	r, err := e.prepare(rec, true)
 	if err != nil {
 		e.mu.Lock()
-		delete(e.active, id)
+		e.release(id)
 		e.mu.Unlock()
 		return nil, err
 	}
@@ -251,7 +292,7 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	if err != nil {
 		pipeline.Close(r.exec)
 		e.mu.Lock()
-		delete(e.active, id)
+		e.release(id)
 		e.mu.Unlock()
 		return nil, err
 	}
@@ -402,22 +443,10 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 
 func (e *Engine) spawn(r *run) {
 	ctx, cancel := context.WithCancel(context.Background())
-	e.mu.Lock()
-	if e.active == nil {
-		e.active = map[string]context.CancelFunc{}
-	}
-	e.active[r.rec.ID] = cancel
-	if e.done == nil {
-		e.done = map[string]chan struct{}{}
-	}
 	done := make(chan struct{})
-	e.done[r.rec.ID] = done
-	if r.asker != nil {
-		if e.askers == nil {
-			e.askers = map[string]*apiAsker{}
-		}
-		e.askers[r.rec.ID] = r.asker
-	}
+	e.mu.Lock()
+	l := e.entry(r.rec.ID)
+	l.cancel, l.done, l.asker = cancel, done, r.asker
 	e.mu.Unlock()
 	e.wg.Add(1)
 	go func() {
@@ -427,11 +456,11 @@ func (e *Engine) spawn(r *run) {
 		defer e.closeEvents(r)
 		defer func() {
 			e.mu.Lock()
-			delete(e.active, r.rec.ID)
-			delete(e.askers, r.rec.ID)
-			if e.done[r.rec.ID] == done {
-				delete(e.done, r.rec.ID)
+			l.cancel, l.asker = nil, nil
+			if l.done == done {
+				l.done = nil
 			}
+			e.tidy(r.rec.ID)
 			e.mu.Unlock()
 			close(done)
 		}()
@@ -444,8 +473,10 @@ func (e *Engine) Active() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var ids []string
-	for id := range e.active {
-		ids = append(ids, id)
+	for id, l := range e.runs {
+		if l.cancel != nil {
+			ids = append(ids, id)
+		}
 	}
 	return ids
 }
@@ -461,8 +492,10 @@ func (e *Engine) Stop() { e.StopWithin(0) }
 // for whatever does not (a stuck filesystem): the daemon stops anyway, and reports false.
 func (e *Engine) StopWithin(d time.Duration) bool {
 	e.mu.Lock()
-	for _, c := range e.active {
-		c()
+	for _, l := range e.runs {
+		if l.cancel != nil {
+			l.cancel()
+		}
 	}
 	e.mu.Unlock()
 	if d <= 0 {

@@ -20,7 +20,10 @@ func (s *Store) EventsPath(id string) string {
 func (e *Engine) LiveEvents(id string) *events.Log {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.logs[id]
+	if l := e.runs[id]; l != nil {
+		return l.log
+	}
+	return nil
 }
 
 // openEvents opens the run's events log for a leg (spawn or resume) and registers it.
@@ -31,10 +34,7 @@ func (e *Engine) openEvents(r *run) error {
 	}
 	r.ev = l
 	e.mu.Lock()
-	if e.logs == nil {
-		e.logs = map[string]*events.Log{}
-	}
-	e.logs[r.rec.ID] = l
+	e.entry(r.rec.ID).log = l
 	e.mu.Unlock()
 	return nil
 }
@@ -45,8 +45,9 @@ func (e *Engine) closeEvents(r *run) {
 		return
 	}
 	e.mu.Lock()
-	if e.logs[r.rec.ID] == r.ev {
-		delete(e.logs, r.rec.ID)
+	if l := e.runs[r.rec.ID]; l != nil && l.log == r.ev {
+		l.log = nil
+		e.tidy(r.rec.ID)
 	}
 	e.mu.Unlock()
 	if err := r.ev.Close(); err != nil {
