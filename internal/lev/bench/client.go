@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -87,6 +88,69 @@ func (c Client) Run(ctx context.Context, req Request) (Response, error) {
 		return Response{}, fmt.Errorf("bench %s: bad response: more output than the request's caps", c.Socket)
 	}
 	return resp, nil
+}
+
+// Stream runs req (Stream set) with stdin and stdout on the connection: it returns once
+// the command started (or was refused: the error names the key), and then copies stdin to
+// the command (closing its side at stdin's EOF) and the command's stdout to stdout until
+// the command exits or ctx ends; done is closed then, with the copy's error in *err.
+func (c Client) Stream(ctx context.Context, req Request, stdin io.Reader, stdout io.Writer) (done <-chan error, err error) {
+	req.Stream = true
+	fi, err := os.Lstat(c.Socket)
+	if err != nil {
+		return nil, &UnavailableError{c.Socket, err}
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return nil, &UnavailableError{c.Socket, fmt.Errorf("it is a %v, not a socket", fi.Mode().Type())}
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("bench request: %w", err)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return nil, &UnavailableError{c.Socket, err}
+		}
+		return nil, fmt.Errorf("bench %s: %w", c.Socket, err)
+	}
+	conn.SetDeadline(time.Now().Add(RequestTimeout))
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("bench %s: sending the request: %w", c.Socket, err)
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	raw, err := readLine(br, MaxResponse)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("bench %s: reading the answer: %w", c.Socket, err)
+	}
+	conn.SetDeadline(time.Time{})
+	var resp Response
+	if err := strictjson.Decode(raw, &resp); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("bench %s: bad answer: %w", c.Socket, err)
+	}
+	if !resp.Started {
+		conn.Close()
+		return nil, fmt.Errorf("bench %s: %s", c.Socket, resp.Error)
+	}
+	ch := make(chan error, 1)
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	go func() {
+		io.Copy(conn, stdin)
+		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+	}()
+	go func() {
+		_, err := io.Copy(stdout, br)
+		stop()
+		conn.Close()
+		ch <- err
+	}()
+	return ch, nil
 }
 
 func (c Client) ctxErr(ctx context.Context, err error) error {

@@ -5,7 +5,10 @@
 //
 // The protocol is one request per connection: the client writes one JSON object on one
 // line, the server runs the command and writes one JSON object on one line back, then
-// closes. The client keeps its side open while the command runs: the server reads it the
+// closes. A request with "stream": true (a stdio MCP server) is answered at start instead:
+// one JSON line saying it started, then the command's stdout, raw, until it exits; what
+// the client writes after its request line is the command's stdin (the client's half-close
+// is its EOF); stderr is kept up to stderr_max and dropped. The client keeps its side open while the command runs: the server reads it the
 // whole time, and a client that goes away (or writes anything more) gets its command's
 // process group killed.
 package bench
@@ -28,6 +31,9 @@ const (
 	// MaxResponse caps a response line as the client reads it: two full streams in
 	// base64 plus the envelope. A longer one is refused, not read.
 	MaxResponse = 2*(MaxOutput*4/3+4) + 64<<10
+	// StreamGrace is how long a streaming command may take to exit after its stdin
+	// closed (the MCP stdio shutdown) before its process group is killed.
+	StreamGrace = 5 * time.Second
 	// MaxDeadline bounds deadline_ms (the shell tool allows an hour).
 	MaxDeadline = 2 * time.Hour
 	// RequestTimeout is how long a connection may take to send its request line.
@@ -54,6 +60,9 @@ type Request struct {
 	// StdoutMax and StderrMax cap what is kept of each stream (1..MaxOutput).
 	StdoutMax int `json:"stdout_max"`
 	StderrMax int `json:"stderr_max"`
+	// Stream runs the command with its stdin and stdout on the connection (see above).
+	// deadline_ms still bounds its life; stdout_max does not apply.
+	Stream bool `json:"stream,omitempty"`
 }
 
 // Response is the outcome. Error set means nothing ran (Started false) or the command

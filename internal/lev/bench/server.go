@@ -141,7 +141,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) handle(ctx context.Context, c net.Conn) {
-	resp := s.serve(ctx, c)
+	resp, streamed := s.serve(ctx, c)
+	if streamed {
+		return // the stream mode answered at start
+	}
 	b, err := json.Marshal(resp)
 	if err == nil {
 		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
@@ -182,25 +185,29 @@ func refuse(err error) Response {
 	return r
 }
 
-func (s *Server) serve(ctx context.Context, c net.Conn) Response {
+func (s *Server) serve(ctx context.Context, c net.Conn) (Response, bool) {
 	c.SetReadDeadline(time.Now().Add(RequestTimeout))
 	br := bufio.NewReaderSize(c, 64<<10)
 	line, err := readLine(br, MaxRequest)
 	if err != nil {
-		return refuse(fmt.Errorf("reading the request: %w", err))
+		return refuse(fmt.Errorf("reading the request: %w", err)), false
 	}
 	var req Request
 	if err := strictjson.Decode(line, &req); err != nil {
-		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err))
+		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err)), false
 	}
 	if err := req.Validate(); err != nil {
-		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err))
-	}
-	if br.Buffered() > 0 {
-		return refuse(fmt.Errorf("bench request refused, nothing ran: %w: data after the request line", errProtocol))
+		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err)), false
 	}
 	c.SetReadDeadline(time.Time{})
-	return s.run(ctx, c, &req)
+	if req.Stream {
+		// What follows the request line is the command's stdin.
+		return s.stream(ctx, c, br, &req)
+	}
+	if br.Buffered() > 0 {
+		return refuse(fmt.Errorf("bench request refused, nothing ran: %w: data after the request line", errProtocol)), false
+	}
+	return s.run(ctx, c, &req), false
 }
 
 // capture keeps the first max bytes read from r and drains the rest.
@@ -234,6 +241,134 @@ func newCapture(r *os.File, max int) *capture {
 	return k
 }
 
+// start starts req's command with the given streams, in its own namespaces (or, where the
+// kernel refuses them and the network is on, its process group only), and remembers it as
+// the server's own child.
+func (s *Server) start(req *Request, stdin, stdout, stderr *os.File) (*exec.Cmd, error) {
+	uid, gid := os.Getuid(), os.Getgid()
+	if s.CommandIDs {
+		uid, gid = s.CommandUID, s.CommandGID
+	}
+	cmd := &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: req.Dir,
+		// Never nil: a nil Env would hand the command the server's environment.
+		Env:    append(make([]string, 0, len(req.Env)), req.Env...),
+		Stdout: stdout, Stderr: stderr,
+		SysProcAttr: sysProcAttr(*req.Network, true, uid, gid)}
+	if stdin != nil {
+		// Not a nil *os.File in the interface: exec would take it for a file.
+		cmd.Stdin = stdin
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := cmd.Start()
+	if err != nil && *req.Network && s.noIsolation(err) {
+		cmd = &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: stdout, Stderr: stderr,
+			SysProcAttr: sysProcAttr(true, false, 0, 0)}
+		err = cmd.Start()
+	}
+	if err != nil {
+		if !*req.Network {
+			return nil, fmt.Errorf("network = false: could not start the command in a new user and network namespace (%v); it was not run, and it is never run with the network instead", err)
+		}
+		return nil, fmt.Errorf("starting %s: %w", req.Argv[0], err)
+	}
+	s.ours[cmd.Process.Pid] = true
+	return cmd, nil
+}
+
+// stream runs a command with its stdin and stdout on the connection: the answer is one
+// line at start, then stdout raw until the command exits. It ends (the group killed) when
+// the command exits, at the deadline, when the server stops, when the client can no longer
+// be written to, or StreamGrace after the client closed its side (the command's EOF).
+func (s *Server) stream(ctx context.Context, c net.Conn, br *bufio.Reader, req *Request) (Response, bool) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return refuse(fmt.Errorf("bench: %w", err)), false
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return refuse(fmt.Errorf("bench: %w", err)), false
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return refuse(fmt.Errorf("bench: %w", err)), false
+	}
+	cmd, err := s.start(req, inR, outW, errW)
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return refuse(err), false
+	}
+	pid := cmd.Process.Pid
+	stderr := newCapture(errR, req.StderrMax)
+	head, _ := json.Marshal(Response{Started: true})
+	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, werr := c.Write(append(head, '\n'))
+	c.SetWriteDeadline(time.Time{})
+
+	ended := make(chan struct{}, 3)
+	eof := make(chan struct{})
+	go func() {
+		// The client's bytes are the command's stdin; its half-close (or going away) is EOF.
+		io.Copy(inW, br)
+		inW.Close()
+		close(eof)
+	}()
+	go func() {
+		// A client that no longer takes stdout is gone.
+		io.Copy(c, outR)
+		ended <- struct{}{}
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	timer := time.NewTimer(req.Deadline())
+	defer timer.Stop()
+	if werr == nil {
+		grace := (<-chan time.Time)(nil)
+		for done := false; !done; {
+			select {
+			case <-waited:
+				waited <- nil
+				done = true
+			case <-timer.C:
+				done = true
+			case <-ended:
+				done = true
+			case <-ctx.Done():
+				done = true
+			case <-eof:
+				eof = nil
+				grace = time.After(StreamGrace)
+			case <-grace:
+				done = true
+			}
+		}
+	}
+	syscall.Kill(-pid, syscall.SIGKILL)
+	<-waited
+	s.mu.Lock()
+	delete(s.ours, pid)
+	s.mu.Unlock()
+	outR.Close()
+	errR.Close()
+	<-stderr.done
+	// Closing the connection (handle's defer) ends the client's stdout.
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	return Response{}, true
+}
+
 func (s *Server) run(ctx context.Context, c net.Conn, req *Request) Response {
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -247,35 +382,11 @@ func (s *Server) run(ctx context.Context, c net.Conn, req *Request) Response {
 	}
 	defer outR.Close()
 	defer errR.Close()
-	uid, gid := os.Getuid(), os.Getgid()
-	if s.CommandIDs {
-		uid, gid = s.CommandUID, s.CommandGID
-	}
-	cmd := &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: req.Dir,
-		// Never nil: a nil Env would hand the command the server's environment.
-		Env:    append(make([]string, 0, len(req.Env)), req.Env...),
-		Stdout: outW, Stderr: errW,
-		SysProcAttr: sysProcAttr(*req.Network, true, uid, gid)}
-	s.mu.Lock()
-	err = cmd.Start()
-	if err != nil && *req.Network && s.noIsolation(err) {
-		// The network on needs no namespace: where the kernel refuses one, the command
-		// still runs, in its process group only (said once in the log).
-		cmd = &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: cmd.Dir, Env: cmd.Env, Stdout: outW, Stderr: errW,
-			SysProcAttr: sysProcAttr(true, false, 0, 0)}
-		err = cmd.Start()
-	}
-	if err == nil {
-		s.ours[cmd.Process.Pid] = true
-	}
-	s.mu.Unlock()
+	cmd, err := s.start(req, nil, outW, errW)
 	outW.Close()
 	errW.Close()
 	if err != nil {
-		if !*req.Network {
-			return refuse(fmt.Errorf("network = false: could not start the command in a new user and network namespace (%v); it was not run, and it is never run with the network instead", err))
-		}
-		return refuse(fmt.Errorf("starting %s: %w", req.Argv[0], err))
+		return refuse(err)
 	}
 	pid := cmd.Process.Pid
 	stdout, stderr := newCapture(outR, req.StdoutMax), newCapture(errR, req.StderrMax)

@@ -39,8 +39,8 @@ func (b *benchExec) Kind() string { return KindBench }
 func (b *benchExec) Socket() string { return b.c.Socket }
 
 func (b *benchExec) Run(ctx context.Context, c Command) (Result, error) {
-	if c.Stdin != nil {
-		return Result{}, errors.New("the workbench exec channel carries no stdin; refusing the command")
+	if c.Stdin != nil && c.Stdout == nil {
+		return Result{}, errors.New("the workbench exec channel carries stdin only for a streaming command (stdin and stdout both given); refusing the command")
 	}
 	for _, p := range c.Mask {
 		// The workbench mounts the agent's part of the tree and nothing of lev's, so the
@@ -69,6 +69,16 @@ func (b *benchExec) Run(ctx context.Context, c Command) (Result, error) {
 	req := bench.Request{Argv: []string{benchShell, "-c", c.Script}, Dir: dir,
 		Env: benchEnv(c.Env), DeadlineMS: ms, Network: &network,
 		StdoutMax: bench.MaxOutput, StderrMax: bench.MaxOutput}
+	if c.Stdin != nil {
+		// A long-lived command with its streams (a stdio MCP server): its stdin and stdout
+		// cross the channel as they come; it ends when ctx does (the connection closes,
+		// the bench kills it) or when it exits.
+		done, err := b.c.Stream(ctx, req, c.Stdin, c.Stdout)
+		if err != nil {
+			return Result{ExitCode: -1}, err
+		}
+		return Result{}, <-done
+	}
 	resp, err := b.c.Run(ctx, req)
 	if err != nil {
 		return Result{ExitCode: -1}, err

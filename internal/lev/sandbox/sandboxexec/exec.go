@@ -191,9 +191,9 @@ func (x *Executor) Containers() []string { return x.m.Containers() }
 
 // StartProcess starts a long-lived process with streams (a stdio MCP server) in the
 // stage's sandbox, as `exec ARGV` under the same `sh -c` a shell command gets: the same
-// kind, network setting, container, namespaces and masks of lev's state. The workbench's
-// exec channel carries no stdin, so with LEV_BENCH_SOCKET set the process is refused
-// rather than started in lev's own container.
+// kind, network setting, container, namespaces and masks of lev's state; with
+// LEV_BENCH_SOCKET set, in the workbench through the exec channel's stream mode, never in
+// lev's own container.
 func (x *Executor) StartProcess(ctx context.Context, req pipeline.ProcessRequest) (pipeline.Process, error) {
 	if len(req.Argv) == 0 {
 		return nil, errors.New("no command to start")
@@ -206,9 +206,6 @@ func (x *Executor) StartProcess(ctx context.Context, req pipeline.ProcessRequest
 	ex, err := x.m.ExecutorMasked(ctx, cfg, x.workdir, req.Mask)
 	if err != nil {
 		return nil, err
-	}
-	if ex.Kind() == sandbox.KindBench {
-		return nil, errors.New("a stdio MCP server cannot run through the workbench's exec channel (it carries no stdin); it is not started in lev's container instead: run the server on the host and configure it by url")
 	}
 	env := req.Env
 	if env == nil {
