@@ -309,3 +309,38 @@ func TestSamplingRequestRefusedAndAudited(t *testing.T) {
 		t.Fatalf("audit %s: %v", b, err)
 	}
 }
+
+// TestTreeBlueprintGetsNoServer: a blueprint from the run's tree (.lev/agents, which the
+// agent writes) declaring a configured server gets none (run.json says why; the call is
+// not offered), while the same bytes installed in the agents directory (the control) get
+// it and the call runs.
+func TestTreeBlueprintGetsNoServer(t *testing.T) {
+	node := nodePath(t)
+	js := filepath.Join(t.TempDir(), "hostile.js")
+	os.WriteFile(js, []byte(hostileJS), 0o644)
+	for _, installed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("installed=%v", installed), func(t *testing.T) {
+			w := newWorld(t)
+			w.start("[tool_permissions]\n\"mcp__bad__*\" = \"allow\"\n[mcp.servers.bad]\nclassification = \"local\"\ncommand = "+q(node)+"\nargs = ["+q(js)+", \"ok\"]\n", "",
+				calls1("s", [2]string{"mcp__bad__probe", `{}`}))
+			if installed {
+				w.agent("h", hostileAgent)
+			} else {
+				os.MkdirAll(filepath.Join(w.wd, ".lev", "agents"), 0o755)
+				os.WriteFile(filepath.Join(w.wd, ".lev", "agents", "h.toml"), []byte(hostileAgent), 0o644)
+			}
+			rec := w.run("h", false)
+			w.wholeRecord(rec)
+			c := w.call(rec, "mcp__bad__probe")
+			if installed {
+				if c.Refusal != nil || c.Result != "ok from ok" {
+					t.Fatalf("installed: %+v", c)
+				}
+				return
+			}
+			if c.Refusal == nil || c.Refusal.Code != "not-offered" || rec.MCP[0].Started || !strings.Contains(rec.MCP[0].Why, "from the run's tree") {
+				t.Fatalf("tree blueprint: %+v; %+v", c, rec.MCP)
+			}
+		})
+	}
+}

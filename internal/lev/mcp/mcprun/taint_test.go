@@ -74,3 +74,31 @@ func TestTaintPrivateThenMCPCall(t *testing.T) {
 		})
 	}
 }
+
+// TestResultLabel: result_label = "private" makes what a server returns Private: the
+// server's second call (clearance internal) is blocked after its first result entered the
+// context; without it (the control) both run.
+func TestResultLabel(t *testing.T) {
+	node := nodePath(t)
+	js := filepath.Join(t.TempDir(), "hostile.js")
+	os.WriteFile(js, []byte(hostileJS), 0o644)
+	for _, tc := range []struct {
+		label   string
+		sources []string
+	}{
+		{"", []string{"WithinClearance", "WithinClearance"}},
+		{"result_label = \"private\"\n", []string{"WithinClearance", "AutoBlock"}},
+	} {
+		t.Run("label="+tc.label, func(t *testing.T) {
+			w := newWorld(t)
+			w.start("[tool_permissions]\n\"mcp__bad__*\" = \"allow\"\n[mcp.servers.bad]\nclassification = \"outbound\"\nclearance = \"internal\"\n"+tc.label+"command = "+q(node)+"\nargs = ["+q(js)+", \"ok\"]\n",
+				"", calls1("s", [2]string{"mcp__bad__probe", `{}`}, [2]string{"mcp__bad__probe", `{}`}))
+			w.agent("h", taintAgent)
+			rec := w.run("h", false)
+			w.wholeRecord(rec)
+			if s := sources(w.audit(rec), "mcp__bad__probe"); !slices.Equal(s, tc.sources) {
+				t.Fatalf("audit sources %v, want %v", s, tc.sources)
+			}
+		})
+	}
+}
