@@ -59,9 +59,22 @@ func (p *Permissions) For(tool string) (blueprint.Permission, string) {
 			return blueprint.Allow, fmt.Sprintf("%s, ask lifted by --yolo", src)
 		case p.Allow[tool]:
 			return blueprint.Allow, fmt.Sprintf("%s, ask lifted by --allow %s", src, tool)
+		case p.allowsServer(tool) != "":
+			return blueprint.Allow, fmt.Sprintf("%s, ask lifted by --allow %s", src, p.allowsServer(tool))
 		}
 	}
 	return base, src
+}
+
+// allowsServer is the --allow mcp__SERVER__* that covers an MCP tool, if any (toolnames
+// accepts that spelling for --allow, so it must lift something).
+func (p *Permissions) allowsServer(tool string) string {
+	if server, _, ok := toolnames.SplitMCP(tool); ok {
+		if key := toolnames.MCPPrefix + server + "__*"; p.Allow[key] {
+			return key
+		}
+	}
+	return ""
 }
 
 // lookupPerm finds tool's permission in one [tool_permissions] table: its exact name,

@@ -46,6 +46,7 @@ func TestMCPPermissions(t *testing.T) {
 			"mcp__web__*": blueprint.Allow, "mcp__web__post": blueprint.Deny,
 		},
 		Blueprint: map[string]blueprint.Permission{"mcp__web__*": blueprint.Ask, "mcp__fs__read_text_file": blueprint.Allow},
+		Allow:     map[string]bool{"mcp__lift__*": true},
 	}
 	for _, tc := range []struct {
 		tool string
@@ -58,6 +59,9 @@ func TestMCPPermissions(t *testing.T) {
 		{"mcp__web__get", blueprint.Ask, "blueprint tightens config.toml mcp__web__*"},
 		{"mcp__fsx__read", blueprint.Ask, "default for tools without one"},
 		{"mcp__f__s__x", blueprint.Ask, "default for tools without one"},
+		{"mcp__lift__anything", blueprint.Allow, "default for tools without one, ask lifted by --allow mcp__lift__*"},
+		{"mcp__fs__write_file", blueprint.Deny, "config.toml mcp__fs__*"}, // --allow never lifts a deny
+		{"mcp__lifted__x", blueprint.Ask, "default for tools without one"},
 	} {
 		got, src := p.For(tc.tool)
 		if got != tc.want || src != tc.src {

@@ -143,11 +143,16 @@ func (w *world) agent(name, text string) {
 
 // run spawns the agent and waits for its end.
 func (w *world) run(agent string, yolo bool) *runner.Record {
+	w.t.Helper()
+	return w.runSpec(runner.Spec{Agent: agent, Workdir: w.wd, Yolo: yolo})
+}
+
+func (w *world) runSpec(spec runner.Spec) *runner.Record {
 	t := w.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	rec, err := w.client.Spawn(ctx, runner.Spec{Agent: agent, Workdir: w.wd, Yolo: yolo})
+	rec, err := w.client.Spawn(ctx, spec)
 	if err != nil {
 		t.Fatalf("spawn: %v", err)
 	}

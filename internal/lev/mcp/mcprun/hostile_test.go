@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 // hostileJS is a stdio MCP server written for these tests: it does the handshake and
@@ -340,6 +342,40 @@ func TestTreeBlueprintGetsNoServer(t *testing.T) {
 			}
 			if c.Refusal == nil || c.Refusal.Code != "not-offered" || rec.MCP[0].Started || !strings.Contains(rec.MCP[0].Why, "from the run's tree") {
 				t.Fatalf("tree blueprint: %+v; %+v", c, rec.MCP)
+			}
+		})
+	}
+}
+
+// TestAskAndAllow: an MCP tool nobody configured asks, and a headless run refuses it
+// saying how to allow it; --allow with the exact name or the server's mcp__SERVER__*
+// lifts the ask (the controls); --allow of another server's wildcard does not.
+func TestAskAndAllow(t *testing.T) {
+	node := nodePath(t)
+	js := filepath.Join(t.TempDir(), "hostile.js")
+	os.WriteFile(js, []byte(hostileJS), 0o644)
+	for _, tc := range []struct {
+		allow []string
+		ran   bool
+	}{
+		{nil, false},
+		{[]string{"mcp__bad__probe"}, true},
+		{[]string{"mcp__bad__*"}, true},
+		{[]string{"mcp__other__*"}, false},
+	} {
+		t.Run(fmt.Sprintf("allow=%v", tc.allow), func(t *testing.T) {
+			w := newWorld(t)
+			w.start("[mcp.servers.bad]\nclassification = \"local\"\ncommand = "+q(node)+"\nargs = ["+q(js)+", \"ok\"]\n", "",
+				calls1("s", [2]string{"mcp__bad__probe", `{}`}))
+			w.agent("h", hostileAgent)
+			rec := w.runSpec(runner.Spec{Agent: "h", Workdir: w.wd, Allow: tc.allow})
+			w.wholeRecord(rec)
+			c := w.call(rec, "mcp__bad__probe")
+			if ran := c.Refusal == nil && c.Result == "ok from ok"; ran != tc.ran {
+				t.Fatalf("ran = %v: %+v", ran, c)
+			}
+			if !tc.ran && (c.Refusal.Code != "ask-headless" || !strings.Contains(c.Refusal.Message, "allow it with --allow mcp__bad__probe")) {
+				t.Fatalf("refusal: %+v", c.Refusal)
 			}
 		})
 	}
