@@ -18,6 +18,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
 	"github.com/lever-jail/lever/internal/lev/tomlx"
+	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
 // File is the policy file as written.
@@ -179,6 +180,7 @@ func compile(f File) (*Policy, error) {
 		return nil, fmt.Errorf("default: %q is not ask, deny or allow", f.Default)
 	}
 	over := map[string]taint.Class{}
+	prefixes := map[string]taint.Class{}
 	for name, tc := range f.Tools {
 		c := taint.Class{Outbound: true, Clearance: taint.Public}
 		if tc.Outbound != nil {
@@ -193,9 +195,17 @@ func compile(f File) (*Policy, error) {
 		} else if c.Outbound {
 			return nil, fmt.Errorf("tools.%s: an outbound tool needs a clearance", name)
 		}
+		if toolnames.IsMCPWildcard(name) {
+			// [tools."mcp__SERVER__*"]: every tool of that server (an exact entry wins).
+			prefixes[strings.TrimSuffix(name, "*")] = c
+			continue
+		}
 		over[name] = c
 	}
 	p.table = taint.NewTable(over)
+	for pre, c := range prefixes {
+		p.table = p.table.WithPrefix(pre, c)
+	}
 	for i := range f.Allow {
 		a := &p.File.Allow[i]
 		if a.Tool == "" {

@@ -358,3 +358,29 @@ func TestDryRunAppliesConfig(t *testing.T) {
 		t.Errorf("clearance from config:\n%s", out)
 	}
 }
+
+// TestToolsServerWildcard: [tools."mcp__SERVER__*"] classifies every tool of that server
+// (an exact [tools.NAME] still wins); another server's tools stay unclassified (the
+// control: fail-closed Public).
+func TestToolsServerWildcard(t *testing.T) {
+	p, err := Parse([]byte("[tools.\"mcp__fs__*\"]\nclearance = \"private\"\n[tools.mcp__fs__write]\noutbound = false\n"), "policy.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := p.Table()
+	for _, tc := range []struct {
+		tool      string
+		outbound  bool
+		clearance taint.Level
+		known     bool
+	}{
+		{"mcp__fs__read", true, taint.Private, true},
+		{"mcp__fs__write", false, 0, true},
+		{"mcp__fsx__read", true, taint.Public, false},
+	} {
+		c := tb.Classify(tc.tool)
+		if c.Outbound != tc.outbound || c.Clearance != tc.clearance || c.Known != tc.known {
+			t.Errorf("%s: %+v", tc.tool, c)
+		}
+	}
+}
