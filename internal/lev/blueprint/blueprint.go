@@ -315,6 +315,10 @@ func CheckTaint(doc *tomlx.Doc, key string, t *TaintTracking) error {
 		}
 	}
 	for tool, lvl := range t.Clearances {
+		if toolnames.IsMCPWildcard(tool) {
+			// A clearance is per tool: a pattern here would match nothing, silently.
+			return doc.Errorf(key+".clearances."+tool, "clearances name exact tools; set a whole MCP server's clearance in config.toml's [mcp.servers.%s]", strings.TrimSuffix(strings.TrimPrefix(tool, toolnames.MCPPrefix), "__*"))
+		}
 		if _, err := taint.ParseLevel(lvl); err != nil {
 			return doc.Errorf(key+".clearances."+tool, "%v", err)
 		}

@@ -19,6 +19,7 @@ func TestMCPDeclarations(t *testing.T) {
 		{"bad server name", "[mcp]\nservers = [\"a__b\"]\n[stages.s]\n", `a.toml:4: key "mcp.servers": bad MCP server name "a__b"`},
 		{"server twice", "[mcp]\nservers = [\"fs\", \"fs\"]\n[stages.s]\n", `key "mcp.servers": server "fs" listed twice`},
 		{"unknown key", "[mcp]\nserver = [\"fs\"]\n[stages.s]\n", `a.toml:4: unknown key "mcp.server"`},
+		{"server wildcard in clearances", "[taint_tracking]\nclearances = { \"mcp__fs__*\" = \"public\" }\n[stages.s]\n", `key "taint_tracking.clearances.mcp__fs__*": clearances name exact tools; set a whole MCP server's clearance in config.toml's [mcp.servers.fs]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
