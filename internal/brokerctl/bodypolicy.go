@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -308,7 +309,7 @@ func (s *bodyScanner) stringDone() {
 	v := string(s.str)
 	if s.isKey {
 		top := &s.stack[len(s.stack)-1]
-		top.key, top.keyLong = strings.ToLower(v), s.strLong
+		top.key, top.keyLong = foldKey(v), s.strLong
 		s.st = stColon
 		if len(s.stack) == 1 {
 			if why, ok := rootKeysRefused[top.key]; ok {
@@ -319,6 +320,33 @@ func (s *bodyScanner) stringDone() {
 	}
 	s.checkString(v, s.strLong)
 	s.valueDone()
+}
+
+// foldKey is the form object keys are compared in. Lower case is not enough: a Go
+// upstream's encoding/json matches keys to fields by Unicode simple folding, where U+017F
+// (ſ) is 's' and U+212A (the Kelvin sign) is 'k', so "toolſ" fills its Tools field. Each
+// rune becomes the smallest rune of its folding orbit, lower-cased: every spelling such a
+// decoder takes for a key folds to the one plain lower-case ASCII form the policy names.
+func foldKey(k string) string {
+	ascii := true
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToLower(k)
+	}
+	var b strings.Builder
+	for _, r := range k {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(unicode.ToLower(least))
+	}
+	return b.String()
 }
 
 // checkString applies the policy to a string value in its place.
