@@ -29,6 +29,11 @@ type sseMasker struct {
 	// scratch for one JSON string at a time, reused across frames
 	tmpText  []byte
 	tmpSpans []sseSpan
+	// started: a frame was seen (a byte order mark counts only before the first line).
+	started bool
+	// overflow: a value needed a channel past maxChannels. Its text would be joined only
+	// on the all-values channel, which other values interleave, so the stream must end.
+	overflow bool
 }
 
 type sseChannel struct {
@@ -47,9 +52,13 @@ type sseSpan struct {
 }
 
 const (
-	minHold     = 3
-	maxHeld     = 256 << 10
-	maxChannels = 64
+	minHold = 3
+	maxHeld = 256 << 10
+	// maxChannels bounds the channels of one stream (each keeps up to about twice the
+	// masker's longest match of context). A stream that needs more ends (ErrSSEKeys):
+	// a value with no channel of its own would only join on the all-values channel, where
+	// other values come between its parts.
+	maxChannels = 128
 )
 
 func (s *sseMasker) channel(name string) *sseChannel {
@@ -59,6 +68,7 @@ func (s *sseMasker) channel(name string) *sseChannel {
 	c := s.ch[name]
 	if c == nil {
 		if len(s.ch) >= maxChannels {
+			s.overflow = true
 			return nil
 		}
 		c = &sseChannel{}
@@ -77,15 +87,31 @@ func (s *sseMasker) appendText(key string, text []byte, spans []sseSpan) {
 }
 
 // addFrame appends the text of frame f: the data lines, as decoded JSON string values
-// when they hold JSON, else as they are.
+// when they hold JSON, else as they are; the values of the other fields (event, id,
+// retry) and of comments, each on its own channel, and any other line whole. Lines end at
+// CRLF, CR or LF, as the SSE format has it, and a byte order mark before the stream's first
+// line is skipped, as a client skips it: a client reads every one of these, so each is
+// text it could join across events.
 func (s *sseMasker) addFrame(f *sseFrame, seq int) {
 	b := f.b
-	for off := 0; off < len(b); {
-		end := bytes.IndexByte(b[off:], '\n')
+	off := 0
+	if !s.started {
+		s.started = true
+		if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
+			off = 3
+		}
+	}
+	for off < len(b) {
+		end := bytes.IndexAny(b[off:], "\r\n")
+		next := len(b)
 		if end < 0 {
 			end = len(b)
 		} else {
 			end += off
+			next = end + 1
+			if b[end] == '\r' && next < len(b) && b[next] == '\n' {
+				next++
+			}
 		}
 		line := b[off:end]
 		if bytes.HasPrefix(line, []byte("data:")) {
@@ -93,22 +119,49 @@ func (s *sseMasker) addFrame(f *sseFrame, seq int) {
 			if start < end && b[start] == ' ' {
 				start++
 			}
-			content := bytes.TrimRight(b[start:end], "\r")
+			content := b[start:end]
 			trimmed := bytes.TrimLeft(content, " \t")
 			if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[' || trimmed[0] == '"') {
 				s.jsonStrings(f, seq, start, start+len(content))
 			} else {
-				var text []byte
-				var spans []sseSpan
-				for k := start; k < start+len(content); k++ {
-					text = append(text, b[k])
-					spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
+				s.appendRaw("", f, seq, start, end)
+			}
+		} else if len(line) > 0 {
+			field, _, colon := bytes.Cut(line, []byte(":"))
+			switch name := string(field); {
+			case colon && (name == "" || name == "event" || name == "id" || name == "retry"):
+				start := off + len(field) + 1
+				if start < end && b[start] == ' ' {
+					start++
 				}
-				s.appendText("", text, spans)
+				s.appendRaw("f:"+name, f, seq, start, end)
+			default:
+				s.appendRaw("f:*", f, seq, off, end)
 			}
 		}
-		off = end + 1
+		off = next
 	}
+}
+
+// appendRaw adds f.b[from:to] as it is, to the all-values channel ("") or to one of its
+// own (a field's).
+func (s *sseMasker) appendRaw(ch string, f *sseFrame, seq, from, to int) {
+	if from >= to {
+		return
+	}
+	text := s.tmpText[:0]
+	spans := s.tmpSpans[:0]
+	for k := from; k < to; k++ {
+		text = append(text, f.b[k])
+		spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
+	}
+	if ch == "" {
+		s.appendText("", text, spans)
+	} else if c := s.channel(ch); c != nil {
+		c.text = append(c.text, text...)
+		c.spans = append(c.spans, spans...)
+	}
+	s.tmpText, s.tmpSpans = text[:0], spans[:0]
 }
 
 // jsonStrings adds the decoded contents of every JSON string value in f.b[from:to], to
@@ -291,6 +344,12 @@ func (s *sseMasker) push(frame []byte) [][]byte {
 	f := &sseFrame{b: append([]byte(nil), frame...)}
 	s.pending = append(s.pending, f)
 	s.addFrame(f, s.base+len(s.pending)-1)
+	if s.overflow {
+		// Not a byte of this frame goes out: part of its text has no channel. What was
+		// pushed before it is released by finish, masked as at any end of stream.
+		s.pending = s.pending[:len(s.pending)-1]
+		return nil
+	}
 	held := 0
 	for _, p := range s.pending {
 		held += len(p.b)
