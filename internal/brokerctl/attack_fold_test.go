@@ -123,3 +123,88 @@ func TestBodyPolicyUnicodeCaseFolding(t *testing.T) {
 		}
 	}
 }
+
+// lenientUTF8 decodes UTF-8 the way a decoder without the overlong check does (two-byte
+// sequences taken at face value): "\xc1\xb3" is 's' to it. It proves the payload of the
+// overlong rows below.
+func lenientUTF8(b []byte) string {
+	var out []rune
+	for i := 0; i < len(b); i++ {
+		if c := b[i]; c&0xe0 == 0xc0 && i+1 < len(b) {
+			out = append(out, rune(c&0x1f)<<6|rune(b[i+1]&0x3f))
+			i++
+			continue
+		}
+		out = append(out, rune(b[i]))
+	}
+	return string(out)
+}
+
+// TestBodyPolicyRefusesNonUTF8: JSON is UTF-8 (RFC 8259), and decoders disagree about
+// anything else: Go's and Python's replace or refuse an invalid byte, a decoder without
+// the overlong check reads "\xc1\xb3" as 's', so "tool\xc1\xb3" is "tools" to it. A body
+// the policy cannot read the one way every decoder reads it is refused: overlong forms,
+// stray continuation bytes, truncated sequences, UTF-8-encoded surrogates, Latin-1, also
+// when a sequence straddles the chunks the body arrives in. Controls: valid multi-byte
+// text, and 1 MiB of two-byte characters whose chunk boundaries fall inside characters,
+// reach the upstream byte for byte.
+func TestBodyPolicyRefusesNonUTF8(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		io.WriteString(w, `{"ok":true}`)
+	}), func(o *Options) { o.LLMRoutes = []string{"POST /v1/messages"} })
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	wide := strings.Repeat("é", 600000)
+	rows := []struct {
+		name, body string
+		ok         bool
+	}{
+		{"control: multi-byte text", `{"messages":[{"role":"user","content":"日本語 ✓ 🙂 café"}],"tools":[{"type":"function"}]}`, true},
+		{"control: two-byte characters across chunks", `{"p":"x` + wide + `","tools":[{"type":"custom"}]}`, true},
+		{"overlong s in tools", "{\"tool\xc1\xb3\":[{\"type\":\"web_search_20250305\"}]}", false},
+		{"overlong s in source", "{\"messages\":[{\"content\":[{\"\xc1\xb3ource\":{\"type\":\"url\",\"url\":\"https://evil.test/\"}}]}]}", false},
+		{"overlong in a value", "{\"messages\":[{\"content\":\"a\xc0\xafb\"}]}", false},
+		{"stray continuation byte", "{\"messages\":[{\"content\":\"a\x80b\"}]}", false},
+		{"0xff", "{\"a\":\"\xff\"}", false},
+		{"truncated sequence", "{\"a\":\"\xe6\x97\"}", false},
+		{"encoded surrogate", "{\"a\":\"\xed\xa0\x80\"}", false},
+		{"past U+10FFFF", "{\"a\":\"\xf4\x90\x80\x80\"}", false},
+		{"latin-1", "{\"a\":\"caf\xe9\"}", false},
+		{"overlong after chunks of two-byte characters", `{"p":"x` + wide + "\xc1\xb3" + `"}`, false},
+	}
+	// The payload of the overlong rows is real to a lenient decoder.
+	if s := lenientUTF8([]byte(rows[2].body)); !strings.Contains(s, `"tools"`) {
+		t.Fatalf("lenient decoder reads %q", s)
+	}
+	for _, r := range rows {
+		mu.Lock()
+		before := len(got)
+		mu.Unlock()
+		req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages", strings.NewReader(r.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		reached := len(got) > before && got[len(got)-1] == r.body
+		mu.Unlock()
+		if r.ok {
+			if resp.StatusCode != 200 || !reached {
+				t.Errorf("%s: %d %s, upstream got it intact: %v", r.name, resp.StatusCode, capText(string(b), 200), reached)
+			}
+			continue
+		}
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "not UTF-8") || reached {
+			t.Errorf("%s: %d %s, upstream received the complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
+		}
+	}
+}

@@ -86,6 +86,50 @@ type bodyScanner struct {
 	n       int64
 	// prevOpen: the last token was '[' (so ']' may close an empty array).
 	prevOpen bool
+	// u8 checks that string contents are UTF-8 (RFC 8259 8.1), across chunk boundaries.
+	u8 utf8Check
+}
+
+// utf8Check validates UTF-8 one byte at a time: need continuation bytes are still due, the
+// next one in [lo, hi]. Overlong forms, surrogates and code points past U+10FFFF are
+// refused, as the encoding's table (Unicode 3.9, table 3-7) has it. A decoder that skips
+// the overlong check (some do) would read "\xc1\xb3" as 's' and "toolſ"-like tricks
+// with it; the policy reads only what every decoder reads the same way.
+type utf8Check struct {
+	need   int
+	lo, hi byte
+}
+
+func (u *utf8Check) feed(c byte) bool {
+	if u.need > 0 {
+		if c < u.lo || c > u.hi {
+			return false
+		}
+		u.need--
+		u.lo, u.hi = 0x80, 0xbf
+		return true
+	}
+	u.lo, u.hi = 0x80, 0xbf
+	switch {
+	case c < 0x80:
+	case c >= 0xc2 && c <= 0xdf:
+		u.need = 1
+	case c == 0xe0:
+		u.need, u.lo = 2, 0xa0
+	case c == 0xed:
+		u.need, u.hi = 2, 0x9f
+	case c >= 0xe1 && c <= 0xef:
+		u.need = 2
+	case c == 0xf0:
+		u.need, u.lo = 3, 0x90
+	case c >= 0xf1 && c <= 0xf3:
+		u.need = 3
+	case c == 0xf4:
+		u.need, u.hi = 3, 0x8f
+	default:
+		return false
+	}
+	return true
 }
 
 const maxDepth = 128
@@ -113,6 +157,11 @@ func (s *bodyScanner) write(p []byte) error {
 			// Most of a body is string contents: take a run of plain bytes at once.
 			j := i
 			for j < len(p) && p[j] != '"' && p[j] != '\\' && p[j] >= 0x20 {
+				if (p[j] >= 0x80 || s.u8.need > 0) && !s.u8.feed(p[j]) {
+					s.n += int64(j - i)
+					s.fail("request body is not UTF-8 (byte %d: %#x); JSON is UTF-8, and decoders differ on what else means", s.n+1, p[j])
+					return s.err
+				}
 				j++
 			}
 			if j > i {
@@ -244,6 +293,10 @@ func validLiteral(b []byte) bool {
 }
 
 func (s *bodyScanner) stringByte(c byte) {
+	if s.esc == 0 && (c >= 0x80 || s.u8.need > 0) && !s.u8.feed(c) {
+		s.fail("request body is not UTF-8 (byte %d: %#x); JSON is UTF-8, and decoders differ on what else means", s.n, c)
+		return
+	}
 	switch {
 	case s.esc == 1:
 		s.esc = 0
