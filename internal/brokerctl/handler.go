@@ -346,8 +346,10 @@ func (s *Server) jailHandler() http.Handler {
 	}))
 	return s.audited("jail", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Requests without a certificate (enrolment, or refusals) are rate limited per
-		// source address before anything is parsed.
+		// source address before anything is parsed, and their connection is closed after
+		// the answer (HTTP/2: GOAWAY), so it never idles in a slot the agents need.
 		if peerCert(r) == nil {
+			w.Header().Set("Connection", "close")
 			ip := remoteIP(r.RemoteAddr)
 			if !s.unauth.allow(ip) {
 				logged, left := s.unauth.logRefusal(ip)

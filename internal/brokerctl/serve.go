@@ -257,13 +257,30 @@ func loadOrMakeToken(path string) (string, error) {
 // client with no certificate still completes the handshake so it can reach /enrol; every
 // other route refuses it (requirePeer).
 func (s *Server) TLSConfig() *tls.Config {
-	return &tls.Config{
+	base := &tls.Config{
 		MinVersion:     tls.VersionTLS13,
 		GetCertificate: s.Certs.GetCertificate,
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		ClientCAs:      s.CA.Pool(),
 		NextProtos:     []string{"h2", "http/1.1"},
 	}
+	// Each connection of the jail listener reports the end of its handshake to the
+	// listener's quotas (limits.go): with a verified certificate it leaves them, without
+	// one it joins the quota of unauthenticated connections.
+	base.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		lc, ok := hello.Conn.(*limitConn)
+		if !ok {
+			return nil, nil
+		}
+		c := base.Clone()
+		c.GetConfigForClient = nil
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			lc.l.handshook(lc, len(cs.VerifiedChains) > 0)
+			return nil
+		}
+		return c, nil
+	}
+	return base
 }
 
 // maxStreams is the most concurrent requests one HTTP/2 connection may carry.
@@ -279,7 +296,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
 	}
-	s.jailLn = newLimitListener(ln, s.opts.MaxConns)
+	s.jailLn = newLimitListener(ln, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns)
 	if s.opts.AdminListen != "" {
 		if s.adminLn, err = listen("tcp", s.opts.AdminListen); err != nil {
 			ln.Close()
