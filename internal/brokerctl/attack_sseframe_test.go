@@ -90,53 +90,66 @@ func TestKeySplitAcrossSSEFraming(t *testing.T) {
 		name  string
 		join  string // which join must hold the string
 		build func(s string) string
+		ct    string // Content-Type ("": text/event-stream; "-": none)
+	}
+	deltas := func(s string) string {
+		var b strings.Builder
+		for _, p := range parts(s, 4) {
+			fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"delta\":{\"text\":%q}}\n\n", p)
+		}
+		return b.String()
 	}
 	rows := []row{
 		{"bom before the first data line", "data", func(s string) string {
 			p := []string{s[:18], s[18:]} // "...sk-l" | "ever-..."
 			return "\uFEFFdata: " + p[0] + "\n\ndata: " + p[1] + "\n\n"
-		}},
+		}, ""},
 		{"bare CR line endings", "data", func(s string) string {
 			var b strings.Builder
 			for _, p := range parts(s, 5) {
 				fmt.Fprintf(&b, "data: %s\r\r", p)
 			}
 			return b.String()
-		}},
+		}, ""},
 		{"bare CR line endings, JSON deltas", "text", func(s string) string {
 			var b strings.Builder
 			for _, p := range parts(s, 5) {
 				fmt.Fprintf(&b, "data: {\"text\":%q}\r\rdata: {\"type\":\"ping\"}\r\r", p)
 			}
 			return b.String()
-		}},
+		}, ""},
 		{"event names", "event", func(s string) string {
 			var b strings.Builder
 			for _, p := range parts(s, 5) {
 				fmt.Fprintf(&b, "event: %s\ndata: {}\n\n", p)
 			}
 			return b.String()
-		}},
+		}, ""},
 		{"ids", "id", func(s string) string {
 			var b strings.Builder
 			for _, p := range parts(s, 5) {
 				fmt.Fprintf(&b, "id: %s\ndata: {}\n\n", p)
 			}
 			return b.String()
-		}},
+		}, ""},
 		{"comments", "comment", func(s string) string {
 			var b strings.Builder
 			for _, p := range parts(s, 5) {
 				fmt.Fprintf(&b, ": %s\n\n", p)
 			}
 			return b.String()
-		}},
+		}, ""},
+		// An event stream labelled as something else is still one to a client.
+		{"stream labelled text/plain", "text", deltas, "text/plain"},
+		{"stream labelled application/json", "text", deltas, "application/json"},
+		{"stream without a Content-Type", "text", deltas, "-"},
+		{"stream labelled octet-stream, BOM and blank lines first", "text", func(s string) string { return "\uFEFF\r\n\n" + deltas(s) }, "application/octet-stream"},
 		// Under the masker's key table: the deltas join on their own channel and are masked.
-		{"many keys, under the table", "text", keyTable(100, parts)},
+		{"many keys, under the table", "text", keyTable(100, parts), ""},
 	}
 	// Past the table the stream ends with an error event rather than go on unjoined.
 	const overKeys = 200
-	rows = append(rows, row{"key table filled first", "", keyTable(overKeys, parts)})
+	rows = append(rows, row{"key table filled first", "", keyTable(overKeys, parts), ""})
 	benign := "the answer is sk-not-the-key-at-all-0123 done"
 	secret := "the answer is " + testKey + " done"
 	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +161,14 @@ func TestKeySplitAcrossSSEFraming(t *testing.T) {
 		}
 		for _, rw := range rows {
 			if rw.name == q.Get("row") {
-				w.Header().Set("Content-Type", "text/event-stream")
+				switch rw.ct {
+				case "":
+					w.Header().Set("Content-Type", "text/event-stream")
+				case "-":
+					w.Header()["Content-Type"] = nil // no sniffing either
+				default:
+					w.Header().Set("Content-Type", rw.ct)
+				}
 				io.WriteString(w, rw.build(s))
 				return
 			}

@@ -319,7 +319,11 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	rec(r).Detail = "upstream " + strconv.Itoa(resp.StatusCode)
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	// An event stream is one to a client whatever its Content-Type says, so a body that
+	// begins like one gets the stream's masking (events joined), not the plain body's.
+	sniff := bufio.NewReaderSize(src, 32<<10)
+	src = sniff
+	if isEventStream(resp.Header.Get("Content-Type")) || looksLikeSSE(sniff) {
 		w.Header().Del("Content-Length")
 		w.WriteHeader(resp.StatusCode)
 		s.streamSSE(w, r, src)
@@ -368,6 +372,21 @@ func noteRevoked(r *http.Request) {
 	if errors.Is(context.Cause(r.Context()), errRevokedInFlight) {
 		rec(r).Detail = errRevokedInFlight.Error() + "; response cut"
 	}
+}
+
+// looksLikeSSE reports whether a body begins as an event stream does: after an optional
+// byte order mark and blank lines, a field line ("data:", "event:", "id:", "retry:") or
+// a comment (":"). JSON, the other body a model route answers with, never does.
+func looksLikeSSE(br *bufio.Reader) bool {
+	head, _ := br.Peek(64)
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	head = bytes.TrimLeft(head, "\r\n")
+	for _, p := range []string{"data:", "event:", "id:", "retry:", ":"} {
+		if bytes.HasPrefix(head, []byte(p)) {
+			return true
+		}
+	}
+	return false
 }
 
 func isEventStream(ct string) bool {
