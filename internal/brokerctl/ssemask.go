@@ -40,6 +40,13 @@ type sseChannel struct {
 	text    []byte    // text of recent frames (sent ones kept as context)
 	spans   []sseSpan // where each byte of text came from
 	scanned int       // text[:scanned] has been searched for whole occurrences
+	// tail is the earliest start of a partial occurrence (one character or more, or an
+	// escape cut off) running to the end of text[:scanned], or scanned when there is
+	// none. A match that the next text completes starts at or after it, so neither the
+	// next search nor the next hold check looks further back: each frame costs what is
+	// new plus the live partial, not the masker's whole look-back window per channel.
+	tail int
+	from int // where the last search started (holdPos starts there too)
 }
 
 type sseFrame struct{ b []byte }
@@ -261,6 +268,9 @@ func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
 		if sp.seq < s.base {
 			continue
 		}
+		if sp.seq-s.base >= len(s.pending) {
+			continue // a frame dropped unsent (overflow)
+		}
 		b := s.pending[sp.seq-s.base].b
 		for x := sp.start; x < sp.end; x++ {
 			if b[x] != '\n' && b[x] != '\r' {
@@ -297,10 +307,11 @@ func partialLen(b []byte, i int, needle []byte, matched int) int {
 // a match could reach the new text are searched again.
 func (s *sseMasker) maskWhole(c *sseChannel) {
 	m := s.m
-	from := c.scanned - m.maxLen
-	if from < 0 {
-		from = 0
-	}
+	// A whole occurrence not found before either lies in the new text or starts in the
+	// partial occurrence that ran to the old end (tail): no start before it can reach
+	// the new text.
+	from := max(min(c.tail, c.scanned), c.scanned-m.maxLen, 0)
+	c.from = from
 	c.scanned = len(c.text)
 	for i := from; i < len(c.text); i++ {
 		if !m.first[c.text[i]] {
@@ -321,21 +332,26 @@ func (s *sseMasker) maskWhole(c *sseChannel) {
 
 // holdPos is the earliest start of a long enough partial occurrence at the end of the
 // text (len(text) when there is none): its frame and every later one are held.
+// It also records the channel's tail (see sseChannel.tail) for the next frame.
 func (c *sseChannel) holdPos(m *masker) int {
-	from := len(c.text) - m.maxLen
-	if from < 0 {
-		from = 0
-	}
+	from := max(len(c.text)-m.maxLen, c.from, 0)
+	tail := len(c.text)
 	for i := from; i < len(c.text); i++ {
 		if !m.first[c.text[i]] {
 			continue
 		}
 		for _, n := range m.needles {
-			if partialLen(c.text, i, n, 0) >= minHold {
+			p := partialLen(c.text, i, n, 0)
+			if p >= 1 && tail == len(c.text) {
+				tail = i
+			}
+			if p >= minHold {
+				c.tail = tail
 				return i
 			}
 		}
 	}
+	c.tail = tail
 	return len(c.text)
 }
 
@@ -397,10 +413,9 @@ func (c *sseChannel) trim(m *masker, base int) {
 	if cut := firstHeld - m.maxLen; cut > 0 && cut >= len(c.text)/2 {
 		c.text = append(c.text[:0], c.text[cut:]...)
 		c.spans = append(c.spans[:0], c.spans[cut:]...)
-		c.scanned -= cut
-		if c.scanned < 0 {
-			c.scanned = 0
-		}
+		c.scanned = max(c.scanned-cut, 0)
+		c.tail = max(c.tail-cut, 0)
+		c.from = max(c.from-cut, 0)
 	}
 }
 
