@@ -31,6 +31,8 @@ type sseMasker struct {
 	tmpSpans []sseSpan
 	// started: a frame was seen (a byte order mark counts only before the first line).
 	started bool
+	// unbounded: no channel cap (one whole body, whose size bounds the channels).
+	unbounded bool
 	// overflow: a value needed a channel past maxChannels. Its text would be joined only
 	// on the all-values channel, which other values interleave, so the stream must end.
 	overflow bool
@@ -74,7 +76,7 @@ func (s *sseMasker) channel(name string) *sseChannel {
 	}
 	c := s.ch[name]
 	if c == nil {
-		if len(s.ch) >= maxChannels {
+		if len(s.ch) >= maxChannels && !s.unbounded {
 			s.overflow = true
 			return nil
 		}
@@ -447,7 +449,9 @@ func maskJoinedJSON(m *masker, body []byte) {
 	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
 		return
 	}
-	s := &sseMasker{m: m, pending: []*sseFrame{{b: body}}}
+	// Every key gets its channel: the body is at most joinLimit, and each text byte sits
+	// in two channels (all values, its key's) however many there are.
+	s := &sseMasker{m: m, pending: []*sseFrame{{b: body}}, unbounded: true}
 	s.jsonStrings(s.pending[0], 0, 0, len(body))
 	for _, c := range s.ch {
 		s.maskWhole(c)
