@@ -171,7 +171,7 @@ func New(opts Options) (*Server, error) {
 	s.mask = newMasker(s.apiKey)
 	// Operational messages can quote upstream errors: they are masked like everything else.
 	logf := opts.Logf
-	s.opts.Logf = func(format string, args ...any) { logf("%s", s.mask.String(fmt.Sprintf(format, args...))) }
+	s.opts.Logf = func(format string, args ...any) { logf("%s", logSafe(s.mask.String(fmt.Sprintf(format, args...)))) }
 	opts.Logf = s.opts.Logf
 	s.routes = map[string]bool{}
 	for _, r := range opts.LLMRoutes {
