@@ -400,19 +400,22 @@ func (s *sseMasker) push(frame []byte) [][]byte {
 	s.pending = s.pending[first:]
 	s.base += first
 	for _, c := range s.ch {
-		c.trim(s.m, s.base)
+		c.trim(s.base)
 	}
 	return out
 }
 
 // trim drops context no match can reach back to.
-func (c *sseChannel) trim(m *masker, base int) {
+func (c *sseChannel) trim(base int) {
 	firstHeld := len(c.text)
 	for k := len(c.spans) - 1; k >= 0 && c.spans[k].seq >= base; k-- {
 		firstHeld = k
 	}
-	// Trimmed in steps, not per frame, so the copying stays linear in the stream.
-	if cut := firstHeld - m.maxLen; cut > 0 && cut >= len(c.text)/2 {
+	// Nothing before the live partial occurrence (tail) can be part of a later match, and
+	// nothing before the first held frame needs masking, so only the text from the
+	// earlier of the two is kept: a channel costs its live partial and held frames, not a
+	// look-back window. Trimmed in steps, not per frame, so the copying stays linear.
+	if cut := min(firstHeld, c.tail, c.scanned); cut > 0 && cut >= len(c.text)/2 {
 		c.text = append(c.text[:0], c.text[cut:]...)
 		c.spans = append(c.spans[:0], c.spans[cut:]...)
 		c.scanned = max(c.scanned-cut, 0)
