@@ -3,11 +3,16 @@ package brokerctl
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/cap/ca"
 )
 
 // TestUnauthenticatedClientCannotHoldTheSlots: every jail process reaches the broker from
@@ -123,5 +128,70 @@ func TestUnauthenticatedClientCannotHoldTheSlots(t *testing.T) {
 				t.Errorf("enrolment-shaped request: status %d, want 400", resp.StatusCode)
 			}
 		})
+	}
+}
+
+// TestInFlightEnrolmentNotEvicted: the quota of cert-less connections closes its oldest
+// member when full, but never one serving a request: an enrolment whose body is still
+// arriving survives a flood of silent cert-less connections past the quota and gets its
+// certificate. Control: the flood's own connections are evicted (a silent one opened
+// before the flood is closed by the broker).
+func TestInFlightEnrolmentNotEvicted(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) {
+		o.MaxConns = 16
+		o.MaxPendingHandshakes, o.MaxUnauthConns = 4, 2
+		o.ReadHeaderTimeout, o.IdleTimeout = 20*time.Second, 20*time.Second
+	})
+	tok, err := h.srv.Tickets.Issue("w1", ca.RoleWorker, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, csrPEM, err := ca.NewKeyAndCSR("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(EnrolRequest{Agent: "w1", Ticket: tok, CSR: string(csrPEM)})
+	noCert := &tls.Config{RootCAs: h.srv.CA.Pool(), ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"}}
+	silent, err := tls.Dial("tcp", h.srv.JailAddr(), noCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	enrol, err := tls.Dial("tcp", h.srv.JailAddr(), noCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enrol.Close()
+	enrol.SetDeadline(time.Now().Add(10 * time.Second))
+	// Headers and half the body: the request is being served.
+	fmt.Fprintf(enrol, "POST /enrol HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	enrol.Write(body[:len(body)/2])
+	time.Sleep(100 * time.Millisecond)
+	var flood []net.Conn
+	defer func() {
+		for _, c := range flood {
+			c.Close()
+		}
+	}()
+	for range 6 {
+		if c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", h.srv.JailAddr(), noCert); err == nil {
+			flood = append(flood, c)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	// Control: the silent connection was evicted.
+	silent.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Errorf("control: the silent cert-less connection outlived the flood (read: %v)", err)
+	}
+	enrol.Write(body[len(body)/2:])
+	resp, err := http.ReadResponse(bufio.NewReader(enrol), nil)
+	if err != nil {
+		t.Fatalf("in-flight enrolment cut by the flood: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "BEGIN CERTIFICATE") {
+		t.Errorf("enrolment: %d %s", resp.StatusCode, capText(string(b), 200))
 	}
 }

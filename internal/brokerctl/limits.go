@@ -1,7 +1,9 @@
 package brokerctl
 
 import (
+	"crypto/tls"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -58,15 +60,38 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	return lc, nil
 }
 
-// overflow removes and returns the oldest connection of *q when it holds more than max.
-// Called with mu held.
+// overflow removes and returns a connection of *q to close when it holds more than max:
+// the oldest one not serving a request (one in the middle of an enrolment is never cut),
+// or, when every other one is, the newest. Called with mu held.
 func (l *limitListener) overflow(q *[]*limitConn, max int) *limitConn {
 	if len(*q) <= max {
 		return nil
 	}
-	old := (*q)[0]
-	*q = (*q)[1:]
+	pick := len(*q) - 1
+	for i, c := range *q {
+		if !c.busy {
+			pick = i
+			break
+		}
+	}
+	old := (*q)[pick]
+	*q = append((*q)[:pick], (*q)[pick+1:]...)
 	return old
+}
+
+// connState follows net/http's view of each jail connection: one serving a request
+// (StateActive) is not evicted from a quota.
+func (l *limitListener) connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	lc.busy = st == http.StateActive
+	l.mu.Unlock()
 }
 
 // handshook moves c out of the pending quota once its TLS handshake succeeded, into the
@@ -104,6 +129,7 @@ type limitConn struct {
 	l      *limitListener
 	once   sync.Once
 	closed bool // guarded by l.mu
+	busy   bool // serving a request (guarded by l.mu)
 }
 
 func (c *limitConn) Close() error {

@@ -296,7 +296,8 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
 	}
-	s.jailLn = newLimitListener(ln, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns)
+	jailLn := newLimitListener(ln, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns)
+	s.jailLn = jailLn
 	if s.opts.AdminListen != "" {
 		if s.adminLn, err = listen("tcp", s.opts.AdminListen); err != nil {
 			ln.Close()
@@ -317,6 +318,8 @@ func (s *Server) Start() error {
 		ErrorLog:       log.New(&serverLog{s: s}, "", 0),
 		// With the connection cap, this bounds the requests in flight over HTTP/2 too.
 		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
+		// The connection quotas never evict a connection serving a request.
+		ConnState: jailLn.connState,
 	}
 	go s.jailSrv.ServeTLS(s.jailLn, "", "")
 	if s.adminLn != nil {
