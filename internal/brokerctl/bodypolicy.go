@@ -37,6 +37,15 @@ var rootKeysRefused = map[string]string{
 	// OpenAI-compatible gateways: OpenRouter's plugins run a web search with the prompt
 	// ("web") or fetch and parse files ("file-parser") on the upstream's side.
 	"plugins": "upstream plugins (a gateway's web search or file fetching)",
+	// Gateways that take credentials and endpoints from the body (LiteLLM's client-side
+	// credentials api_key/api_base/base_url and user_config, Keywords AI's
+	// customer_credentials): with api_base alone, LiteLLM sends its configured key to the
+	// URL the jail named.
+	"api_key":              "a credential of the jail's own",
+	"api_base":             "an upstream endpoint of the jail's choosing",
+	"base_url":             "an upstream endpoint of the jail's choosing",
+	"user_config":          "a gateway routing config (endpoints and keys) of the jail's choosing",
+	"customer_credentials": "a credential of the jail's own",
 }
 
 // fetchKeys hold (as a string, or as an object's "url") what the upstream downloads:
@@ -374,7 +383,7 @@ func (s *bodyScanner) stringDone() {
 		s.st = stColon
 		if len(s.stack) == 1 {
 			if why, ok := rootKeysRefused[top.key]; ok {
-				s.fail("request field %q asks for %s: an egress channel past the jail's firewall; refused", v, why)
+				s.fail("request field %q asks for %s: the upstream would act for the jail beyond the model call (past its firewall, or with its own endpoint or key); refused", v, why)
 			}
 		}
 		return
