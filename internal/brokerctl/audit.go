@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -54,6 +56,38 @@ func capText(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…[" + strconv.Itoa(len(s)-cut) + " more bytes]"
+}
+
+// logSafe spells out, as \u{XXXX}, every character of s that a terminal or viewer acts on
+// rather than shows: C0 and C1 controls (U+009B is CSI to some terminals), DEL, format
+// characters (bidi overrides and isolates, zero-width ones) and the line and paragraph
+// separators; invalid UTF-8 becomes \u{FFFD}. A path or message an unauthenticated
+// client chose (the route is the decoded request path) then cannot reorder or restyle
+// what the operator reads with cat, less or jq -r. JSON would escape only the C0 ones.
+func logSafe(s string) string {
+	clean := true
+	for _, r := range s {
+		if unsafeRune(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			fmt.Fprintf(&b, "\\u{%04X}", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return r < 0x20 || r >= 0x7f && r < 0xa0 || r == utf8.RuneError || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r)
 }
 
 // Audit defaults: rotate at 16 MiB, keep 4 old files, so the log never takes more than
@@ -143,14 +177,14 @@ func (a *Audit) Log(r Record) error {
 	if r.Who == "" {
 		r.Who = "-"
 	}
-	r.Who = capText(r.Who, capWho)
-	r.Serial = capText(r.Serial, capShort)
-	r.Listener = capText(r.Listener, capShort)
-	r.Method = capText(r.Method, capShort)
-	r.Route = capText(r.Route, capRoute)
-	r.Outcome = capText(r.Outcome, capShort)
-	r.Remote = capText(r.Remote, capShort)
-	r.Detail = capText(r.Detail, capDetail)
+	r.Who = capText(logSafe(r.Who), capWho)
+	r.Serial = capText(logSafe(r.Serial), capShort)
+	r.Listener = capText(logSafe(r.Listener), capShort)
+	r.Method = capText(logSafe(r.Method), capShort)
+	r.Route = capText(logSafe(r.Route), capRoute)
+	r.Outcome = capText(logSafe(r.Outcome), capShort)
+	r.Remote = capText(logSafe(r.Remote), capShort)
+	r.Detail = capText(logSafe(r.Detail), capDetail)
 	line, err := json.Marshal(r)
 	if err != nil {
 		return err

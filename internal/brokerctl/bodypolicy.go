@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -33,13 +34,30 @@ func (e *bodyPolicyError) Error() string { return e.msg }
 var rootKeysRefused = map[string]string{
 	"mcp_servers":        "MCP servers the upstream would connect to",
 	"web_search_options": "a web search the upstream would run",
+	// OpenAI-compatible gateways: OpenRouter's plugins run a web search with the prompt
+	// ("web") or fetch and parse files ("file-parser") on the upstream's side.
+	"plugins": "upstream plugins (a gateway's web search or file fetching)",
+	// Gateways that take credentials and endpoints from the body (LiteLLM's client-side
+	// credentials api_key/api_base/base_url and user_config, Keywords AI's
+	// customer_credentials): with api_base alone, LiteLLM sends its configured key to the
+	// URL the jail named.
+	"api_key":              "a credential of the jail's own",
+	"api_base":             "an upstream endpoint of the jail's choosing",
+	"base_url":             "an upstream endpoint of the jail's choosing",
+	"user_config":          "a gateway routing config (endpoints and keys) of the jail's choosing",
+	"customer_credentials": "a credential of the jail's own",
 }
 
 // fetchKeys hold (as a string, or as an object's "url") what the upstream downloads:
 // OpenAI's image_url / file_url / server_url and the like; Anthropic's image and document
 // "source": {"type": "url", "url": ...} is matched by its parent key. A "url" elsewhere
 // (a tool call's arguments in the history, say) is data, not a fetch.
-var fetchKeys = map[string]bool{"image_url": true, "file_url": true, "server_url": true, "document_url": true, "audio_url": true, "video_url": true}
+//
+// OpenAI-compatible gateways also fetch a URL given where OpenAI takes inline data or an
+// id: OpenRouter reads a PDF from a URL in "file_data", LiteLLM-style gateways from one in
+// "file_id". Real ids and inline data ("file-abc...", base64, a data: URL) have no ':'
+// outside data:, so they pass the same check.
+var fetchKeys = map[string]bool{"image_url": true, "file_url": true, "server_url": true, "document_url": true, "audio_url": true, "video_url": true, "file_data": true, "file_id": true}
 
 // clientToolTypes are tool types the client (lev, in the jail) executes itself; any other
 // declared type is a server tool the upstream runs.
@@ -85,6 +103,50 @@ type bodyScanner struct {
 	n       int64
 	// prevOpen: the last token was '[' (so ']' may close an empty array).
 	prevOpen bool
+	// u8 checks that string contents are UTF-8 (RFC 8259 8.1), across chunk boundaries.
+	u8 utf8Check
+}
+
+// utf8Check validates UTF-8 one byte at a time: need continuation bytes are still due, the
+// next one in [lo, hi]. Overlong forms, surrogates and code points past U+10FFFF are
+// refused, as the encoding's table (Unicode 3.9, table 3-7) has it. A decoder that skips
+// the overlong check (some do) would read "\xc1\xb3" as 's' and "toolſ"-like tricks
+// with it; the policy reads only what every decoder reads the same way.
+type utf8Check struct {
+	need   int
+	lo, hi byte
+}
+
+func (u *utf8Check) feed(c byte) bool {
+	if u.need > 0 {
+		if c < u.lo || c > u.hi {
+			return false
+		}
+		u.need--
+		u.lo, u.hi = 0x80, 0xbf
+		return true
+	}
+	u.lo, u.hi = 0x80, 0xbf
+	switch {
+	case c < 0x80:
+	case c >= 0xc2 && c <= 0xdf:
+		u.need = 1
+	case c == 0xe0:
+		u.need, u.lo = 2, 0xa0
+	case c == 0xed:
+		u.need, u.hi = 2, 0x9f
+	case c >= 0xe1 && c <= 0xef:
+		u.need = 2
+	case c == 0xf0:
+		u.need, u.lo = 3, 0x90
+	case c >= 0xf1 && c <= 0xf3:
+		u.need = 3
+	case c == 0xf4:
+		u.need, u.hi = 3, 0x8f
+	default:
+		return false
+	}
+	return true
 }
 
 const maxDepth = 128
@@ -112,6 +174,11 @@ func (s *bodyScanner) write(p []byte) error {
 			// Most of a body is string contents: take a run of plain bytes at once.
 			j := i
 			for j < len(p) && p[j] != '"' && p[j] != '\\' && p[j] >= 0x20 {
+				if (p[j] >= 0x80 || s.u8.need > 0) && !s.u8.feed(p[j]) {
+					s.n += int64(j - i)
+					s.fail("request body is not UTF-8 (byte %d: %#x); JSON is UTF-8, and decoders differ on what else means", s.n+1, p[j])
+					return s.err
+				}
 				j++
 			}
 			if j > i {
@@ -243,6 +310,10 @@ func validLiteral(b []byte) bool {
 }
 
 func (s *bodyScanner) stringByte(c byte) {
+	if s.esc == 0 && (c >= 0x80 || s.u8.need > 0) && !s.u8.feed(c) {
+		s.fail("request body is not UTF-8 (byte %d: %#x); JSON is UTF-8, and decoders differ on what else means", s.n, c)
+		return
+	}
 	switch {
 	case s.esc == 1:
 		s.esc = 0
@@ -308,17 +379,44 @@ func (s *bodyScanner) stringDone() {
 	v := string(s.str)
 	if s.isKey {
 		top := &s.stack[len(s.stack)-1]
-		top.key, top.keyLong = strings.ToLower(v), s.strLong
+		top.key, top.keyLong = foldKey(v), s.strLong
 		s.st = stColon
 		if len(s.stack) == 1 {
 			if why, ok := rootKeysRefused[top.key]; ok {
-				s.fail("request field %q asks for %s: an egress channel past the jail's firewall; refused", v, why)
+				s.fail("request field %q asks for %s: the upstream would act for the jail beyond the model call (past its firewall, or with its own endpoint or key); refused", v, why)
 			}
 		}
 		return
 	}
 	s.checkString(v, s.strLong)
 	s.valueDone()
+}
+
+// foldKey is the form object keys are compared in. Lower case is not enough: a Go
+// upstream's encoding/json matches keys to fields by Unicode simple folding, where U+017F
+// (ſ) is 's' and U+212A (the Kelvin sign) is 'k', so "toolſ" fills its Tools field. Each
+// rune becomes the smallest rune of its folding orbit, lower-cased: every spelling such a
+// decoder takes for a key folds to the one plain lower-case ASCII form the policy names.
+func foldKey(k string) string {
+	ascii := true
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToLower(k)
+	}
+	var b strings.Builder
+	for _, r := range k {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(unicode.ToLower(least))
+	}
+	return b.String()
 }
 
 // checkString applies the policy to a string value in its place.

@@ -1,6 +1,7 @@
 package brokerctl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -346,10 +347,12 @@ func (s *Server) jailHandler() http.Handler {
 	}))
 	return s.audited("jail", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Requests without a certificate (enrolment, or refusals) are rate limited per
-		// source address before anything is parsed.
+		// source address before anything is parsed, and their connection is closed after
+		// the answer (HTTP/2: GOAWAY), so it never idles in a slot the agents need.
 		if peerCert(r) == nil {
+			w.Header().Set("Connection", "close")
 			ip := remoteIP(r.RemoteAddr)
-			if !s.unauth.allow(ip) {
+			if !s.unauth.allow(ip) && !s.pendingEnrolment(r) {
 				logged, left := s.unauth.logRefusal(ip)
 				rec(r).skip = !logged
 				w.Header().Set("Retry-After", "1")
@@ -369,6 +372,24 @@ func (s *Server) jailHandler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	}))
+}
+
+// pendingEnrolment reports whether r is an enrolment carrying a ticket that is still
+// pending. Every jail process shares one source address, so the per-address limit of
+// unauthenticated requests is shared too: without this, any process in the jail could
+// spend it and keep an agent that holds a ticket from enrolling. The body (at most
+// certBody, under the body deadline) is read here and put back for handleEnrol.
+func (s *Server) pendingEnrolment(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.URL.Path != "/enrol" {
+		return false
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, certBody+1))
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	if err != nil || len(data) > certBody {
+		return false
+	}
+	var req EnrolRequest
+	return json.Unmarshal(data, &req) == nil && s.Tickets.Pending(req.Ticket)
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,9 @@
 package brokerctl
 
 import (
+	"crypto/tls"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -10,15 +12,30 @@ import (
 // one to close, so the excess waits in the kernel's backlog (and, since TLS runs after
 // Accept, does not even get a handshake) instead of costing the broker a goroutine, a
 // TLS state and buffers each.
+//
+// Every jail process reaches the broker from the same source address (the alias forwards
+// to host loopback; a netns jail's containers share the guest's address), so a process
+// without a client certificate (the workbench, say) competes with the agents for those n
+// slots. Two smaller quotas keep it from taking them all: connections whose TLS handshake
+// has not finished (maxPending), and connections that finished it without a certificate
+// (maxUnauth). When a quota is full the oldest connection in it is closed to make room:
+// a real handshake or enrolment takes milliseconds, so it is the stalled ones that go.
+// Connections with a verified certificate count against n only.
 type limitListener struct {
 	net.Listener
 	sem  chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	mu         sync.Mutex
+	maxPending int
+	maxUnauth  int
+	pending    []*limitConn // accepted, handshake not finished; oldest first
+	unauth     []*limitConn // handshake finished without a client certificate; oldest first
 }
 
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+func newLimitListener(l net.Listener, n, maxPending, maxUnauth int) *limitListener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), maxPending: maxPending, maxUnauth: maxUnauth}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -32,7 +49,74 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+	lc := &limitConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.pending = append(l.pending, lc)
+	evict := l.overflow(&l.pending, l.maxPending)
+	l.mu.Unlock()
+	if evict != nil {
+		evict.Close()
+	}
+	return lc, nil
+}
+
+// overflow removes and returns a connection of *q to close when it holds more than max:
+// the oldest one not serving a request (one in the middle of an enrolment is never cut),
+// or, when every other one is, the newest. Called with mu held.
+func (l *limitListener) overflow(q *[]*limitConn, max int) *limitConn {
+	if len(*q) <= max {
+		return nil
+	}
+	pick := len(*q) - 1
+	for i, c := range *q {
+		if !c.busy {
+			pick = i
+			break
+		}
+	}
+	old := (*q)[pick]
+	*q = append((*q)[:pick], (*q)[pick+1:]...)
+	return old
+}
+
+// connState follows net/http's view of each jail connection: one serving a request
+// (StateActive) is not evicted from a quota.
+func (l *limitListener) connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	lc.busy = st == http.StateActive
+	l.mu.Unlock()
+}
+
+// handshook moves c out of the pending quota once its TLS handshake succeeded, into the
+// unauthenticated one when it presented no certificate.
+func (l *limitListener) handshook(c *limitConn, verified bool) {
+	l.mu.Lock()
+	l.pending = remove(l.pending, c)
+	var evict *limitConn
+	if !verified && !c.closed {
+		l.unauth = append(l.unauth, c)
+		evict = l.overflow(&l.unauth, l.maxUnauth)
+	}
+	l.mu.Unlock()
+	if evict != nil {
+		evict.Close()
+	}
+}
+
+func remove(q []*limitConn, c *limitConn) []*limitConn {
+	for i, x := range q {
+		if x == c {
+			return append(q[:i], q[i+1:]...)
+		}
+	}
+	return q
 }
 
 func (l *limitListener) Close() error {
@@ -42,13 +126,22 @@ func (l *limitListener) Close() error {
 
 type limitConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l      *limitListener
+	once   sync.Once
+	closed bool // guarded by l.mu
+	busy   bool // serving a request (guarded by l.mu)
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.closed = true
+		c.l.pending = remove(c.l.pending, c)
+		c.l.unauth = remove(c.l.unauth, c)
+		c.l.mu.Unlock()
+		<-c.l.sem
+	})
 	return err
 }
 

@@ -319,7 +319,11 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	rec(r).Detail = "upstream " + strconv.Itoa(resp.StatusCode)
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	// An event stream is one to a client whatever its Content-Type says, so a body that
+	// begins like one gets the stream's masking (events joined), not the plain body's.
+	sniff := bufio.NewReaderSize(src, 32<<10)
+	src = sniff
+	if isEventStream(resp.Header.Get("Content-Type")) || looksLikeSSE(sniff) {
 		w.Header().Del("Content-Length")
 		w.WriteHeader(resp.StatusCode)
 		s.streamSSE(w, r, src)
@@ -360,11 +364,29 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// errSSEKeys ends a stream whose text needs more channels than the SSE masker keeps.
+var errSSEKeys = errors.New("too many distinct JSON keys in the stream")
+
 // noteRevoked names a revocation in flight as the reason a response was cut.
 func noteRevoked(r *http.Request) {
 	if errors.Is(context.Cause(r.Context()), errRevokedInFlight) {
 		rec(r).Detail = errRevokedInFlight.Error() + "; response cut"
 	}
+}
+
+// looksLikeSSE reports whether a body begins as an event stream does: after an optional
+// byte order mark and blank lines, a field line ("data:", "event:", "id:", "retry:") or
+// a comment (":"). JSON, the other body a model route answers with, never does.
+func looksLikeSSE(br *bufio.Reader) bool {
+	head, _ := br.Peek(64)
+	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	head = bytes.TrimLeft(head, "\r\n")
+	for _, p := range []string{"data:", "event:", "id:", "retry:", ":"} {
+		if bytes.HasPrefix(head, []byte(p)) {
+			return true
+		}
+	}
+	return false
 }
 
 func isEventStream(ct string) bool {
@@ -404,6 +426,9 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 		if err := send(sm.push(frame.Bytes())); err != nil {
 			return err
 		}
+		if sm.overflow {
+			return errSSEKeys
+		}
 		if frame.Cap() > 1<<20 {
 			// Do not keep a large frame's buffer for the life of a long stream.
 			frame = bytes.Buffer{}
@@ -424,22 +449,30 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 			rc.Flush()
 		}
 	}
+	// end stops the stream with an error event the client can read, after what is held
+	// (masked).
+	end := func(typ, msg string) {
+		rec(r).Detail = msg
+		rec(r).Outcome = typ
+		drain()
+		fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":%q,\"message\":\"lever broker: %s\"}}\n\n", typ, msg)
+		rc.Flush()
+	}
+	keysMsg := fmt.Sprintf("upstream SSE stream has string values under more than %d distinct JSON keys or fields, more than the key masker follows; stream ended", maxChannels)
 	for {
 		line, err := br.ReadSlice('\n')
 		blank := lineStart && (string(line) == "\n" || string(line) == "\r\n")
 		frame.Write(line)
 		lineStart = err == nil
 		if int64(frame.Len()) > s.opts.MaxFrame {
-			msg := fmt.Sprintf("upstream SSE frame exceeds the %s frame cap; stream ended", sizeText(s.opts.MaxFrame))
-			rec(r).Detail = msg
-			rec(r).Outcome = "frame_cap"
-			drain()
-			fmt.Fprintf(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"frame_cap\",\"message\":\"lever broker: %s\"}}\n\n", msg)
-			rc.Flush()
+			end("frame_cap", fmt.Sprintf("upstream SSE frame exceeds the %s frame cap; stream ended", sizeText(s.opts.MaxFrame)))
 			return
 		}
 		if blank {
-			if werr := emit(); werr != nil {
+			if werr := emit(); errors.Is(werr, errSSEKeys) {
+				end("sse_keys", keysMsg)
+				return
+			} else if werr != nil {
 				rec(r).Detail = "writing to client: " + werr.Error()
 				return
 			}
@@ -448,8 +481,9 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, body io.Reade
 		case err == nil, errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
-			if frame.Len() > 0 {
-				emit()
+			if frame.Len() > 0 && errors.Is(emit(), errSSEKeys) {
+				end("sse_keys", keysMsg)
+				return
 			}
 			drain()
 			return

@@ -33,6 +33,11 @@ const (
 	DefaultMaxConns          = 512
 	DefaultUnauthRate        = 2
 	DefaultUnauthBurst       = 32
+	// Of MaxConns, connections still in their TLS handshake and connections without a
+	// client certificate may each hold at most this many, so a client without a
+	// certificate cannot take the agents' slots (512 - 64 - 32 stay theirs).
+	DefaultMaxPendingHandshakes = 64
+	DefaultMaxUnauthConns       = 32
 	// An agent renews once every 8 hours; one renewal a minute (burst 5) leaves room for
 	// retries and stops a loop from growing the CA registry without bound.
 	DefaultRenewRate  = 1.0 / 60
@@ -83,10 +88,15 @@ type Options struct {
 	MaxConns          int           // concurrent jail connections; more wait in the kernel's backlog
 	UnauthRate        float64       // requests per second per source IP without a client certificate
 	UnauthBurst       int           // their burst
-	RenewRate         float64       // renewals per second per agent
-	RenewBurst        int           // their burst
-	AuditMaxBytes     int64         // audit log rotation size
-	AuditKeep         int           // rotated audit files kept
+	// MaxPendingHandshakes and MaxUnauthConns bound, within MaxConns, the connections
+	// still in their handshake and those without a client certificate; when one is full
+	// its oldest connection is closed (limits.go).
+	MaxPendingHandshakes int
+	MaxUnauthConns       int
+	RenewRate            float64 // renewals per second per agent
+	RenewBurst           int     // their burst
+	AuditMaxBytes        int64   // audit log rotation size
+	AuditKeep            int     // rotated audit files kept
 
 	ClientCertTTL time.Duration
 	ServerCertTTL time.Duration
@@ -199,6 +209,11 @@ func (o *Options) fill() error {
 	defaultPositive(&o.MaxConns, DefaultMaxConns)
 	defaultPositive(&o.UnauthRate, DefaultUnauthRate)
 	defaultPositive(&o.UnauthBurst, DefaultUnauthBurst)
+	defaultPositive(&o.MaxPendingHandshakes, DefaultMaxPendingHandshakes)
+	defaultPositive(&o.MaxUnauthConns, DefaultMaxUnauthConns)
+	// A quota as large as MaxConns has no effect (Accept never lets more in).
+	o.MaxPendingHandshakes = min(o.MaxPendingHandshakes, o.MaxConns)
+	o.MaxUnauthConns = min(o.MaxUnauthConns, o.MaxConns)
 	defaultPositive(&o.RenewRate, DefaultRenewRate)
 	defaultPositive(&o.RenewBurst, DefaultRenewBurst)
 	defaultPositive(&o.AuditMaxBytes, DefaultAuditMaxBytes)

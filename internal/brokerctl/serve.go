@@ -171,7 +171,7 @@ func New(opts Options) (*Server, error) {
 	s.mask = newMasker(s.apiKey)
 	// Operational messages can quote upstream errors: they are masked like everything else.
 	logf := opts.Logf
-	s.opts.Logf = func(format string, args ...any) { logf("%s", s.mask.String(fmt.Sprintf(format, args...))) }
+	s.opts.Logf = func(format string, args ...any) { logf("%s", logSafe(s.mask.String(fmt.Sprintf(format, args...)))) }
 	opts.Logf = s.opts.Logf
 	s.routes = map[string]bool{}
 	for _, r := range opts.LLMRoutes {
@@ -257,13 +257,30 @@ func loadOrMakeToken(path string) (string, error) {
 // client with no certificate still completes the handshake so it can reach /enrol; every
 // other route refuses it (requirePeer).
 func (s *Server) TLSConfig() *tls.Config {
-	return &tls.Config{
+	base := &tls.Config{
 		MinVersion:     tls.VersionTLS13,
 		GetCertificate: s.Certs.GetCertificate,
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		ClientCAs:      s.CA.Pool(),
 		NextProtos:     []string{"h2", "http/1.1"},
 	}
+	// Each connection of the jail listener reports the end of its handshake to the
+	// listener's quotas (limits.go): with a verified certificate it leaves them, without
+	// one it joins the quota of unauthenticated connections.
+	base.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		lc, ok := hello.Conn.(*limitConn)
+		if !ok {
+			return nil, nil
+		}
+		c := base.Clone()
+		c.GetConfigForClient = nil
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			lc.l.handshook(lc, len(cs.VerifiedChains) > 0)
+			return nil
+		}
+		return c, nil
+	}
+	return base
 }
 
 // maxStreams is the most concurrent requests one HTTP/2 connection may carry.
@@ -279,7 +296,8 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
 	}
-	s.jailLn = newLimitListener(ln, s.opts.MaxConns)
+	jailLn := newLimitListener(ln, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns)
+	s.jailLn = jailLn
 	if s.opts.AdminListen != "" {
 		if s.adminLn, err = listen("tcp", s.opts.AdminListen); err != nil {
 			ln.Close()
@@ -300,6 +318,8 @@ func (s *Server) Start() error {
 		ErrorLog:       log.New(&serverLog{s: s}, "", 0),
 		// With the connection cap, this bounds the requests in flight over HTTP/2 too.
 		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
+		// The connection quotas never evict a connection serving a request.
+		ConnState: jailLn.connState,
 	}
 	go s.jailSrv.ServeTLS(s.jailLn, "", "")
 	if s.adminLn != nil {

@@ -29,12 +29,26 @@ type sseMasker struct {
 	// scratch for one JSON string at a time, reused across frames
 	tmpText  []byte
 	tmpSpans []sseSpan
+	// started: a frame was seen (a byte order mark counts only before the first line).
+	started bool
+	// unbounded: no channel cap (one whole body, whose size bounds the channels).
+	unbounded bool
+	// overflow: a value needed a channel past maxChannels. Its text would be joined only
+	// on the all-values channel, which other values interleave, so the stream must end.
+	overflow bool
 }
 
 type sseChannel struct {
 	text    []byte    // text of recent frames (sent ones kept as context)
 	spans   []sseSpan // where each byte of text came from
 	scanned int       // text[:scanned] has been searched for whole occurrences
+	// tail is the earliest start of a partial occurrence (one character or more, or an
+	// escape cut off) running to the end of text[:scanned], or scanned when there is
+	// none. A match that the next text completes starts at or after it, so neither the
+	// next search nor the next hold check looks further back: each frame costs what is
+	// new plus the live partial, not the masker's whole look-back window per channel.
+	tail int
+	from int // where the last search started (holdPos starts there too)
 }
 
 type sseFrame struct{ b []byte }
@@ -47,9 +61,13 @@ type sseSpan struct {
 }
 
 const (
-	minHold     = 3
-	maxHeld     = 256 << 10
-	maxChannels = 64
+	minHold = 3
+	maxHeld = 256 << 10
+	// maxChannels bounds the channels of one stream (each keeps up to about twice the
+	// masker's longest match of context). A stream that needs more ends (ErrSSEKeys):
+	// a value with no channel of its own would only join on the all-values channel, where
+	// other values come between its parts.
+	maxChannels = 128
 )
 
 func (s *sseMasker) channel(name string) *sseChannel {
@@ -58,7 +76,8 @@ func (s *sseMasker) channel(name string) *sseChannel {
 	}
 	c := s.ch[name]
 	if c == nil {
-		if len(s.ch) >= maxChannels {
+		if len(s.ch) >= maxChannels && !s.unbounded {
+			s.overflow = true
 			return nil
 		}
 		c = &sseChannel{}
@@ -77,15 +96,31 @@ func (s *sseMasker) appendText(key string, text []byte, spans []sseSpan) {
 }
 
 // addFrame appends the text of frame f: the data lines, as decoded JSON string values
-// when they hold JSON, else as they are.
+// when they hold JSON, else as they are; the values of the other fields (event, id,
+// retry) and of comments, each on its own channel, and any other line whole. Lines end at
+// CRLF, CR or LF, as the SSE format has it, and a byte order mark before the stream's first
+// line is skipped, as a client skips it: a client reads every one of these, so each is
+// text it could join across events.
 func (s *sseMasker) addFrame(f *sseFrame, seq int) {
 	b := f.b
-	for off := 0; off < len(b); {
-		end := bytes.IndexByte(b[off:], '\n')
+	off := 0
+	if !s.started {
+		s.started = true
+		if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
+			off = 3
+		}
+	}
+	for off < len(b) {
+		end := bytes.IndexAny(b[off:], "\r\n")
+		next := len(b)
 		if end < 0 {
 			end = len(b)
 		} else {
 			end += off
+			next = end + 1
+			if b[end] == '\r' && next < len(b) && b[next] == '\n' {
+				next++
+			}
 		}
 		line := b[off:end]
 		if bytes.HasPrefix(line, []byte("data:")) {
@@ -93,22 +128,49 @@ func (s *sseMasker) addFrame(f *sseFrame, seq int) {
 			if start < end && b[start] == ' ' {
 				start++
 			}
-			content := bytes.TrimRight(b[start:end], "\r")
+			content := b[start:end]
 			trimmed := bytes.TrimLeft(content, " \t")
 			if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[' || trimmed[0] == '"') {
 				s.jsonStrings(f, seq, start, start+len(content))
 			} else {
-				var text []byte
-				var spans []sseSpan
-				for k := start; k < start+len(content); k++ {
-					text = append(text, b[k])
-					spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
+				s.appendRaw("", f, seq, start, end)
+			}
+		} else if len(line) > 0 {
+			field, _, colon := bytes.Cut(line, []byte(":"))
+			switch name := string(field); {
+			case colon && (name == "" || name == "event" || name == "id" || name == "retry"):
+				start := off + len(field) + 1
+				if start < end && b[start] == ' ' {
+					start++
 				}
-				s.appendText("", text, spans)
+				s.appendRaw("f:"+name, f, seq, start, end)
+			default:
+				s.appendRaw("f:*", f, seq, off, end)
 			}
 		}
-		off = end + 1
+		off = next
 	}
+}
+
+// appendRaw adds f.b[from:to] as it is, to the all-values channel ("") or to one of its
+// own (a field's).
+func (s *sseMasker) appendRaw(ch string, f *sseFrame, seq, from, to int) {
+	if from >= to {
+		return
+	}
+	text := s.tmpText[:0]
+	spans := s.tmpSpans[:0]
+	for k := from; k < to; k++ {
+		text = append(text, f.b[k])
+		spans = append(spans, sseSpan{seq, int32(k), int32(k + 1)})
+	}
+	if ch == "" {
+		s.appendText("", text, spans)
+	} else if c := s.channel(ch); c != nil {
+		c.text = append(c.text, text...)
+		c.spans = append(c.spans, spans...)
+	}
+	s.tmpText, s.tmpSpans = text[:0], spans[:0]
 }
 
 // jsonStrings adds the decoded contents of every JSON string value in f.b[from:to], to
@@ -208,6 +270,9 @@ func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
 		if sp.seq < s.base {
 			continue
 		}
+		if sp.seq-s.base >= len(s.pending) {
+			continue // a frame dropped unsent (overflow)
+		}
 		b := s.pending[sp.seq-s.base].b
 		for x := sp.start; x < sp.end; x++ {
 			if b[x] != '\n' && b[x] != '\r' {
@@ -244,10 +309,11 @@ func partialLen(b []byte, i int, needle []byte, matched int) int {
 // a match could reach the new text are searched again.
 func (s *sseMasker) maskWhole(c *sseChannel) {
 	m := s.m
-	from := c.scanned - m.maxLen
-	if from < 0 {
-		from = 0
-	}
+	// A whole occurrence not found before either lies in the new text or starts in the
+	// partial occurrence that ran to the old end (tail): no start before it can reach
+	// the new text.
+	from := max(min(c.tail, c.scanned), c.scanned-m.maxLen, 0)
+	c.from = from
 	c.scanned = len(c.text)
 	for i := from; i < len(c.text); i++ {
 		if !m.first[c.text[i]] {
@@ -268,21 +334,26 @@ func (s *sseMasker) maskWhole(c *sseChannel) {
 
 // holdPos is the earliest start of a long enough partial occurrence at the end of the
 // text (len(text) when there is none): its frame and every later one are held.
+// It also records the channel's tail (see sseChannel.tail) for the next frame.
 func (c *sseChannel) holdPos(m *masker) int {
-	from := len(c.text) - m.maxLen
-	if from < 0 {
-		from = 0
-	}
+	from := max(len(c.text)-m.maxLen, c.from, 0)
+	tail := len(c.text)
 	for i := from; i < len(c.text); i++ {
 		if !m.first[c.text[i]] {
 			continue
 		}
 		for _, n := range m.needles {
-			if partialLen(c.text, i, n, 0) >= minHold {
+			p := partialLen(c.text, i, n, 0)
+			if p >= 1 && tail == len(c.text) {
+				tail = i
+			}
+			if p >= minHold {
+				c.tail = tail
 				return i
 			}
 		}
 	}
+	c.tail = tail
 	return len(c.text)
 }
 
@@ -291,6 +362,12 @@ func (s *sseMasker) push(frame []byte) [][]byte {
 	f := &sseFrame{b: append([]byte(nil), frame...)}
 	s.pending = append(s.pending, f)
 	s.addFrame(f, s.base+len(s.pending)-1)
+	if s.overflow {
+		// Not a byte of this frame goes out: part of its text has no channel. What was
+		// pushed before it is released by finish, masked as at any end of stream.
+		s.pending = s.pending[:len(s.pending)-1]
+		return nil
+	}
 	held := 0
 	for _, p := range s.pending {
 		held += len(p.b)
@@ -323,25 +400,27 @@ func (s *sseMasker) push(frame []byte) [][]byte {
 	s.pending = s.pending[first:]
 	s.base += first
 	for _, c := range s.ch {
-		c.trim(s.m, s.base)
+		c.trim(s.base)
 	}
 	return out
 }
 
 // trim drops context no match can reach back to.
-func (c *sseChannel) trim(m *masker, base int) {
+func (c *sseChannel) trim(base int) {
 	firstHeld := len(c.text)
 	for k := len(c.spans) - 1; k >= 0 && c.spans[k].seq >= base; k-- {
 		firstHeld = k
 	}
-	// Trimmed in steps, not per frame, so the copying stays linear in the stream.
-	if cut := firstHeld - m.maxLen; cut > 0 && cut >= len(c.text)/2 {
+	// Nothing before the live partial occurrence (tail) can be part of a later match, and
+	// nothing before the first held frame needs masking, so only the text from the
+	// earlier of the two is kept: a channel costs its live partial and held frames, not a
+	// look-back window. Trimmed in steps, not per frame, so the copying stays linear.
+	if cut := min(firstHeld, c.tail, c.scanned); cut > 0 && cut >= len(c.text)/2 {
 		c.text = append(c.text[:0], c.text[cut:]...)
 		c.spans = append(c.spans[:0], c.spans[cut:]...)
-		c.scanned -= cut
-		if c.scanned < 0 {
-			c.scanned = 0
-		}
+		c.scanned = max(c.scanned-cut, 0)
+		c.tail = max(c.tail-cut, 0)
+		c.from = max(c.from-cut, 0)
 	}
 }
 
@@ -373,7 +452,9 @@ func maskJoinedJSON(m *masker, body []byte) {
 	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
 		return
 	}
-	s := &sseMasker{m: m, pending: []*sseFrame{{b: body}}}
+	// Every key gets its channel: the body is at most joinLimit, and each text byte sits
+	// in two channels (all values, its key's) however many there are.
+	s := &sseMasker{m: m, pending: []*sseFrame{{b: body}}, unbounded: true}
 	s.jsonStrings(s.pending[0], 0, 0, len(body))
 	for _, c := range s.ch {
 		s.maskWhole(c)

@@ -138,6 +138,26 @@ func (s *Store) Redeem(tok, agent string) (*Ticket, error) {
 	return &t, nil
 }
 
+// Pending reports whether tok is a well-formed ticket that is known, not redeemed and not
+// expired, without spending it. The broker uses it to let an enrolment through when the
+// rate limit of unauthenticated requests is exhausted: a jail process without a ticket
+// must not be able to starve the one that has one.
+func (s *Store) Pending(tok string) bool {
+	if !strings.HasPrefix(tok, Prefix) || len(tok) != len(Prefix)+43 {
+		return false
+	}
+	data, err := os.ReadFile(s.path(tok, ".json"))
+	if err != nil {
+		return false
+	}
+	var t Ticket
+	if json.Unmarshal(data, &t) != nil || !s.Now().Before(t.Expires) {
+		return false
+	}
+	_, err = os.Stat(s.path(tok, ".used"))
+	return errors.Is(err, os.ErrNotExist)
+}
+
 // Prune removes tickets (and their used marks) that expired more than grace ago. A used
 // mark is kept as long as its ticket record, so a pruned ticket is unknown, never fresh.
 func (s *Store) Prune(grace time.Duration) (int, error) {

@@ -140,3 +140,42 @@ func TestPrune(t *testing.T) {
 		t.Errorf("fresh ticket pruned: %v", err)
 	}
 }
+
+// TestPending: Pending never spends a ticket and is true only for a known, unused,
+// unexpired one.
+func TestPending(t *testing.T) {
+	now := time.Now()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Now = func() time.Time { return now }
+	live, _ := s.Issue("w1", ca.RoleWorker, time.Hour)
+	used, _ := s.Issue("w1", ca.RoleWorker, time.Hour)
+	if _, err := s.Redeem(used, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	short, _ := s.Issue("w1", ca.RoleWorker, time.Minute)
+	for _, tc := range []struct {
+		name, tok string
+		want      bool
+	}{
+		{"pending", live, true},
+		{"pending again (not spent by asking)", live, true},
+		{"used", used, false},
+		{"unknown", Prefix + strings.Repeat("A", 43), false},
+		{"malformed", "lvt_x", false},
+		{"path-like", Prefix + strings.Repeat("../", 14) + "a", false},
+	} {
+		if got := s.Pending(tc.tok); got != tc.want {
+			t.Errorf("%s: Pending = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	now = now.Add(2 * time.Minute)
+	if s.Pending(short) {
+		t.Error("expired ticket is pending")
+	}
+	if _, err := s.Redeem(live, "w1"); err != nil {
+		t.Errorf("Pending spent the ticket: %v", err)
+	}
+}

@@ -1,0 +1,64 @@
+package brokerctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestKeySplitAcrossManyKeysPlainJSON: a plain JSON answer (read whole and masked with its
+// string values joined per key) whose values first use more distinct keys than the SSE
+// masker keeps channels for, then carry the key split over "text" values with "type"
+// values between them. A client joining the "text" values must not rebuild it. Control:
+// the same body with a benign string comes back byte for byte.
+func TestKeySplitAcrossManyKeysPlainJSON(t *testing.T) {
+	secret := "the answer is " + testKey + " done"
+	benign := "the answer is sk-not-the-key-at-all-0123 done"
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		s := secret
+		if r.URL.Query().Get("benign") != "" {
+			s = benign
+		}
+		var b strings.Builder
+		b.WriteString(`{"meta":{`)
+		for i := 0; i < 3*maxChannels; i++ {
+			fmt.Fprintf(&b, `"k%d":"v",`, i)
+		}
+		b.WriteString(`"z":"v"},"content":[`)
+		for i := 0; i < len(s); i += 4 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"type":"text","text":%q}`, s[i:min(i+4, len(s))])
+		}
+		b.WriteString("]}")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, b.String())
+	}), func(o *Options) { o.LLMRoutes = []string{"POST /v1/messages"} })
+	cert := h.workerCert("w1")
+	join := func(q string) string {
+		code, body, err := get(h.client(&cert), "POST", h.url+"/llm/v1/messages"+q, "{}")
+		if err != nil || code != 200 {
+			t.Fatalf("%d %v", code, err)
+		}
+		var doc struct{ Content []struct{ Text string } }
+		if err := json.Unmarshal([]byte(body), &doc); err != nil {
+			t.Fatalf("%v: %q", err, capText(body, 200))
+		}
+		var j strings.Builder
+		for _, c := range doc.Content {
+			j.WriteString(c.Text)
+		}
+		return j.String()
+	}
+	if got := join("?benign=1"); got != benign {
+		t.Fatalf("control: benign body joins to %q", got)
+	}
+	if got := join(""); strings.Contains(got, testKey[minHold-1:]) || !strings.Contains(got, "****") {
+		t.Errorf("joined text values rebuild the key: %q", got)
+	}
+}

@@ -1,0 +1,235 @@
+package brokerctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// sseJoins parses an event stream the way the EventSource specification does (a leading
+// BOM is dropped; CRLF, CR and LF all end a line; a blank line ends an event; ':' starts a
+// comment) and returns what a client in the jail could join across events: the data
+// values (a JSON line's string values, in order, else the line), only the "text" values of
+// JSON lines, and the values of every other field and of comments.
+func sseJoins(raw string) map[string]string {
+	raw = strings.TrimPrefix(raw, "\uFEFF")
+	raw = strings.ReplaceAll(raw, "\r\n", "\n")
+	raw = strings.ReplaceAll(raw, "\r", "\n")
+	j := map[string]*strings.Builder{"data": {}, "text": {}, "event": {}, "id": {}, "comment": {}}
+	for _, line := range strings.Split(raw, "\n") {
+		if line == "" {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "":
+			j["comment"].WriteString(value)
+		case "data":
+			var v any
+			if json.Unmarshal([]byte(value), &v) != nil {
+				j["data"].WriteString(value)
+				continue
+			}
+			var walk func(k string, v any)
+			walk = func(k string, v any) {
+				switch x := v.(type) {
+				case string:
+					j["data"].WriteString(x)
+					if k == "text" {
+						j["text"].WriteString(x)
+					}
+				case map[string]any:
+					// Go maps are unordered; the streams below put one string per object
+					// where order matters.
+					for kk, vv := range x {
+						walk(kk, vv)
+					}
+				case []any:
+					for _, vv := range x {
+						walk(k, vv)
+					}
+				}
+			}
+			walk("", v)
+		default:
+			if b := j[field]; b != nil {
+				b.WriteString(value)
+			}
+		}
+	}
+	out := map[string]string{}
+	for k, b := range j {
+		out[k] = b.String()
+	}
+	return out
+}
+
+// TestKeySplitAcrossSSEFraming: an upstream spreads the key over several events in ways
+// the SSE masker's view of the stream did not cover: a byte order mark before the first
+// line (a client drops it, so the first line is a data line), bare CR line endings (a
+// legal SSE line break), the key in event names, ids or comments instead of data, and a
+// stream that first fills the masker's table of JSON keys so the deltas' key gets no
+// channel of its own. Each row is sent twice: with the key, a client joining what it
+// receives must not find more than minHold-1 characters of it; with a benign string of the
+// same shape, the join must be exactly that string (the stream parses and the split
+// reaches the client as sent).
+func TestKeySplitAcrossSSEFraming(t *testing.T) {
+	// parts splits s into the pieces each event carries.
+	parts := func(s string, n int) []string {
+		var out []string
+		for i := 0; i < len(s); i += n {
+			out = append(out, s[i:min(i+n, len(s))])
+		}
+		return out
+	}
+	type row struct {
+		name  string
+		join  string // which join must hold the string
+		build func(s string) string
+		ct    string // Content-Type ("": text/event-stream; "-": none)
+	}
+	deltas := func(s string) string {
+		var b strings.Builder
+		for _, p := range parts(s, 4) {
+			fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"delta\":{\"text\":%q}}\n\n", p)
+		}
+		return b.String()
+	}
+	rows := []row{
+		{"bom before the first data line", "data", func(s string) string {
+			p := []string{s[:18], s[18:]} // "...sk-l" | "ever-..."
+			return "\uFEFFdata: " + p[0] + "\n\ndata: " + p[1] + "\n\n"
+		}, ""},
+		{"bare CR line endings", "data", func(s string) string {
+			var b strings.Builder
+			for _, p := range parts(s, 5) {
+				fmt.Fprintf(&b, "data: %s\r\r", p)
+			}
+			return b.String()
+		}, ""},
+		{"bare CR line endings, JSON deltas", "text", func(s string) string {
+			var b strings.Builder
+			for _, p := range parts(s, 5) {
+				fmt.Fprintf(&b, "data: {\"text\":%q}\r\rdata: {\"type\":\"ping\"}\r\r", p)
+			}
+			return b.String()
+		}, ""},
+		{"event names", "event", func(s string) string {
+			var b strings.Builder
+			for _, p := range parts(s, 5) {
+				fmt.Fprintf(&b, "event: %s\ndata: {}\n\n", p)
+			}
+			return b.String()
+		}, ""},
+		{"ids", "id", func(s string) string {
+			var b strings.Builder
+			for _, p := range parts(s, 5) {
+				fmt.Fprintf(&b, "id: %s\ndata: {}\n\n", p)
+			}
+			return b.String()
+		}, ""},
+		{"comments", "comment", func(s string) string {
+			var b strings.Builder
+			for _, p := range parts(s, 5) {
+				fmt.Fprintf(&b, ": %s\n\n", p)
+			}
+			return b.String()
+		}, ""},
+		// An event stream labelled as something else is still one to a client.
+		{"stream labelled text/plain", "text", deltas, "text/plain"},
+		{"stream labelled application/json", "text", deltas, "application/json"},
+		{"stream without a Content-Type", "text", deltas, "-"},
+		{"stream labelled octet-stream, BOM and blank lines first", "text", func(s string) string { return "\uFEFF\r\n\n" + deltas(s) }, "application/octet-stream"},
+		// Under the masker's key table: the deltas join on their own channel and are masked.
+		{"many keys, under the table", "text", keyTable(100, parts), ""},
+	}
+	// Past the table the stream ends with an error event rather than go on unjoined.
+	const overKeys = 200
+	rows = append(rows, row{"key table filled first", "", keyTable(overKeys, parts), ""})
+	benign := "the answer is sk-not-the-key-at-all-0123 done"
+	secret := "the answer is " + testKey + " done"
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		q := r.URL.Query()
+		s := secret
+		if q.Get("benign") != "" {
+			s = benign
+		}
+		for _, rw := range rows {
+			if rw.name == q.Get("row") {
+				switch rw.ct {
+				case "":
+					w.Header().Set("Content-Type", "text/event-stream")
+				case "-":
+					w.Header()["Content-Type"] = nil // no sniffing either
+				default:
+					w.Header().Set("Content-Type", rw.ct)
+				}
+				io.WriteString(w, rw.build(s))
+				return
+			}
+		}
+		http.Error(w, "no such row", 404)
+	}), func(o *Options) { o.LLMRoutes = []string{"POST /v1/messages"} })
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	fetch := func(q string) string {
+		resp, err := c.Post(h.url+"/llm/v1/messages?"+q, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", q, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	for _, rw := range rows {
+		t.Run(rw.name, func(t *testing.T) {
+			q := "row=" + strings.ReplaceAll(rw.name, " ", "+")
+			if rw.join == "" {
+				// Ended: not one delta reaches the client, the error names the cap.
+				for _, q := range []string{q, q + "&benign=1"} {
+					raw := fetch(q)
+					if !strings.Contains(raw, `"type":"sse_keys"`) || strings.Contains(raw, "the a") {
+						t.Errorf("%s: stream not ended at the key table: %q", q, capText(raw, 300))
+					}
+				}
+				return
+			}
+			// Control: the benign stream reaches the client and joins back as sent.
+			if got := sseJoins(fetch(q + "&benign=1"))[rw.join]; !strings.Contains(got, benign) {
+				t.Fatalf("benign %s join %q does not hold %q", rw.join, got, benign)
+			}
+			raw := fetch(q)
+			for name, got := range sseJoins(raw) {
+				if strings.Contains(got, testKey[minHold-1:]) {
+					t.Errorf("the %s join rebuilds the key: %q (raw %q)", name, capText(got, 300), capText(raw, 400))
+				}
+			}
+		})
+	}
+}
+
+// keyTable builds a stream whose first event has string values under n distinct keys,
+// then the deltas under "text", each followed by a ping whose "type" value comes between
+// them on the all-values channel.
+func keyTable(n int, parts func(string, int) []string) func(string) string {
+	return func(s string) string {
+		var b strings.Builder
+		b.WriteString("data: {")
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(&b, "\"k%d\":\"v\",", i)
+		}
+		b.WriteString("\"z\":\"v\"}\n\n")
+		for _, p := range parts(s, 4) {
+			fmt.Fprintf(&b, "data: {\"delta\":{\"text\":%q}}\n\ndata: {\"type\":\"ping\"}\n\n", p)
+		}
+		return b.String()
+	}
+}
