@@ -76,6 +76,12 @@ func act(t *testing.T, ctx context.Context, b *Backend, x HostExec, s *scenario,
 			return err
 		}
 		return b.CheckGuest(string(res.Stdout), res.ExitCode)
+	case "guest-arch":
+		arch, err := b.GuestArch(ctx)
+		if err == nil && arch != first(s.headers["want-arch"], "") {
+			t.Errorf("GuestArch = %q, want %q", arch, first(s.headers["want-arch"], ""))
+		}
+		return err
 	case "stop":
 		return b.Stop(ctx)
 	case "destroy":
