@@ -223,3 +223,27 @@ func TestProbeNoOrb(t *testing.T) {
 		}
 	}
 }
+
+// ForwardSocket refuses, before any ssh runs, a forward ssh -L cannot express exactly or a
+// host socket outside the instance's state dir; a well-formed one reaches ssh (here a
+// missing OrbStack config, the positive control that the same call gets past the checks).
+func TestForwardSocketRefuses(t *testing.T) {
+	state := t.TempDir()
+	b, err := New(Options{Machine: "lever-demo", Tree: testTree, StateDir: state, SSH: filepath.Join(t.TempDir(), "no-ssh"), SSHConfig: filepath.Join(t.TempDir(), "config")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guestSock := "/run/user/1000/podman/podman.sock"
+	cases := []struct{ name, guest, host, want string }{
+		{"relative host", guestSock, "podman.sock", "orbstack: forward podman.sock -> " + guestSock + ": both paths must be absolute"},
+		{"outside the state dir", guestSock, "/tmp/podman.sock", "orbstack: forward /tmp/podman.sock: the host socket must be in the instance's state dir " + state},
+		{"colon splits -L", "/run/user/1000/x:/etc/shadow", state + "/podman.sock", "orbstack: forward " + state + "/podman.sock -> /run/user/1000/x:/etc/shadow: a path with ':', space or newline cannot be expressed to ssh -L"},
+		{"well formed", guestSock, state + "/podman.sock", "OrbStack's ssh config: stat " + b.o.SSHConfig + ": no such file or directory (is OrbStack running?)"},
+	}
+	for _, tc := range cases {
+		err := b.ForwardSocket(context.Background(), tc.guest, tc.host)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
