@@ -135,6 +135,11 @@ func (b *Backend) ForwardSocket(ctx context.Context, guestPath, hostPath string)
 	if strings.ContainsAny(hostPath+guestPath, ": \n") {
 		return fmt.Errorf("orbstack: forward %s -> %s: a path with ':', space or newline cannot be expressed to ssh -L", hostPath, guestPath)
 	}
+	// ssh expands %-tokens and ${VAR} in ControlPath and in -L socket paths: a path
+	// carrying either would name another file than the one lever checked.
+	if p := hostPath + guestPath + b.ControlPath(); strings.ContainsAny(p, "%$") {
+		return fmt.Errorf("orbstack: forward %s -> %s (control %s): a path with '%%' or '$' would be expanded by ssh", hostPath, guestPath, b.ControlPath())
+	}
 	if err := os.MkdirAll(b.o.StateDir, 0o700); err != nil {
 		return fmt.Errorf("orbstack state dir: %w", err)
 	}

@@ -238,6 +238,7 @@ func TestForwardSocketRefuses(t *testing.T) {
 		{"relative host", guestSock, "podman.sock", "orbstack: forward podman.sock -> " + guestSock + ": both paths must be absolute"},
 		{"outside the state dir", guestSock, "/tmp/podman.sock", "orbstack: forward /tmp/podman.sock: the host socket must be in the instance's state dir " + state},
 		{"colon splits -L", "/run/user/1000/x:/etc/shadow", state + "/podman.sock", "orbstack: forward " + state + "/podman.sock -> /run/user/1000/x:/etc/shadow: a path with ':', space or newline cannot be expressed to ssh -L"},
+		{"ssh token in the guest path", "/run/user/%u/podman/podman.sock", state + "/podman.sock", "orbstack: forward " + state + "/podman.sock -> /run/user/%u/podman/podman.sock (control " + state + "/orb-ssh.ctl): a path with '%' or '$' would be expanded by ssh"},
 		{"well formed", guestSock, state + "/podman.sock", "OrbStack's ssh config: stat " + b.o.SSHConfig + ": no such file or directory (is OrbStack running?)"},
 	}
 	for _, tc := range cases {

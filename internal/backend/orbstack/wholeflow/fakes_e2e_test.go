@@ -353,6 +353,16 @@ func sshMaster() int {
 	}
 }
 
+// masterLog notes a forward's trouble beside the call log, for the test to show.
+func masterLog(format string, a ...any) {
+	f, err := os.OpenFile(os.Getenv(envLog)+".master", os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, time.Now().Format("15:04:05.000 ")+format+"\n", a...)
+}
+
 func carry(l net.Listener, guest string) {
 	for {
 		c, err := l.Accept()
@@ -362,6 +372,11 @@ func carry(l net.Listener, guest string) {
 		go func() {
 			defer c.Close()
 			g, err := net.Dial("unix", guest)
+			for i := 0; err != nil && i < 50; i++ {
+				masterLog("dial %s: %v", guest, err)
+				time.Sleep(100 * time.Millisecond)
+				g, err = net.Dial("unix", guest)
+			}
 			if err != nil {
 				return
 			}
@@ -371,7 +386,9 @@ func carry(l net.Listener, guest string) {
 			// lost in a reset.
 			done := make(chan struct{})
 			go func() {
-				io.Copy(g, c)
+				if _, err := io.Copy(g, c); err != nil {
+					masterLog("client to guest: %v", err)
+				}
 				g.(*net.UnixConn).CloseWrite()
 				close(done)
 			}()

@@ -225,6 +225,12 @@ lev:
 			os.WriteFile(p, []byte(strings.Join(keep, "")), 0o600)
 		}
 	}
+	// Its users get ids far from the host's, so that nothing keyed by uid on the shared
+	// kernel (a bring-up test's run user in another package, running alongside) is shared.
+	if b, err := os.ReadFile(filepath.Join(etc, "login.defs")); err == nil {
+		defs := regexp.MustCompile(`(?m)^(UID_MIN|GID_MIN)\s+\d+`).ReplaceAllString(string(b), "$1 47000")
+		os.WriteFile(filepath.Join(etc, "login.defs"), []byte(defs), 0o644)
+	}
 	os.WriteFile(filepath.Join(etc, "hosts"), []byte(fmt.Sprintf("127.0.0.1\tlocalhost\n::1\tlocalhost\n%s\thost.orb.internal\n%s\thost.orb.internal\n", hv4, hv6)), 0o644)
 	os.WriteFile(filepath.Join(etc, "resolv.conf"), []byte("# no resolver\n"), 0o644)
 	for _, mp := range []string{"/lever", "/var/lib/lever", "/run/user"} {
@@ -356,6 +362,11 @@ lev:
 		if r.Status != want {
 			t.Errorf("acceptance %s is %s, want %s: %s", r.ID, r.Status, want, r.Detail)
 		}
+	}
+	{
+		ml, _ := os.ReadFile(logPath + ".master")
+		svc, _ := exec.Command("nsenter", "--target", strconv.Itoa(holder), "--mount", "--", "sh", "-c", "tail -20 /run/user/*/podman/lever-service.log").CombinedOutput()
+		t.Logf("forward log:\n%s\npodman service log:\n%s", ml, svc)
 	}
 	if len(rep.Results) < 12 {
 		t.Errorf("acceptance ran %d checks", len(rep.Results))
