@@ -372,12 +372,8 @@ func carry(l net.Listener, guest string) {
 		go func() {
 			defer c.Close()
 			g, err := net.Dial("unix", guest)
-			for i := 0; err != nil && i < 50; i++ {
-				masterLog("dial %s: %v", guest, err)
-				time.Sleep(100 * time.Millisecond)
-				g, err = net.Dial("unix", guest)
-			}
 			if err != nil {
+				masterLog("dial %s: %v", guest, err)
 				return
 			}
 			defer g.Close()
