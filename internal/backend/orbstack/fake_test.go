@@ -44,6 +44,12 @@ func parseScenario(r io.Reader) (*scenario, error) {
 			if err != nil {
 				return nil, fmt.Errorf("line %d: %w", n, err)
 			}
+			// {bootstrap} stands for the whole pre-firewall script, one argv word.
+			for i := range argv {
+				if argv[i] == "{bootstrap}" {
+					argv[i] = bootstrapScript
+				}
+			}
 			s.steps = append(s.steps, step{argv: argv, line: n})
 			cur = &s.steps[len(s.steps)-1]
 		case cur != nil && (l == ">" || strings.HasPrefix(l, "> ")):

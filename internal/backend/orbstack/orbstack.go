@@ -56,7 +56,7 @@ func init() {
 		Profile: profile,
 		Probe:   func(ctx context.Context) backend.Availability { return Probe(ctx, HostExec{}, ProbeEnv{}) },
 		New: func(cfg *config.Config) (backend.Backend, error) {
-			return New(Options{Machine: cfg.MachineName(), Tree: cfg.TreePath})
+			return New(Options{Machine: cfg.MachineName(), Tree: cfg.TreePath, StateDir: cfg.StateDir()})
 		},
 	})
 }
@@ -108,6 +108,13 @@ type Options struct {
 	RunUser string
 	// Exec runs orb; default HostExec{}.
 	Exec Exec
+	// StateDir is the instance's host state directory: the ssh control socket and the
+	// record of socket forwards live there (ForwardSocket).
+	StateDir string
+	// SSH is the ssh binary ForwardSocket drives; default "ssh" on PATH.
+	SSH string
+	// SSHConfig is OrbStack's generated ssh config; default ~/.orbstack/ssh/config.
+	SSHConfig string
 }
 
 // Backend is one OrbStack isolated machine.
@@ -137,6 +144,9 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.Exec == nil {
 		o.Exec = HostExec{}
+	}
+	if o.SSH == "" {
+		o.SSH = "ssh"
 	}
 	return &Backend{o: o}, nil
 }
@@ -168,8 +178,11 @@ func (b *Backend) orb(ctx context.Context, argv ...string) ([]byte, error) {
 
 // machineRecord is the part of `orb list --format json` lever reads.
 type machineRecord struct {
-	Name   string `json:"name"`
-	State  string `json:"state"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Image struct {
+		Arch string `json:"arch"`
+	} `json:"image"`
 	Config *struct {
 		Isolated *bool `json:"isolated"`
 	} `json:"config"`
@@ -216,7 +229,7 @@ func (b *Backend) EnsureUp(ctx context.Context) error {
 		if _, err := b.orb(ctx, b.CreateArgv()...); err != nil {
 			return fmt.Errorf("creating isolated machine %s: %w", b.o.Machine, err)
 		}
-		return nil
+		return b.bootstrap(ctx)
 	}
 	if err := isolated(b.o.Machine, rec); err != nil {
 		return err
@@ -228,15 +241,20 @@ func (b *Backend) EnsureUp(ctx context.Context) error {
 		if _, err := b.orb(ctx, "start", b.o.Machine); err != nil {
 			return fmt.Errorf("starting machine %s: %w", b.o.Machine, err)
 		}
-		return nil
+		// A machine whose first up stopped between create and bootstrap gets it now.
+		return b.bootstrap(ctx)
 	default:
 		return fmt.Errorf("machine %s is %s; wait for it to settle and run again", b.o.Machine, rec.State)
 	}
 }
 
-// Stop implements backend.Backend: powers the machine off, keeping its disk. A machine
-// that does not exist or is already stopped is left alone.
+// Stop implements backend.Backend: ends lever's ssh master (and with it the podman socket
+// forward), then powers the machine off, keeping its disk. A machine that does not exist
+// or is already stopped is left alone.
 func (b *Backend) Stop(ctx context.Context) error {
+	if err := b.cancelForwards(ctx); err != nil {
+		return err
+	}
 	rec, err := b.lookup(ctx)
 	if err != nil || rec == nil || rec.State == "stopped" {
 		return err
@@ -247,9 +265,13 @@ func (b *Backend) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Destroy implements backend.Backend: deletes the machine and its disk. OrbStack keeps
-// nothing else on the host for it; lever's own host state is removed by the caller.
+// Destroy implements backend.Backend: ends lever's ssh master, then deletes the machine
+// and its disk. OrbStack keeps nothing else on the host for it; lever's own host state
+// (the state dir) is removed by the caller.
 func (b *Backend) Destroy(ctx context.Context) error {
+	if err := b.cancelForwards(ctx); err != nil {
+		return err
+	}
 	rec, err := b.lookup(ctx)
 	if err != nil || rec == nil {
 		return err

@@ -76,6 +76,12 @@ func act(t *testing.T, ctx context.Context, b *Backend, x HostExec, s *scenario,
 			return err
 		}
 		return b.CheckGuest(string(res.Stdout), res.ExitCode)
+	case "guest-arch":
+		arch, err := b.GuestArch(ctx)
+		if err == nil && arch != first(s.headers["want-arch"], "") {
+			t.Errorf("GuestArch = %q, want %q", arch, first(s.headers["want-arch"], ""))
+		}
+		return err
 	case "stop":
 		return b.Stop(ctx)
 	case "destroy":
@@ -214,6 +220,31 @@ func TestProbeNoOrb(t *testing.T) {
 		av := Probe(context.Background(), HostExec{}, ProbeEnv{GOOS: goos, LookPath: func(string) (string, error) { return "", os.ErrNotExist }})
 		if av.Usable || av.Reason != want {
 			t.Errorf("%s: %+v, want reason %q", goos, av, want)
+		}
+	}
+}
+
+// ForwardSocket refuses, before any ssh runs, a forward ssh -L cannot express exactly or a
+// host socket outside the instance's state dir; a well-formed one reaches ssh (here a
+// missing OrbStack config, the positive control that the same call gets past the checks).
+func TestForwardSocketRefuses(t *testing.T) {
+	state := t.TempDir()
+	b, err := New(Options{Machine: "lever-demo", Tree: testTree, StateDir: state, SSH: filepath.Join(t.TempDir(), "no-ssh"), SSHConfig: filepath.Join(t.TempDir(), "config")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guestSock := "/run/user/1000/podman/podman.sock"
+	cases := []struct{ name, guest, host, want string }{
+		{"relative host", guestSock, "podman.sock", "orbstack: forward podman.sock -> " + guestSock + ": both paths must be absolute"},
+		{"outside the state dir", guestSock, "/tmp/podman.sock", "orbstack: forward /tmp/podman.sock: the host socket must be in the instance's state dir " + state},
+		{"colon splits -L", "/run/user/1000/x:/etc/shadow", state + "/podman.sock", "orbstack: forward " + state + "/podman.sock -> /run/user/1000/x:/etc/shadow: a path with ':', space or newline cannot be expressed to ssh -L"},
+		{"ssh token in the guest path", "/run/user/%u/podman/podman.sock", state + "/podman.sock", "orbstack: forward " + state + "/podman.sock -> /run/user/%u/podman/podman.sock (control " + state + "/orb-ssh.ctl): a path with '%' or '$' would be expanded by ssh"},
+		{"well formed", guestSock, state + "/podman.sock", "OrbStack's ssh config: stat " + b.o.SSHConfig + ": no such file or directory (is OrbStack running?)"},
+	}
+	for _, tc := range cases {
+		err := b.ForwardSocket(context.Background(), tc.guest, tc.host)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }
