@@ -13,6 +13,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/egress"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside"
 )
 
 // Containers is the podman side, as acceptance needs it (bring-up adapts jail.Client).
@@ -32,10 +33,11 @@ type Env struct {
 	Containers Containers
 	// Secrets are the values that must be nowhere in the guest (the LLM API key).
 	Secrets [][]byte
-	// ProbeExe is the binary that serves the guest side; ProbeInPlace says the guest sees
-	// the host's filesystem (netns substrate), so it runs in place instead of being sent.
-	ProbeExe     string
-	ProbeInPlace bool
+	// HelperLev is the Linux lev binary for the guest's architecture: `lev __guest probe`
+	// serves the guest side. HelperInPlace says the guest sees the host's filesystem
+	// (netns substrate), so it runs in place instead of being sent.
+	HelperLev     string
+	HelperInPlace bool
 }
 
 // Report is one acceptance run.
@@ -125,7 +127,7 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 		}
 		req.Scan = sc
 	}
-	argv, prefix, err := GuestArgv(env.ProbeExe, env.ProbeInPlace)
+	argv, prefix, err := guestside.Argv(env.HelperLev, env.HelperInPlace, guestside.ModeProbe)
 	if err != nil {
 		return nil, err
 	}

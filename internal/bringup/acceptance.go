@@ -37,9 +37,12 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 	if !obs.GuestReachable {
 		return nil, fmt.Errorf("guest of %s is not reachable: run lever up first", in.cfg.Name)
 	}
+	if in.levErr != nil {
+		return nil, in.levErr
+	}
 	env := acceptance.Env{
 		Instance: in.cfg.Name, Backend: in.b.Name(), Runner: in.Runner, Egress: in.Spec,
-		ProbeExe: in.opts.Exe, ProbeInPlace: in.InPlace,
+		HelperLev: in.levBin, HelperInPlace: in.InPlace,
 		Expect: acceptance.Expect{
 			Closed:       in.Spec.Posture == "closed",
 			AllowPorts:   in.cfg.Manager.AllowPorts,
