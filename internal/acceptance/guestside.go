@@ -12,6 +12,3 @@ type (
 	Response = probes.Response
 	Scan     = probes.Scan
 )
-
-// Fingerprint computes a Scan's identifying fields from the secret, on the host.
-var Fingerprint = probes.Fingerprint

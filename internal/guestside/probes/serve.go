@@ -6,41 +6,29 @@
 package probes
 
 import (
-	"bufio"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Request is everything the guest side measures, in one round-trip.
 type Request struct {
 	Probes []Probe `json:"probes"`
-	// Pids are lev containers' processes (pids in the guest) to inspect.
+	// Pids are processes (pids in the guest) to inspect.
 	Pids []int `json:"pids"`
-	Scan *Scan `json:"scan,omitempty"`
-}
-
-// Scan looks for a secret without the secret entering the guest: the host sends a
-// Rabin-Karp fingerprint of it (a random base and the rolling hash of the whole value,
-// modulo 2^64) and its SHA-256; the guest rolls that hash over every byte window of the
-// secret's length and confirms each candidate by SHA-256. A 64-bit linear fingerprint and a
-// digest of a high-entropy key do not give the key away.
-type Scan struct {
-	Len    int      `json:"len"`
-	Base   uint64   `json:"base"`
-	Target uint64   `json:"target"`
-	SHA256 string   `json:"sha256"`
-	Roots  []string `json:"roots"`   // directories searched (e.g. /proc/<pid>/root, or /)
-	Prune  []string `json:"prune"`   // absolute paths not descended into
-	Files  []string `json:"files"`   // single files (e.g. /proc/<pid>/environ)
-	MaxMiB int      `json:"max_mib"` // files larger than this are skipped and counted
+	// NamePrefix finds lev's containers here, in the guest, so the host needs no guest call
+	// before this one to learn their pids: the first process of each container whose
+	// conmon runs as RunUser with a name starting with NamePrefix is inspected (and, per
+	// Scan.Views, searched). The host later matches them to podman's list by pid; a
+	// container podman lists that was not found here fails the checks.
+	RunUser    string `json:"run_user,omitempty"`
+	NamePrefix string `json:"name_prefix,omitempty"`
+	Scan       *Scan  `json:"scan,omitempty"`
 }
 
 // ProcInfo is one lev process as the guest kernel sees it.
@@ -62,9 +50,17 @@ type ProcInfo struct {
 type Response struct {
 	Outcomes []Outcome `json:"outcomes"`
 	Procs    []ProcInfo
-	Hits     []string `json:"hits"`
-	Scanned  int      `json:"scanned_files"`
-	Skipped  int      `json:"skipped_files"`
+	// RunUID is RunUser's uid in the guest (-1: not looked up or unknown); FindErr why
+	// containers could not be looked for.
+	RunUID  int    `json:"run_uid"`
+	FindErr string `json:"find_error,omitempty"`
+	// Found is where the secret was found (empty: nowhere searched); Scanned and
+	// ScannedBytes what was read, Skipped the files over the size cap.
+	Found        []Hit `json:"found"`
+	Scanned      int   `json:"scanned_files"`
+	ScannedBytes int64 `json:"scanned_bytes"`
+	Skipped      int   `json:"skipped_files"`
+	ScanMS       int64 `json:"scan_ms"`
 }
 
 // Serve runs in the guest (as root, in the jail's network namespace): it reads a Request
@@ -74,13 +70,34 @@ func Serve(r io.Reader, w io.Writer) error {
 	if err := json.NewDecoder(r).Decode(&req); err != nil {
 		return fmt.Errorf("reading the acceptance request: %w", err)
 	}
-	resp := Response{Outcomes: RunProbes(req.Probes)}
-	self, _ := os.Readlink("/proc/self/ns/net")
-	for _, pid := range req.Pids {
-		resp.Procs = append(resp.Procs, inspectProc(pid, self))
+	// The probes and the process inspection run together; the key search, which keeps
+	// every vCPU busy, starts after the probes: "no route to host at once" is judged by
+	// its elapsed time, which a saturated TCG guest would stretch.
+	resp := Response{RunUID: -1}
+	pids := req.Pids
+	if req.NamePrefix != "" {
+		uid, found, err := findContainers(req.RunUser, req.NamePrefix)
+		resp.RunUID = uid
+		if err != nil {
+			resp.FindErr = err.Error()
+		}
+		pids = append(pids, found...)
 	}
+	self, _ := os.Readlink("/proc/self/ns/net")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, pid := range pids {
+			resp.Procs = append(resp.Procs, inspectProc(pid, self))
+		}
+	}()
+	resp.Outcomes = RunProbes(req.Probes)
+	<-done
 	if req.Scan != nil {
-		resp.Hits, resp.Scanned, resp.Skipped = scan(*req.Scan)
+		start := time.Now()
+		st := Search(req.Scan.withContainers(pids))
+		resp.Found, resp.Scanned, resp.ScannedBytes, resp.Skipped = st.Found, st.Files, st.Bytes, st.Skipped
+		resp.ScanMS = time.Since(start).Milliseconds()
 	}
 	return json.NewEncoder(w).Encode(resp)
 }
@@ -145,102 +162,4 @@ func v2Limits(procCgroup string, read func(string) string) (pids, mem string) {
 		}
 	}
 	return "", ""
-}
-
-// Fingerprint computes a Scan's identifying fields from the secret, on the host.
-func Fingerprint(secret []byte, base uint64) (target uint64, digest string) {
-	for _, b := range secret {
-		target = target*base + uint64(b)
-	}
-	s := sha256.Sum256(secret)
-	return target, fmt.Sprintf("%x", s)
-}
-
-func scan(s Scan) (hits []string, scanned, skipped int) {
-	if s.Len <= 0 {
-		return nil, 0, 0
-	}
-	var pow uint64 = 1 // base^(len-1)
-	for i := 1; i < s.Len; i++ {
-		pow *= s.Base
-	}
-	max := int64(s.MaxMiB) << 20
-	if max <= 0 {
-		max = 64 << 20
-	}
-	prune := map[string]bool{}
-	for _, p := range s.Prune {
-		prune[filepath.Clean(p)] = true
-	}
-	check := func(path string) {
-		f, err := os.Open(path)
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		scanned++
-		if found(bufio.NewReaderSize(f, 1<<16), s, pow) {
-			hits = append(hits, path)
-		}
-	}
-	for _, f := range s.Files {
-		check(f)
-	}
-	for _, root := range s.Roots {
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if d.IsDir() {
-				if prune[filepath.Clean(p)] {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			if info, err := d.Info(); err == nil && info.Size() > max {
-				skipped++
-				return nil
-			}
-			check(p)
-			return nil
-		})
-	}
-	return hits, scanned, skipped
-}
-
-func found(r *bufio.Reader, s Scan, pow uint64) bool {
-	L := uint64(s.Len)
-	ring := make([]byte, s.Len)
-	win := make([]byte, s.Len)
-	buf := make([]byte, 1<<16)
-	var h, n uint64
-	slot := 0 // ring index of the oldest byte, where the next one goes
-	for {
-		m, err := r.Read(buf)
-		for _, b := range buf[:m] {
-			if n >= L {
-				h -= uint64(ring[slot]) * pow
-			}
-			h = h*s.Base + uint64(b)
-			ring[slot] = b
-			if slot++; slot == s.Len {
-				slot = 0
-			}
-			n++
-			if h == s.Target && n >= L {
-				// the window, oldest byte first, starts at slot
-				copy(win, ring[slot:])
-				copy(win[s.Len-slot:], ring[:slot])
-				if fmt.Sprintf("%x", sha256.Sum256(win)) == s.SHA256 {
-					return true
-				}
-			}
-		}
-		if err != nil {
-			return false
-		}
-	}
 }
