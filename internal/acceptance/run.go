@@ -175,7 +175,7 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 		m.ScanErr = "finding lev's containers in the guest: " + resp.FindErr
 	}
 	if len(secret) > 0 && pc != nil {
-		scope = append(scope, "their logs")
+		scope = append(scope, "lev's logs")
 		for _, c := range cs {
 			logs, err := pc.Logs(ctx, c.Name)
 			if err != nil {
