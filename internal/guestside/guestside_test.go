@@ -92,3 +92,47 @@ func TestServeRefusesUnknownMode(t *testing.T) {
 		t.Fatalf("probe mode: %v %q", err, out.String())
 	}
 }
+
+// TestArgvInPlaceRefusesWritableLev: run in place as root, a lev that another user could
+// replace (its dir is world-writable, it is group-writable, or another user owns it) is
+// refused; the same binary in a private dir runs (the control).
+func TestArgvInPlaceRefusesWritableLev(t *testing.T) {
+	lev := echoLev(t)
+	data, _ := os.ReadFile(lev)
+	put := func(dirMode, fileMode os.FileMode, chownTo int) string {
+		d := filepath.Join(t.TempDir(), "bin")
+		os.Mkdir(d, 0o700)
+		p := filepath.Join(d, "lev")
+		if err := os.WriteFile(p, data, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, fileMode)
+		os.Chmod(d, dirMode)
+		if chownTo >= 0 {
+			if err := os.Chown(p, chownTo, chownTo); err != nil {
+				t.Skipf("chown needs root: %v", err)
+			}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		p       string
+		refused bool
+	}{
+		{"private dir (control)", put(0o755, 0o755, -1), false},
+		{"world-writable dir", put(0o777, 0o755, -1), true},
+		{"group-writable binary", put(0o755, 0o775, -1), true},
+		{"owned by another user", put(0o755, 0o755, 65534), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Argv(tc.p, true, ModeProbe)
+			if tc.refused != (err != nil) {
+				t.Fatalf("refused=%v: %v", tc.refused, err)
+			}
+			if tc.refused && !strings.Contains(err.Error(), "can be changed by someone else") {
+				t.Fatalf("refusal %q does not say why", err)
+			}
+		})
+	}
+}
