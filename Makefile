@@ -17,9 +17,23 @@ export LEV_MCP_SERVERS := $(MCP_SERVERS_DIR)
 
 .PHONY: build test e2e bench lint fuzz ci clean mcp-servers cross dist
 
+# lever sends the guest a Linux lev for the guest's architecture (the enrol and acceptance
+# helpers are `lev __guest ...`; the lev and workbench images carry it) and finds it beside
+# itself: `lev` when that is one, else lev-linux-<arch>. On Linux bin/lev is the guest's
+# (Lima and netns guests have the host's architecture); elsewhere (a Mac, or GOOS=darwin
+# make build) bin/lev is lev's client side and the guests' lev is bin/lev-linux-<arch>.
+# GUEST_ARCHES="amd64 arm64" builds both.
+BUILD_OS    := $(shell $(GO) env GOOS)
+BUILD_ARCH  := $(shell $(GO) env GOARCH)
+GUEST_ARCHES ?= $(if $(filter linux,$(BUILD_OS)),,$(BUILD_ARCH))
+
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lever ./cmd/lever
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lev ./cmd/lev
+	@set -e; for a in $(GUEST_ARCHES); do \
+		echo "build: $(BIN)/lev-linux-$$a (the guest's lev)"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lev-linux-$$a ./cmd/lev; \
+	done
 
 # Unit tests: pure, no root, no network beyond loopback.
 test:
@@ -67,16 +81,24 @@ cross:
 
 # Release archives: lever and lev for each platform (static, no cgo), one tar.gz each, and
 # SHA256SUMS over them, in dist/. lev runs inside the Linux jail; its darwin build is the
-# client side only (lev bench serve refuses there).
+# client side only (lev bench serve refuses there). Each archive also carries the Linux lev
+# lever sends a guest of each architecture: darwin archives lev-linux-amd64 and
+# lev-linux-arm64; Linux archives their own `lev` plus the other architecture's as
+# lev-linux-<other>. Each Linux lev is built once and copied into the archives.
+GUEST_LEV_ARCHES := amd64 arm64
 dist:
-	@set -e; rm -rf dist; mkdir -p dist; for p in $(CROSS_PLATFORMS); do \
+	@set -e; rm -rf dist; mkdir -p dist/.lev; for a in $(GUEST_LEV_ARCHES); do \
+		GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/.lev/lev-linux-$$a ./cmd/lev; \
+	done; for p in $(CROSS_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; d=dist/lever-$(VERSION)-$$os-$$arch; mkdir -p $$d; \
 		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/lever ./cmd/lever; \
-		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/lev ./cmd/lev; \
+		if [ $$os = linux ]; then cp dist/.lev/lev-linux-$$arch $$d/lev; \
+		else GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$d/lev ./cmd/lev; fi; \
+		for a in $(GUEST_LEV_ARCHES); do [ $$os = linux ] && [ $$a = $$arch ] || cp dist/.lev/lev-linux-$$a $$d/; done; \
 		cp README.md SECURITY.md $$d/; \
 		tar -C dist --sort=name --mtime=@0 --owner=0 --group=0 -czf $$d.tar.gz $$(basename $$d); rm -rf $$d; \
 		echo "dist: $$d.tar.gz"; \
-	done; cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+	done; rm -rf dist/.lev; cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 ci: lint cross fuzz e2e
 

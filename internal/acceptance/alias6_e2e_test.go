@@ -22,9 +22,17 @@ import (
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	acceptance.MaybeServeGuest() // this binary is also the guest-side probe
-	os.Exit(m.Run())
+// levForGuest builds cmd/lev, the binary whose `__guest probe` serves acceptance's guest
+// side (on the netns substrate it runs in place).
+func levForGuest(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "lev")
+	cmd := exec.Command("go", "build", "-o", out, "../../cmd/lev")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building lev: %v: %s", err, b)
+	}
+	return out
 }
 
 func must(t *testing.T, argv ...string) {
@@ -103,12 +111,12 @@ func TestAliasV6AcceptanceE2E(t *testing.T) {
 	if _, err := guest.EnsureEgress(ctx, b.Runner(), spec); err != nil {
 		t.Fatal(err)
 	}
-	exe, _ := os.Executable()
+	lev := levForGuest(t)
 	run := func() (acceptance.Result, acceptance.Result) {
 		t.Helper()
 		rep, err := acceptance.Run(ctx, acceptance.Env{Instance: "a6", Backend: "netns", Runner: b.Runner(), Egress: spec,
-			Expect:   acceptance.Expect{AllowPorts: []int{7443}, DevSubstrate: true, Targets: acceptance.DefaultTargets()},
-			ProbeExe: exe, ProbeInPlace: true})
+			Expect:    acceptance.Expect{AllowPorts: []int{7443}, DevSubstrate: true, Targets: acceptance.DefaultTargets()},
+			HelperLev: lev, HelperInPlace: true})
 		if err != nil {
 			t.Fatal(err)
 		}

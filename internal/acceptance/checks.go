@@ -85,10 +85,15 @@ type Measured struct {
 	Containers  []ContainerInfo
 	ScanHits    []string
 	Scanned     int
-	ScanErr     string
-	LogHits     []string
-	EnvHits     []string
-	WholeGuest  bool // the scan covered the whole guest filesystem
+	// ScannedBytes is what the search read (files and logs); ScanMS how long the guest's
+	// search took; ScanScope what it covered, in words.
+	ScannedBytes int64
+	ScanMS       int64
+	ScanScope    string
+	ScanErr      string
+	LogHits      []string
+	EnvHits      []string
+	WholeGuest   bool // the scan covered the whole guest filesystem
 }
 
 // ContainerInfo is what the podman side reports per container.
@@ -289,9 +294,9 @@ func Evaluate(e Expect, m Measured) []Result {
 	where = append(where, m.ScanHits...)
 	where = append(where, m.EnvHits...)
 	where = append(where, m.LogHits...)
-	scope := "lev's filesystem view, environment and logs"
-	if m.WholeGuest {
-		scope = "the whole guest filesystem, " + scope
+	scope := m.ScanScope
+	if scope == "" {
+		scope = "lev's filesystem view, environment and logs"
 	}
 	switch {
 	case m.ScanErr != "":
@@ -301,7 +306,7 @@ func Evaluate(e Expect, m Measured) []Result {
 	case m.Scanned == 0:
 		add("no-api-key", "no API key is readable in the guest", Fail, "nothing was scanned")
 	default:
-		d := fmt.Sprintf("searched %s (%d files): not found", scope, m.Scanned)
+		d := fmt.Sprintf("searched %s (%d files, %s in %.1f s): not found", scope, m.Scanned, humanBytes(m.ScannedBytes), float64(m.ScanMS)/1000)
 		if !m.WholeGuest {
 			d += "; the development substrate shares the host's filesystem, so the whole-guest search does not apply"
 		}
@@ -377,4 +382,17 @@ func containerChecks(e Expect, m Measured) []Result {
 		add("container-limits", "lev's pids and memory limits are in force", Fail, strings.Join(lbad, "; "))
 	}
 	return rs
+}
+
+// humanBytes is n in the largest binary unit that keeps it at least 1.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

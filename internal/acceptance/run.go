@@ -3,16 +3,15 @@ package acceptance
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lever-jail/lever/internal/egress"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside"
+	"github.com/lever-jail/lever/internal/guestside/probes"
 )
 
 // Containers is the podman side, as acceptance needs it (bring-up adapts jail.Client).
@@ -23,19 +22,31 @@ type Containers interface {
 
 // Env is what one acceptance run works with.
 type Env struct {
-	Instance   string
-	Backend    string
-	Runner     guest.Runner
-	Egress     guest.EgressSpec
-	Expect     Expect
-	BrokerCA   []byte
-	Containers Containers
+	Instance string
+	Backend  string
+	Runner   guest.Runner
+	Egress   guest.EgressSpec
+	Expect   Expect
+	BrokerCA []byte
+	// Podman opens the podman side once the guest call has said the run user's uid
+	// (whose socket it is); nil: no podman side. An error means the service is down: no
+	// containers, which the container checks fail.
+	Podman func(ctx context.Context, runUID int) (Containers, error)
+	// RunUser and ContainerPrefix find lev's containers in the guest (see
+	// probes.Request.NamePrefix).
+	RunUser         string
+	ContainerPrefix string
+	// ScanRoots are searched besides the containers on the netns substrate (where the
+	// whole-guest search does not apply): the run user's home (its container storage)
+	// and runtime dir.
+	ScanRoots []string
 	// Secrets are the values that must be nowhere in the guest (the LLM API key).
 	Secrets [][]byte
-	// ProbeExe is the binary that serves the guest side; ProbeInPlace says the guest sees
-	// the host's filesystem (netns substrate), so it runs in place instead of being sent.
-	ProbeExe     string
-	ProbeInPlace bool
+	// HelperLev is the Linux lev binary for the guest's architecture: `lev __guest probe`
+	// serves the guest side. HelperInPlace says the guest sees the host's filesystem
+	// (netns substrate), so it runs in place instead of being sent.
+	HelperLev     string
+	HelperInPlace bool
 }
 
 // Report is one acceptance run.
@@ -61,7 +72,7 @@ func (r *Report) Failed() []string {
 }
 
 // Run measures and evaluates. Guest round-trips: one egress snapshot, one guest-side
-// probe run (network probes, process inspection, secret scan together).
+// helper run (network probes, lev's containers found and inspected, key search together).
 func Run(ctx context.Context, env Env) (*Report, error) {
 	start := time.Now()
 	var m Measured
@@ -86,46 +97,40 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 	if e.BrokerAddr != "" && strings.HasPrefix(e.BrokerAddr, ":") && e.AliasIP != "" {
 		e.BrokerAddr = e.AliasIP + e.BrokerAddr
 	}
-	var cs []ContainerInfo
-	if env.Containers != nil {
-		cs, err = env.Containers.Containers(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing lev containers: %w", err)
-		}
-	}
-	m.Containers = cs
-	req := Request{Probes: ProbesFor(e, env.BrokerCA)}
-	for _, c := range cs {
-		if c.Running && c.Pid > 0 {
-			req.Pids = append(req.Pids, c.Pid)
-		}
-	}
+	// One guest call: the probes, the inspection of lev's containers (found in the guest)
+	// and the key search. podman is asked afterwards, over its socket, which is no guest
+	// call.
+	req := Request{Probes: ProbesFor(e, env.BrokerCA), RunUser: env.RunUser, NamePrefix: env.ContainerPrefix}
 	var secret []byte
 	if len(env.Secrets) > 0 {
 		secret = env.Secrets[0]
 	}
+	scope := []string{"lev's containers (their whole view, environment and command lines)"}
 	if len(secret) > 0 {
-		var b [8]byte
-		rand.Read(b[:])
-		base := binary.LittleEndian.Uint64(b[:]) | 1
-		tgt, dig := Fingerprint(secret, base)
-		sc := &Scan{Len: len(secret), Base: base, Target: tgt, SHA256: dig, MaxMiB: 256}
-		for _, pid := range req.Pids {
-			root := "/proc/" + strconv.Itoa(pid) + "/root"
-			// The trailing slash makes the walk follow the magic link into the container's
-			// view instead of stopping at the link itself.
-			sc.Roots = append(sc.Roots, root+"/")
-			sc.Prune = append(sc.Prune, root+"/proc", root+"/sys", root+"/dev")
-			sc.Files = append(sc.Files, "/proc/"+strconv.Itoa(pid)+"/environ")
-		}
-		if !e.DevSubstrate {
-			sc.Roots = append(sc.Roots, "/")
-			sc.Prune = append(sc.Prune, "/proc", "/sys", "/dev")
+		sc := &Scan{Patterns: probes.Patterns(secret), MaxMiB: 256}
+		if e.DevSubstrate {
+			// The netns guest is the host: a whole-guest search would find the key file
+			// itself. Each container's whole view is searched (the tree, lev home, bench
+			// and enrolment dirs are mounted in it), and the run user's storage.
+			sc.Views = "whole"
+			sc.Roots = append(sc.Roots, env.ScanRoots...)
+			if len(env.ScanRoots) > 0 {
+				scope = append(scope, strings.Join(env.ScanRoots, ", "))
+			}
+		} else {
+			// A VM: all of it (every home, /tmp, /run, /var/tmp, container storage, the
+			// tree at /lever), every process's environment and command line, and each
+			// container's private memory-backed mounts, the one thing only its view has.
+			sc.Views = "memory"
+			sc.Roots = []string{"/", "/dev/shm"}
+			sc.Prune = []string{"/proc", "/sys", "/dev"}
+			sc.AllProcs = true
+			scope = []string{"the whole guest filesystem, every process's environment and command line, lev's containers' memory-backed mounts"}
 			m.WholeGuest = true
 		}
 		req.Scan = sc
 	}
-	argv, prefix, err := GuestArgv(env.ProbeExe, env.ProbeInPlace)
+	argv, prefix, err := guestside.Argv(env.HelperLev, env.HelperInPlace, guestside.ModeProbe)
 	if err != nil {
 		return nil, err
 	}
@@ -143,27 +148,48 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 		m.Outcomes[o.ID] = o
 	}
 	m.Procs = resp.Procs
-	m.Scanned = resp.Scanned
-	for _, h := range resp.Hits {
-		if strings.HasSuffix(h, "/environ") {
-			m.EnvHits = append(m.EnvHits, "environment of pid "+strings.Split(h, "/")[2])
+	m.Scanned, m.ScannedBytes, m.ScanMS = resp.Scanned, resp.ScannedBytes, resp.ScanMS
+	for _, h := range resp.Found {
+		where := h.Where
+		if h.Spelling != "raw" {
+			where += " (" + h.Spelling + ")"
+		}
+		if strings.HasPrefix(h.Where, "environment of") || strings.HasPrefix(h.Where, "command line of") {
+			m.EnvHits = append(m.EnvHits, where)
 		} else {
-			m.ScanHits = append(m.ScanHits, h)
+			m.ScanHits = append(m.ScanHits, where)
 		}
 	}
-	if len(secret) > 0 && env.Containers != nil {
+	var pc Containers
+	if env.Podman != nil && resp.RunUID >= 0 {
+		pc, _ = env.Podman(ctx, resp.RunUID)
+	}
+	var cs []ContainerInfo
+	if pc != nil {
+		if cs, err = pc.Containers(ctx); err != nil {
+			return nil, fmt.Errorf("listing lev containers: %w", err)
+		}
+	}
+	m.Containers = cs
+	if resp.FindErr != "" && len(cs) > 0 {
+		m.ScanErr = "finding lev's containers in the guest: " + resp.FindErr
+	}
+	if len(secret) > 0 && pc != nil {
+		scope = append(scope, "lev's logs")
 		for _, c := range cs {
-			logs, err := env.Containers.Logs(ctx, c.Name)
+			logs, err := pc.Logs(ctx, c.Name)
 			if err != nil {
 				m.ScanErr = err.Error()
 				continue
 			}
 			m.Scanned++
+			m.ScannedBytes += int64(len(logs))
 			if bytes.Contains([]byte(logs), secret) {
 				m.LogHits = append(m.LogHits, "logs of "+c.Name)
 			}
 		}
 	}
+	m.ScanScope = strings.Join(scope, "; ")
 	if len(secret) == 0 {
 		m.ScanErr = "no API key configured to search for"
 	}

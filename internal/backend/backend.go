@@ -5,6 +5,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -104,6 +105,35 @@ func names() []string {
 		n = append(n, d.Profile.Name)
 	}
 	return n
+}
+
+// ArchReporter is a backend that knows its guest's architecture without a guest call (from
+// what it configured: Lima's rendered template, OrbStack's machine, the host itself for
+// netns). The answer uses GOARCH spelling ("amd64", "arm64"); lever picks the Linux lev
+// binary for it, which serves the guest-side helpers and goes into the images.
+type ArchReporter interface {
+	GuestArch(ctx context.Context) (string, error)
+}
+
+// GuestArch is b's guest architecture: what an ArchReporter says; for a backend that does
+// not report one, the host's when the host is Linux (a guest on a Linux host without its
+// own report is the host's kind), else an error: a guess could send a binary the guest cannot run.
+func GuestArch(ctx context.Context, b Backend) (string, error) {
+	return guestArch(ctx, b, runtime.GOOS, runtime.GOARCH)
+}
+
+func guestArch(ctx context.Context, b Backend, hostOS, hostArch string) (string, error) {
+	if r, ok := b.(ArchReporter); ok {
+		a, err := r.GuestArch(ctx)
+		if err != nil {
+			return "", fmt.Errorf("%s backend: the guest's architecture: %w", b.Name(), err)
+		}
+		return a, nil
+	}
+	if hostOS == "linux" {
+		return hostArch, nil
+	}
+	return "", fmt.Errorf("%s backend does not report its guest's architecture, and on a %s host lever cannot assume the guest is %s: it needs the backend to say", b.Name(), hostOS, hostArch)
 }
 
 // Containment is what a backend re-checks on EVERY apply and up, warm or cold: a guest

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
 	"strconv"
+	"strings"
 
 	"github.com/lever-jail/lever/internal/acceptance"
 	"github.com/lever-jail/lever/internal/brokerctl"
@@ -31,15 +33,24 @@ func (p podmanView) Containers(context.Context) ([]acceptance.ContainerInfo, err
 
 func (p podmanView) Logs(_ context.Context, name string) (string, error) { return p.c.Logs(name) }
 
-// Acceptance runs lever acceptance against this instance.
+// Acceptance runs lever acceptance against this instance: two guest calls (the egress
+// snapshot; the helper, which finds lev's containers itself) and podman over its socket.
 func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acceptance.Report, error) {
-	obs, _ := in.Observe(ctx)
-	if !obs.GuestReachable {
-		return nil, fmt.Errorf("guest of %s is not reachable: run lever up first", in.cfg.Name)
+	if in.levErr != nil {
+		return nil, in.levErr
 	}
 	env := acceptance.Env{
 		Instance: in.cfg.Name, Backend: in.b.Name(), Runner: in.Runner, Egress: in.Spec,
-		ProbeExe: in.opts.Exe, ProbeInPlace: in.InPlace,
+		HelperLev: in.levBin, HelperInPlace: in.InPlace,
+		RunUser: in.RunUser, ContainerPrefix: strings.TrimSuffix(jail.ContainerName(in.cfg.Name, jail.Manager, ""), "manager"),
+		Podman: func(ctx context.Context, uid int) (acceptance.Containers, error) {
+			in.uid = uid
+			c, err := in.connect(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return podmanView{c: c, instance: in.cfg.Name}, nil
+		},
 		Expect: acceptance.Expect{
 			Closed:       in.Spec.Posture == "closed",
 			AllowPorts:   in.cfg.Manager.AllowPorts,
@@ -59,12 +70,18 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 			env.Secrets = [][]byte{trimKey(key)}
 		}
 	}
-	if obs.ServiceUp {
-		if c, err := in.connect(ctx); err == nil {
-			env.Containers = podmanView{c: c, instance: in.cfg.Name}
+	if in.InPlace {
+		// The netns guest is the host, searched only where the jail's run user keeps
+		// things: its home (container storage) and runtime dir.
+		if u, err := user.Lookup(in.RunUser); err == nil {
+			env.ScanRoots = []string{u.HomeDir, "/run/user/" + u.Uid}
 		}
 	}
-	return acceptance.Run(ctx, env)
+	rep, err := acceptance.Run(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is the jail of %s up? lever up)", err, in.cfg.Name)
+	}
+	return rep, nil
 }
 
 func trimKey(b []byte) []byte {

@@ -139,9 +139,11 @@ func BenchmarkAcceptance(b *testing.B) {
 	}
 	in := mk()
 	b.ResetTimer()
+	var rep *acceptance.Report
 	for i := 0; i < b.N; i++ {
 		in.Runner.Reset()
-		rep, err := in.Acceptance(context.Background(), acceptance.DefaultTargets())
+		var err error
+		rep, err = in.Acceptance(context.Background(), acceptance.DefaultTargets())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -150,4 +152,9 @@ func BenchmarkAcceptance(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(in.Runner.Calls()), "guest-calls/op")
+	for _, r := range rep.Results {
+		if r.ID == "no-api-key" {
+			b.Logf("no-api-key: %s: %s", r.Status, r.Detail) // what was searched, files, bytes, time
+		}
+	}
 }

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lever-jail/lever/internal/acceptance"
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/backend/netns"
 	"github.com/lever-jail/lever/internal/brokerctl"
@@ -25,6 +24,7 @@ import (
 	"github.com/lever-jail/lever/internal/cap/ticket"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levimage/debroot"
@@ -36,10 +36,10 @@ import (
 type Options struct {
 	Cfg     *config.Config
 	Backend backend.Backend
-	// Exe is the lever executable: it runs the broker child and, in the guest, the
-	// enrolment and acceptance helpers.
+	// Exe is the lever executable: it runs the broker child (on the host only).
 	Exe string
-	// LevBinary overrides where the static lev binary is found.
+	// LevBinary overrides where the static Linux lev binary for the guest is found; it
+	// must match the guest's architecture.
 	LevBinary string
 	Out       io.Writer
 	Fresh     bool // recreate lev containers (a manager gains/loses /dev/kvm only so)
@@ -115,14 +115,21 @@ func New(o Options) (*Instance, error) {
 		return nil, err
 	}
 	in.settings, in.settingsHash = bundle, bundle.Hash()
-	src, err := levimage.Resolve(o.Cfg, o.LevBinary)
+	// One Linux lev, for the guest's architecture, goes into the lev image and the
+	// workbench and serves the guest-side helpers (lev __guest): the host's own executable
+	// never enters the guest (a Mac's lever could not run there).
+	arch, archErr := backend.GuestArch(context.Background(), o.Backend)
+	src, err := levimage.Resolve(o.Cfg, o.LevBinary, arch)
 	if err != nil {
+		if archErr != nil {
+			return nil, archErr
+		}
 		return nil, err
 	}
 	in.source = src
 	switch src.Kind {
 	case levimage.Built:
-		im, err := levimage.Build(levimage.Spec{LevBinary: src.Path})
+		im, err := levimage.Build(levimage.Spec{LevBinary: src.Path, Arch: arch})
 		if err != nil {
 			return nil, err
 		}
@@ -138,16 +145,19 @@ func New(o Options) (*Instance, error) {
 	if src.Kind == levimage.Built {
 		in.levBin = src.Path
 	}
-	if in.levBin == "" {
-		in.levBin, in.levErr = levimage.FindLevBinary()
+	switch {
+	case archErr != nil:
+		in.levErr = archErr
+	case in.levBin == "":
+		in.levBin, in.levErr = levimage.FindLevBinary(arch)
+	default:
+		in.levErr = levimage.CheckStatic(in.levBin, arch)
 	}
 	if in.levErr == nil {
-		if in.levErr = levimage.CheckStatic(in.levBin); in.levErr == nil {
-			in.levDigest, in.levErr = levimage.FileDigest(in.levBin)
-		}
+		in.levDigest, in.levErr = levimage.FileDigest(in.levBin)
 	}
 	if in.levErr != nil {
-		in.levErr = fmt.Errorf("the workbench needs the static lev binary: %w", in.levErr)
+		in.levErr = fmt.Errorf("the guest-side helpers and the workbench need a static Linux lev for the guest: %w", in.levErr)
 	}
 	return in, nil
 }
@@ -615,7 +625,7 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed) (bool, string, 
 	if len(body) > MaxEnrolRequest {
 		return false, "", fmt.Errorf("the enrolment request is %d bytes, over the guest helper's %d: make lev.agents smaller", len(body), MaxEnrolRequest)
 	}
-	argv, prefix, err := helperArgv(in.opts.Exe, in.InPlace, "enrol")
+	argv, prefix, err := in.helperArgv(guestside.ModeEnrol)
 	if err != nil {
 		return false, "", err
 	}
@@ -893,41 +903,11 @@ func lastLines(s string, n int) string {
 	return strings.Join(l, " | ")
 }
 
-// helperArgv runs lever's guest-side helpers: `lever acceptance __guest` (probes) and
-// `lever acceptance __enrol`; the test binaries use the environment switch instead.
-func helperArgv(exe string, inPlace bool, mode string) ([]string, []byte, error) {
-	argv, prefix, err := acceptance.GuestArgv(exe, inPlace)
-	if err != nil {
-		return nil, nil, err
+// helperArgv runs a guest-side helper mode (guestside.ModeEnrol, ModeProbe) with the lev
+// New chose for the guest's architecture; without one it fails with New's reason.
+func (in *Instance) helperArgv(mode string) ([]string, []byte, error) {
+	if in.levErr != nil {
+		return nil, nil, in.levErr
 	}
-	return swapMode(argv, mode), prefix, nil
-}
-
-// swapMode points GuestArgv's command at another helper mode.
-func swapMode(argv []string, mode string) []string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		out[i] = strings.ReplaceAll(a, acceptance.ProbeEnv+"=1", HelperEnv+"="+mode)
-	}
-	return out
-}
-
-// HelperEnv selects a guest-side helper mode in lever (or a test binary).
-const HelperEnv = "LEVER_GUEST_HELPER"
-
-// MaybeServeHelper turns this process into a guest-side helper when HelperEnv is set.
-func MaybeServeHelper() {
-	switch os.Getenv(HelperEnv) {
-	case "":
-		return
-	case "enrol":
-		if err := ServeEnrol(os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-	default:
-		fmt.Fprintln(os.Stderr, "unknown guest helper mode", os.Getenv(HelperEnv))
-		os.Exit(2)
-	}
-	os.Exit(0)
+	return guestside.Argv(in.levBin, in.InPlace, mode)
 }

@@ -68,14 +68,3 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
-
-func TestHelperArgvSwapsMode(t *testing.T) {
-	argv, prefix, err := helperArgv("/usr/local/bin/lever", true, "enrol")
-	if err != nil || prefix != nil {
-		t.Fatal(err)
-	}
-	got := strings.Join(argv, " ")
-	if got != "env "+HelperEnv+"=enrol /usr/local/bin/lever acceptance __guest" {
-		t.Fatalf("argv %q", got)
-	}
-}

@@ -1,41 +1,34 @@
 package brokerctl
 
 import (
-	"bytes"
-	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/brokerclient"
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/cap/ticket"
 )
 
-// EnrolRequest is the body of POST /enrol.
-type EnrolRequest struct {
-	Agent  string `json:"agent"`
-	Ticket string `json:"ticket"`
-	CSR    string `json:"csr"` // PEM; the key stays with the client
-}
+// The enrolment API's wire types and client calls live in brokerclient (lev's guest-side
+// helper uses them without linking the broker); these names keep the broker's side and
+// its callers reading as before.
+type (
+	EnrolRequest = brokerclient.EnrolRequest
+	RenewRequest = brokerclient.RenewRequest
+	CertResponse = brokerclient.CertResponse
+)
 
-// RenewRequest is the body of POST /renew.
-type RenewRequest struct {
-	CSR string `json:"csr"`
-}
-
-// CertResponse answers /enrol and /renew.
-type CertResponse struct {
-	Cert     string    `json:"cert"`
-	CA       string    `json:"ca"`
-	NotAfter time.Time `json:"not_after"`
-}
+var (
+	ClientTLSConfig = brokerclient.ClientTLSConfig
+	Enrol           = brokerclient.Enrol
+	Renew           = brokerclient.Renew
+)
 
 const smallBody = 64 << 10
 
@@ -140,96 +133,4 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request, agent, role strin
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(CertResponse{Cert: string(certPEM), CA: string(s.CA.CertPEM), NotAfter: leaf.NotAfter.UTC()})
-}
-
-// ClientTLSConfig trusts only lever's CA (caPEM) and, when certPEM/keyPEM are given,
-// presents that client certificate. It is what lev and bring-up use to talk to the broker.
-func ClientTLSConfig(caPEM, certPEM, keyPEM []byte) (*tls.Config, error) {
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("broker client: no CA certificate in the given PEM")
-	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
-	if certPEM != nil {
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("broker client: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
-}
-
-// Enrol redeems a ticket at brokerURL (https://<alias>:<port>) for a client certificate.
-// The key is generated here and never sent; only its CSR is. caPEM is lever's CA
-// certificate, the only root trusted, so the broker is authenticated before the ticket is
-// sent.
-func Enrol(ctx context.Context, brokerURL string, caPEM []byte, agent, tkt string) (certPEM, keyPEM []byte, err error) {
-	keyPEM, csrPEM, err := ca.NewKeyAndCSR(agent)
-	if err != nil {
-		return nil, nil, err
-	}
-	tc, err := ClientTLSConfig(caPEM, nil, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	var out CertResponse
-	if err := postJSON(ctx, tc, strings.TrimSuffix(brokerURL, "/")+"/enrol", EnrolRequest{Agent: agent, Ticket: strings.TrimSpace(tkt), CSR: string(csrPEM)}, &out); err != nil {
-		return nil, nil, fmt.Errorf("enrolling %s: %w", agent, err)
-	}
-	return []byte(out.Cert), keyPEM, nil
-}
-
-// Renew trades a live client certificate for a fresh one over a new key.
-func Renew(ctx context.Context, brokerURL string, caPEM, certPEM, keyPEM []byte) (newCertPEM, newKeyPEM []byte, err error) {
-	cur, err := ca.ParseCertPEM(certPEM)
-	if err != nil {
-		return nil, nil, fmt.Errorf("renewing: current certificate: %w", err)
-	}
-	newKeyPEM, csrPEM, err := ca.NewKeyAndCSR(cur.Subject.CommonName)
-	if err != nil {
-		return nil, nil, err
-	}
-	tc, err := ClientTLSConfig(caPEM, certPEM, keyPEM)
-	if err != nil {
-		return nil, nil, err
-	}
-	var out CertResponse
-	if err := postJSON(ctx, tc, strings.TrimSuffix(brokerURL, "/")+"/renew", RenewRequest{CSR: string(csrPEM)}, &out); err != nil {
-		return nil, nil, fmt.Errorf("renewing %s: %w", cur.Subject.CommonName, err)
-	}
-	return []byte(out.Cert), newKeyPEM, nil
-}
-
-func postJSON(ctx context.Context, tc *tls.Config, url string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true, Proxy: nil}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, smallBody))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error struct{ Message string } `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("%s: %s", resp.Status, e.Error.Message)
-		}
-		return fmt.Errorf("%s", resp.Status)
-	}
-	return json.Unmarshal(data, out)
 }

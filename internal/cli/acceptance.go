@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/acceptance"
-	"github.com/lever-jail/lever/internal/bringup"
 )
 
 func newAcceptanceCmd() *cobra.Command {
@@ -68,15 +67,5 @@ flags. Writes a Markdown report (or --json).`,
 	c.Flags().StringVar(&t.LAN, "lan", t.LAN, "a private-range address:port standing for the LAN (must be dropped)")
 	c.Flags().StringVar(&t.Internet, "internet", t.Internet, "an address:port standing for the public internet (closed posture: must be dropped)")
 	c.Flags().StringVar(&t.DNS, "dns", t.DNS, "a resolver address:port standing for public DNS (closed posture: must be unreachable)")
-	c.AddCommand(&cobra.Command{
-		Use:    "__guest",
-		Short:  "guest-side helper (runs inside the jail; not for people)",
-		Hidden: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			bringup.MaybeServeHelper()
-			acceptance.MaybeServeGuest()
-			return &ExitError{Code: 2, Err: fmt.Errorf("guest helper started without a mode")}
-		},
-	})
 	return c
 }

@@ -33,7 +33,8 @@ type Spec struct {
 	// CACerts are extra PEM files placed under /etc/ssl/certs (the broker's CA is not one
 	// of them: lev gets that through its enrolment mount, so rotating it needs no rebuild).
 	CACerts []string
-	// Arch is the OCI architecture; empty means amd64.
+	// Arch is the OCI architecture (the guest's); the lev binary must be built for it.
+	// Empty means the lev binary's own.
 	Arch string
 }
 
@@ -51,10 +52,12 @@ type Image struct {
 // ID is the image ID podman will report for it (the config digest's hex).
 func (im *Image) ID() string { return im.ConfigDigest[len("sha256:"):] }
 
-// CheckStatic refuses a lev binary that is not a static ELF executable: the image has no
-// libc or loader, so a dynamic binary would fail only at container start, far from the
-// cause.
-func CheckStatic(path string) error {
+// CheckStatic refuses a lev binary that is not a static Linux ELF executable for the
+// guest's architecture arch (GOARCH spelling): the image has no libc or loader, so a
+// dynamic binary would fail only at container start, far from the cause, and a binary of
+// the other architecture (or a Mac's lev) would fail only in the guest. The error names
+// the path, what it is, and what the guest needs.
+func CheckStatic(path, arch string) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return fmt.Errorf("lev binary %s: not an ELF executable: %w", path, err)
@@ -68,21 +71,33 @@ func CheckStatic(path string) error {
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return fmt.Errorf("lev binary %s: ELF type %v is not an executable", path, f.Type)
 	}
+	got, err := ELFArch(path)
+	if err != nil {
+		return err
+	}
+	if got != arch {
+		return fmt.Errorf("lev binary %s is built for linux/%s; the guest is linux/%s (use a lev built with GOOS=linux GOARCH=%s, e.g. %s from make build or a release archive)", path, got, arch, arch, ArchName(arch))
+	}
 	return nil
 }
 
 // Build assembles the image. The same inputs give the same bytes.
 func Build(s Spec) (*Image, error) {
-	if err := CheckStatic(s.LevBinary); err != nil {
+	arch := s.Arch
+	if arch == "" {
+		// The image is for the architecture its lev is built for.
+		a, err := ELFArch(s.LevBinary)
+		if err != nil {
+			return nil, err
+		}
+		arch = a
+	}
+	if err := CheckStatic(s.LevBinary, arch); err != nil {
 		return nil, err
 	}
 	layer, err := rootfs(s)
 	if err != nil {
 		return nil, err
-	}
-	arch := s.Arch
-	if arch == "" {
-		arch = "amd64"
 	}
 	rc := runConfig{
 		Entrypoint: []string{"/lev"},

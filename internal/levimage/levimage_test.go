@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -171,7 +172,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Resolve(&config.Config{Dir: dir, Lev: tc.lev}, bin)
+			s, err := Resolve(&config.Config{Dir: dir, Lev: tc.lev}, bin, runtime.GOARCH)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got %v, want %q", err, tc.wantErr)

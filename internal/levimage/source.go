@@ -30,8 +30,8 @@ type Source struct {
 }
 
 // Resolve picks the image source from lever.yaml: image, then image_tarball, else a build
-// from the lev binary (levBinary, found by FindLevBinary when empty).
-func Resolve(cfg *config.Config, levBinary string) (Source, error) {
+// from the lev binary (levBinary, found by FindLevBinary when empty) for a guest of arch.
+func Resolve(cfg *config.Config, levBinary, arch string) (Source, error) {
 	switch {
 	case cfg.Lev.Image != "" && cfg.Lev.ImageTarball != "":
 		return Source{}, fmt.Errorf("lev.image and lev.image_tarball are both set; choose one")
@@ -49,28 +49,12 @@ func Resolve(cfg *config.Config, levBinary string) (Source, error) {
 	}
 	if levBinary == "" {
 		var err error
-		if levBinary, err = FindLevBinary(); err != nil {
+		if levBinary, err = FindLevBinary(arch); err != nil {
 			return Source{}, err
 		}
 	}
-	if err := CheckStatic(levBinary); err != nil {
+	if err := CheckStatic(levBinary, arch); err != nil {
 		return Source{}, err
 	}
 	return Source{Kind: Built, Path: levBinary}, nil
-}
-
-// FindLevBinary finds the lev binary: $LEVER_LEV_BINARY, else `lev` beside the running
-// lever executable (make build puts both in bin/).
-func FindLevBinary() (string, error) {
-	if p := os.Getenv("LEVER_LEV_BINARY"); p != "" {
-		return p, nil
-	}
-	exe, err := os.Executable()
-	if err == nil {
-		p := filepath.Join(filepath.Dir(exe), "lev")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("no lev binary: set LEVER_LEV_BINARY or put lev beside lever (make build)")
 }

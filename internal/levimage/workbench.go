@@ -61,7 +61,7 @@ func WorkbenchRef(base, baseDigest, levDigest string) string {
 // same bytes.
 // dpkgArch is the guest's dpkg architecture.
 func BuildWorkbench(levBinary string, baseLayer []byte, ref, dpkgArch string) (*Image, error) {
-	if err := CheckStatic(levBinary); err != nil {
+	if err := CheckStatic(levBinary, ociArch(dpkgArch)); err != nil {
 		return nil, err
 	}
 	levLayer, err := rootfs(Spec{LevBinary: levBinary})

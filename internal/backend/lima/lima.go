@@ -119,6 +119,14 @@ func (l *Lima) HostAlias() string        { return HostAlias }
 func (l *Lima) Profile() backend.Profile { return profile }
 func (l *Lima) Runner() guest.Runner     { return l.runner }
 
+// GuestArch is the architecture lever renders into the VM's template, which the VM is
+// created from, in GOARCH spelling. (Were a VM of another architecture in its place, the
+// helper would fail to start and the workbench build refuses a lev that does not match the
+// guest's dpkg architecture: a failure, never a wrong binary run.)
+func (l *Lima) GuestArch(context.Context) (string, error) { return l.plat.GOARCH() }
+
+var _ backend.ArchReporter = (*Lima)(nil)
+
 // Facts is what the last EnsureUp read in the guest: the host alias address and the
 // resolver's DNAT targets (for the open posture's egress rules), the mount, /dev/kvm.
 func (l *Lima) Facts() Facts { return l.facts }

@@ -37,6 +37,17 @@ type Platform struct {
 	QemuBinary string
 }
 
+// GOARCH is the guest architecture in Go's spelling (Lima's "aarch64" is "arm64").
+func (p Platform) GOARCH() (string, error) {
+	switch p.Arch {
+	case "aarch64":
+		return "arm64", nil
+	case "x86_64":
+		return "amd64", nil
+	}
+	return "", fmt.Errorf("lima backend: template architecture %q has no lev build", p.Arch)
+}
+
 // vzMinMacOS is the first macOS whose Virtualization.framework has what Lima's vz driver
 // needs (virtiofs shares and Linux boot on both architectures): macOS 13 Ventura.
 const vzMinMacOS = 13

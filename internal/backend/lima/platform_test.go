@@ -1,6 +1,11 @@
 package lima
 
-import "testing"
+import (
+	"context"
+	"testing"
+
+	"github.com/lima-vm/lima/pkg/limayaml"
+)
 
 func TestPlatformFor(t *testing.T) {
 	for _, tc := range []struct {
@@ -39,5 +44,36 @@ func TestMacOSMajor(t *testing.T) {
 		if got := macOSMajor(in); got != want {
 			t.Errorf("macOSMajor(%q) = %d, want %d", in, got, want)
 		}
+	}
+}
+
+// TestGuestArchIsTheTemplates: the architecture Lima reports for picking lev is the one
+// its rendered template gives the VM, for every host lever supports.
+func TestGuestArchIsTheTemplates(t *testing.T) {
+	for _, h := range []Host{{"darwin", "arm64", "14.5"}, {"darwin", "amd64", "12.7"}, {"linux", "amd64", ""}, {"linux", "arm64", ""}} {
+		plat, err := PlatformFor(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := ParamsFor(goldenConfig(), plat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := renderOnly(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var y limayaml.LimaYAML
+		if err := limayaml.Unmarshal(b, &y, "test"); err != nil || y.Arch == nil {
+			t.Fatalf("%+v: %v", h, err)
+		}
+		fromYAML, err := Platform{Arch: string(*y.Arch)}.GOARCH()
+		got, gerr := (&Lima{plat: plat}).GuestArch(context.Background())
+		if err != nil || gerr != nil || got != fromYAML || got != h.Arch {
+			t.Errorf("%+v: GuestArch %q (%v), template arch %s -> %q (%v), want %s", h, got, gerr, *y.Arch, fromYAML, err, h.Arch)
+		}
+	}
+	if _, err := (Platform{Arch: "riscv64"}).GOARCH(); err == nil {
+		t.Error("an architecture lever ships no lev for was accepted")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -158,6 +159,11 @@ func New(o Options) (*Backend, error) {
 
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "netns" }
+
+// GuestArch is the host's architecture: the netns "guest" is the host's own kernel.
+func (b *Backend) GuestArch(context.Context) (string, error) { return runtime.GOARCH, nil }
+
+var _ backend.ArchReporter = (*Backend)(nil)
 
 // Namespace is the guest's network namespace name.
 func (b *Backend) Namespace() string { return b.ns }

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package bringup
+package enrol
 
 import (
 	"os"

@@ -1,12 +1,10 @@
-package acceptance
+package probes
 
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -65,15 +63,6 @@ func RunProbes(ps []Probe) []Outcome {
 		wg.Wait()
 	}
 	return out
-}
-
-// ServeProbes is the guest side: probes on r, outcomes as JSON on w.
-func ServeProbes(r io.Reader, w io.Writer) error {
-	var ps []Probe
-	if err := json.NewDecoder(r).Decode(&ps); err != nil {
-		return fmt.Errorf("reading probes: %w", err)
-	}
-	return json.NewEncoder(w).Encode(RunProbes(ps))
 }
 
 func timeout(p Probe) time.Duration {

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package bringup
+package enrol
 
 import (
 	"fmt"
@@ -31,52 +31,52 @@ func TestEnrolHelperLevHomes(t *testing.T) {
 	out, _ := exec.Command("id", "-u", u).Output()
 	uid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 
-	req := func(base, root string, agents ...string) EnrolRequest {
-		r := EnrolRequest{UID: uid, LevHomeBase: base, LevHomeRoot: root}
+	req := func(base, root string, agents ...string) Request {
+		r := Request{UID: uid, LevHomeBase: base, LevHomeRoot: root}
 		for _, a := range agents {
-			r.Agents = append(r.Agents, EnrolAgent{Name: a, Dir: fmt.Sprintf("/run/user/%d/lever/agents/%s", uid, a),
+			r.Agents = append(r.Agents, Agent{Name: a, Dir: fmt.Sprintf("/run/user/%d/lever/agents/%s", uid, a),
 				Bench: fmt.Sprintf("/run/user/%d/lever/bench/%s", uid, a), Home: filepath.Join(root, a)})
 		}
 		return r
 	}
 	cases := []struct {
 		name  string
-		setup func(t *testing.T, top string) EnrolRequest
+		setup func(t *testing.T, top string) Request
 		want  string // "" = made
 	}{
-		{"clean layout: made", func(t *testing.T, top string) EnrolRequest {
+		{"clean layout: made", func(t *testing.T, top string) Request {
 			return req(top+"/state", top+"/state/guest/levhome", "manager", "worker-w1")
 		}, ""},
-		{"a component is a symlink", func(t *testing.T, top string) EnrolRequest {
+		{"a component is a symlink", func(t *testing.T, top string) Request {
 			os.MkdirAll(top+"/elsewhere", 0o755)
 			os.MkdirAll(top+"/state", 0o700)
 			os.Symlink(top+"/elsewhere", top+"/state/guest")
 			return req(top+"/state", top+"/state/guest/levhome", "manager")
 		}, "state/guest is not a directory only root can change"},
-		{"a component the run user owns", func(t *testing.T, top string) EnrolRequest {
+		{"a component the run user owns", func(t *testing.T, top string) Request {
 			os.MkdirAll(top+"/state/guest", 0o700)
 			os.Chown(top+"/state/guest", uid, uid)
 			return req(top+"/state", top+"/state/guest/levhome", "manager")
 		}, "state/guest is not a directory only root can change"},
-		{"a group-writable component", func(t *testing.T, top string) EnrolRequest {
+		{"a group-writable component", func(t *testing.T, top string) Request {
 			os.MkdirAll(top+"/state/guest", 0o700)
 			os.Chmod(top+"/state/guest", 0o770)
 			return req(top+"/state", top+"/state/guest/levhome", "manager")
 		}, "is not a directory only root can change"},
-		{"a private dir above lever's part", func(t *testing.T, top string) EnrolRequest {
+		{"a private dir above lever's part", func(t *testing.T, top string) Request {
 			os.MkdirAll(top+"/private/state", 0o700)
 			os.Chmod(top+"/private", 0o700)
 			return req(top+"/private/state", top+"/private/state/guest/levhome", "manager")
 		}, "private (mode -rwx------) does not let the run user's podman pass through"},
-		{"home outside the lev home root", func(t *testing.T, top string) EnrolRequest {
+		{"home outside the lev home root", func(t *testing.T, top string) Request {
 			r := req(top+"/state", top+"/state/guest/levhome", "manager")
 			r.Agents[0].Home = "/etc/lev"
 			return r
 		}, "are not the agent's own under the lever roots"},
-		{"agent named ..", func(t *testing.T, top string) EnrolRequest {
+		{"agent named ..", func(t *testing.T, top string) Request {
 			return req(top+"/state", top+"/state/guest/levhome", "..")
 		}, "are not the agent's own"},
-		{"base not above the root", func(t *testing.T, top string) EnrolRequest {
+		{"base not above the root", func(t *testing.T, top string) Request {
 			return req("/etc", top+"/state/guest/levhome", "manager")
 		}, "not an ancestor"},
 	}

@@ -1,4 +1,4 @@
-package acceptance
+package probes
 
 import "testing"
 

@@ -1,0 +1,72 @@
+package acceptance
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/levimage/levtest"
+)
+
+// recorder answers the egress snapshot with a failure and the helper with a canned
+// answer, and keeps every command.
+type recorder struct{ cmds []guest.Cmd }
+
+func (r *recorder) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
+	r.cmds = append(r.cmds, c)
+	if len(c.Argv) > 0 && c.Argv[0] == "sh" {
+		return guest.Result{ExitCode: 1, Stderr: []byte("no iptables here")}, nil
+	}
+	return guest.Result{Stdout: []byte(`{"outcomes":[],"run_uid":-1,"found":[],"scanned_files":3,"scanned_bytes":4096}`)}, nil
+}
+
+// TestRunSendsLevForGuestAndNoKey: acceptance's one helper call into a VM carries the
+// Linux lev it was given (an arm64 guest: lev-linux-arm64's bytes, whatever lever runs
+// on), started as `__guest probe`; and no guest command carries the API key, raw or
+// base64, while the search for it (its anchor and digest) does reach the helper.
+func TestRunSendsLevForGuestAndNoKey(t *testing.T) {
+	arm := levtest.Binary(t, "linux", "arm64")
+	lev, _ := os.ReadFile(arm)
+	key := []byte("sk-ant-api03-Zq8v1Lk2Wm3Xn4Yo5Zp6Aq7Br8Cs9Dt0Eu1Fv2Gw3Hx4Iy5Jz6")
+	r := &recorder{}
+	rep, err := Run(context.Background(), Env{Instance: "t", Backend: "fakevm", Runner: r, Secrets: [][]byte{key},
+		HelperLev: arm, Expect: Expect{Targets: DefaultTargets()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.cmds) != 2 {
+		t.Fatalf("%d guest calls, want 2 (snapshot, helper)", len(r.cmds))
+	}
+	h := r.cmds[1]
+	if !bytes.HasPrefix(h.Stdin, lev) || !strings.HasSuffix(strings.Join(h.Argv, " "), `"$d/lev" __guest probe`) {
+		t.Fatalf("helper call %q does not run the arm64 lev it was given", h.Argv)
+	}
+	req := h.Stdin[len(lev):]
+	digest := sha256.Sum256(key)
+	if !bytes.Contains(req, []byte(hex.EncodeToString(digest[:]))) {
+		t.Fatal("the key's digest did not reach the helper: the search was not requested")
+	}
+	for _, c := range r.cmds {
+		all := append([]byte(strings.Join(c.Argv, " ")), c.Stdin...)
+		for _, spelled := range [][]byte{key, key[8:], []byte(base64.StdEncoding.EncodeToString(key)), []byte(base64.StdEncoding.EncodeToString(key))[8:]} {
+			if bytes.Contains(all, spelled) {
+				t.Fatalf("a guest command carries the key (%q)", spelled[:12])
+			}
+		}
+	}
+	var d string
+	for _, x := range rep.Results {
+		if x.ID == "no-api-key" {
+			d = x.Detail
+		}
+	}
+	if !strings.Contains(d, "3 files, 4.0 KiB") {
+		t.Fatalf("no-api-key detail %q does not print what was read", d)
+	}
+}

@@ -1,0 +1,119 @@
+package bringup
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside"
+	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levimage/levtest"
+)
+
+// vmBackend is a backend whose guest is a VM of arch (the guest does not share the host's
+// filesystem, so helpers travel on stdin).
+type vmBackend struct {
+	arch string
+	r    guest.Runner
+}
+
+func (b vmBackend) Name() string                              { return "fakevm" }
+func (b vmBackend) EnsureUp(context.Context) error            { return nil }
+func (b vmBackend) Stop(context.Context) error                { return nil }
+func (b vmBackend) Destroy(context.Context) error             { return nil }
+func (b vmBackend) Runner() guest.Runner                      { return b.r }
+func (b vmBackend) HostAlias() string                         { return "host.fake.internal" }
+func (b vmBackend) Profile() backend.Profile                  { return backend.Profile{Name: "fakevm"} }
+func (b vmBackend) GuestArch(context.Context) (string, error) { return b.arch, nil }
+
+var _ backend.ArchReporter = vmBackend{}
+
+// TestHelperIsLevForGuestArch: whatever lever itself is built for, the enrolment helper
+// sent into a VM guest is the Linux lev for the guest's architecture (an arm64 guest gets
+// lev-linux-arm64's bytes on stdin), never lever's own executable; a lev of the other
+// architecture is refused before anything reaches the guest, naming its path and both
+// architectures. The image lever builds is for the guest's architecture too.
+func TestHelperIsLevForGuestArch(t *testing.T) {
+	amd, arm := levtest.Binary(t, "linux", "amd64"), levtest.Binary(t, "linux", "arm64")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	selfBytes, _ := os.ReadFile(self)
+	for _, tc := range []struct {
+		name      string
+		guestArch string
+		lev       string // LEVER_LEV_BINARY
+		image     string // lev.image (then New builds no image and the refusal comes at the helper)
+		want      string // the lev whose bytes must travel; "" when refused
+		refusal   []string
+	}{
+		{"arm64 guest gets lev-linux-arm64", "arm64", arm, "", arm, nil},
+		{"amd64 guest gets lev-linux-amd64", "amd64", amd, "", amd, nil},
+		{"arm64 guest with a configured image still gets lev-linux-arm64", "arm64", arm, "localhost/mine:1", arm, nil},
+		{"arm64 guest, amd64 lev: New refuses", "arm64", amd, "", "", []string{amd, "built for linux/amd64", "the guest is linux/arm64"}},
+		{"arm64 guest, amd64 lev, configured image: the helper refuses", "arm64", amd, "localhost/mine:1", "", []string{amd, "built for linux/amd64", "the guest is linux/arm64"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.MkdirAll(filepath.Join(dir, "tree"), 0o755)
+			key := filepath.Join(dir, "key")
+			os.WriteFile(key, []byte("sk-x\n"), 0o600)
+			yaml := "name: arch\nbackend: lima\ntree: tree\nbroker:\n  api_key_file: " + key + "\n"
+			if tc.image != "" {
+				yaml += "lev:\n  image: " + tc.image + "\n"
+			}
+			cfg, err := config.Parse(filepath.Join(dir, "lever.yaml"), []byte(yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
+			t.Setenv(levimage.LevEnv, tc.lev)
+			in, err := New(Options{Cfg: cfg, Backend: vmBackend{arch: tc.guestArch, r: &fakeRunner{}}, Exe: self})
+			var argv []string
+			var stdin []byte
+			if err == nil {
+				argv, stdin, err = in.helperArgv(guestside.ModeEnrol)
+			}
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("a %s guest was planned a helper from %s", tc.guestArch, tc.lev)
+				}
+				for _, w := range tc.refusal {
+					if !strings.Contains(err.Error(), w) {
+						t.Fatalf("refusal %q does not say %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := os.ReadFile(tc.want)
+			if !bytes.Equal(stdin, want) {
+				t.Fatalf("the helper payload is %d bytes, not %s's %d", len(stdin), tc.want, len(want))
+			}
+			if bytes.Equal(stdin, selfBytes) {
+				t.Fatal("lever sent its own executable into the guest")
+			}
+			if got := strings.Join(argv, " "); !strings.HasPrefix(got, "/bin/sh -c ") || !strings.HasSuffix(got, `"$d/lev" __guest enrol`) || strings.Contains(got, self) {
+				t.Fatalf("argv %q: want the sent lev started as `__guest enrol`", got)
+			}
+			if tc.image == "" {
+				if in.image == nil || !bytes.Contains(in.image.Archive, []byte(`"architecture":"`+tc.guestArch+`"`)) {
+					t.Fatalf("the lev image is not for %s", tc.guestArch)
+				}
+			}
+		})
+	}
+	if runtime.GOARCH == "arm64" {
+		t.Log("host is arm64: the amd64 rows are the cross-architecture ones")
+	}
+}

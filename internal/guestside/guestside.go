@@ -1,0 +1,100 @@
+// Package guestside is how lever runs its helpers inside the guest: they are modes of the
+// lev binary (`lev __guest probe|enrol`), which lever builds and ships for Linux on each
+// architecture, so the helper always matches the guest, whatever the host runs; the host's
+// own lever executable never enters the guest (from a Mac it could not run there).
+//
+// Serve is the guest end (lev's hidden __guest command); Argv is the host end.
+package guestside
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/lever-jail/lever/internal/guestside/enrol"
+	"github.com/lever-jail/lever/internal/guestside/probes"
+)
+
+// Command is lev's hidden subcommand that serves a helper mode.
+const Command = "__guest"
+
+// The helper modes.
+const (
+	ModeProbe = "probe" // acceptance: network probes, process inspection, key search
+	ModeEnrol = "enrol" // bring-up: lev homes, enrolment, lev settings
+)
+
+// Serve runs one helper mode with its request on r and its answer on w.
+func Serve(mode string, r io.Reader, w io.Writer) error {
+	switch mode {
+	case ModeProbe:
+		return probes.Serve(r, w)
+	case ModeEnrol:
+		return enrol.Serve(r, w)
+	}
+	return fmt.Errorf("unknown guest helper mode %q (want %s or %s)", mode, ModeProbe, ModeEnrol)
+}
+
+// Argv is how the host starts helper mode in the guest with lev, the Linux lev binary
+// for the guest's architecture (the caller chose and checked it). When the guest shares
+// the host's filesystem (the netns substrate) lev runs in place; otherwise its bytes
+// travel on stdin ahead of the request (stdinPrefix) and run from a private temporary
+// file, so nothing has to be installed in the guest and what runs is exactly the binary
+// lever checked.
+func Argv(lev string, inPlace bool, mode string) (argv []string, stdinPrefix []byte, err error) {
+	if mode != ModeProbe && mode != ModeEnrol {
+		return nil, nil, fmt.Errorf("unknown guest helper mode %q", mode)
+	}
+	if inPlace {
+		// In place the helper runs as root from a host path: a path anyone but root (or
+		// lever's own user) could replace would run their code as root, e.g. a lev in the
+		// jail's tree.
+		if err := checkOwnPath(lev); err != nil {
+			return nil, nil, err
+		}
+		return []string{lev, Command, mode}, nil, nil
+	}
+	bin, err := os.ReadFile(lev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the guest helper (lev) %s: %w", lev, err)
+	}
+	// head -c reads exactly the binary's bytes, leaving the request on stdin for lev.
+	script := `set -e; d=$(mktemp -d); trap 'rm -rf "$d"' EXIT; head -c ` + strconv.Itoa(len(bin)) +
+		` >"$d/lev"; chmod 0700 "$d/lev"; "$d/lev" ` + Command + ` ` + mode
+	return []string{"/bin/sh", "-c", script}, bin, nil
+}
+
+// checkOwnPath refuses a file that someone other than root or this process's user could
+// change or swap: the file and every directory above it must be owned by one of them and
+// writable by no one else (a sticky directory such as /tmp may be, since others cannot
+// replace what they do not own in it).
+func checkOwnPath(p string) error {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return fmt.Errorf("guest helper %s: %w", p, err)
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return fmt.Errorf("guest helper %s: %w", p, err)
+	}
+	me := uint32(os.Geteuid())
+	for cur, file := abs, true; ; cur, file = filepath.Dir(cur), false {
+		st, err := os.Stat(cur)
+		if err != nil {
+			return fmt.Errorf("guest helper %s: %w", p, err)
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Errorf("guest helper %s: cannot read the owner of %s", p, cur)
+		}
+		writable := st.Mode().Perm()&0o022 != 0 && (file || st.Mode()&os.ModeSticky == 0)
+		if (sys.Uid != 0 && sys.Uid != me) || writable {
+			return fmt.Errorf("guest helper %s runs as root in place, but %s (owner uid %d, mode %s) can be changed by someone else; put lev where only root can write", p, cur, sys.Uid, st.Mode())
+		}
+		if cur == "/" {
+			return nil
+		}
+	}
+}

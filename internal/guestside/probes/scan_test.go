@@ -1,0 +1,192 @@
+package probes
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSearchFindsEverySpelling plants the key, spelled each way lever looks for, in files
+// under a root, and near-misses beside them: each planted file is found with its
+// spelling, nothing else is, and the pruned dir is not entered. The key never reaches the
+// search: it gets Patterns (anchors and digests) only.
+func TestSearchFindsEverySpelling(t *testing.T) {
+	key := []byte("sk-test-9~~~f8e7d6c5b4a39281706f5e4d3c2b1a0") // "~~~" encodes with a + in base64
+	dir := t.TempDir()
+	write := func(rel string, data []byte) string {
+		p := filepath.Join(dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	b64 := func(e *base64.Encoding, prefix string) []byte {
+		return []byte("Authorization: Basic " + e.EncodeToString(append([]byte(prefix), key...)) + "\n")
+	}
+	want := map[string]string{
+		write("a/b/leak.bin", append(append([]byte("prefix\x00"), key...), "suffix"...)): "raw",
+		write("exact", key): "raw",
+		// across a chunk boundary, and at the very end of the second chunk
+		write("a/straddle", append(make([]byte, chunk-7), key...)):                   "raw",
+		write("a/tail", append(bytes.Repeat([]byte{'x'}, 2*chunk-len(key)), key...)): "raw",
+		write("b64/0", b64(base64.StdEncoding, "")):                                  "base64 from byte 0",
+		write("b64/1", b64(base64.StdEncoding, "u")):                                 "base64 from byte 2",
+		write("b64/2", b64(base64.StdEncoding, "us")):                                "base64 from byte 1",
+		write("b64/url", b64(base64.URLEncoding, "")):                                "base64url from byte 0",
+	}
+	write("pruned/leak", key)
+	write("a/clean.txt", bytes.Repeat([]byte("sk-test-"), 100000))
+	write("a/almost", key[:len(key)-1])
+	write("a/flipped", append(append([]byte(nil), key[:len(key)-1]...), 'X'))
+	// the same file reached through a second root (a bind mount in a container's view)
+	// is read once and reported under both paths
+	link := filepath.Join(t.TempDir(), "view")
+	if err := os.Symlink(filepath.Join(dir, "a", "b"), link); err != nil {
+		t.Fatal(err)
+	}
+	want[filepath.Join(link, "leak.bin")] = "raw"
+	req := Scan{Patterns: Patterns(key), Roots: []string{dir, link + "/"}, Prune: []string{filepath.Join(dir, "pruned")}}
+	for _, p := range req.Patterns {
+		if bytes.Contains(p.Anchor, key[4:]) || len(p.Anchor) > 4 {
+			t.Fatalf("pattern %s carries %q of the key", p.Spelling, p.Anchor)
+		}
+	}
+	st := Search(req)
+	got := map[string]string{}
+	for _, h := range st.Found {
+		got[h.Where] = h.Spelling
+	}
+	for p, sp := range want {
+		if got[p] != sp {
+			t.Errorf("%s: found as %q, want %q", p, got[p], sp)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("found %v, want only %v", got, want)
+	}
+	if st.Files != len(want)-1+3 || st.Bytes < 3*chunk { // the alias is not read again
+		t.Errorf("scanned %d files, %d bytes", st.Files, st.Bytes)
+	}
+}
+
+// TestSearchProcesses: the environment and command line of a container's process and its
+// descendants are searched (ProcsOf), a process outside that tree only with AllProcs.
+func TestSearchProcesses(t *testing.T) {
+	key := []byte("sk-proc-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-0123456789abcdef")
+	start := func(env bool, args ...string) *exec.Cmd {
+		c := exec.Command("sleep", append([]string{"30"}, args...)...)
+		if env {
+			c.Env = append(os.Environ(), "LEAKED="+string(key))
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
+	}
+	// a "container": sh whose child holds the key in its environment
+	sh := exec.Command("sh", "-c", "LEAKED="+string(key)+" sleep 30 & wait")
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	outsider := start(true)
+	time.Sleep(200 * time.Millisecond)
+	pats := Patterns(key)
+	for _, tc := range []struct {
+		name string
+		s    Scan
+		want []string // substrings of Found's Where
+		not  []string
+	}{
+		{"the container's tree", Scan{Patterns: pats, ProcsOf: []int{sh.Process.Pid}}, []string{"environment of pid"}, []string{"pid " + strconv.Itoa(outsider.Process.Pid)}},
+		{"every process", Scan{Patterns: pats, AllProcs: true}, []string{"environment of pid " + strconv.Itoa(outsider.Process.Pid)}, nil},
+		{"an unrelated tree", Scan{Patterns: pats, ProcsOf: []int{os.Getpid() + 1<<20}}, nil, []string{"pid"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Search(tc.s)
+			var where []string
+			for _, h := range st.Found {
+				where = append(where, h.Where)
+			}
+			all := strings.Join(where, "; ")
+			for _, w := range tc.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("found %q, want %q", all, w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(all, n) {
+					t.Errorf("found %q, must not %q", all, n)
+				}
+			}
+		})
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/t\134x`: `/t\x`, `/end\04`: `/end\04`} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestFindContainers: the first process under a conmon of the run user whose container
+// name has the instance's prefix is found; one under another instance's name, or under a
+// process that only carries the name, is not.
+func TestFindContainers(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conmon := filepath.Join(dir, "conmon")
+	sh, _ := os.ReadFile("/bin/sh")
+	if err := os.WriteFile(conmon, sh, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	child := func(bin, name string) int {
+		t.Helper()
+		c := exec.Command(bin, "-c", "sleep 30 & echo $!; wait", "-n", name)
+		out, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		var pid int
+		if _, err := fmt.Fscan(out, &pid); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	mine := child(conmon, "lever-inst-manager")
+	other := child(conmon, "lever-other-manager")
+	impostor := child("/bin/sh", "lever-inst-worker-a") // not conmon
+	uid, pids, err := findContainers(me.Username, "lever-inst-")
+	if err != nil || strconv.Itoa(uid) != me.Uid {
+		t.Fatalf("uid %d (%v), want %s", uid, err, me.Uid)
+	}
+	has := map[int]bool{}
+	for _, p := range pids {
+		has[p] = true
+	}
+	if !has[mine] || has[other] || has[impostor] {
+		t.Fatalf("found %v: want %d, not %d or %d", pids, mine, other, impostor)
+	}
+	if _, _, err := findContainers("no-such-user-lvtb", "lever-inst-"); err == nil {
+		t.Fatal("an unknown run user was accepted")
+	}
+}
