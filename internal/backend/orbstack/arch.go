@@ -3,6 +3,8 @@ package orbstack
 import (
 	"context"
 	"fmt"
+
+	"github.com/lever-jail/lever/internal/backend"
 )
 
 // GuestArch implements backend.ArchReporter: the machine's architecture in GOARCH
@@ -27,3 +29,5 @@ func (b *Backend) GuestArch(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("machine %s has architecture %q; lever ships Linux helpers for arm64 and amd64 only", b.o.Machine, a)
 	}
 }
+
+var _ backend.ArchReporter = (*Backend)(nil)

@@ -409,6 +409,15 @@ lev:
 	if err != nil || arch != "arm64" {
 		t.Errorf("GuestArch of the arm64 machine = %q, %v", arch, err)
 	}
+	// The host's lev (x86-64 here) is refused for the arm64 machine before anything is
+	// piped in; that is the control for the next up, which is given the arm64 lev.
+	step("up arm64 with the host's lev", 2, "up", cfgPath)
+	for _, c := range readCalls(t, logPath) {
+		if c.HelperELF != "" {
+			t.Errorf("a helper (%s) was piped into the arm64 machine with only the host's lev at hand", c.HelperELF)
+		}
+	}
+	t.Setenv("LEVER_LEV_BINARY", levBinaryFor(t, "arm64"))
 	step("up arm64", 2, "up", cfgPath)
 	var helper string
 	for _, c := range readCalls(t, logPath) {
@@ -416,18 +425,14 @@ lev:
 			helper = c.HelperELF
 		}
 	}
+	// The helper piped into this machine is the linux/arm64 lev that bring-up chose through
+	// backend.ArchReporter (the fake answers it as the arm64 kernel would; this substrate
+	// is x86-64, so the up ends there, after the choice this test is about).
 	t.Logf("helper piped into the arm64 machine: %s", helper)
-	// TODO(merge, issue 12 item 2): once bring-up chooses the guest helper through
-	// backend.ArchReporter, set helperByArch to true: the helper piped into this machine
-	// must then be the linux/arm64 lev (ELF aarch64). Until then lever pipes its own host
-	// executable, which the fake refuses as the arm64 kernel would (Exec format error).
-	const helperByArch = false
-	if helperByArch && helper != "aarch64" {
-		t.Errorf("the helper piped into the arm64 machine is %s, want aarch64", helper)
+	if helper != "aarch64" {
+		t.Errorf("the helper piped into the arm64 machine is %q, want aarch64", helper)
 	}
-	if !helperByArch && helper == "" {
-		t.Errorf("no helper was piped into the arm64 machine")
-	}
+	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
 	step("destroy arm64", 0, "destroy", cfgPath)
 
 	// Attacks on the fakes' checks, through the same PATH lever uses; their positive
@@ -654,6 +659,19 @@ func levBinary(t *testing.T) string {
 		t.Fatal(levErr)
 	}
 	return levPath
+}
+
+// levBinaryFor builds the same lev for another Linux architecture.
+func levBinaryFor(t *testing.T, arch string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "lev-linux-"+arch)
+	cmd := exec.Command("go", "build", "-o", out, "./internal/bringup/testdata/levstub")
+	cmd.Dir = "../../../.."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building lev for linux/%s: %v: %s", arch, err, b)
+	}
+	return out
 }
 
 var (
