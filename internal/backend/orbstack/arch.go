@@ -9,7 +9,7 @@ import (
 
 // GuestArch implements backend.ArchReporter: the machine's architecture in GOARCH
 // spelling, from the `image.arch` field of its record in `orb list --format json` (one orb
-// call, no guest call). OrbStack spells machine architectures as Go does (`arm64` on Apple
+// call, no guest call), or for a machine not created yet the --arch lever will create it with. OrbStack spells machine architectures as Go does (`arm64` on Apple
 // silicon, `amd64` for Intel Macs and `orb create --arch amd64`), so anything else is
 // refused rather than guessed: it chooses which Linux binary lever sends into the machine.
 func (b *Backend) GuestArch(ctx context.Context) (string, error) {
@@ -18,7 +18,9 @@ func (b *Backend) GuestArch(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if rec == nil {
-		return "", fmt.Errorf("machine %s is not listed by orb; cannot tell its architecture", b.o.Machine)
+		// Not created yet: bring-up chooses lev before EnsureUp creates the machine, and
+		// CreateArgv names this architecture, so the machine will be exactly this.
+		return b.o.Arch, nil
 	}
 	switch a := rec.Image.Arch; a {
 	case "arm64", "amd64":

@@ -31,7 +31,7 @@ func BenchmarkEnsureUp(b *testing.B) {
 			x := &recordedExec{out: map[string]string{
 				"list --format json": `[{"name":"lever-demo","state":"` + state + `","config":{"isolated":true}}]`,
 			}}
-			be, err := New(Options{Machine: "lever-demo", Tree: "/Users/dev/src/demo", Exec: x})
+			be, err := New(Options{Machine: "lever-demo", Tree: "/Users/dev/src/demo", Exec: x, Arch: "amd64"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
 
 	"github.com/lever-jail/lever/internal/backend"
@@ -115,6 +116,11 @@ type Options struct {
 	SSH string
 	// SSHConfig is OrbStack's generated ssh config; default ~/.orbstack/ssh/config.
 	SSHConfig string
+	// Arch is the architecture a new machine is created with (orb create --arch), in GOARCH
+	// spelling; default the host's. lever names it rather than leaving it to orb so that
+	// the guest helper it chooses before the machine exists (GuestArch) is the one the
+	// machine will run.
+	Arch string
 }
 
 // Backend is one OrbStack isolated machine.
@@ -147,6 +153,12 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.SSH == "" {
 		o.SSH = "ssh"
+	}
+	if o.Arch == "" {
+		o.Arch = runtime.GOARCH
+	}
+	if o.Arch != "amd64" && o.Arch != "arm64" {
+		return nil, fmt.Errorf("orbstack backend: architecture %q: OrbStack machines are arm64 or amd64", o.Arch)
 	}
 	return &Backend{o: o}, nil
 }
@@ -210,7 +222,7 @@ func (b *Backend) lookup(ctx context.Context) (*machineRecord, error) {
 // mount is the tree at /lever. It is exported so docs and tests show the one place the
 // jail's filesystem bound is decided.
 func (b *Backend) CreateArgv() []string {
-	return []string{"create", "--isolated", "--mount", b.o.Tree + ":" + MountPoint, b.o.Image, b.o.Machine}
+	return []string{"create", "--arch", b.o.Arch, "--isolated", "--mount", b.o.Tree + ":" + MountPoint, b.o.Image, b.o.Machine}
 }
 
 // EnsureUp implements backend.Backend: create the machine if it does not exist (orb

@@ -29,7 +29,7 @@ func TestScenarios(t *testing.T) {
 			if first(s.headers["tree"], "") == "none" {
 				tree = ""
 			}
-			b, err := New(Options{Machine: "lever-demo", Tree: tree, Exec: x})
+			b, err := New(Options{Machine: "lever-demo", Tree: tree, Exec: x, Arch: "amd64"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func first(v []string, def string) string {
 
 // The argv lever gives orb for the jail's shape, spelled out: one mount, isolated.
 func TestArgv(t *testing.T) {
-	b, err := New(Options{Machine: "lever-demo", Tree: testTree})
+	b, err := New(Options{Machine: "lever-demo", Tree: testTree, Arch: "amd64"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestArgv(t *testing.T) {
 		got  []string
 		want []string
 	}{
-		{"create", b.CreateArgv(), []string{"create", "--isolated", "--mount", testTree + ":/lever", "debian:bookworm", "lever-demo"}},
+		{"create", b.CreateArgv(), []string{"create", "--arch", "amd64", "--isolated", "--mount", testTree + ":/lever", "debian:bookworm", "lever-demo"}},
 		{"root", b.Runner().(*Runner).Argv(guest.Cmd{Argv: []string{"iptables-save"}}), []string{"-u", "root", "-m", "lever-demo", "-w", "/", "iptables-save"}},
 		{"run user", b.Runner().(*Runner).Argv(guest.Cmd{Argv: []string{"podman", "ps"}, As: guest.RunUser}), []string{"-u", "lever", "-m", "lever-demo", "-w", "/", "podman", "ps"}},
 	}
@@ -167,6 +167,8 @@ func TestNewRefuses(t *testing.T) {
 		{"relative tree", Options{Machine: "lever-demo", Tree: "demo"}, `orbstack backend: tree "demo" is not an absolute host path`},
 		// A ':' would split --mount host:guest elsewhere and mount a different directory.
 		{"colon in tree", Options{Machine: "lever-demo", Tree: "/Users/dev/a:/etc"}, `orbstack backend: tree "/Users/dev/a:/etc" contains ':', which orb create --mount cannot express`},
+		// lever has Linux helpers for these two only; a machine of another arch could not run them.
+		{"other arch", Options{Machine: "lever-demo", Tree: testTree, Arch: "riscv64"}, `orbstack backend: architecture "riscv64": OrbStack machines are arm64 or amd64`},
 	}
 	for _, tc := range cases {
 		_, err := New(tc.o)

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,7 +112,7 @@ func fakeOrb(args []string) int {
 			fmt.Println(m.record(name))
 		}
 		return 0
-	case eq("create", "--isolated", "--mount", os.Getenv(envTree)+":/lever", "debian:bookworm", name):
+	case eq("create", "--arch", runtime.GOARCH, "--isolated", "--mount", os.Getenv(envTree)+":/lever", "debian:bookworm", name):
 		if m.Exists {
 			return refuse(c, "machine %s already exists", name)
 		}

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -441,7 +442,7 @@ lev:
 		tool string
 		argv []string
 	}{
-		{"orb", []string{"create", "--isolated", "--mount", tree + ":/lever", "--mount", "/Users:/mnt/users", "debian:bookworm", mach}},
+		{"orb", []string{"create", "--arch", runtime.GOARCH, "--isolated", "--mount", tree + ":/lever", "--mount", "/Users:/mnt/users", "debian:bookworm", mach}},
 		{"orb", []string{"-u", "root", "-m", "lever-other", "-w", "/", "id"}},
 		{"ssh", []string{"-F", filepath.Join(home, ".orbstack", "ssh", "config"), "-o", "LogLevel=ERROR", "-o", "ControlPath=" + filepath.Join(state, instance, "orb-ssh.ctl"), "-o", "ForwardAgent=yes", "-O", "check", "lever@" + mach + "@orb"}},
 	} {
