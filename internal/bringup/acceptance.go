@@ -33,7 +33,7 @@ func (p podmanView) Logs(_ context.Context, name string) (string, error) { retur
 
 // Acceptance runs lever acceptance against this instance.
 func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acceptance.Report, error) {
-	obs, _ := in.Observe(ctx)
+	obs := in.Observe(ctx)
 	if !obs.GuestReachable {
 		return nil, fmt.Errorf("guest of %s is not reachable: run lever up first", in.cfg.Name)
 	}
@@ -60,7 +60,7 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 		}
 	}
 	if obs.ServiceUp {
-		if c, err := in.connect(ctx); err == nil {
+		if c, err := in.connect(ctx, obs.Facts.UID); err == nil {
 			env.Containers = podmanView{c: c, instance: in.cfg.Name}
 		}
 	}

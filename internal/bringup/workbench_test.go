@@ -55,15 +55,15 @@ func TestBuildDebianBenchRefusals(t *testing.T) {
 					}
 				}()
 			}
-			_, _, err := in.buildDebianBench(context.Background(), nil, time.Now())
+			_, _, facts, err := in.buildDebianBench(context.Background(), nil, Facts{}, time.Now())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
 			if len(f.argv) != 1 || f.argv[0][2] != debroot.GatherScript {
 				t.Errorf("guest calls %v", f.argv)
 			}
-			if in.statusSum != "" {
-				t.Errorf("status digest %q kept from a refused read", in.statusSum)
+			if facts.StatusSum != "" {
+				t.Errorf("status digest %q kept from a refused read", facts.StatusSum)
 			}
 		})
 	}

@@ -149,6 +149,15 @@ func VerifyEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error
 	if err != nil {
 		return Report{}, err
 	}
+	return VerifySnapshot(spec, snap)
+}
+
+// SnapshotRequest is what a snapshot for this spec reads (its containment check included),
+// for a caller that folds the snapshot into a larger script.
+func (s EgressSpec) SnapshotRequest() SnapshotRequest { return s.snapshotRequest() }
+
+// VerifySnapshot is VerifyEgress on a snapshot already taken: no guest call.
+func VerifySnapshot(spec EgressSpec, snap Snapshot) (Report, error) {
 	if err := spec.checkContainment(snap); err != nil {
 		return Report{}, err
 	}
@@ -177,6 +186,13 @@ func EnsureEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error
 	if err != nil {
 		return Report{}, err
 	}
+	return EnsureEgressFrom(ctx, r, spec, snap)
+}
+
+// EnsureEgressFrom is EnsureEgress from a snapshot already taken (bring-up reads it in its
+// observation call): when the chains match it makes no guest call at all. The containment
+// check in the snapshot is judged first, before anything in the guest changes.
+func EnsureEgressFrom(ctx context.Context, r Runner, spec EgressSpec, snap Snapshot) (Report, error) {
 	if err := spec.checkContainment(snap); err != nil {
 		return Report{}, err
 	}
@@ -355,3 +371,6 @@ func SpecFor(cfg *config.Config, alias string) EgressSpec {
 	}
 	return s
 }
+
+// shq quotes s for POSIX sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

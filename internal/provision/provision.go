@@ -20,6 +20,12 @@ import (
 //go:embed provision.sh
 var script string
 
+// StampPart defines read_stamp, the shell function that reads the stamp (ReadCmd runs it
+// alone; bring-up's observation call folds it in).
+//
+//go:embed stamp.sh
+var StampPart string
+
 // Script returns the embedded provisioning script.
 func Script() string { return script }
 
@@ -86,8 +92,7 @@ func (s State) Current(p Params) bool {
 // It is separate from Run so a caller can fold it into a larger snapshot call.
 func ReadCmd(p Params) guest.Cmd {
 	p = p.withDefaults()
-	return guest.Cmd{As: guest.Root, Argv: []string{"/bin/sh", "-c",
-		`cat /proc/sys/kernel/random/boot_id; stat -c '%u %a' "$1" 2>/dev/null || echo none; cat "$1" 2>/dev/null || true`, "sh", p.Stamp}}
+	return guest.Cmd{As: guest.Root, Argv: []string{"/bin/sh", "-c", StampPart + `read_stamp "$1"`, "sh", p.Stamp}}
 }
 
 // ParseState parses ReadCmd's output.

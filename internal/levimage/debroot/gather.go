@@ -2,38 +2,23 @@ package debroot
 
 import (
 	"bufio"
+	_ "embed"
 	"bytes"
 	"fmt"
 	"strings"
 )
 
-// StateDigestScript prints the sha256 of what the default workbench is made from beyond
-// the package files: dpkg's status database, the CA bundle update-ca-certificates
-// generated (a local CA added later changes it, not the status), and the alternatives
-// links (update-alternatives --set changes only those). Nothing when there is no dpkg
-// database. The observe call and GatherScript run this same text, so the tag a warm
-// bring-up computes is the tag a build writes.
-const StateDigestScript = `[ -f /var/lib/dpkg/status ] && { cat /var/lib/dpkg/status; cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; find /etc/alternatives -maxdepth 1 -type l -printf '%f %l\n' 2>/dev/null | LC_ALL=C sort; } | sha256sum | cut -d' ' -f1`
+// StateDigestPart defines state_digest (statedigest.sh), the package-state digest the
+// default workbench's tag derives from; bring-up's observation call folds it in.
+//
+//go:embed statedigest.sh
+var StateDigestPart string
 
-// GatherScript reads, in one guest call as root, everything Resolve needs: dpkg's status
-// and native architecture, every package's file list, the root directory's symlinks, the
-// alternatives database and links, and the generated certificate directory. Sections start
-// with "@@lever " lines; no dpkg file line starts so (status fields start with a letter or
-// a space, list lines with /).
-const GatherScript = `set -e
-[ -f /var/lib/dpkg/status ] || { echo "no /var/lib/dpkg/status: not a Debian-family guest" >&2; exit 3; }
-echo "@@lever arch"; dpkg --print-architecture
-echo "@@lever statussum"; ` + StateDigestScript + `
-echo "@@lever status"; cat /var/lib/dpkg/status
-echo "@@lever lists"; find /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f -exec grep -H '' {} +
-echo "@@lever rootlinks"; find / -mindepth 1 -maxdepth 1 -type l -printf '/%f\t%l\n'
-echo "@@lever altlinks"; [ ! -d /etc/alternatives ] || find /etc/alternatives -mindepth 1 -maxdepth 1 -type l -printf '%f\t%l\n'
-if [ -d /var/lib/dpkg/alternatives ]; then
-	for f in /var/lib/dpkg/alternatives/*; do [ -f "$f" ] || continue; echo "@@lever alt ${f##*/}"; cat "$f"; done
-fi
-echo "@@lever certs"; [ ! -d /etc/ssl/certs ] || find /etc/ssl/certs
-echo "@@lever end"
-`
+//go:embed gather.sh
+var gatherPart string
+
+// GatherScript reads, in one guest call as root, everything Resolve needs (gather.sh).
+var GatherScript = StateDigestPart + gatherPart
 
 // ParseGather splits GatherScript's output into Inputs. Output that does not end with the
 // end marker is refused (a cut-off read would plan an incomplete image).
