@@ -12,6 +12,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levimage/debroot"
 	"github.com/lever-jail/lever/internal/provision"
 )
@@ -126,7 +127,9 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 	if o.ServiceUp && o.Facts.UID > 0 {
 		if c, err := in.podman.Dial(ctx, o.Facts.UID); err == nil {
 			o.Facts.Podman = c
-			if in.image != nil {
+			if in.source.Kind != levimage.Tarball {
+				// built or configured: its ref is known (a tarball's name is known only
+				// once loaded, so the plan says it loads it; the image step finds it)
 				o.ImagePresent, _ = c.ImageExists(in.imageRef)
 			}
 			if ref, err := in.benchKnownRef(c, o.Facts); err == nil && ref != "" {

@@ -2,8 +2,8 @@ package debroot
 
 import (
 	"bufio"
-	_ "embed"
 	"bytes"
+	_ "embed"
 	"fmt"
 	"strings"
 )
