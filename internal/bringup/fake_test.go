@@ -265,9 +265,9 @@ func healthyJail(t *testing.T) *tjail {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.levErr != nil {
-		t.Fatal(in.levErr)
-	}
+	// The test binary stands in for lev; under -race it is not static, which only the
+	// workbench's digest needs: fix it.
+	in.levBin, in.levDigest, in.levErr = exe, "sha256:"+strings.Repeat("1", 64), nil
 	w.settingsHash, w.provisionHash = in.settingsHash, in.provP.Hash()
 	w.certPEM = testCA(t, cfg.StateDir())
 	// the workbench and every planned container are present and running

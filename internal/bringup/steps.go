@@ -14,6 +14,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/lever-jail/lever/internal/guest"
 )
 
 // Step ids, in execution order.
@@ -43,8 +45,14 @@ type Facts struct {
 // Step is one row of the table.
 type Step struct {
 	ID string
-	// Needs and Gives name the Facts fields the step reads and returns.
+	// Needs and Gives name the Facts fields the step reads and returns; only the fields
+	// in Gives are taken from what it returns.
 	Needs, Gives []string
+	// Overlap: the step may start as soon as the steps that give its Needs (and egress)
+	// are done, running beside the steps in between; its line still prints in its place
+	// and the steps after it wait for it. Only for a step that starts nothing in the
+	// guest and that no step in between needs.
+	Overlap bool
 	// Plan is the step's skip rule: from what was observed, "keep" (skipped: at most a
 	// re-check without a guest call) or what it will do, and why.
 	Plan func(PlanInput) (action, why string)
@@ -90,8 +98,76 @@ type Result struct {
 	facts Facts
 }
 
-// Execute brings the jail up: one observation, then every step of the table in order.
-// Progress goes to Options.Out, one line per step.
+// with returns f with the fields named in gives taken from g.
+func (f Facts) with(g Facts, gives []string) Facts {
+	for _, n := range gives {
+		switch n {
+		case "UID":
+			f.UID = g.UID
+		case "AliasV4":
+			f.AliasV4 = g.AliasV4
+		case "AliasV6":
+			f.AliasV6 = g.AliasV6
+		case "StatusSum":
+			f.StatusSum = g.StatusSum
+		case "ImageRef":
+			f.ImageRef = g.ImageRef
+		case "BenchRef":
+			f.BenchRef = g.BenchRef
+		case "Podman":
+			f.Podman = g.Podman
+		default:
+			panic("bringup: step gives unknown fact " + n)
+		}
+	}
+	return f
+}
+
+// readyAfter is the index of the last step before Steps[i] that gives one of its Needs
+// (at least egress's: nothing starts before the firewall is verified).
+func readyAfter(i int) int {
+	last := 0
+	for k := 0; k < i; k++ {
+		if Steps[k].ID == StepEgress && k > last {
+			last = k
+		}
+		for _, g := range Steps[k].Gives {
+			for _, n := range Steps[i].Needs {
+				if g == n && k > last {
+					last = k
+				}
+			}
+		}
+	}
+	return last
+}
+
+// run is one step running (in order, or started early beside others).
+type run struct {
+	done chan struct{}
+	d    Done
+	err  error
+	sr   StepResult
+}
+
+// start runs s in a goroutine with its own guest-call counter (its calls still count
+// in the instance's total).
+func (in *Instance) start(ctx context.Context, s Step, obs Observed, f Facts) *run {
+	r := &run{done: make(chan struct{})}
+	sub := *in
+	sub.Runner = &guest.Counting{Inner: in.Runner}
+	go func() {
+		defer close(r.done)
+		t0 := time.Now()
+		r.d, r.err = s.Run(ctx, &sub, obs, f)
+		r.sr = StepResult{ID: s.ID, Changed: r.d.Changed, Detail: r.d.Detail, Duration: time.Since(t0), Calls: sub.Runner.Calls()}
+	}()
+	return r
+}
+
+// Execute brings the jail up: one observation, then every step of the table in order
+// (an Overlap step started early, beside the steps before it). Progress goes to
+// Options.Out, one line per step, in the table's order.
 func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	start := time.Now()
 	in.Runner.Reset()
@@ -99,24 +175,49 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	obs := in.ObserveWithEgress(ctx)
 	f := obs.Facts
 	p := newProgress(in.opts.Out, len(Steps))
-	for i, s := range Steps {
-		t0, c0 := time.Now(), in.Runner.Calls()
-		p.running(i, s.ID)
-		d, err := s.Run(ctx, in, obs, f)
-		sr := StepResult{ID: s.ID, Changed: d.Changed, Detail: d.Detail, Duration: time.Since(t0), Calls: in.Runner.Calls() - c0}
-		if err != nil {
-			p.failed(i, s.ID, sr.Duration, err)
-			res.facts = f
-			return res, fmt.Errorf("%s: %w", s.ID, err)
+	early := map[int]*run{}
+	// every step started early is waited for, whatever happens before its turn
+	defer func() {
+		for _, r := range early {
+			<-r.done
 		}
-		p.done(i, sr)
-		f = d.Facts
-		res.Steps = append(res.Steps, sr)
-		res.Changed = res.Changed || d.Changed
+	}()
+	for i, s := range Steps {
+		r := early[i]
+		if r == nil || !isDone(r) {
+			p.running(i, s.ID)
+		}
+		if r == nil {
+			r = in.start(ctx, s, obs, f)
+		}
+		<-r.done
+		if r.err != nil {
+			p.failed(i, s.ID, r.sr.Duration, r.err)
+			res.facts = f
+			return res, fmt.Errorf("%s: %w", s.ID, r.err)
+		}
+		p.done(i, r.sr)
+		f = f.with(r.d.Facts, s.Gives)
+		res.Steps = append(res.Steps, r.sr)
+		res.Changed = res.Changed || r.d.Changed
+		for j := i + 1; j < len(Steps); j++ {
+			if Steps[j].Overlap && early[j] == nil && readyAfter(j) <= i {
+				early[j] = in.start(ctx, Steps[j], obs, f)
+			}
+		}
 	}
 	res.facts = f
 	res.GuestCalls = in.Runner.Calls()
 	res.Duration = time.Since(start)
 	p.summary(in.cfg.Name, res)
 	return res, nil
+}
+
+func isDone(r *run) bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
