@@ -309,3 +309,51 @@ func TestStepTable(t *testing.T) {
 	sort.Strings(keys)
 	t.Logf("facts handed on: %v", keys)
 }
+
+// TestImageOverlapsBrokerAndEnrol: on a cold up the image step (the workbench build)
+// starts once podman is reached and runs beside the broker and enrol steps: here the
+// broker's start waits for the workbench to be layered, which only an overlapping image
+// step can do. Its line still prints in its place, its guest calls are its own, and the
+// lev step runs after it. Positive control: with Overlap off the same up fails at the
+// broker (nothing ran beside it).
+func TestImageOverlapsBrokerAndEnrol(t *testing.T) {
+	for _, overlap := range []bool{true, false} {
+		j := healthyJail(t)
+		j.cold()
+		j.pod.layered = make(chan struct{})
+		j.broker.gate = j.pod.layered
+		for i := range Steps {
+			if Steps[i].ID == StepImage {
+				old := Steps[i].Overlap
+				Steps[i].Overlap = overlap
+				defer func(i int) { Steps[i].Overlap = old }(i)
+			}
+		}
+		res, err := j.in.Execute(context.Background())
+		if !overlap {
+			if err == nil || !strings.Contains(err.Error(), "nothing ran beside") {
+				t.Fatalf("without overlap: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v\n%s", err, j.out)
+		}
+		lines := regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)`).FindAllStringSubmatch(j.out.String(), -1)
+		var ids []string
+		for _, m := range lines {
+			ids = append(ids, m[1])
+		}
+		if strings.Join(ids, ",") != strings.Join(stepIDs(), ",") {
+			t.Errorf("lines %v", ids)
+		}
+		for _, s := range res.Steps {
+			if (s.ID == StepImage && s.Calls != 0) || (s.ID == StepEnrol && s.Calls != 1) {
+				t.Errorf("%s counted %d guest calls", s.ID, s.Calls)
+			}
+		}
+		if res.facts.BenchRef == "" || !strings.Contains(j.out.String(), "workbench") {
+			t.Errorf("the image step's facts did not reach the lev step: %+v", res.facts)
+		}
+	}
+}

@@ -111,6 +111,8 @@ type fakePodman struct {
 	writes     int
 	fail       string // the method that fails
 	dials      int
+	// layered, when set, is closed at the first LayerLev (the workbench being built)
+	layered chan struct{}
 }
 
 func (p *fakePodman) Dial(_ context.Context, uid int) (Podman, error) {
@@ -157,6 +159,10 @@ func (p *fakePodman) LayerLev(_, ref, _ string, _, _ []string, _ map[string]stri
 	}
 	p.writes++
 	p.images[ref] = true
+	if p.layered != nil {
+		close(p.layered)
+		p.layered = nil
+	}
 	return nil
 }
 
@@ -202,6 +208,8 @@ func (p *fakePodman) Inspect(name string) (*jail.State, error) {
 func (p *fakePodman) Logs(string) (string, error) { return "lev: bad config", nil }
 
 type fakeBroker struct {
+	// gate, when set, holds Start until it is closed (or fails it after 2 s)
+	gate    chan struct{}
 	running bool
 	sans    []string
 	starts  int
@@ -218,6 +226,13 @@ func (b *fakeBroker) Status() (*brokerctl.BrokerStatus, error) {
 
 func (b *fakeBroker) Start(_ context.Context, ips string) (*brokerctl.BrokerStatus, error) {
 	b.starts++
+	if b.gate != nil {
+		select {
+		case <-b.gate:
+		case <-time.After(2 * time.Second):
+			return nil, errors.New("gate: nothing ran beside the broker's start")
+		}
+	}
 	if b.fail {
 		return nil, errors.New("port 7443 in use")
 	}

@@ -321,8 +321,12 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	if code, out, err := ct5.RunOnce(c, []string{"/lev"}); err != nil || code != 0 {
 		t.Errorf("tarball-base workbench: exit %d %v: %s", code, err, out)
 	}
-	tb2 := mk()
-	tb2.cfg.Lev.BaseTarball = tarPath
+	// a new instance from the same config (New digests the tarball once)
+	be, _ = backend.New(cfg)
+	tb2, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ft2 := tb2.Observe(ctx).Facts
 	ct6, _ := tb2.connect(ctx, ft2.UID)
 	ch, detail, ft2, err = tb2.ensureBench(ctx, ct6, ft2)
