@@ -374,12 +374,12 @@ func (j *tjail) script() {
 		return secs
 	})))
 	j.r.On("snapshot", guesttest.Script("sec filter4"), failing("snapshot", guesttest.Sections(snapshot)))
-	j.r.On("egress-apply", guesttest.Script("--noflush"), failing("egress-apply", func(guest.Cmd) (guest.Result, error) {
+	j.r.On("egress-apply", guesttest.Script("--noflush"), failing("egress-apply", guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
 		w.mu.Lock()
 		w.egressOK = true
 		w.mu.Unlock()
-		return guest.Result{Stdout: []byte("@@lever-ok j6\n@@lever-ok j4\n@@lever-ok c6\n@@lever-ok c4\n")}, nil
-	}))
+		return []guesttest.Sec{{Name: "j6"}, {Name: "j4"}, {Name: "c6"}, {Name: "c4"}}
+	})))
 	j.r.On("stamp-read", guesttest.Script(`read_stamp "$1"`), failing("stamp-read", func(guest.Cmd) (guest.Result, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()

@@ -120,7 +120,8 @@ func (in *Instance) layerLev(c Images, baseID, ref string) error {
 // host, tars exactly those files in the guest (a second call) and loads the normalised
 // two-layer image.
 func (in *Instance) buildDebianBench(ctx context.Context, c Images, f Facts, t0 time.Time) (bool, string, Facts, error) {
-	res, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: []string{"/bin/sh", "-c", debroot.GatherScript}})
+	sc := debroot.Gather()
+	res, err := in.Runner.Run(ctx, sc.Cmd(nil))
 	if err != nil {
 		return false, "", f, fmt.Errorf("reading the guest's packages: %w", err)
 	}
@@ -130,7 +131,11 @@ func (in *Instance) buildDebianBench(ctx context.Context, c Images, f Facts, t0 
 	if res.ExitCode != 0 {
 		return false, "", f, fmt.Errorf("reading the guest's packages: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	gin, err := debroot.ParseGather(res.Stdout)
+	secs, err := sc.Parse(res.Stdout)
+	if err != nil {
+		return false, "", f, fmt.Errorf("reading the guest's packages: %w", err)
+	}
+	gin, err := debroot.ParseGather(secs)
 	if err != nil {
 		return false, "", f, err
 	}

@@ -59,7 +59,8 @@ func (s Sections) Has(name string) bool { _, ok := s[name]; return ok }
 
 // Parse reads the script's stdout. Markers must pair up (a begin inside an open section,
 // an end naming another section, or a section printed twice is refused: the answer is
-// not what the script printed); lines outside any section are ignored.
+// not what the script printed); lines outside any section are ignored. With an error it
+// still returns the sections complete before it (a cut-off answer says what ran).
 func (s Script) Parse(out []byte) (Sections, error) { return parseSections(string(out), s.mark) }
 
 func parseSections(out, mark string) (Sections, error) {
@@ -71,20 +72,20 @@ func parseSections(out, mark string) (Sections, error) {
 		switch {
 		case strings.HasPrefix(line, mark+"begin "):
 			if open {
-				return nil, fmt.Errorf("guest script output: section %q begins inside %q", strings.TrimPrefix(line, mark+"begin "), cur)
+				return secs, fmt.Errorf("guest script output: section %q begins inside %q", strings.TrimPrefix(line, mark+"begin "), cur)
 			}
 			cur, body, open = strings.TrimPrefix(line, mark+"begin "), nil, true
 		case strings.HasPrefix(line, mark+"end "):
 			f := strings.Fields(strings.TrimPrefix(line, mark+"end "))
 			if !open || len(f) != 2 || f[0] != cur {
-				return nil, fmt.Errorf("guest script output: bad end marker %q", strings.TrimPrefix(line, mark))
+				return secs, fmt.Errorf("guest script output: bad end marker %q", strings.TrimPrefix(line, mark))
 			}
 			rc, err := strconv.Atoi(f[1])
 			if err != nil {
-				return nil, fmt.Errorf("guest script output: bad status in %q", strings.TrimPrefix(line, mark))
+				return secs, fmt.Errorf("guest script output: bad status in %q", strings.TrimPrefix(line, mark))
 			}
 			if secs.Has(cur) {
-				return nil, fmt.Errorf("guest script output: section %q printed twice", cur)
+				return secs, fmt.Errorf("guest script output: section %q printed twice", cur)
 			}
 			secs[cur] = Section{Out: strings.Join(body, "\n"), RC: rc}
 			open = false
@@ -93,7 +94,7 @@ func parseSections(out, mark string) (Sections, error) {
 		}
 	}
 	if open {
-		return nil, fmt.Errorf("guest script output: section %q has no end (cut off?)", cur)
+		return secs, fmt.Errorf("guest script output: section %q has no end (cut off?)", cur)
 	}
 	return secs, nil
 }
