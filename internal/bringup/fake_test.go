@@ -388,12 +388,12 @@ func (j *tjail) script() {
 		}
 		return guest.Result{Stdout: []byte(testBoot + "\nnone\n")}, nil
 	}))
-	j.r.On("provision", guesttest.Script("LEVER_RUN_USER="), failing("provision", func(guest.Cmd) (guest.Result, error) {
+	j.r.On("provision", guesttest.Script("LEVER_RUN_USER="), failing("provision", guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
 		w.mu.Lock()
 		w.stampCurrent, w.userExists = true, true
 		w.mu.Unlock()
-		return guest.Result{Stdout: []byte(fmt.Sprintf("changed: created run user lever\nuid: %d\n", testUID))}, nil
-	}))
+		return []guesttest.Sec{{Name: "change.1", Out: "created run user lever"}, {Name: "uid", Out: fmt.Sprint(testUID)}, {Name: "runtime", Out: "runc"}}
+	})))
 	j.r.On("uid", guesttest.Argv0("id", "-u"), failing("uid", guesttest.OK(fmt.Sprintf("%d\n", testUID))))
 	j.r.On("podman-service", guesttest.Script("podman system service"), failing("podman-service", func(guest.Cmd) (guest.Result, error) {
 		w.mu.Lock()

@@ -164,7 +164,7 @@ func Run(ctx context.Context, r guest.Runner, p Params, skipInstall bool) (Resul
 	if skipInstall {
 		skip = "1"
 	}
-	argv := []string{"env",
+	env := []string{
 		"LEVER_RUN_USER=" + p.RunUser,
 		"LEVER_PACKAGES=" + strings.Join(p.Packages, " "),
 		"LEVER_STAMP=" + p.Stamp,
@@ -172,22 +172,24 @@ func Run(ctx context.Context, r guest.Runner, p Params, skipInstall bool) (Resul
 		"LEVER_SYSCTL_FILE=" + p.SysctlFile,
 		"LEVER_SKIP_INSTALL=" + skip,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"/bin/sh", "-s"}
-	res, err := guest.RunOK(ctx, r, guest.Cmd{As: guest.Root, Argv: argv, Stdin: []byte(script)})
+	}
+	sc := guest.NewScript(script)
+	res, err := guest.RunOK(ctx, r, sc.Cmd(env))
+	if err != nil {
+		return Result{}, fmt.Errorf("provisioning the guest: %w", err)
+	}
+	secs, err := sc.Parse(res.Stdout)
 	if err != nil {
 		return Result{}, fmt.Errorf("provisioning the guest: %w", err)
 	}
 	var out Result
-	for _, l := range strings.Split(string(res.Stdout), "\n") {
-		switch {
-		case strings.HasPrefix(l, "changed: "):
-			out.Changes = append(out.Changes, strings.TrimPrefix(l, "changed: "))
-		case strings.HasPrefix(l, "uid: "):
-			out.UID, _ = strconv.Atoi(strings.TrimPrefix(l, "uid: "))
-		case strings.HasPrefix(l, "runtime: "):
-			out.Runtime = strings.TrimPrefix(l, "runtime: ")
-		}
+	for i := 1; secs.Has(fmt.Sprintf("change.%d", i)); i++ {
+		out.Changes = append(out.Changes, strings.TrimSpace(secs[fmt.Sprintf("change.%d", i)].Out))
 	}
+	if out.UID, err = strconv.Atoi(strings.TrimSpace(secs["uid"].Out)); err != nil {
+		return Result{}, fmt.Errorf("provisioning the guest: no run user uid in its answer (%q)", secs["uid"].Out)
+	}
+	out.Runtime = strings.TrimSpace(secs["runtime"].Out)
 	return out, nil
 }
 
