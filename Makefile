@@ -55,10 +55,14 @@ mcp-servers:
 bench:
 	$(GO) run ./tools/benchtable -out docs/benchmarks.md
 
+# The guest scripts are files (//go:embed), POSIX sh: shellcheck reads each one (the parts
+# a script is assembled from each say `shellcheck shell=sh`).
 lint:
 	@out=$$(gofmt -l cmd internal tools 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags $(E2E_TAGS) ./...
+	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is not installed (Debian package shellcheck)"; exit 1; }
+	find cmd internal -name '*.sh' -print0 | xargs -0 shellcheck -S warning
 
 # A few seconds of coverage-guided fuzzing of the lever.yaml loader (its seed corpus in
 # internal/config/testdata/fuzz also runs with every plain `go test`).

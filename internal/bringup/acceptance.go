@@ -44,8 +44,7 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 		HelperLev: in.levBin, HelperInPlace: in.InPlace,
 		RunUser: in.RunUser, ContainerPrefix: strings.TrimSuffix(jail.ContainerName(in.cfg.Name, jail.Manager, ""), "manager"),
 		Podman: func(ctx context.Context, uid int) (acceptance.Containers, error) {
-			in.uid = uid
-			c, err := in.connect(ctx)
+			c, err := in.connect(ctx, uid)
 			if err != nil {
 				return nil, err
 			}

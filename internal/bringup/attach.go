@@ -28,7 +28,7 @@ func (in *Instance) Attach(ctx context.Context) (*jail.Client, error) {
 	notUp := func(why string) error {
 		return &NotUpError{Instance: in.cfg.Name, Config: in.cfg.Path, Why: why}
 	}
-	obs, _ := in.Observe(ctx)
+	obs := in.Observe(ctx)
 	switch {
 	case !obs.GuestReachable:
 		return nil, notUp("guest " + in.cfg.MachineName() + " does not answer")
@@ -48,7 +48,7 @@ func (in *Instance) Attach(ctx context.Context) (*jail.Client, error) {
 	if len(missing) > 0 {
 		return nil, notUp(strings.Join(missing, ", "))
 	}
-	c, err := in.connect(ctx)
+	c, err := in.connect(ctx, obs.Facts.UID)
 	if err != nil {
 		return nil, notUp(err.Error())
 	}

@@ -81,7 +81,8 @@ func report(b *testing.B, results []*bringup.Result) {
 		total += r.Duration
 	}
 	n := float64(len(results))
-	for _, id := range bringup.Order {
+	for _, st := range bringup.Steps {
+		id := st.ID
 		b.ReportMetric(float64(steps[id].Microseconds())/1000/n, id+"-ms")
 	}
 	b.ReportMetric(float64(calls)/n, "guest-calls/op")

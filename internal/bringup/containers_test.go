@@ -18,8 +18,8 @@ func TestContainersHonourImageAndBlueprintKeys(t *testing.T) {
 		Lev:     config.Lev{Blueprint: "agents/cto.toml"},
 		Broker:  config.Broker{JailPort: 7443},
 	}
-	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", aliasV4: "10.0.0.1"}
-	cs, err := in.Containers()
+	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+	cs, err := in.Containers(Facts{AliasV4: "10.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,14 @@ func TestContainersEnvAndImages(t *testing.T) {
 		Broker:  config.Broker{JailPort: 7443},
 	}
 	mk := func(b *levsettings.Bundle, inPlace bool) *Instance {
-		return &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", benchRef: "localhost/lever/bench:def", TreeSrc: "/lever",
-			aliasV4: "10.0.0.1", uid: 1001, settings: b, settingsHash: b.Hash(), InPlace: inPlace}
+		return &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever",
+			settings: b, settingsHash: b.Hash(), InPlace: inPlace}
 	}
 	plain := &levsettings.Bundle{Config: []byte("[provider]\nmodel = \"m\"\n"), Agents: map[string][]byte{}}
 	withPolicy := &levsettings.Bundle{Config: plain.Config, Agents: map[string][]byte{}, Policy: []byte("default = \"deny\"\n"), HasPolicy: true}
 	edited := &levsettings.Bundle{Config: []byte("[provider]\nmodel = \"n\"\n"), Agents: map[string][]byte{}}
 	plan := func(in *Instance) map[string]jail.Container {
-		cs, err := in.Containers()
+		cs, err := in.Containers(Facts{BenchRef: "localhost/lever/bench:def", AliasV4: "10.0.0.1", UID: 1001})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guest/guesttest"
 	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levimage/levtest"
@@ -76,7 +77,7 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 			}
 			t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
 			t.Setenv(levimage.LevEnv, tc.lev)
-			in, err := New(Options{Cfg: cfg, Backend: vmBackend{arch: tc.guestArch, r: &fakeRunner{}}, Exe: self})
+			in, err := New(Options{Cfg: cfg, Backend: vmBackend{arch: tc.guestArch, r: &guesttest.Runner{}}, Exe: self})
 			var argv []string
 			var stdin []byte
 			if err == nil {

@@ -3,16 +3,9 @@ package bringup
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/lever-jail/lever/internal/backend"
-	"github.com/lever-jail/lever/internal/backend/netns"
-	"github.com/lever-jail/lever/internal/brokerctl"
-	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/jail"
 )
 
@@ -45,24 +38,24 @@ type Status struct {
 	Healthy    bool         `json:"healthy"`
 }
 
-// Status reads everything without changing anything.
+// Status reads everything without changing anything: one guest call (the observation
+// with the egress snapshot and the backend's containment check).
 func (in *Instance) Status(ctx context.Context) *Status {
 	s := &Status{Instance: in.cfg.Name, Backend: in.b.Name()}
 	s.Guest.RunUser = in.RunUser
 	s.Egress.Posture = string(in.Spec.Posture)
-	obs, _ := in.Observe(ctx)
+	obs := in.ObserveWithEgress(ctx)
 	s.Guest.Reachable, s.Guest.Provisioned, s.Guest.PodmanUp = obs.GuestReachable, obs.StampCurrent, obs.ServiceUp
-	if obs.GuestReachable {
-		rep, err := guest.VerifyEgress(ctx, in.Runner, in.Spec)
-		if err != nil {
-			s.Egress.Error = err.Error()
-		} else {
-			s.Egress.Verified = rep.Diff.Match()
-			s.Egress.Differences = rep.Lines
-			s.Egress.AliasV4 = rep.Desired.AliasV4
-		}
+	switch {
+	case !obs.GuestReachable:
+	case obs.EgressErr != nil:
+		s.Egress.Error = obs.EgressErr.Error()
+	case obs.Egress != nil:
+		s.Egress.Verified = obs.Egress.Diff.Match()
+		s.Egress.Differences = obs.Egress.Lines
+		s.Egress.AliasV4 = obs.Egress.Desired.AliasV4
 	}
-	if bs, err := brokerctl.Status(in.cfg.StateDir()); err == nil && bs.Running {
+	if bs, err := in.broker.Status(); err == nil && bs.Running {
 		s.Broker.Running, s.Broker.PID = true, bs.PID
 		if bs.State != nil {
 			s.Broker.Listen = bs.State.Listen
@@ -70,10 +63,8 @@ func (in *Instance) Status(ctx context.Context) *Status {
 			s.Broker.CertExpiresIn = time.Until(bs.State.ServerCertNotAfter).Round(time.Minute).String()
 		}
 	}
-	if obs.ServiceUp {
-		if c, err := in.connect(ctx); err == nil {
-			s.Containers, _ = c.List(in.cfg.Name)
-		}
+	if obs.ServiceUp && obs.Facts.Podman != nil {
+		s.Containers, _ = obs.Facts.Podman.List(in.cfg.Name)
 	}
 	s.Healthy = s.Guest.Reachable && s.Guest.PodmanUp && s.Egress.Verified && s.Broker.Running && len(s.Containers) > 0
 	for _, c := range s.Containers {
@@ -118,99 +109,4 @@ func (s *Status) Text() string {
 		fmt.Fprintf(&b, "lev:     %s %s (%s)\n", c.Name, c.Status, c.Image)
 	}
 	return b.String()
-}
-
-// RunUserComment marks a run user lever created itself (its passwd comment field), so
-// that teardown never deletes a host account lever merely adopted.
-const RunUserComment = "lever run user"
-
-// Teardown removes what lever made in a guest that shares the host (the netns
-// substrate): the run user's containers and podman service, its storage, the user itself
-// with its subordinate ids, and its runtime dir. On a VM the guest's deletion does this.
-func (in *Instance) Teardown(ctx context.Context) error {
-	if !in.InPlace {
-		return nil
-	}
-	return teardownRunUser(ctx, in.Runner, in.RunUser, nsName(in))
-}
-
-// TeardownInPlace is Teardown for `lever destroy`, which must work without a lev binary
-// or a loadable tree: it needs only the backend. Backends whose guest has its own
-// filesystem have nothing to remove here.
-func TeardownInPlace(ctx context.Context, b backend.Backend) error {
-	r, ok := b.Runner().(*netns.Runner)
-	if !ok {
-		return nil
-	}
-	user := "lever"
-	if r.RunUser != "" {
-		user = r.RunUser
-	}
-	ns := ""
-	if n, ok := b.(interface{ Namespace() string }); ok {
-		ns = n.Namespace()
-	}
-	return teardownRunUser(ctx, r, user, ns)
-}
-
-func teardownRunUser(ctx context.Context, r guest.Runner, user, ns string) error {
-	ent, err := exec.CommandContext(ctx, "getent", "passwd", user).Output()
-	if err != nil {
-		return nil // no run user: nothing to remove
-	}
-	fields := strings.Split(strings.TrimSpace(string(ent)), ":")
-	if len(fields) < 5 || fields[4] != RunUserComment {
-		// Not made by lever (provision.sh sets the comment): leave the account and its
-		// podman state alone rather than wipe somebody's user.
-		return fmt.Errorf("run user %s was not created by lever (passwd comment %q); leaving it and its containers in place", user, fieldOr(fields, 4))
-	}
-	uid, _ := strconv.Atoi(fields[2])
-	if ns != "" {
-		if _, err := os.Stat("/run/netns/" + ns); err == nil {
-			jail.StopService(ctx, r, uid)
-		}
-	}
-	// podman's storage holds files owned by subordinate ids; podman itself removes them.
-	exec.CommandContext(ctx, "runuser", "-u", user, "--", "env", "XDG_RUNTIME_DIR=/run/user/"+strconv.Itoa(uid), "podman", "system", "reset", "--force").Run()
-	exec.CommandContext(ctx, "pkill", "-KILL", "-u", user).Run()
-	if out, err := exec.CommandContext(ctx, "userdel", "--remove", user).CombinedOutput(); err != nil {
-		return fmt.Errorf("removing run user %s: %v: %s", user, err, out)
-	}
-	for _, f := range []string{"/etc/subuid", "/etc/subgid"} {
-		data, err := os.ReadFile(f)
-		if err != nil || !strings.Contains("\n"+string(data), "\n"+user+":") {
-			continue // userdel removed it (a rewrite would race other writers)
-		}
-		var keep []string
-		for _, l := range strings.Split(string(data), "\n") {
-			if l != "" && !strings.HasPrefix(l, user+":") {
-				keep = append(keep, l+"\n")
-			}
-		}
-		if err := os.WriteFile(f, []byte(strings.Join(keep, "")), 0o644); err != nil {
-			return fmt.Errorf("removing %s's range from %s: %w", user, f, err)
-		}
-	}
-	if err := os.RemoveAll("/run/user/" + strconv.Itoa(uid)); err != nil {
-		return fmt.Errorf("removing run user's runtime dir: %w", err)
-	}
-	return nil
-}
-
-func fieldOr(f []string, i int) string {
-	if i < len(f) {
-		return f[i]
-	}
-	return ""
-}
-
-func nsName(in *Instance) string {
-	if r, ok := in.b.Runner().(interface{ NamespaceName() string }); ok {
-		return r.NamespaceName()
-	}
-	type nsr interface{ Namespace() string }
-	if b, ok := in.b.(nsr); ok {
-		return b.Namespace()
-	}
-	return ""
 }

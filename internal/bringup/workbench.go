@@ -34,7 +34,7 @@ func (in *Instance) benchBase() string {
 // benchKnownRef is the workbench's content-addressed ref when it can be computed without
 // a guest call: from the base image's ID, the tarball's digest, or the dpkg status digest
 // the observe call read. "" when it cannot (yet).
-func (in *Instance) benchKnownRef(c *jail.Client) (string, error) {
+func (in *Instance) benchKnownRef(c Images, f Facts) (string, error) {
 	if in.levDigest == "" {
 		return "", in.levErr
 	}
@@ -46,136 +46,136 @@ func (in *Instance) benchKnownRef(c *jail.Client) (string, error) {
 		}
 		return levimage.WorkbenchRef(baseImage, info.ID, in.levDigest), nil
 	case baseTarball:
-		if in.tarballDigest == "" {
-			d, err := levimage.FileDigest(in.cfg.Lev.BaseTarball)
-			if err != nil {
-				return "", fmt.Errorf("lev.base_tarball: %w", err)
-			}
-			in.tarballDigest = d
+		if in.tarballErr != nil {
+			return "", in.tarballErr
 		}
 		return levimage.WorkbenchRef(baseTarball, in.tarballDigest, in.levDigest), nil
 	}
-	if in.statusSum == "" {
+	if f.StatusSum == "" {
 		return "", nil
 	}
-	return levimage.WorkbenchRef(baseDebian, in.statusSum, in.levDigest), nil
+	return levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest), nil
 }
 
 // ensureBench makes the workbench image present: present (no build, no guest call),
 // layered onto a user base in the guest's podman, or built from the guest's packages
-// (two guest calls: read dpkg's database, tar the planned files) and loaded.
-func (in *Instance) ensureBench(ctx context.Context, c *jail.Client) (bool, string, error) {
+// (two guest calls: read dpkg's database, tar the planned files) and loaded. The facts it
+// returns carry the workbench's ref (and the package-state digest it read).
+func (in *Instance) ensureBench(ctx context.Context, c Images, f Facts) (bool, string, Facts, error) {
 	t0 := time.Now()
-	ref, err := in.benchKnownRef(c)
+	ref, err := in.benchKnownRef(c, f)
 	if err != nil {
-		return false, "", err
+		return false, "", f, err
 	}
 	if ref != "" {
 		if ok, err := c.ImageExists(ref); err != nil {
-			return false, "", err
+			return false, "", f, err
 		} else if ok {
-			in.benchRef = ref
-			return false, "workbench " + ref + " present" + in.benchSize(c, ref), nil
+			f.BenchRef = ref
+			return false, "workbench " + ref + " present" + in.benchSize(c, ref), f, nil
 		}
 	}
 	switch in.benchBase() {
 	case baseImage:
 		info, err := c.Image(in.cfg.Lev.BaseImage)
 		if err != nil {
-			return false, "", err
+			return false, "", f, err
 		}
 		if err := in.layerLev(c, info.ID, ref); err != nil {
-			return false, "", err
+			return false, "", f, err
 		}
-		return true, fmt.Sprintf("workbench %s built on %s in %s%s", ref, in.cfg.Lev.BaseImage, round(time.Since(t0)), in.benchSize(c, ref)), nil
+		f.BenchRef = ref
+		return true, fmt.Sprintf("workbench %s built on %s in %s%s", ref, in.cfg.Lev.BaseImage, round(time.Since(t0)), in.benchSize(c, ref)), f, nil
 	case baseTarball:
 		data, err := os.ReadFile(in.cfg.Lev.BaseTarball)
 		if err != nil {
-			return false, "", fmt.Errorf("lev.base_tarball: %w", err)
+			return false, "", f, fmt.Errorf("lev.base_tarball: %w", err)
 		}
 		names, err := c.LoadArchive(data)
 		if err != nil {
-			return false, "", fmt.Errorf("lev.base_tarball %s: %w", in.cfg.Lev.BaseTarball, err)
+			return false, "", f, fmt.Errorf("lev.base_tarball %s: %w", in.cfg.Lev.BaseTarball, err)
 		}
 		if len(names) == 0 {
-			return false, "", fmt.Errorf("lev.base_tarball %s loaded no image", in.cfg.Lev.BaseTarball)
+			return false, "", f, fmt.Errorf("lev.base_tarball %s loaded no image", in.cfg.Lev.BaseTarball)
 		}
 		info, err := c.Image(names[0])
 		if err != nil {
-			return false, "", err
+			return false, "", f, err
 		}
 		if err := in.layerLev(c, info.ID, ref); err != nil {
-			return false, "", err
+			return false, "", f, err
 		}
-		return true, fmt.Sprintf("workbench %s loaded from %s and built in %s%s", ref, in.cfg.Lev.BaseTarball, round(time.Since(t0)), in.benchSize(c, ref)), nil
+		f.BenchRef = ref
+		return true, fmt.Sprintf("workbench %s loaded from %s and built in %s%s", ref, in.cfg.Lev.BaseTarball, round(time.Since(t0)), in.benchSize(c, ref)), f, nil
 	}
-	return in.buildDebianBench(ctx, c, t0)
+	return in.buildDebianBench(ctx, c, f, t0)
 }
 
-func (in *Instance) layerLev(c *jail.Client, baseID, ref string) error {
-	if err := c.LayerLev(baseID, ref, in.levBin, levimage.BenchCommand[:1], levimage.BenchCommand[1:],
-		map[string]string{jail.LabelRole: "bench"}, nil); err != nil {
-		return err
-	}
-	in.benchRef = ref
-	return nil
+func (in *Instance) layerLev(c Images, baseID, ref string) error {
+	return c.LayerLev(baseID, ref, in.levBin, levimage.BenchCommand[:1], levimage.BenchCommand[1:],
+		map[string]string{jail.LabelRole: "bench"}, nil)
 }
 
 // buildDebianBench reads the guest's dpkg database (one call), plans the file list on the
 // host, tars exactly those files in the guest (a second call) and loads the normalised
 // two-layer image.
-func (in *Instance) buildDebianBench(ctx context.Context, c *jail.Client, t0 time.Time) (bool, string, error) {
-	res, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: []string{"/bin/sh", "-c", debroot.GatherScript}})
+func (in *Instance) buildDebianBench(ctx context.Context, c Images, f Facts, t0 time.Time) (bool, string, Facts, error) {
+	sc := debroot.Gather()
+	res, err := in.Runner.Run(ctx, sc.Cmd(nil))
 	if err != nil {
-		return false, "", fmt.Errorf("reading the guest's packages: %w", err)
+		return false, "", f, fmt.Errorf("reading the guest's packages: %w", err)
 	}
 	if res.ExitCode == 3 {
-		return false, "", fmt.Errorf("the guest has no dpkg database (%s), so lever cannot make the workbench from its packages: set lev.base_image or lev.base_tarball in %s", strings.TrimSpace(string(res.Stderr)), in.cfg.Path)
+		return false, "", f, fmt.Errorf("the guest has no dpkg database (%s), so lever cannot make the workbench from its packages: set lev.base_image or lev.base_tarball in %s", strings.TrimSpace(string(res.Stderr)), in.cfg.Path)
 	}
 	if res.ExitCode != 0 {
-		return false, "", fmt.Errorf("reading the guest's packages: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		return false, "", f, fmt.Errorf("reading the guest's packages: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	gin, err := debroot.ParseGather(res.Stdout)
+	secs, err := sc.Parse(res.Stdout)
 	if err != nil {
-		return false, "", err
+		return false, "", f, fmt.Errorf("reading the guest's packages: %w", err)
 	}
-	in.statusSum = gin.StatusSum
-	ref := levimage.WorkbenchRef(baseDebian, in.statusSum, in.levDigest)
+	gin, err := debroot.ParseGather(secs)
+	if err != nil {
+		return false, "", f, err
+	}
+	f.StatusSum = gin.StatusSum
+	ref := levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest)
 	// Provisioning may have just installed what made the status change: the tag may
 	// exist all the same (another instance built it).
 	if ok, err := c.ImageExists(ref); err == nil && ok {
-		in.benchRef = ref
-		return false, "workbench " + ref + " present" + in.benchSize(c, ref), nil
+		f.BenchRef = ref
+		return false, "workbench " + ref + " present" + in.benchSize(c, ref), f, nil
 	}
 	plan, err := debroot.Resolve(gin, levimage.WorkbenchPackages)
 	if err != nil {
-		return false, "", fmt.Errorf("planning the workbench: %w", err)
+		return false, "", f, fmt.Errorf("planning the workbench: %w", err)
 	}
 	tres, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: guestTarArgv("/"), Stdin: []byte(strings.Join(plan.Paths, "\n") + "\n")})
 	if err != nil {
-		return false, "", fmt.Errorf("copying the workbench files from the guest: %w", err)
+		return false, "", f, fmt.Errorf("copying the workbench files from the guest: %w", err)
 	}
 	if tres.ExitCode != 0 {
-		return false, "", fmt.Errorf("copying the workbench files from the guest: tar exit %d: %s", tres.ExitCode, lastLines(string(tres.Stderr), 3))
+		return false, "", f, fmt.Errorf("copying the workbench files from the guest: tar exit %d: %s", tres.ExitCode, lastLines(string(tres.Stderr), 3))
 	}
 	layer, st, err := levimage.NormaliseLayer(bytes.NewReader(tres.Stdout))
 	tres.Stdout = nil
 	if err != nil {
-		return false, "", err
+		return false, "", f, err
 	}
 	im, err := levimage.BuildWorkbench(in.levBin, layer, ref, gin.Arch)
 	if err != nil {
-		return false, "", err
+		return false, "", f, err
 	}
 	if _, err := c.LoadArchive(im.Archive); err != nil {
-		return false, "", fmt.Errorf("loading the workbench: %w", err)
+		return false, "", f, fmt.Errorf("loading the workbench: %w", err)
 	}
 	if ok, err := c.ImageExists(ref); err != nil || !ok {
-		return false, "", fmt.Errorf("loaded the workbench but podman has no %s (%v)", ref, err)
+		return false, "", f, fmt.Errorf("loaded the workbench but podman has no %s (%v)", ref, err)
 	}
-	in.benchRef = ref
+	f.BenchRef = ref
 	return true, fmt.Sprintf("workbench %s built from %d guest packages (%d files, %d MiB archive, %d setuid/setgid bits cleared) and loaded in %s%s",
-		ref, len(plan.Packages), st.Entries, len(im.Archive)>>20, st.Stripped, round(time.Since(t0)), in.benchSize(c, ref)), nil
+		ref, len(plan.Packages), st.Entries, len(im.Archive)>>20, st.Stripped, round(time.Since(t0)), in.benchSize(c, ref)), f, nil
 }
 
 // guestTarArgv archives exactly the names on stdin, relative to root: no recursion into
@@ -187,7 +187,7 @@ func guestTarArgv(root string) []string {
 }
 
 // benchSize is ", N MiB" as podman reports the image (empty when it cannot say).
-func (in *Instance) benchSize(c *jail.Client, ref string) string {
+func (in *Instance) benchSize(c Images, ref string) string {
 	info, err := c.Image(ref)
 	if err != nil || info.Size <= 0 {
 		return ""

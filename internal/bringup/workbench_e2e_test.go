@@ -142,27 +142,28 @@ func TestWorkbenchImageE2E(t *testing.T) {
 		t.Fatalf("first up: %v", err)
 	}
 	cold := imageStep(res)
+	firstBench, firstClient := res.facts.BenchRef, res.facts.Podman.(podmanClient).Client
 	t.Logf("cold image step: %s in %s, %d guest calls", cold.Detail, cold.Duration, cold.Calls)
-	if !cold.Changed || !strings.Contains(cold.Detail, "built from") || first.benchRef == "" {
+	if !cold.Changed || !strings.Contains(cold.Detail, "built from") || firstBench == "" {
 		t.Fatalf("cold image step did not build the workbench: %+v", cold)
 	}
 	if cold.Calls != 2 {
 		t.Errorf("cold workbench build made %d guest calls, want 2 (read dpkg, tar)", cold.Calls)
 	}
-	if n := first.client.ImageWrites(); n != 2 { // the lev image and the workbench
+	if n := firstClient.ImageWrites(); n != 2 { // the lev image and the workbench
 		t.Errorf("cold up made %d image loads/builds, want 2", n)
 	}
-	info, err := first.client.Image(first.benchRef)
+	info, err := firstClient.Image(firstBench)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("workbench %s: %d MiB", first.benchRef, info.Size>>20)
+	t.Logf("workbench %s: %d MiB", firstBench, info.Size>>20)
 
 	// 2. inside, under the jail's confinement
 	runtime := os.Getenv("LEVER_OCI_RUNTIME") // as Containers(): provisioning picked the default
 	ct := func(name string) jail.Container {
 		return jail.Container{
-			Name: "lever-w" + sfx + "-" + name, Image: first.benchRef, Runtime: runtime,
+			Name: "lever-w" + sfx + "-" + name, Image: firstBench, Runtime: runtime,
 			PidsLimit: 256, MemoryBytes: 512 << 20,
 			Env:    map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp"},
 			Mounts: []jail.Mount{{Source: tree, Dest: jail.TreeDir}},
@@ -200,7 +201,7 @@ func TestWorkbenchImageE2E(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ct(fmt.Sprintf("probe%d", i))
 			c.Command = tc.cmd
-			code, out, err := first.client.RunOnce(c, tc.entrypoint)
+			code, out, err := firstClient.RunOnce(c, tc.entrypoint)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,23 +230,23 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	}
 	warm := imageStep(res)
 	t.Logf("warm image step: %s in %s, %d guest calls; up total %d guest calls", warm.Detail, warm.Duration, warm.Calls, res.GuestCalls)
-	if warm.Changed || warm.Calls != 0 || !strings.Contains(warm.Detail, "workbench "+first.benchRef+" present") || second.benchRef != first.benchRef {
-		t.Errorf("warm image step: %+v (benchRef %s)", warm, second.benchRef)
+	if warm.Changed || warm.Calls != 0 || !strings.Contains(warm.Detail, "workbench "+firstBench+" present") || res.facts.BenchRef != firstBench {
+		t.Errorf("warm image step: %+v (benchRef %s)", warm, res.facts.BenchRef)
 	}
-	if n := second.client.ImageWrites(); n != 0 {
+	if n := res.facts.Podman.(podmanClient).Client.ImageWrites(); n != 0 {
 		t.Errorf("warm up made %d image loads/builds, want 0", n)
 	}
 	// positive control for the counter: the observed digest is what makes it warm;
 	// without it the same instance reads the guest again (and still loads nothing).
 	third := mk()
-	third.Observe(ctx)
-	third.statusSum = ""
-	c3, err := third.connect(ctx)
+	f3 := third.Observe(ctx).Facts
+	f3.StatusSum = ""
+	c3, err := third.connect(ctx, f3.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	calls := third.Runner.Calls()
-	ch, detail, err := third.ensureBench(ctx, c3)
+	ch, detail, _, err := third.ensureBench(ctx, c3, f3)
 	if err != nil || ch || third.Runner.Calls()-calls != 1 || c3.ImageWrites() != 0 {
 		t.Errorf("without the observed digest: changed %v, %d calls, %d writes, %q, %v", ch, third.Runner.Calls()-calls, c3.ImageWrites(), detail, err)
 	}
@@ -255,38 +256,38 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	// bad input first: a base that is not in podman is named, and nothing is built
 	bad := mk()
 	bad.cfg.Lev.BaseImage = "localhost/lever/nosuch:1"
-	bad.Observe(ctx)
-	cb, err := bad.connect(ctx)
+	fb := bad.Observe(ctx).Facts
+	cb, err := bad.connect(ctx, fb.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := bad.ensureBench(ctx, cb); err == nil || !strings.Contains(err.Error(), "lev.base_image localhost/lever/nosuch:1 is not in the run user's podman") || cb.ImageWrites() != 0 {
+	if _, _, _, err := bad.ensureBench(ctx, cb, fb); err == nil || !strings.Contains(err.Error(), "lev.base_image localhost/lever/nosuch:1 is not in the run user's podman") || cb.ImageWrites() != 0 {
 		t.Errorf("missing base image: %v, %d image writes", err, cb.ImageWrites())
 	}
 	cfg := mk().cfg
-	cfg.Lev.BaseImage = first.benchRef
+	cfg.Lev.BaseImage = firstBench
 	be, _ := backend.New(cfg)
 	ub, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ub.Observe(ctx)
-	cu, err := ub.connect(ctx)
+	fu := ub.Observe(ctx).Facts
+	cu, err := ub.connect(ctx, fu.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	ch, detail, err = ub.ensureBench(ctx, cu)
-	if err != nil || !ch || ub.benchRef == "" || ub.benchRef == first.benchRef {
-		t.Fatalf("user base: changed %v ref %s: %q %v", ch, ub.benchRef, detail, err)
+	ch, detail, fu, err = ub.ensureBench(ctx, cu, fu)
+	if err != nil || !ch || fu.BenchRef == "" || fu.BenchRef == firstBench {
+		t.Fatalf("user base: changed %v ref %s: %q %v", ch, fu.BenchRef, detail, err)
 	}
 	t.Logf("user base layered in %s: %s", time.Since(t0), detail)
 	c := ct("userbase")
-	c.Image, c.Command = ub.benchRef, []string{"test -x /lev && /lev --help >/dev/null && git --version"}
+	c.Image, c.Command = fu.BenchRef, []string{"test -x /lev && /lev --help >/dev/null && git --version"}
 	if code, out, err := cu.RunOnce(c, []string{"/bin/sh", "-c"}); err != nil || code != 0 || !strings.Contains(out, "git version") {
 		t.Errorf("user-base workbench: exit %d %v: %s", code, err, out)
 	}
-	ch, detail, err = ub.ensureBench(ctx, cu)
+	ch, detail, _, err = ub.ensureBench(ctx, cu, fu)
 	if err != nil || ch || cu.ImageWrites() != 1 || !strings.Contains(detail, "present") {
 		t.Errorf("user base again: changed %v, %d writes, %q, %v", ch, cu.ImageWrites(), detail, err)
 	}
@@ -306,26 +307,30 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb.Observe(ctx)
-	ct5, err := tb.connect(ctx)
+	ft := tb.Observe(ctx).Facts
+	ct5, err := tb.connect(ctx, ft.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, detail, err = tb.ensureBench(ctx, ct5)
-	if err != nil || !ch || tb.benchRef == "" || ct5.ImageWrites() != 2 { // load + layer
-		t.Fatalf("base tarball: changed %v ref %s writes %d: %q %v", ch, tb.benchRef, ct5.ImageWrites(), detail, err)
+	ch, detail, ft, err = tb.ensureBench(ctx, ct5, ft)
+	if err != nil || !ch || ft.BenchRef == "" || ct5.ImageWrites() != 2 { // load + layer
+		t.Fatalf("base tarball: changed %v ref %s writes %d: %q %v", ch, ft.BenchRef, ct5.ImageWrites(), detail, err)
 	}
 	c = ct("tarbase")
-	c.Image, c.Command = tb.benchRef, []string{"--help"}
+	c.Image, c.Command = ft.BenchRef, []string{"--help"}
 	if code, out, err := ct5.RunOnce(c, []string{"/lev"}); err != nil || code != 0 {
 		t.Errorf("tarball-base workbench: exit %d %v: %s", code, err, out)
 	}
-	tb2 := mk()
-	tb2.cfg.Lev.BaseTarball = tarPath
-	tb2.Observe(ctx)
-	ct6, _ := tb2.connect(ctx)
-	ch, detail, err = tb2.ensureBench(ctx, ct6)
-	if err != nil || ch || ct6.ImageWrites() != 0 || tb2.benchRef != tb.benchRef {
+	// a new instance from the same config (New digests the tarball once)
+	be, _ = backend.New(cfg)
+	tb2, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft2 := tb2.Observe(ctx).Facts
+	ct6, _ := tb2.connect(ctx, ft2.UID)
+	ch, detail, ft2, err = tb2.ensureBench(ctx, ct6, ft2)
+	if err != nil || ch || ct6.ImageWrites() != 0 || ft2.BenchRef != ft.BenchRef {
 		t.Errorf("base tarball again: changed %v, %d writes, %q, %v", ch, ct6.ImageWrites(), detail, err)
 	}
 }
@@ -349,7 +354,7 @@ func BenchmarkWorkbench(b *testing.B) {
 			cold = s
 		}
 	}
-	info, err := first.client.Image(first.benchRef)
+	info, err := res.facts.Podman.(podmanClient).Image(res.facts.BenchRef)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -357,13 +362,13 @@ func BenchmarkWorkbench(b *testing.B) {
 		var calls int64
 		for i := 0; i < b.N; i++ {
 			in := j.mk(b)
-			in.Observe(ctx)
-			c, err := in.connect(ctx)
+			fi := in.Observe(ctx).Facts
+			c, err := in.connect(ctx, fi.UID)
 			if err != nil {
 				b.Fatal(err)
 			}
 			c0 := in.Runner.Calls()
-			if ch, d, err := in.ensureBench(ctx, c); err != nil || ch {
+			if ch, d, _, err := in.ensureBench(ctx, c, fi); err != nil || ch {
 				b.Fatalf("warm: changed %v %q %v", ch, d, err)
 			}
 			calls += in.Runner.Calls() - c0

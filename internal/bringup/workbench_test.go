@@ -13,39 +13,42 @@ import (
 
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/levimage/debroot"
+	"github.com/lever-jail/lever/internal/guest/guesttest"
 )
-
-type fakeRunner struct {
-	res  guest.Result
-	argv [][]string
-}
-
-func (f *fakeRunner) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
-	f.argv = append(f.argv, c.Argv)
-	return f.res, nil
-}
 
 // TestBuildDebianBenchRefusals: what the guest's package read returns decides before any
 // image is touched (the client is nil here: reaching it would panic).
 func TestBuildDebianBenchRefusals(t *testing.T) {
+	secs := func(statussum string, names ...string) guesttest.Reply {
+		return guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
+			all := map[string]guesttest.Sec{"arch": {Out: "amd64"}, "statussum": {Out: statussum},
+				"status": {Out: "Package: dash\nStatus: install ok installed\nArchitecture: amd64\n"}}
+			var out []guesttest.Sec
+			for _, n := range names {
+				s := all[n]
+				s.Name = n
+				out = append(out, s)
+			}
+			return out
+		})
+	}
+	full := []string{"arch", "statussum", "status", "lists", "rootlinks", "altlinks", "certs", "end"}
 	cases := []struct {
-		name string
-		res  guest.Result
-		want string
+		name  string
+		reply guesttest.Reply
+		want  string
 	}{
-		{"no dpkg database", guest.Result{ExitCode: 3, Stderr: []byte("no /var/lib/dpkg/status: not a Debian-family guest")},
+		{"no dpkg database", guesttest.Exit(3, "no /var/lib/dpkg/status: not a Debian-family guest"),
 			"set lev.base_image or lev.base_tarball in /p/lever.yaml"},
-		{"read failed", guest.Result{ExitCode: 1, Stderr: []byte("boom")}, "exit 1: boom"},
-		{"cut-off output", guest.Result{Stdout: []byte("@@lever arch\namd64\n@@lever statussum\n" + strings.Repeat("a", 64) + "\n@@lever status\n")}, "incomplete"},
-		{"no status digest", guest.Result{Stdout: []byte("@@lever arch\namd64\n@@lever end\n")}, "no dpkg status digest"},
-		{"well-formed read (positive control)", guest.Result{Stdout: []byte("@@lever arch\namd64\n@@lever statussum\n" + strings.Repeat("a", 64) +
-			"\n@@lever status\nPackage: dash\nStatus: install ok installed\nArchitecture: amd64\n\n@@lever end\n")}, ""},
+		{"read failed", guesttest.Exit(1, "boom"), "exit 1: boom"},
+		{"cut-off output", secs(strings.Repeat("a", 64), "arch", "statussum", "status"), "incomplete"},
+		{"no status digest", secs("", full...), "no dpkg status digest"},
+		{"well-formed read (positive control)", secs(strings.Repeat("a", 64), full...), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeRunner{res: tc.res}
-			in := &Instance{cfg: &config.Config{Path: "/p/lever.yaml"}, Runner: &guest.Counting{Inner: f}}
+			r := (&guesttest.Runner{}).On("gather", guesttest.Script("sec statussum state_digest"), tc.reply)
+			in := &Instance{cfg: &config.Config{Path: "/p/lever.yaml"}, Runner: &guest.Counting{Inner: r}}
 			if tc.want == "" {
 				// positive control: a well-formed read gets past the guest checks and on to
 				// podman (the nil client), so the refusals above are decided by the read.
@@ -55,15 +58,15 @@ func TestBuildDebianBenchRefusals(t *testing.T) {
 					}
 				}()
 			}
-			_, _, err := in.buildDebianBench(context.Background(), nil, time.Now())
+			_, _, facts, err := in.buildDebianBench(context.Background(), nil, Facts{}, time.Now())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
-			if len(f.argv) != 1 || f.argv[0][2] != debroot.GatherScript {
-				t.Errorf("guest calls %v", f.argv)
+			if n := r.Names(); len(n) != 1 || n[0] != "gather" {
+				t.Errorf("guest calls %v", n)
 			}
-			if in.statusSum != "" {
-				t.Errorf("status digest %q kept from a refused read", in.statusSum)
+			if facts.StatusSum != "" {
+				t.Errorf("status digest %q kept from a refused read", facts.StatusSum)
 			}
 		})
 	}

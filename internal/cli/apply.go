@@ -44,24 +44,12 @@ func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*b
 		ctx = context.Background()
 	}
 	if dryRun {
-		obs, _ := in.Observe(ctx)
-		in.ObserveEgress(ctx, &obs)
-		var cs []string
-		if plan, err := in.Containers(); err == nil {
-			for _, c := range plan {
-				cs = append(cs, c.Name)
-			}
-		}
-		plan := bringup.Plan(in.Agents(), cs, obs)
+		// The same observation Execute starts from (one guest call), and the same table.
+		plan := in.Plan(in.ObserveWithEgress(ctx))
 		if asJSON {
 			return in, writeJSON(cmd.OutOrStdout(), plan)
 		}
-		for i, s := range plan {
-			fmt.Fprintf(cmd.OutOrStdout(), "%d. %-9s %-6s %s\n", i+1, s.ID, s.Action, s.Why)
-		}
-		if !bringup.Changed(plan) {
-			fmt.Fprintln(cmd.OutOrStdout(), "nothing to change (egress is verified again on apply)")
-		}
+		bringup.PrintPlan(cmd.OutOrStdout(), plan)
 		return in, nil
 	}
 	res, err := in.Execute(ctx)

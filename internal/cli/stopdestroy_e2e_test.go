@@ -15,6 +15,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/backend/netns"
+	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/testutil"
 )
@@ -61,13 +62,13 @@ func TestStopDestroyNetnsE2E(t *testing.T) {
 	os.MkdirAll(filepath.Dir(state), 0o700)
 	os.WriteFile(state, []byte("k"), 0o600)
 
-	run := func(args ...string) lifecycleOut {
+	run := func(args ...string) bringup.Lifecycle {
 		t.Helper()
 		var out, errw bytes.Buffer
 		if code := Main(append(args, "--json", cfgPath), &out, &errw); code != 0 {
 			t.Fatalf("lever %v: exit %d: %s", args, code, errw.String())
 		}
-		var lo lifecycleOut
+		var lo bringup.Lifecycle
 		if err := json.Unmarshal(out.Bytes(), &lo); err != nil {
 			t.Fatalf("lever %v: %v: %s", args, err, out.String())
 		}

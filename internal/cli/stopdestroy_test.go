@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
 )
@@ -60,11 +61,11 @@ func instance(t *testing.T) *config.Config {
 func TestDestroyRemovesGuestAndState(t *testing.T) {
 	cfg := instance(t)
 	f := &fakeBackend{}
-	out, err := destroyInstance(context.Background(), cfg, f)
+	out, err := bringup.Destroy(context.Background(), cfg, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lifecycleOut{Instance: "demo", Backend: "fake", Guest: "lever-demo", GuestAction: "destroyed",
+	want := bringup.Lifecycle{Instance: "demo", Backend: "fake", Guest: "lever-demo", GuestAction: "destroyed",
 		StateDir: cfg.StateDir(), StateRemoved: true,
 		Removed: []string{"broker", "broker/audit.jsonl", "ca", "ca/ca.crt", "ca/ca.key", "tickets", "tickets/w1"}}
 	if diff := cmp.Diff(want, out); diff != "" {
@@ -84,7 +85,7 @@ func TestDestroyRemovesGuestAndState(t *testing.T) {
 	}
 
 	// Again: nothing left, still a success, and it says so.
-	out, err = destroyInstance(context.Background(), cfg, f)
+	out, err = bringup.Destroy(context.Background(), cfg, f)
 	if err != nil || out.StateRemoved || len(out.Removed) != 0 {
 		t.Fatalf("second destroy: %+v, %v", out, err)
 	}
@@ -98,7 +99,7 @@ func TestDestroyRemovesGuestAndState(t *testing.T) {
 func TestDestroyKeepsStateWhenGuestSurvives(t *testing.T) {
 	cfg := instance(t)
 	f := &fakeBackend{destroyErr: errors.New("limactl delete: exit 1")}
-	_, err := destroyInstance(context.Background(), cfg, f)
+	_, err := bringup.Destroy(context.Background(), cfg, f)
 	want := "destroying guest lever-demo (fake): limactl delete: exit 1; host state in " + cfg.StateDir() + " is kept"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %q", err, want)
@@ -118,7 +119,7 @@ func TestDestroyRefusesStateDirHoldingTheTree(t *testing.T) {
 	t.Setenv("LEVER_STATE_DIR", parent) // StateDir = parent/demo = the project
 	cfg := &config.Config{Name: "demo", Backend: "lima", TreePath: proj}
 	f := &fakeBackend{}
-	_, err := destroyInstance(context.Background(), cfg, f)
+	_, err := bringup.Destroy(context.Background(), cfg, f)
 	want := "refusing to remove " + proj + ": it contains the project tree " + proj
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %q", err, want)
@@ -131,11 +132,11 @@ func TestDestroyRefusesStateDirHoldingTheTree(t *testing.T) {
 func TestStopKeepsState(t *testing.T) {
 	cfg := instance(t)
 	f := &fakeBackend{}
-	out, err := stopInstance(context.Background(), cfg, f)
+	out, err := bringup.Stop(context.Background(), cfg, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(lifecycleOut{Instance: "demo", Backend: "fake", Guest: "lever-demo", GuestAction: "stopped"}, out); diff != "" {
+	if diff := cmp.Diff(bringup.Lifecycle{Instance: "demo", Backend: "fake", Guest: "lever-demo", GuestAction: "stopped"}, out); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"stop"}, f.calls); diff != "" {

@@ -22,7 +22,7 @@ func TestApplyScriptOrder(t *testing.T) {
 	}
 	tools := Tools{IPTablesRestore: "/x/r4", IP6TablesRestore: "/x/r 6'q"}
 	script := ApplyScript(tools, snap, rs)
-	steps := regexp.MustCompile(`(?m)^step (\w+) (.+) -w --noflush <<'LEVER_EOF'\n((?s:.*?))LEVER_EOF$`).FindAllStringSubmatch(script, -1)
+	steps := regexp.MustCompile(`(?m)^sec (\w+) (.+) -w --noflush <<'LEVER_EOF'\n((?s:.*?))LEVER_EOF$`).FindAllStringSubmatch(script, -1)
 	var got [][3]string
 	for _, m := range steps {
 		got = append(got, [3]string{m[1], m[2], m[3]})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/lever-jail/lever/internal/config"
@@ -149,6 +150,15 @@ func VerifyEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error
 	if err != nil {
 		return Report{}, err
 	}
+	return VerifySnapshot(spec, snap)
+}
+
+// SnapshotRequest is what a snapshot for this spec reads (its containment check included),
+// for a caller that folds the snapshot into a larger script.
+func (s EgressSpec) SnapshotRequest() SnapshotRequest { return s.snapshotRequest() }
+
+// VerifySnapshot is VerifyEgress on a snapshot already taken: no guest call.
+func VerifySnapshot(spec EgressSpec, snap Snapshot) (Report, error) {
 	if err := spec.checkContainment(snap); err != nil {
 		return Report{}, err
 	}
@@ -177,6 +187,13 @@ func EnsureEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error
 	if err != nil {
 		return Report{}, err
 	}
+	return EnsureEgressFrom(ctx, r, spec, snap)
+}
+
+// EnsureEgressFrom is EnsureEgress from a snapshot already taken (bring-up reads it in its
+// observation call): when the chains match it makes no guest call at all. The containment
+// check in the snapshot is judged first, before anything in the guest changes.
+func EnsureEgressFrom(ctx context.Context, r Runner, spec EgressSpec, snap Snapshot) (Report, error) {
 	if err := spec.checkContainment(snap); err != nil {
 		return Report{}, err
 	}
@@ -231,7 +248,9 @@ var applySteps = []struct {
 func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 	t := tools.orDefault()
 	var b strings.Builder
-	b.WriteString(`step() { n=$1; shift; if out=$("$@" 2>&1); then echo "` + marker + `ok $n"; else rc=$?; echo "` + marker + `fail $n $rc"; printf '%s\n' "$out"; exit 0; fi; }` + "\n")
+	// Each commit is a section (guest.Script's format); the first that fails ends the
+	// script, so nothing after it runs.
+	stop := "[ \"$rc\" = 0 ] || exit 0\n"
 	for _, s := range applySteps {
 		var input string
 		if s.jump && snap.Family(s.fam).RebuildOutput {
@@ -242,7 +261,7 @@ func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 			if s.fam == egress.V6 {
 				fam = "ip6"
 			}
-			b.WriteString("step " + s.id + " sh -c " + shq(nftOutputScript(fam)) + "\n")
+			b.WriteString("sec " + s.id + " sh -c " + shq(nftOutputScript(fam)) + "\n" + stop)
 			continue
 		}
 		if s.jump {
@@ -257,7 +276,7 @@ func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 		} else {
 			input = egress.ChainRestore(desired.Rules(s.fam))
 		}
-		b.WriteString("step " + s.id + " " + shq(t.restore(s.fam)) + " -w --noflush <<'LEVER_EOF'\n" + input + "LEVER_EOF\n")
+		b.WriteString("sec " + s.id + " " + shq(t.restore(s.fam)) + " -w --noflush <<'LEVER_EOF'\n" + input + "LEVER_EOF\n" + stop)
 	}
 	return b.String()
 }
@@ -278,25 +297,26 @@ var ErrApply = errors.New("applying egress")
 // snapshot says how many jump copies to delete and whether the chain exists). One guest
 // call. Its error says which family holds which chain.
 func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desired egress.Ruleset) error {
-	res, err := r.Run(ctx, Cmd{Argv: []string{"sh", "-s"}, As: Root, Stdin: []byte(ApplyScript(tools, snap, desired))})
+	sc := NewScript(ApplyScript(tools, snap, desired))
+	res, err := r.Run(ctx, sc.Cmd(nil))
 	if err != nil {
 		return fmt.Errorf("%w: the guest call failed (%v); state unknown: IPv6 may hold the new chain and IPv4 the old; the next apply verifies and repairs", ErrApply, err)
 	}
+	// A cut-off answer still says which commits completed.
+	secs, _ := sc.Parse(res.Stdout)
 	done := map[string]bool{}
 	var failed, rc, msg string
-	lines := strings.Split(string(res.Stdout), "\n")
-	for i, line := range lines {
-		if strings.HasPrefix(line, marker+"ok ") {
-			done[strings.TrimPrefix(line, marker+"ok ")] = true
-		}
-		if strings.HasPrefix(line, marker+"fail ") {
-			f := strings.Fields(strings.TrimPrefix(line, marker+"fail "))
-			if len(f) == 2 {
-				failed, rc = f[0], f[1]
-			}
-			msg = strings.TrimSpace(strings.Join(lines[i+1:], "\n"))
+	for _, st := range applySteps {
+		sec, ok := secs[st.id]
+		if !ok {
 			break
 		}
+		if sec.RC != 0 {
+			failed, rc = st.id, strconv.Itoa(sec.RC)
+			msg = strings.TrimSpace(sec.Out + "\n" + secs[st.id+".stderr"].Out)
+			break
+		}
+		done[st.id] = true
 	}
 	if failed == "" && done["c4"] {
 		return nil
@@ -355,3 +375,6 @@ func SpecFor(cfg *config.Config, alias string) EgressSpec {
 	}
 	return s
 }
+
+// shq quotes s for POSIX sh.
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

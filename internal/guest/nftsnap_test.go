@@ -8,8 +8,16 @@ import (
 
 type fixedRunner struct{ out string }
 
-func (f fixedRunner) Run(context.Context, Cmd) (Result, error) {
-	return Result{Stdout: []byte(f.out)}, nil
+// Run answers with out, its markers carrying the nonce of the script it was given (as the
+// guest's sh would print them).
+func (f fixedRunner) Run(_ context.Context, c Cmd) (Result, error) {
+	return Result{Stdout: []byte(strings.ReplaceAll(f.out, marker, scriptMark(c)))}, nil
+}
+
+// scriptMark is the marker a Script's first line sets.
+func scriptMark(c Cmd) string {
+	first, _, _ := strings.Cut(string(c.Stdin), "\n")
+	return strings.TrimSuffix(strings.TrimPrefix(first, "M='"), "'")
 }
 
 func sect(name, body string, rc int) string {

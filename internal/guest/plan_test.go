@@ -76,17 +76,17 @@ func TestPlanEgressLimaDNS(t *testing.T) {
 
 func TestSnapshotParsing(t *testing.T) {
 	out := "@@lever-begin filter4\n-P OUTPUT ACCEPT\n@@lever-end filter4 0\n@@lever-begin alias6\n::ffff:10.0.0.1 STREAM h\n@@lever-end alias6 0\n"
-	secs, err := parseSections(out)
+	secs, err := parseSections(out, marker)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if secs["filter4"].out != "-P OUTPUT ACCEPT" || secs["filter4"].rc != 0 {
+	if secs["filter4"].Out != "-P OUTPUT ACCEPT" || secs["filter4"].RC != 0 {
 		t.Errorf("filter4 = %+v", secs["filter4"])
 	}
-	if a := firstAddr(secs["alias6"].out, egress.V6); a.IsValid() {
+	if a := firstAddr(secs["alias6"].Out, egress.V6); a.IsValid() {
 		t.Errorf("IPv4-mapped address taken as IPv6 alias: %v", a)
 	}
-	if _, err := parseSections("@@lever-begin a\n@@lever-end b 0\n"); err == nil {
+	if _, err := parseSections("@@lever-begin a\n@@lever-end b 0\n", marker); err == nil {
 		t.Error("mismatched markers accepted")
 	}
 }

@@ -2,11 +2,11 @@ package guest
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/lever-jail/lever/internal/egress"
@@ -133,15 +133,18 @@ func (s Snapshot) VerifyEgress(desired egress.Ruleset) egress.Diff {
 	return d
 }
 
+// marker is the prefix of the markers guest scripts print (Script adds a nonce to it).
 const marker = "@@lever-"
 
-// lookupTimeout bounds each alias lookup in the guest (seconds, for timeout(1)).
-const lookupTimeout = "8"
+//go:embed scripts/snapshot.sh
+var snapshotPart string
 
-// shq quotes s for POSIX sh.
-func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// SnapshotPart is the snapshot script's text without the prelude, for a caller that folds
+// the snapshot into a larger script (bring-up's observation); SnapshotEnv are its inputs.
+func SnapshotPart() string { return snapshotPart }
 
-func snapshotScript(req SnapshotRequest) string {
+// SnapshotEnv are the snapshot script's inputs (NAME=value) for req.
+func SnapshotEnv(req SnapshotRequest) []string {
 	t := req.Tools.orDefault()
 	cachedKey := "-"
 	if req.RoundTrips != nil {
@@ -149,106 +152,38 @@ func snapshotScript(req SnapshotRequest) string {
 			cachedKey = k
 		}
 	}
-	var b strings.Builder
-	// Each section prints a begin marker, the command's stdout, an end marker with its
-	// status and, if it wrote any, its stderr in a section of its own (iptables-nft warns
-	// on stderr; a diagnostic must not be parsed as a rule).
-	b.WriteString(`E=$(mktemp) || exit 1
-trap 'rm -f "$E" "$E.4" "$E.6"' EXIT
-sec() { n=$1; shift; echo "` + marker + `begin $n"; "$@" 2>"$E"; rc=$?; echo "` + marker + `end $n $rc"; if [ -s "$E" ]; then echo "` + marker + `begin $n.stderr"; cat "$E"; echo "` + marker + `end $n.stderr 0"; fi; }
-`)
-	b.WriteString("sec filter4 " + shq(t.IPTables) + " -w -S\n")
-	b.WriteString("sec filter6 " + shq(t.IP6Tables) + " -w -S\n")
-	// Under the closed chain DNS is dropped by design and a resolver would retry for tens of
-	// seconds; bound each lookup (coreutils timeout, when present) and fall back to reading
-	// the aliases from the live chains.
-	b.WriteString("to() { if command -v timeout >/dev/null 2>&1; then timeout " + lookupTimeout + " \"$@\"; else \"$@\"; fi; }\n")
-	b.WriteString("sec alias4 to getent ahostsv4 " + shq(req.Alias) + "\n")
-	b.WriteString("sec alias6 to getent ahostsv6 " + shq(req.Alias) + "\n")
+	lima := "0"
 	if req.LimaDNS {
-		b.WriteString("sec limadns " + shq(t.IPTables) + " -w -t nat -S LIMADNS\n")
+		lima = "1"
 	}
-	// On the nf_tables variant, iptables -S is a translation that can miss or misprint a
-	// rule written with nft: read each family's filter table with nft as well, and the
-	// round trip of its iptables-save through a scratch network namespace (unshare -n:
-	// nothing live is written), for egress.CrossCheck. Legacy iptables has no nft view.
-	b.WriteString("sec variant " + shq(t.IPTables) + " -V\n")
-	b.WriteString(`case "$(` + shq(t.IPTables) + ` -V 2>/dev/null)" in *nf_tables*)
-	if command -v nft >/dev/null 2>&1; then
-		sec nft nft -j list ruleset
-		sec nfttext nft -a list ruleset
-		iptables-nft-save -t filter >"$E.4" 2>/dev/null; ip6tables-nft-save -t filter >"$E.6" 2>/dev/null
-		k=$( { nft -v; iptables-nft-restore -V; cat "$E.4" "$E.6"; } | sed -e 's/ \[[0-9]*:[0-9]*\]$//' -e '/^#/d' | sha256sum | cut -d' ' -f1)
-		echo "` + marker + `begin rtkey"; echo "$k"; echo "` + marker + `end rtkey 0"
-		if [ "$k" != ` + shq(cachedKey) + ` ]; then
-			sec rt unshare -n sh -c 'iptables-nft-restore -w <"$1" && ip6tables-nft-restore -w <"$2" && nft -j list ruleset' sh "$E.4" "$E.6"
-		fi
-		rm -f "$E.4" "$E.6"
-	else echo "` + marker + `begin nft-missing"; echo "` + marker + `end nft-missing 0"; fi ;;
-*)
-	# A legacy guest's kernel runs nf_tables rules beside the legacy tables: read them
-	# for rules that move packets past LEVER_EGRESS (egress.ForeignRedirects).
-	if command -v nft >/dev/null 2>&1; then
-		sec nft nft -j list ruleset
-		sec nfttext nft -a list ruleset
-	fi ;;
-esac
-`)
-	if req.Containment != "" {
-		b.WriteString("sec containment sh -c " + shq(req.Containment) + "\n")
-	}
-	return b.String()
-}
-
-type section struct {
-	out string
-	rc  int
-}
-
-func parseSections(out string) (map[string]section, error) {
-	secs := map[string]section{}
-	var cur string
-	var body []string
-	for _, line := range strings.Split(out, "\n") {
-		switch {
-		case strings.HasPrefix(line, marker+"begin "):
-			cur, body = strings.TrimPrefix(line, marker+"begin "), nil
-		case strings.HasPrefix(line, marker+"end "):
-			f := strings.Fields(strings.TrimPrefix(line, marker+"end "))
-			if len(f) != 2 || f[0] != cur {
-				return nil, fmt.Errorf("guest script output: bad end marker %q", line)
-			}
-			rc, err := strconv.Atoi(f[1])
-			if err != nil {
-				return nil, fmt.Errorf("guest script output: bad status in %q", line)
-			}
-			secs[cur] = section{out: strings.Join(body, "\n"), rc: rc}
-			cur = ""
-		case cur != "":
-			body = append(body, line)
-		}
-	}
-	return secs, nil
+	return []string{"LEVER_IPT=" + t.IPTables, "LEVER_IP6T=" + t.IP6Tables, "LEVER_ALIAS=" + req.Alias,
+		"LEVER_LIMADNS=" + lima, "LEVER_RTKEY=" + cachedKey, "LEVER_CONTAINMENT=" + req.Containment}
 }
 
 // TakeSnapshot reads both families' filter tables (LEVER_EGRESS and OUTPUT), resolves the
 // alias and, when asked, reads LIMADNS: one guest call, so an unchanged bring-up costs one
 // round-trip.
 func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot, error) {
-	script := snapshotScript(req)
-	res, err := r.Run(ctx, Cmd{Argv: []string{"sh", "-s"}, As: Root, Stdin: []byte(script)})
+	sc := NewScript(snapshotPart)
+	res, err := r.Run(ctx, sc.Cmd(SnapshotEnv(req)))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading egress state from the guest: %w", err)
 	}
 	if res.ExitCode != 0 {
 		return Snapshot{}, fmt.Errorf("reading egress state from the guest: sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
-	secs, err := parseSections(string(res.Stdout))
+	secs, err := sc.Parse(res.Stdout)
 	if err != nil {
 		return Snapshot{}, err
 	}
+	return ParseSnapshot(secs, req)
+}
+
+// ParseSnapshot reads a snapshot from the sections SnapshotPart printed.
+func ParseSnapshot(secs Sections, req SnapshotRequest) (Snapshot, error) {
+	var err error
 	var s Snapshot
-	nf := strings.Contains(secs["variant"].out, "nf_tables")
+	nf := strings.Contains(secs["variant"].Out, "nf_tables")
 	for _, f := range []egress.Family{egress.V4, egress.V6} {
 		name := "filter4"
 		if f == egress.V6 {
@@ -258,18 +193,18 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 		if !ok {
 			return Snapshot{}, fmt.Errorf("reading egress state: no %s listing in the guest's answer", f)
 		}
-		stderr := strings.TrimSpace(secs[name+".stderr"].out)
+		stderr := strings.TrimSpace(secs[name+".stderr"].Out)
 		var st egress.FamilyState
 		switch {
-		case sec.rc != 0 && nf && strings.Contains(stderr, "incompatible"):
+		case sec.RC != 0 && nf && strings.Contains(stderr, "incompatible"):
 			// A rule iptables cannot translate: nothing it lists can be trusted, and the
 			// nft view below names what is there. Verification reports drift; apply
 			// rebuilds OUTPUT and the chain without needing iptables to list them.
 			st.Unlisted = stderr
-		case sec.rc != 0:
-			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.rc, stderr)
+		case sec.RC != 0:
+			return Snapshot{}, fmt.Errorf("listing the %s filter table (%s -S) exited %d: %s", f, req.Tools.orDefault().list(f), sec.RC, stderr)
 		default:
-			if st, err = egress.ParseFamily(f, sec.out); err != nil {
+			if st, err = egress.ParseFamily(f, sec.Out); err != nil {
 				return Snapshot{}, err
 			}
 		}
@@ -285,37 +220,37 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 			s.V4 = st
 		}
 	}
-	if sec, ok := secs["nft"]; ok && sec.rc == 0 {
-		if s.Foreign, err = egress.ForeignRedirects(sec.out, secs["nfttext"].out); err != nil {
+	if sec, ok := secs["nft"]; ok && sec.RC == 0 {
+		if s.Foreign, err = egress.ForeignRedirects(sec.Out, secs["nfttext"].Out); err != nil {
 			return Snapshot{}, err
 		}
 	}
 	if sec, ok := secs["containment"]; ok {
-		s.Containment, s.ContainmentRC = sec.out, sec.rc
-		if e := secs["containment.stderr"].out; e != "" {
+		s.Containment, s.ContainmentRC = sec.Out, sec.RC
+		if e := secs["containment.stderr"].Out; e != "" {
 			s.Containment += "\n@@stderr\n" + e
 		}
 	}
-	if sec := secs["alias4"]; sec.rc == 0 {
-		s.ResolvedV4 = firstAddr(sec.out, egress.V4)
+	if sec := secs["alias4"]; sec.RC == 0 {
+		s.ResolvedV4 = firstAddr(sec.Out, egress.V4)
 	}
 	if !s.ResolvedV4.IsValid() {
-		s.LookupError = fmt.Sprintf("getent ahostsv4 %s: no IPv4 address (exit %d)", req.Alias, secs["alias4"].rc)
-		if e := strings.TrimSpace(secs["alias4.stderr"].out); e != "" {
+		s.LookupError = fmt.Sprintf("getent ahostsv4 %s: no IPv4 address (exit %d)", req.Alias, secs["alias4"].RC)
+		if e := strings.TrimSpace(secs["alias4.stderr"].Out); e != "" {
 			s.LookupError += ": " + e
 		}
 	}
-	if sec := secs["alias6"]; sec.rc == 0 {
-		s.ResolvedV6 = firstAddr(sec.out, egress.V6)
+	if sec := secs["alias6"]; sec.RC == 0 {
+		s.ResolvedV6 = firstAddr(sec.Out, egress.V6)
 	}
 	if req.LimaDNS {
 		sec := secs["limadns"]
-		if sec.rc != 0 && !strings.Contains(secs["limadns.stderr"].out, "No chain/target/match") && !strings.Contains(secs["limadns.stderr"].out, "does not exist") && !strings.Contains(secs["limadns.stderr"].out, "incompatible") {
-			return Snapshot{}, fmt.Errorf("reading Lima's LIMADNS nat chain exited %d: %s", sec.rc, strings.TrimSpace(secs["limadns.stderr"].out))
+		if sec.RC != 0 && !strings.Contains(secs["limadns.stderr"].Out, "No chain/target/match") && !strings.Contains(secs["limadns.stderr"].Out, "does not exist") && !strings.Contains(secs["limadns.stderr"].Out, "incompatible") {
+			return Snapshot{}, fmt.Errorf("reading Lima's LIMADNS nat chain exited %d: %s", sec.RC, strings.TrimSpace(secs["limadns.stderr"].Out))
 		}
-		if sec.rc == 0 {
+		if sec.RC == 0 {
 			s.LimaDNSFound = true
-			s.LimaDNS, s.LimaDNSAddrs, err = egress.ParseLimaDNS(sec.out)
+			s.LimaDNS, s.LimaDNSAddrs, err = egress.ParseLimaDNS(sec.Out)
 			if err != nil {
 				return Snapshot{}, err
 			}
@@ -348,7 +283,7 @@ func firstAddr(out string, f egress.Family) netip.Addr {
 }
 
 // crossCheck fills st.Unaccounted (and RebuildOutput) from the family's nft sections.
-func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState, cache RoundTripCache) error {
+func crossCheck(f egress.Family, secs Sections, st *egress.FamilyState, cache RoundTripCache) error {
 	if _, missing := secs["nft-missing"]; missing {
 		// Fail closed: without nft the guest's own translation is all there is to read.
 		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: "nft is not installed in the guest (Debian package nftables), so rules iptables -S cannot print cannot be ruled out"})
@@ -359,12 +294,12 @@ func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState
 		fam = "ip6"
 	}
 	live, text, rt := secs["nft"], secs["nfttext"], secs["rt"]
-	if live.rc != 0 {
-		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("nft -j list ruleset exited %d: %s", live.rc, strings.TrimSpace(secs["nft.stderr"].out))})
+	if live.RC != 0 {
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("nft -j list ruleset exited %d: %s", live.RC, strings.TrimSpace(secs["nft.stderr"].Out))})
 		st.RebuildOutput = true
 		return nil
 	}
-	c := egress.NFTCheck{Family: fam, Live: live.out, Text: text.out}
+	c := egress.NFTCheck{Family: fam, Live: live.Out, Text: text.Out}
 	if st.Unlisted != "" {
 		fs, err := egress.NFTRulesIn(c, "OUTPUT")
 		if err != nil {
@@ -378,16 +313,16 @@ func crossCheck(f egress.Family, secs map[string]section, st *egress.FamilyState
 		st.RebuildOutput = true
 		return nil
 	}
-	key := strings.TrimSpace(secs["rtkey"].out)
+	key := strings.TrimSpace(secs["rtkey"].Out)
 	_, made := secs["rt"]
 	switch {
-	case made && rt.rc != 0:
-		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("the round trip of the iptables listings through a scratch namespace failed (exit %d): %s", rt.rc, strings.TrimSpace(secs["rt.stderr"].out))})
+	case made && rt.RC != 0:
+		st.Unaccounted = append(st.Unaccounted, egress.NFTFinding{What: fmt.Sprintf("the round trip of the iptables listings through a scratch namespace failed (exit %d): %s", rt.RC, strings.TrimSpace(secs["rt.stderr"].Out))})
 		return nil
 	case made:
-		c.RoundTrip = rt.out
+		c.RoundTrip = rt.Out
 		if cache != nil && key != "" {
-			cache.Store(key, rt.out)
+			cache.Store(key, rt.Out)
 		}
 	default:
 		// The guest skipped the round trip: its key matched the remembered one.

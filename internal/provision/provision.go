@@ -20,6 +20,12 @@ import (
 //go:embed provision.sh
 var script string
 
+// StampPart defines read_stamp, the shell function that reads the stamp (ReadCmd runs it
+// alone; bring-up's observation call folds it in).
+//
+//go:embed stamp.sh
+var StampPart string
+
 // Script returns the embedded provisioning script.
 func Script() string { return script }
 
@@ -86,8 +92,7 @@ func (s State) Current(p Params) bool {
 // It is separate from Run so a caller can fold it into a larger snapshot call.
 func ReadCmd(p Params) guest.Cmd {
 	p = p.withDefaults()
-	return guest.Cmd{As: guest.Root, Argv: []string{"/bin/sh", "-c",
-		`cat /proc/sys/kernel/random/boot_id; stat -c '%u %a' "$1" 2>/dev/null || echo none; cat "$1" 2>/dev/null || true`, "sh", p.Stamp}}
+	return guest.Cmd{As: guest.Root, Argv: []string{"/bin/sh", "-c", StampPart + `read_stamp "$1"`, "sh", p.Stamp}}
 }
 
 // ParseState parses ReadCmd's output.
@@ -159,7 +164,7 @@ func Run(ctx context.Context, r guest.Runner, p Params, skipInstall bool) (Resul
 	if skipInstall {
 		skip = "1"
 	}
-	argv := []string{"env",
+	env := []string{
 		"LEVER_RUN_USER=" + p.RunUser,
 		"LEVER_PACKAGES=" + strings.Join(p.Packages, " "),
 		"LEVER_STAMP=" + p.Stamp,
@@ -167,22 +172,24 @@ func Run(ctx context.Context, r guest.Runner, p Params, skipInstall bool) (Resul
 		"LEVER_SYSCTL_FILE=" + p.SysctlFile,
 		"LEVER_SKIP_INSTALL=" + skip,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"/bin/sh", "-s"}
-	res, err := guest.RunOK(ctx, r, guest.Cmd{As: guest.Root, Argv: argv, Stdin: []byte(script)})
+	}
+	sc := guest.NewScript(script)
+	res, err := guest.RunOK(ctx, r, sc.Cmd(env))
+	if err != nil {
+		return Result{}, fmt.Errorf("provisioning the guest: %w", err)
+	}
+	secs, err := sc.Parse(res.Stdout)
 	if err != nil {
 		return Result{}, fmt.Errorf("provisioning the guest: %w", err)
 	}
 	var out Result
-	for _, l := range strings.Split(string(res.Stdout), "\n") {
-		switch {
-		case strings.HasPrefix(l, "changed: "):
-			out.Changes = append(out.Changes, strings.TrimPrefix(l, "changed: "))
-		case strings.HasPrefix(l, "uid: "):
-			out.UID, _ = strconv.Atoi(strings.TrimPrefix(l, "uid: "))
-		case strings.HasPrefix(l, "runtime: "):
-			out.Runtime = strings.TrimPrefix(l, "runtime: ")
-		}
+	for i := 1; secs.Has(fmt.Sprintf("change.%d", i)); i++ {
+		out.Changes = append(out.Changes, strings.TrimSpace(secs[fmt.Sprintf("change.%d", i)].Out))
 	}
+	if out.UID, err = strconv.Atoi(strings.TrimSpace(secs["uid"].Out)); err != nil {
+		return Result{}, fmt.Errorf("provisioning the guest: no run user uid in its answer (%q)", secs["uid"].Out)
+	}
+	out.Runtime = strings.TrimSpace(secs["runtime"].Out)
 	return out, nil
 }
 

@@ -6,8 +6,12 @@
 #   LEVER_HASH       the hash of this script and its parameters, written into the stamp
 #   LEVER_SYSCTL_FILE  where to persist the sysctls (empty: set them for this boot only)
 #   LEVER_SKIP_INSTALL 1 when the stamp matched: only the per-boot steps run
-# Every step is idempotent and prints "changed: <what>" when it changed something.
+# Every step is idempotent and, when it changed something, says what in a section of its
+# own (change.1, change.2, ...: guest.Script's sections format, whose prelude comes first);
+# the run user's uid and the OCI runtime close the answer.
 set -eu
+nchanges=0 # not n or rc: the prelude's sec and put use those
+changed() { nchanges=$((nchanges+1)); put "change.$nchanges" "$1"; }
 U=$LEVER_RUN_USER
 
 # 1. packages (the only slow step; skipped when the stamp matches this script and boot)
@@ -26,7 +30,7 @@ if [ "${LEVER_SKIP_INSTALL:-0}" != 1 ]; then
 		esac
 	done
 	if [ -n "$missing" ]; then
-		echo "changed: installing$missing"
+		changed "installing$missing"
 		if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/tmp/lever-apt.log 2>&1; then
 			echo "installing packages$missing failed (see /tmp/lever-apt.log in the guest):" >&2
 			tail -5 /tmp/lever-apt.log >&2
@@ -38,7 +42,7 @@ fi
 # 2. the run user, with subordinate ids for rootless podman's user namespace
 if ! id -u "$U" >/dev/null 2>&1; then
 	useradd --create-home --shell /bin/sh --user-group --comment "lever run user" "$U"
-	echo "changed: created run user $U"
+	changed "created run user $U"
 fi
 uid=$(id -u "$U")
 home=$(getent passwd "$U" | cut -d: -f6)
@@ -48,7 +52,7 @@ for f in /etc/subuid /etc/subgid; do
 		# the first free 65536-id range at or above 100000, past every existing range
 		start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
 		echo "$U:$start:65536" >>"$f"
-		echo "changed: $f range $start+65536 for $U"
+		changed "$f range $start+65536 for $U"
 	fi
 done
 
@@ -58,7 +62,7 @@ rt=/run/user/$uid
 if [ -d /run/systemd/system ] && command -v loginctl >/dev/null 2>&1; then
 	if [ ! -e "/var/lib/systemd/linger/$U" ]; then
 		loginctl enable-linger "$U"
-		echo "changed: lingering enabled for $U"
+		changed "lingering enabled for $U"
 	fi
 	i=0; while [ ! -d "$rt" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
 fi
@@ -66,7 +70,7 @@ if [ ! -d "$rt" ]; then
 	mkdir -p "$rt"
 	chown "$U:" "$rt"
 	chmod 0700 "$rt"
-	echo "changed: runtime dir $rt"
+	changed "runtime dir $rt"
 fi
 
 # 4. the sysctls rootless podman and pasta need: unprivileged user namespaces on
@@ -75,11 +79,11 @@ setsys() { # key value
 	[ -e "$f" ] || return 0
 	if [ "$(cat "$f")" != "$2" ]; then
 		echo "$2" >"$f"
-		echo "changed: sysctl $1=$2"
+		changed "sysctl $1=$2"
 	fi
 	if [ -n "${LEVER_SYSCTL_FILE:-}" ]; then
 		line="$1=$2"
-		grep -qx "$line" "$LEVER_SYSCTL_FILE" 2>/dev/null || { echo "$line" >>"$LEVER_SYSCTL_FILE"; echo "changed: persisted $line"; }
+		grep -qx "$line" "$LEVER_SYSCTL_FILE" 2>/dev/null || { echo "$line" >>"$LEVER_SYSCTL_FILE"; changed "persisted $line"; }
 	fi
 }
 setsys kernel.apparmor_restrict_unprivileged_userns 0
@@ -105,7 +109,7 @@ if [ "$(cat "$conf" 2>/dev/null)
 	# Written as the run user: the path is in its home, where a symlink it planted would
 	# otherwise make root overwrite any file in the guest.
 	runuser -u "$U" -- sh -c 'mkdir -p "$(dirname "$1")" && printf "%s" "$2" >"$1"' sh "$conf" "$want"
-	echo "changed: $conf (runtime $runtime, cgroups $cgm)"
+	changed "$conf (runtime $runtime, cgroups $cgm)"
 fi
 
 # 6. the stamp, root-owned, last: it names this script's hash and this boot
@@ -119,7 +123,7 @@ if [ "$(cat "$LEVER_STAMP" 2>/dev/null)" != "$want" ] || [ "$(stat -c '%u %g %a'
 	chown root:root "$LEVER_STAMP.tmp"
 	chmod 0644 "$LEVER_STAMP.tmp"
 	mv "$LEVER_STAMP.tmp" "$LEVER_STAMP"
-	echo "changed: stamp $LEVER_STAMP"
+	changed "stamp $LEVER_STAMP"
 fi
-echo "uid: $uid"
-echo "runtime: $runtime"
+put uid "$uid"
+put runtime "$runtime"

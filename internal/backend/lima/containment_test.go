@@ -29,9 +29,9 @@ func TestWarmContainmentOnRecordedGuest(t *testing.T) {
 	}
 	edit := func(f func(lines []string) []string) exchange {
 		e := snapEx
-		head, rest, _ := strings.Cut(e.Stdout, "@@lever-begin containment\n")
-		body, tail, _ := strings.Cut(rest, "@@lever-end containment")
-		e.Stdout = head + "@@lever-begin containment\n" + strings.Join(f(strings.Split(strings.TrimSuffix(body, "\n"), "\n")), "\n") + "\n@@lever-end containment" + tail
+		head, rest, _ := strings.Cut(e.Stdout, recordedMark+"begin containment\n")
+		body, tail, _ := strings.Cut(rest, recordedMark+"end containment")
+		e.Stdout = head + recordedMark + "begin containment\n" + strings.Join(f(strings.Split(strings.TrimSuffix(body, "\n"), "\n")), "\n") + "\n" + recordedMark + "end containment" + tail
 		return e
 	}
 	replace := func(prefix, to string) func([]string) []string {

@@ -32,10 +32,29 @@ type recorder struct {
 
 func (r *recorder) Run(ctx context.Context, c guest.Cmd) (guest.Result, error) {
 	res, err := r.inner.Run(ctx, c)
+	// A guest.Script's marker nonce differs on every call: recorded as the placeholder.
+	mark := scriptMark(c)
+	stdin, stdout := string(c.Stdin), string(res.Stdout)
+	if mark != "" {
+		stdin, stdout = strings.ReplaceAll(stdin, mark, recordedMark), strings.ReplaceAll(stdout, mark, recordedMark)
+	}
 	r.mu.Lock()
-	r.log = append(r.log, exchange{Argv: c.Argv, As: c.As.String(), Stdin: string(c.Stdin), Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.ExitCode})
+	r.log = append(r.log, exchange{Argv: c.Argv, As: c.As.String(), Stdin: stdin, Stdout: stdout, Stderr: string(res.Stderr), ExitCode: res.ExitCode})
 	r.mu.Unlock()
 	return res, err
+}
+
+// recordedMark stands for a guest.Script's marker in a recording: the script text and
+// its answer are recorded with it and replayed with the live call's marker.
+const recordedMark = "@@lever-NONCE-"
+
+// scriptMark is the marker a guest.Script's first line sets ("" for other commands).
+func scriptMark(c guest.Cmd) string {
+	first, _, _ := strings.Cut(string(c.Stdin), "\n")
+	if !strings.HasPrefix(first, "M='@@lever-") {
+		return ""
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(first, "M='"), "'")
 }
 
 // replay answers with recorded exchanges, in order, and fails on any command that is not
@@ -51,10 +70,14 @@ func (r *replay) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 	}
 	e := r.ex[r.i]
 	r.i++
-	if strings.Join(e.Argv, "\x00") != strings.Join(c.Argv, "\x00") || e.As != c.As.String() || e.Stdin != string(c.Stdin) {
+	stdin, stdout := string(c.Stdin), e.Stdout
+	if mark := scriptMark(c); mark != "" {
+		stdin, stdout = strings.ReplaceAll(stdin, mark, recordedMark), strings.ReplaceAll(stdout, recordedMark, mark)
+	}
+	if strings.Join(e.Argv, "\x00") != strings.Join(c.Argv, "\x00") || e.As != c.As.String() || e.Stdin != stdin {
 		return guest.Result{}, fmt.Errorf("replay: call %d is %q as %s, recorded %q as %s", r.i, c.Argv, c.As, e.Argv, e.As)
 	}
-	return guest.Result{Stdout: []byte(e.Stdout), Stderr: []byte(e.Stderr), ExitCode: e.ExitCode}, nil
+	return guest.Result{Stdout: []byte(stdout), Stderr: []byte(e.Stderr), ExitCode: e.ExitCode}, nil
 }
 
 // verifiedBringUp is the guest half of a verified, unchanged `lever egress apply` on Lima:

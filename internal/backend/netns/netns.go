@@ -168,6 +168,13 @@ var _ backend.ArchReporter = (*Backend)(nil)
 // Namespace is the guest's network namespace name.
 func (b *Backend) Namespace() string { return b.ns }
 
+// RunUser is the guest's run user (bringup.RunUserNamer).
+func (b *Backend) RunUser() string { return b.runner.RunUser }
+
+// SharesHostFilesystem says the guest is the host outside its network namespace
+// (bringup.HostSharer): its tree is the host path, its users the host's users.
+func (b *Backend) SharesHostFilesystem() bool { return true }
+
 // HostAddrs are the alias's addresses (the veth's host side).
 func (b *Backend) HostAddrs() (netip.Addr, netip.Addr) { return b.hostV4.Addr(), b.hostV6.Addr() }
 

@@ -1,128 +1,104 @@
 package debroot
 
 import (
-	"bufio"
-	"bytes"
+	_ "embed"
 	"fmt"
+	"sort"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/guest"
 )
 
-// StateDigestScript prints the sha256 of what the default workbench is made from beyond
-// the package files: dpkg's status database, the CA bundle update-ca-certificates
-// generated (a local CA added later changes it, not the status), and the alternatives
-// links (update-alternatives --set changes only those). Nothing when there is no dpkg
-// database. The observe call and GatherScript run this same text, so the tag a warm
-// bring-up computes is the tag a build writes.
-const StateDigestScript = `[ -f /var/lib/dpkg/status ] && { cat /var/lib/dpkg/status; cat /etc/ssl/certs/ca-certificates.crt 2>/dev/null; find /etc/alternatives -maxdepth 1 -type l -printf '%f %l\n' 2>/dev/null | LC_ALL=C sort; } | sha256sum | cut -d' ' -f1`
+// StateDigestPart defines state_digest (statedigest.sh), the package-state digest the
+// default workbench's tag derives from; bring-up's observation call folds it in.
+//
+//go:embed statedigest.sh
+var StateDigestPart string
 
-// GatherScript reads, in one guest call as root, everything Resolve needs: dpkg's status
-// and native architecture, every package's file list, the root directory's symlinks, the
-// alternatives database and links, and the generated certificate directory. Sections start
-// with "@@lever " lines; no dpkg file line starts so (status fields start with a letter or
-// a space, list lines with /).
-const GatherScript = `set -e
-[ -f /var/lib/dpkg/status ] || { echo "no /var/lib/dpkg/status: not a Debian-family guest" >&2; exit 3; }
-echo "@@lever arch"; dpkg --print-architecture
-echo "@@lever statussum"; ` + StateDigestScript + `
-echo "@@lever status"; cat /var/lib/dpkg/status
-echo "@@lever lists"; find /var/lib/dpkg/info -maxdepth 1 -name '*.list' -type f -exec grep -H '' {} +
-echo "@@lever rootlinks"; find / -mindepth 1 -maxdepth 1 -type l -printf '/%f\t%l\n'
-echo "@@lever altlinks"; [ ! -d /etc/alternatives ] || find /etc/alternatives -mindepth 1 -maxdepth 1 -type l -printf '%f\t%l\n'
-if [ -d /var/lib/dpkg/alternatives ]; then
-	for f in /var/lib/dpkg/alternatives/*; do [ -f "$f" ] || continue; echo "@@lever alt ${f##*/}"; cat "$f"; done
-fi
-echo "@@lever certs"; [ ! -d /etc/ssl/certs ] || find /etc/ssl/certs
-echo "@@lever end"
-`
+//go:embed gather.sh
+var gatherPart string
 
-// ParseGather splits GatherScript's output into Inputs. Output that does not end with the
-// end marker is refused (a cut-off read would plan an incomplete image).
-func ParseGather(out []byte) (Inputs, error) {
+// Gather is the one guest call (as root) that reads everything Resolve needs
+// (gather.sh); ParseGather reads its answer.
+func Gather() guest.Script { return guest.NewScript(StateDigestPart, gatherPart) }
+
+// gathered are the sections every answer has; alt.NAME ones come between.
+var gathered = []string{"arch", "statussum", "status", "lists", "rootlinks", "altlinks", "certs", "end"}
+
+// ParseGather turns Gather's sections into Inputs. An answer without the end section
+// (cut off), or one whose command failed, is refused naming the section: an incomplete
+// read would plan an incomplete image.
+func ParseGather(secs guest.Sections) (Inputs, error) {
+	for _, name := range gathered {
+		sec, ok := secs[name]
+		if !ok {
+			return Inputs{}, fmt.Errorf("guest package listing is incomplete (no %s section)", name)
+		}
+		if sec.RC != 0 {
+			return Inputs{}, fmt.Errorf("guest package listing: reading %s exited %d: %s", name, sec.RC, strings.TrimSpace(secs[name+".stderr"].Out))
+		}
+	}
 	in := Inputs{Lists: map[string][]string{}, RootLinks: map[string]string{}, AltLinks: map[string]string{}}
-	var status bytes.Buffer
-	section, altName := "", ""
-	var altLines []string
-	ended := false
-	flushAlt := func() error {
-		if section != "alt" {
-			return nil
-		}
-		a, err := parseAlternative(altName, altLines)
-		if err != nil {
-			return err
-		}
-		in.Alternatives = append(in.Alternatives, a)
-		altLines = nil
-		return nil
-	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if rest, ok := strings.CutPrefix(l, "@@lever "); ok {
-			if err := flushAlt(); err != nil {
-				return Inputs{}, err
-			}
-			section, altName = rest, ""
-			if n, ok := strings.CutPrefix(rest, "alt "); ok {
-				section, altName = "alt", n
-			}
-			if section == "end" {
-				ended = true
-			}
-			continue
-		}
-		switch section {
-		case "arch":
-			in.Arch = strings.TrimSpace(l)
-		case "statussum":
-			in.StatusSum = strings.TrimSpace(l)
-		case "status":
-			status.WriteString(l)
-			status.WriteByte('\n')
-		case "lists":
-			// grep -H: /var/lib/dpkg/info/NAME.list:PATH
-			file, p, ok := strings.Cut(l, ".list:")
-			if !ok {
-				return Inputs{}, fmt.Errorf("file list line %q has no .list: prefix", l)
-			}
-			name := file[strings.LastIndex(file, "/")+1:]
-			in.Lists[name] = append(in.Lists[name], p)
-		case "rootlinks":
-			k, v, ok := strings.Cut(l, "\t")
-			if !ok {
-				return Inputs{}, fmt.Errorf("root symlink line %q", l)
-			}
-			in.RootLinks[k] = v
-		case "altlinks":
-			k, v, ok := strings.Cut(l, "\t")
-			if !ok {
-				return Inputs{}, fmt.Errorf("alternatives link line %q", l)
-			}
-			in.AltLinks[k] = v
-		case "alt":
-			altLines = append(altLines, l)
-		case "certs":
-			in.Certs = append(in.Certs, l)
-		case "end":
-		default:
-			return Inputs{}, fmt.Errorf("guest output before any section: %q", l)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return Inputs{}, err
-	}
-	if err := flushAlt(); err != nil {
-		return Inputs{}, err
-	}
+	in.Arch = strings.TrimSpace(secs["arch"].Out)
+	in.StatusSum = strings.TrimSpace(secs["statussum"].Out)
 	if len(in.StatusSum) != 64 {
 		return Inputs{}, fmt.Errorf("guest package listing has no dpkg status digest (got %q)", in.StatusSum)
 	}
-	if !ended {
-		return Inputs{}, fmt.Errorf("guest package listing is incomplete (no end marker)")
+	in.Status = []byte(secs["status"].Out + "\n")
+	for _, l := range lines(secs["lists"].Out) {
+		// grep -H: /var/lib/dpkg/info/NAME.list:PATH
+		file, p, ok := strings.Cut(l, ".list:")
+		if !ok {
+			return Inputs{}, fmt.Errorf("file list line %q has no .list: prefix", l)
+		}
+		name := file[strings.LastIndex(file, "/")+1:]
+		in.Lists[name] = append(in.Lists[name], p)
 	}
-	in.Status = status.Bytes()
+	for _, l := range lines(secs["rootlinks"].Out) {
+		k, v, ok := strings.Cut(l, "\t")
+		if !ok {
+			return Inputs{}, fmt.Errorf("root symlink line %q", l)
+		}
+		in.RootLinks[k] = v
+	}
+	for _, l := range lines(secs["altlinks"].Out) {
+		k, v, ok := strings.Cut(l, "\t")
+		if !ok {
+			return Inputs{}, fmt.Errorf("alternatives link line %q", l)
+		}
+		in.AltLinks[k] = v
+	}
+	var alts []string
+	for name := range secs {
+		if n, ok := strings.CutPrefix(name, "alt."); ok && !strings.HasSuffix(n, ".stderr") {
+			alts = append(alts, n)
+		}
+	}
+	sort.Strings(alts)
+	for _, n := range alts {
+		sec := secs["alt."+n]
+		if sec.RC != 0 {
+			return Inputs{}, fmt.Errorf("guest package listing: reading alternative %s exited %d", n, sec.RC)
+		}
+		a, err := parseAlternative(n, strings.Split(sec.Out, "\n"))
+		if err != nil {
+			return Inputs{}, err
+		}
+		in.Alternatives = append(in.Alternatives, a)
+	}
+	in.Certs = lines(secs["certs"].Out)
 	return in, nil
+}
+
+// lines are the non-empty lines of s.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // parseAlternative reads /var/lib/dpkg/alternatives/NAME: the mode, the master link, then

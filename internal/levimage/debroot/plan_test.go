@@ -1,6 +1,7 @@
 package debroot
 
 import (
+	"github.com/lever-jail/lever/internal/guest"
 	"os"
 	"reflect"
 	"sort"
@@ -231,13 +232,20 @@ func TestParseStatusErrors(t *testing.T) {
 	}
 }
 
+// TestParseGather reads the gather script's sections; a cut-off answer (no end section)
+// and a section whose command failed are refused, naming the section.
 func TestParseGather(t *testing.T) {
-	out := "@@lever arch\namd64\n@@lever statussum\n" + strings.Repeat("ab", 32) + "\n@@lever status\nPackage: dash\nStatus: install ok installed\nArchitecture: amd64\n\n" +
-		"@@lever lists\n/var/lib/dpkg/info/dash.list:/bin/dash\n/var/lib/dpkg/info/libc6:amd64.list:/lib/x86_64-linux-gnu/libc.so.6\n" +
-		"@@lever rootlinks\n/bin\tusr/bin\n@@lever altlinks\nawk\t/usr/bin/mawk\n" +
-		"@@lever alt awk\nauto\n/usr/bin/awk\nnawk\n/usr/bin/nawk\n\n/usr/bin/mawk\n5\n" +
-		"@@lever certs\n/etc/ssl/certs\n/etc/ssl/certs/ca-certificates.crt\n@@lever end\n"
-	in, err := ParseGather([]byte(out))
+	mk := func() guest.Sections {
+		return guest.Sections{
+			"arch": {Out: "amd64"}, "statussum": {Out: strings.Repeat("ab", 32)},
+			"status":    {Out: "Package: dash\nStatus: install ok installed\nArchitecture: amd64\n"},
+			"lists":     {Out: "/var/lib/dpkg/info/dash.list:/bin/dash\n/var/lib/dpkg/info/libc6:amd64.list:/lib/x86_64-linux-gnu/libc.so.6"},
+			"rootlinks": {Out: "/bin\tusr/bin"}, "altlinks": {Out: "awk\t/usr/bin/mawk"},
+			"alt.awk": {Out: "auto\n/usr/bin/awk\nnawk\n/usr/bin/nawk\n\n/usr/bin/mawk\n5"},
+			"certs":   {Out: "/etc/ssl/certs\n/etc/ssl/certs/ca-certificates.crt"}, "end": {},
+		}
+	}
+	in, err := ParseGather(mk())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,10 +254,15 @@ func TestParseGather(t *testing.T) {
 		len(in.Alternatives) != 1 || in.Alternatives[0].Links["nawk"] != "/usr/bin/nawk" || in.Alternatives[0].Links["awk"] != "/usr/bin/awk" {
 		t.Fatalf("parsed %+v", in)
 	}
-	if _, err := ParseGather([]byte(strings.TrimSuffix(out, "@@lever end\n"))); err == nil || !strings.Contains(err.Error(), "incomplete") {
+	cut := mk()
+	delete(cut, "end")
+	if _, err := ParseGather(cut); err == nil || !strings.Contains(err.Error(), "incomplete (no end section)") {
 		t.Errorf("cut-off output: %v", err)
 	}
-	if _, err := ParseGather([]byte("junk\n" + out)); err == nil {
-		t.Error("output before a section accepted")
+	failed := mk()
+	failed["lists"] = guest.Section{RC: 1}
+	failed["lists.stderr"] = guest.Section{Out: "find: permission denied"}
+	if _, err := ParseGather(failed); err == nil || !strings.Contains(err.Error(), "reading lists exited 1: find: permission denied") {
+		t.Errorf("failed section: %v", err)
 	}
 }

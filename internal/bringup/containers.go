@@ -1,0 +1,168 @@
+package bringup
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/jail"
+)
+
+// managerKVM says whether the manager gets /dev/kvm: a backend that names the manager's
+// devices (Lima: only under nested_virt) decides; otherwise nested_virt does. Devices are
+// create-time only: a change shows as a new container hash and needs --fresh.
+func (in *Instance) managerKVM() bool {
+	if d, ok := in.b.(ManagerDeviceNamer); ok {
+		for _, dev := range d.ManagerDevices() {
+			if dev == "/dev/kvm" {
+				return true
+			}
+		}
+		return false
+	}
+	return in.cfg.NestedVirt
+}
+
+// Containers is the plan for this instance from the facts found so far: each agent's lev
+// container and its bench.
+func (in *Instance) Containers(f Facts) ([]jail.Container, error) {
+	image := f.ImageRef
+	if image == "" {
+		image = in.imageRef
+	}
+	bench := f.BenchRef
+	if bench == "" {
+		// No workbench ref: a caller that never ran the image step (unit tests, which
+		// build no workbench; a dry run before the workbench exists). The lev image
+		// stands in; it has no userland.
+		bench = image
+	}
+	p := jail.Params{
+		Instance: in.cfg.Name, Image: image, BenchImage: bench, TreeSource: in.TreeSrc,
+		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.managerKVM(),
+		TicketRoot: agentsRoot(f.UID), LevHomeRoot: in.levHomeRoot(), BenchRoot: benchRoot(f.UID),
+		Policy:  in.settings != nil && in.settings.HasPolicy,
+		Command: []string{"serve", "--token-file", jail.TicketMount + "/" + FileToken},
+		Env: map[string]string{
+			"LEV_PROVIDER":          "openai",
+			"LEV_PROVIDER_BASE_URL": in.brokerURL(f) + "/llm",
+			"LEV_TLS_CA":            jail.TicketMount + "/" + FileCA,
+			"LEV_TLS_CERT":          jail.TicketMount + "/" + FileCert,
+			"LEV_TLS_KEY":           jail.TicketMount + "/" + FileKey,
+			// lev reads its settings when it starts: a new hash here changes the lev
+			// containers' spec, so the next up restarts them on the settings it pushed.
+			"LEVER_SETTINGS": in.settingsHash,
+		},
+	}
+	if rt := os.Getenv("LEVER_OCI_RUNTIME"); rt != "" {
+		p.Runtime = rt
+	}
+	for _, w := range in.cfg.Workers {
+		p.Workers = append(p.Workers, jail.WorkerSpec{Name: w.Name, Dir: w.Dir})
+	}
+	cs, err := jail.Plan(p)
+	if err != nil {
+		return nil, err
+	}
+	for i := range cs {
+		if cs[i].Role == jail.Bench {
+			continue
+		}
+		// An image of the user's choosing for a lev container (it must hold /lev and be
+		// in the run user's podman already: no registry is used).
+		if img := in.containerImage(cs[i]); img != "" {
+			cs[i].Image = img
+		}
+		if cs[i].Role == jail.Manager && in.cfg.Lev.Blueprint != "" {
+			// lev.blueprint is a path in the tree; `lev run` with no agent runs it.
+			cs[i].Env["LEV_BLUEPRINT"] = path.Join(jail.TreeDir, filepath.ToSlash(in.cfg.Lev.Blueprint))
+		}
+		cs[i].Rehash()
+	}
+	// No LEV_PROTECT: every lev home is outside the tree now, so the manager's tools
+	// cannot reach a worker's lev state through the tree at all.
+	return cs, nil
+}
+
+// containerImage is workers[].image (defaulting to manager.image) or manager.image for
+// ct, or "" for lever's lev image.
+func (in *Instance) containerImage(ct jail.Container) string {
+	if ct.Role == jail.Manager {
+		return in.cfg.Manager.Image
+	}
+	for _, w := range in.cfg.Workers {
+		if ct.Env["LEVER_WORKER"] == w.Name && w.Image != "" {
+			return w.Image
+		}
+	}
+	return in.cfg.Manager.Image // a worker's image defaults to the manager's
+}
+
+// customImagesPresent checks the per-container images lever.yaml names, each by its key.
+func (in *Instance) customImagesPresent(c Images) error {
+	keys := map[string]string{}
+	if in.cfg.Manager.Image != "" {
+		keys[in.cfg.Manager.Image] = "manager.image"
+	}
+	for i, w := range in.cfg.Workers {
+		if w.Image != "" {
+			keys[w.Image] = fmt.Sprintf("workers[%d].image", i)
+		}
+	}
+	for img, key := range keys {
+		ok, err := c.ImageExists(img)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%s %s is not in the run user's podman (no registry is used): load it there first", key, img)
+		}
+	}
+	return nil
+}
+
+// checkMountSourcesScript fails when a bind-mount source inside the tree is missing or
+// reaches its real path through a symlink.
+//
+//go:embed scripts/checkmounts.sh
+var checkMountSourcesScript string
+
+// checkMountSources refuses a container whose in-tree bind sources (a worker's dir, the
+// manager's read_only paths) are symlinks now. The agents can write the tree: a manager
+// that swaps a worker's dir, or a read_only path, for a link to the run user's runtime dir
+// would otherwise hand that directory (podman's socket included) to a container at its
+// next start. One guest call, made only when a container is about to start.
+func (in *Instance) checkMountSources(ctx context.Context, ct jail.Container) error {
+	tree := strings.TrimSuffix(in.TreeSrc, "/")
+	var rels []string
+	for _, m := range ct.Mounts {
+		if rel, ok := strings.CutPrefix(m.Source, tree+"/"); ok {
+			rels = append(rels, rel)
+		}
+	}
+	if len(rels) == 0 {
+		return nil
+	}
+	argv := append([]string{"/bin/sh", "-c", checkMountSourcesScript, "sh", tree}, rels...)
+	res, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: argv})
+	if err != nil {
+		return fmt.Errorf("checking bind-mount sources in the tree: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("refused: %s", strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, " | ")
+}

@@ -1,0 +1,359 @@
+package bringup
+
+import (
+	"context"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/jail"
+)
+
+func changedSteps(res *Result) []string {
+	var out []string
+	for _, s := range res.Steps {
+		if s.Changed {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+func plannedChanges(p []Planned) []string {
+	var out []string
+	for _, s := range p {
+		if s.Action != "keep" {
+			out = append(out, s.ID)
+		}
+	}
+	return out
+}
+
+func stepIDs() []string {
+	var ids []string
+	for _, s := range Steps {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+// TestWarmUpOneGuestCall: a warm up on a healthy jail changes nothing in ONE guest call,
+// the observation, which carries the egress snapshot and the in-guest containment check;
+// the host-side containment check runs too (no guest call). Positive control for the
+// counter: the same jail with a drifted chain makes the apply and the re-verification
+// calls on top.
+func TestWarmUpOneGuestCall(t *testing.T) {
+	j := healthyJail(t)
+	res, err := j.in.Execute(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, j.out)
+	}
+	if res.Changed || res.GuestCalls != 1 || strings.Join(j.r.Names(), ",") != "observe" {
+		t.Fatalf("warm up: changed %v (%v), %d guest calls %v\n%s", res.Changed, changedSteps(res), res.GuestCalls, j.r.Names(), j.out)
+	}
+	if obs := j.r.Calls()[0]; !strings.Contains(string(obs.Cmd.Stdin), "sec containment") || guestEnv(obs.Cmd, "LEVER_CONTAINMENT") != "echo fake-containment-check" {
+		t.Errorf("the observation call does not carry the containment check")
+	}
+	if j.be.hostChk != 1 || j.be.ensureUp != 0 {
+		t.Errorf("host containment checks %d, EnsureUp %d; want 1, 0", j.be.hostChk, j.be.ensureUp)
+	}
+	if !strings.Contains(j.out.String(), "nothing changed") || !strings.Contains(j.out.String(), "1 guest calls") {
+		t.Errorf("summary:\n%s", j.out)
+	}
+	j.r.Reset()
+	j.w.egressOK = false
+	res, err = j.in.Execute(context.Background())
+	if err != nil || strings.Join(j.r.Names(), ",") != "observe,egress-apply,snapshot" || res.GuestCalls != 3 {
+		t.Fatalf("drifted warm up: %v, calls %v (%d)", err, j.r.Names(), res.GuestCalls)
+	}
+}
+
+func guestEnv(c guest.Cmd, name string) string {
+	for _, a := range c.Argv {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestStepSkipRules: each row breaks exactly one thing in a healthy jail. The step that
+// owns it is the only one the plan says it will change, the only one that changes, and
+// the guest calls are exactly the ones it needs; every other step's skip rule holds.
+func TestStepSkipRules(t *testing.T) {
+	cases := []struct {
+		name  string
+		step  string
+		brk   func(j *tjail)
+		calls string
+		check func(t *testing.T, j *tjail)
+		// planAlso: steps the plan cannot call current from this observation
+		planAlso []string
+	}{
+		{"egress drift", StepEgress, func(j *tjail) { j.w.egressOK = false }, "observe,egress-apply,snapshot", nil, nil},
+		{"stamp from another boot", StepProvision, func(j *tjail) { j.w.stampCurrent = false }, "observe,provision", nil, nil},
+		{"podman service down", StepPodman, func(j *tjail) { j.w.serviceUp = false }, "observe,podman-service", func(t *testing.T, j *tjail) {
+			if j.pod.dials != 1 {
+				t.Errorf("podman dialled %d times, want 1 (after the start)", j.pod.dials)
+			}
+		}, []string{StepImage, StepLev}}, // with the service down, images and containers are unknown
+		{"broker down", StepBroker, func(j *tjail) { j.broker.running = false }, "observe", func(t *testing.T, j *tjail) {
+			if j.broker.starts != 1 || j.broker.sans[0] != testAlias {
+				t.Errorf("broker starts %d, SANs %v", j.broker.starts, j.broker.sans)
+			}
+		}, nil},
+		{"broker certificate without the alias", StepBroker, func(j *tjail) { j.broker.sans = []string{"10.9.9.9"} }, "observe", func(t *testing.T, j *tjail) {
+			if j.broker.stops != 1 || j.broker.starts != 1 {
+				t.Errorf("broker stops %d starts %d, want 1, 1", j.broker.stops, j.broker.starts)
+			}
+		}, nil},
+		{"agents not enrolled", StepEnrol, func(j *tjail) { j.w.enrolled = false }, "observe,enrol", nil, nil},
+		{"lev settings stale", StepEnrol, func(j *tjail) { j.w.settingsOK = false }, "observe,enrol", nil, nil},
+		{"workbench missing", StepImage, func(j *tjail) {
+			for ref := range j.pod.images {
+				if strings.Contains(ref, "workbench") {
+					delete(j.pod.images, ref)
+				}
+			}
+		}, "observe", func(t *testing.T, j *tjail) {
+			if j.pod.writes != 1 {
+				t.Errorf("%d image writes, want 1 (the workbench layered on the base)", j.pod.writes)
+			}
+		}, nil},
+		{"worker stopped", StepLev, func(j *tjail) {
+			n := jail.ContainerName("u", jail.Worker, "a")
+			j.pod.containers[n] = jail.State{Name: n}
+		}, "observe,mount-check", nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := healthyJail(t)
+			tc.brk(j)
+			plan := j.in.Plan(j.in.ObserveWithEgress(context.Background()))
+			if got := plannedChanges(plan); strings.Join(got, ",") != strings.Join(append([]string{tc.step}, tc.planAlso...), ",") {
+				t.Errorf("plan changes %v, want only %s: %+v", got, tc.step, plan)
+			}
+			j.r.Reset()
+			res, err := j.in.Execute(context.Background())
+			if err != nil {
+				t.Fatalf("%v\n%s", err, j.out)
+			}
+			if got := changedSteps(res); len(got) != 1 || got[0] != tc.step {
+				t.Errorf("changed %v, want only %s\n%s", got, tc.step, j.out)
+			}
+			if got := strings.Join(j.r.Names(), ","); got != tc.calls || res.GuestCalls != int64(len(j.r.Calls())) {
+				t.Errorf("guest calls %s (%d counted), want %s", got, res.GuestCalls, tc.calls)
+			}
+			if tc.check != nil {
+				tc.check(t, j)
+			}
+			// and the repair holds: the next up changes nothing in one call
+			j.r.Reset()
+			if res, err := j.in.Execute(context.Background()); err != nil || res.Changed || res.GuestCalls != 1 {
+				t.Errorf("up after the repair: %v, changed %v, %d calls\n%s", err, changedSteps(res), res.GuestCalls, j.out)
+			}
+		})
+	}
+}
+
+// TestStepFailures: a failure at each step stops the bring-up there, names the step in
+// the error and on its progress line, and makes no guest call after it.
+func TestStepFailures(t *testing.T) {
+	cases := []struct {
+		step string
+		brk  func(j *tjail)
+		want string
+	}{
+		{StepJail, func(j *tjail) { j.be.hostErr = errorString("lima: the realized config mounts the host home") }, "realized config mounts"},
+		{StepJail, func(j *tjail) { j.cold(); j.w.fail = "ensureup" }, "hypervisor refused"},
+		{StepEgress, func(j *tjail) { j.w.containment = "eth1 has a default route" }, "containment drifted"},
+		{StepEgress, func(j *tjail) { j.w.egressOK = false; j.w.fail = "egress-apply" }, "applying egress"},
+		{StepProvision, func(j *tjail) { j.w.stampCurrent = false; j.w.fail = "provision" }, "provision failed in the fake guest"},
+		{StepPodman, func(j *tjail) { j.w.serviceUp = false; j.w.fail = "podman-service" }, "podman-service failed"},
+		{StepPodman, func(j *tjail) { j.pod.fail = "dial" }, "no podman for uid"},
+		{StepBroker, func(j *tjail) { j.broker.running = false; j.broker.fail = true }, "starting the broker: port 7443 in use"},
+		{StepEnrol, func(j *tjail) { j.w.enrolled = false; j.w.fail = "enrol" }, "enrolling in the guest"},
+		{StepImage, func(j *tjail) {
+			for ref := range j.pod.images {
+				if strings.Contains(ref, "workbench") {
+					delete(j.pod.images, ref)
+				}
+			}
+			j.pod.fail = "layer"
+		}, "workbench: podman build: boom"},
+		{StepImage, func(j *tjail) { delete(j.pod.images, "localhost/lever/lev:test") }, "lev.image localhost/lever/lev:test is not in the run user's podman"},
+		{StepLev, func(j *tjail) {
+			n := jail.ContainerName("u", jail.Worker, "a")
+			j.pod.containers[n] = jail.State{Name: n}
+			j.w.fail = "mount-check"
+		}, "refused: mount-check failed"},
+		{StepLev, func(j *tjail) {
+			n := jail.ContainerName("u", jail.Worker, "a")
+			j.pod.containers[n] = jail.State{Name: n}
+			j.pod.fail = "exits"
+		}, "is exited (exit 1): lev: bad config"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.step+": "+tc.want, func(t *testing.T) {
+			j := healthyJail(t)
+			tc.brk(j)
+			res, err := j.in.Execute(context.Background())
+			if err == nil || !strings.HasPrefix(err.Error(), tc.step+": ") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %s: ...%s\n%s", err, tc.step, tc.want, j.out)
+			}
+			idx := -1
+			for i, s := range Steps {
+				if s.ID == tc.step {
+					idx = i
+				}
+			}
+			if len(res.Steps) != idx {
+				t.Errorf("%d steps completed before the failure, want %d", len(res.Steps), idx)
+			}
+			if !regexp.MustCompile(`\[\d/8\] ` + tc.step + ` +FAILED after`).MatchString(j.out.String()) {
+				t.Errorf("no FAILED line for %s:\n%s", tc.step, j.out)
+			}
+			if tc.step == StepEgress && strings.Contains(strings.Join(j.r.Names(), ","), "egress-apply") && strings.Contains(tc.want, "containment") {
+				t.Errorf("the chains were rebuilt despite the containment drift: %v", j.r.Names())
+			}
+		})
+	}
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// TestColdUp: from nothing, every step changes something, in the table's order, with
+// the guest calls each needs; the next up is warm (one call).
+func TestColdUp(t *testing.T) {
+	j := healthyJail(t)
+	j.cold()
+	res, err := j.in.Execute(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, j.out)
+	}
+	if got := strings.Join(changedSteps(res), ","); got != strings.Join(stepIDs(), ",") {
+		t.Errorf("cold up changed %s, want every step\n%s", got, j.out)
+	}
+	want := "observe,snapshot,egress-apply,snapshot,stamp-read,provision,podman-service,enrol,mount-check,mount-check"
+	if got := strings.Join(j.r.Names(), ","); got != want || res.GuestCalls != 10 {
+		t.Errorf("cold guest calls (%d): %s\nwant %s", res.GuestCalls, got, want)
+	}
+	t.Logf("cold up on the fake: %d guest calls: %s", res.GuestCalls, strings.Join(j.r.Names(), ","))
+	j.r.Reset()
+	res, err = j.in.Execute(context.Background())
+	if err != nil || res.Changed || res.GuestCalls != 1 {
+		t.Errorf("up after the cold one: %v, changed %v, %d calls", err, changedSteps(res), res.GuestCalls)
+	}
+}
+
+// TestDryRunAndUpPrintTheSameSteps: the dry run's lines and up's progress lines name the
+// same steps in the same order, the table's, on a cold and on a warm jail.
+func TestDryRunAndUpPrintTheSameSteps(t *testing.T) {
+	for _, cold := range []bool{false, true} {
+		j := healthyJail(t)
+		if cold {
+			j.cold()
+		}
+		var dry strings.Builder
+		PrintPlan(&dry, j.in.Plan(j.in.ObserveWithEgress(context.Background())))
+		if _, err := j.in.Execute(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		dryIDs := regexp.MustCompile(`(?m)^\d+\. (\S+)`).FindAllStringSubmatch(dry.String(), -1)
+		upIDs := regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)`).FindAllStringSubmatch(j.out.String(), -1)
+		var d, u []string
+		for _, m := range dryIDs {
+			d = append(d, m[1])
+		}
+		for _, m := range upIDs {
+			u = append(u, m[1])
+		}
+		if strings.Join(d, ",") != strings.Join(stepIDs(), ",") || strings.Join(u, ",") != strings.Join(d, ",") {
+			t.Errorf("cold=%v: dry run %v, up %v, table %v", cold, d, u, stepIDs())
+		}
+	}
+}
+
+// TestStepTable: the order the spec fixes (the guest, then egress before anything that
+// starts a process in it), each step complete, and Needs/Gives naming real Facts fields.
+func TestStepTable(t *testing.T) {
+	if got := strings.Join(stepIDs(), ","); got != "jail,egress,provision,podman,broker,enrol,image,lev" {
+		t.Fatalf("steps %s", got)
+	}
+	fields := map[string]bool{"UID": true, "AliasV4": true, "AliasV6": true, "StatusSum": true, "ImageRef": true, "BenchRef": true, "Podman": true}
+	given := map[string]bool{"UID": true, "StatusSum": true, "ImageRef": true, "Podman": true} // the observation's
+	for _, s := range Steps {
+		if s.Plan == nil || s.Run == nil {
+			t.Errorf("%s: no plan or run", s.ID)
+		}
+		for _, n := range s.Needs {
+			if !fields[n] || !given[n] {
+				t.Errorf("%s needs %s, which no earlier step (or the observation) gives", s.ID, n)
+			}
+		}
+		for _, n := range s.Gives {
+			if !fields[n] {
+				t.Errorf("%s gives %s, not a Facts field", s.ID, n)
+			}
+			given[n] = true
+		}
+	}
+	keys := make([]string, 0, len(given))
+	for k := range given {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	t.Logf("facts handed on: %v", keys)
+}
+
+// TestImageOverlapsBrokerAndEnrol: on a cold up the image step (the workbench build)
+// starts once podman is reached and runs beside the broker and enrol steps: here the
+// broker's start waits for the workbench to be layered, which only an overlapping image
+// step can do. Its line still prints in its place, its guest calls are its own, and the
+// lev step runs after it. Positive control: with Overlap off the same up fails at the
+// broker (nothing ran beside it).
+func TestImageOverlapsBrokerAndEnrol(t *testing.T) {
+	for _, overlap := range []bool{true, false} {
+		j := healthyJail(t)
+		j.cold()
+		j.pod.layered = make(chan struct{})
+		j.broker.gate = j.pod.layered
+		for i := range Steps {
+			if Steps[i].ID == StepImage {
+				old := Steps[i].Overlap
+				Steps[i].Overlap = overlap
+				defer func(i int) { Steps[i].Overlap = old }(i)
+			}
+		}
+		res, err := j.in.Execute(context.Background())
+		if !overlap {
+			if err == nil || !strings.Contains(err.Error(), "nothing ran beside") {
+				t.Fatalf("without overlap: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v\n%s", err, j.out)
+		}
+		lines := regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)`).FindAllStringSubmatch(j.out.String(), -1)
+		var ids []string
+		for _, m := range lines {
+			ids = append(ids, m[1])
+		}
+		if strings.Join(ids, ",") != strings.Join(stepIDs(), ",") {
+			t.Errorf("lines %v", ids)
+		}
+		for _, s := range res.Steps {
+			if (s.ID == StepImage && s.Calls != 0) || (s.ID == StepEnrol && s.Calls != 1) {
+				t.Errorf("%s counted %d guest calls", s.ID, s.Calls)
+			}
+		}
+		if res.facts.BenchRef == "" || !strings.Contains(j.out.String(), "workbench") {
+			t.Errorf("the image step's facts did not reach the lev step: %+v", res.facts)
+		}
+	}
+}

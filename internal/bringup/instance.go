@@ -1,0 +1,214 @@
+package bringup
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levsettings"
+	"github.com/lever-jail/lever/internal/provision"
+)
+
+// Options configure one bring-up.
+type Options struct {
+	Cfg     *config.Config
+	Backend backend.Backend
+	// Exe is the lever executable: it runs the broker child (on the host only).
+	Exe string
+	// LevBinary overrides where the static Linux lev binary for the guest is found; it
+	// must match the guest's architecture.
+	LevBinary string
+	Out       io.Writer
+	Fresh     bool // recreate lev containers (a manager gains/loses /dev/kvm only so)
+	// BrokerEnv is extra environment for the broker child (tests: upstream roots).
+	BrokerEnv []string
+	// Podman reaches the run user's podman from the host; nil: its REST socket (forwarded
+	// from a VM guest). Unit tests give a fake.
+	Podman Dialer
+	// Broker controls the instance's host broker; nil: brokerctl on the state dir, the
+	// child being Exe. Unit tests give a fake.
+	Broker BrokerControl
+}
+
+// Instance is a configured jail with everything derived from its config and backend.
+// Nothing on it changes after New: what the steps find on the way (the run user's uid,
+// the alias, the image refs, the podman connection) is a Facts value the steps return
+// and hand on.
+type Instance struct {
+	opts    Options
+	cfg     *config.Config
+	b       backend.Backend
+	Runner  *guest.Counting
+	Spec    guest.EgressSpec
+	RunUser string
+	InPlace bool // the guest sees the host's filesystem (netns substrate)
+	TreeSrc string
+	provP   provision.Params
+	// imageRef is the lev image as configured or built (a tarball's loaded name is a
+	// fact of the image step).
+	imageRef string
+	image    *levimage.Image
+	source   levimage.Source
+	// settings are the user's lev settings (lev.config, lev.agents, lev.policy), read and
+	// validated on the host by New; settingsHash is their Hash.
+	settings     *levsettings.Bundle
+	settingsHash string
+	// levBin/levDigest are the lev binary layered into the workbench.
+	levBin    string
+	levDigest string
+	levErr    error
+	// tarballDigest is lev.base_tarball's digest (tarballErr: why there is none).
+	tarballDigest string
+	tarballErr    error
+	podman        Dialer
+	broker        BrokerControl
+}
+
+// New derives an Instance. Nothing is touched.
+func New(o Options) (*Instance, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	in := &Instance{opts: o, cfg: o.Cfg, b: o.Backend, Runner: &guest.Counting{Inner: o.Backend.Runner()}}
+	// Every snapshot of this instance also runs the backend's in-guest containment check.
+	in.Spec = backend.Guard(o.Backend, guest.SpecFor(o.Cfg, o.Backend.HostAlias()))
+	in.Spec.RoundTrips = guest.FileRoundTrips{Path: filepath.Join(o.Cfg.StateDir(), "guest", "nft-roundtrip")}
+	in.RunUser = "lever"
+	// A backend whose guest already has its run user (Lima's default user, the netns
+	// substrate's configured one) names it.
+	if n, ok := o.Backend.(RunUserNamer); ok && n.RunUser() != "" {
+		in.RunUser = n.RunUser()
+	}
+	if h, ok := o.Backend.(HostSharer); ok && h.SharesHostFilesystem() {
+		in.InPlace = true
+	}
+	in.TreeSrc = jail.TreeDir
+	in.provP = provision.Params{RunUser: in.RunUser, SysctlFile: "/etc/sysctl.d/60-lever.conf"}
+	if in.InPlace {
+		// The netns guest is the host: its tree is the host path, and lever writes no
+		// persistent host file outside the instance's state dir.
+		in.TreeSrc = o.Cfg.TreePath
+		in.provP.Stamp = filepath.Join(o.Cfg.StateDir(), "guest", "provision.stamp")
+		in.provP.SysctlFile = ""
+	}
+	in.podman, in.broker = o.Podman, o.Broker
+	if in.podman == nil {
+		in.podman = socketDialer{in: in}
+	}
+	if in.broker == nil {
+		in.broker = hostBroker{in: in}
+	}
+	// The user's lev settings are checked here, before any step runs, with lev's own
+	// loaders: a bad file fails up and apply --dry-run alike and changes nothing.
+	bundle, err := levsettings.Load(levsettings.Paths{Config: o.Cfg.Lev.Config, Agents: o.Cfg.Lev.Agents, Policy: o.Cfg.Lev.Policy})
+	if err != nil {
+		return nil, err
+	}
+	in.settings, in.settingsHash = bundle, bundle.Hash()
+	// One Linux lev, for the guest's architecture, goes into the lev image and the
+	// workbench and serves the guest-side helpers (lev __guest): the host's own executable
+	// never enters the guest (a Mac's lever could not run there).
+	arch, archErr := backend.GuestArch(context.Background(), o.Backend)
+	src, err := levimage.Resolve(o.Cfg, o.LevBinary, arch)
+	if err != nil {
+		if archErr != nil {
+			return nil, archErr
+		}
+		return nil, err
+	}
+	in.source = src
+	switch src.Kind {
+	case levimage.Built:
+		im, err := levimage.Build(levimage.Spec{LevBinary: src.Path, Arch: arch})
+		if err != nil {
+			return nil, err
+		}
+		in.image, in.imageRef = im, im.Ref
+	case levimage.Configured:
+		in.imageRef = src.Ref
+	case levimage.Tarball:
+		in.imageRef = "tarball " + src.Path
+	}
+	// The workbench always carries lever's own static lev (it serves the exec channel),
+	// whichever lev image the lev containers use.
+	in.levBin = o.LevBinary
+	if src.Kind == levimage.Built {
+		in.levBin = src.Path
+	}
+	switch {
+	case archErr != nil:
+		in.levErr = archErr
+	case in.levBin == "":
+		in.levBin, in.levErr = levimage.FindLevBinary(arch)
+	default:
+		in.levErr = levimage.CheckStatic(in.levBin, arch)
+	}
+	if in.levErr == nil {
+		in.levDigest, in.levErr = levimage.FileDigest(in.levBin)
+	}
+	if in.levErr != nil {
+		in.levErr = fmt.Errorf("the guest-side helpers and the workbench need a static Linux lev for the guest: %w", in.levErr)
+	}
+	if o.Cfg.Lev.BaseTarball != "" {
+		if in.tarballDigest, in.tarballErr = levimage.FileDigest(o.Cfg.Lev.BaseTarball); in.tarballErr != nil {
+			in.tarballErr = fmt.Errorf("lev.base_tarball: %w", in.tarballErr)
+		}
+	}
+	return in, nil
+}
+
+// Agents are the enrolment dir names: manager, worker-<name>...
+func (in *Instance) Agents() []string {
+	out := []string{jail.AgentDir(jail.Manager, "")}
+	for _, w := range in.cfg.Workers {
+		out = append(out, jail.AgentDir(jail.Worker, w.Name))
+	}
+	return out
+}
+
+func agentsRoot(uid int) string {
+	return fmt.Sprintf("/run/user/%d/lever/agents", uid)
+}
+
+// benchRoot holds each agent's exec-channel dir (run user's tmpfs, like agentsRoot).
+func benchRoot(uid int) string {
+	return fmt.Sprintf("/run/user/%d/lever/bench", uid)
+}
+
+// levHomeRoot holds each agent's lev home: persistent, outside the tree, root-owned so the
+// run user cannot swap it. On the netns substrate the guest is the host: the instance's
+// state dir.
+func (in *Instance) levHomeRoot() string {
+	if in.InPlace {
+		return filepath.Join(realDir(in.cfg.StateDir()), "guest", "levhome")
+	}
+	return "/var/lib/lever/" + in.cfg.Name + "/lev"
+}
+
+// realDir is d as an absolute path without symlinks (the enrol helper refuses a
+// symlinked component on the way to the lev homes).
+func realDir(d string) string {
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return d
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	return abs
+}
+
+// levHomeBase is where lever's own part of levHomeRoot's path starts (the enrol helper
+// makes and opens dirs only from there down): on the netns substrate, lever's state root.
+func (in *Instance) levHomeBase() string {
+	if in.InPlace {
+		return realDir(config.StateRoot())
+	}
+	return "/var/lib/lever"
+}

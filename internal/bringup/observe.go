@@ -1,0 +1,202 @@
+package bringup
+
+import (
+	"context"
+	"crypto/x509"
+	_ "embed"
+	"encoding/pem"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lever-jail/lever/internal/brokerctl"
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levimage/debroot"
+	"github.com/lever-jail/lever/internal/provision"
+)
+
+//go:embed scripts/observe.sh
+var observePart string
+
+// Observed is what a read-only look at the host and guest found.
+type Observed struct {
+	GuestReachable bool
+	// Egress: whether the snapshot read in the observation call (with the backend's
+	// in-guest containment check) matches the desired ruleset; EgressErr says why it
+	// could not be judged (the containment check's refusal among others). Only an
+	// observation with egress reads it.
+	EgressMatch bool
+	EgressDiff  []string
+	EgressErr   error
+	// Snapshot is that snapshot, for the egress step (nil: none was read).
+	Snapshot *guest.Snapshot
+	// Egress is the verification report of Snapshot (nil: none).
+	Egress        *guest.Report
+	Stamp         provision.State
+	StampCurrent  bool
+	ServiceUp     bool
+	BrokerRunning bool
+	BrokerSANOK   bool
+	// Enrolled: agent dir name -> holds a certificate valid for at least a day.
+	Enrolled map[string]bool
+	// Settings: agent dir name -> its pushed lev settings match the host's and its lev
+	// home and bench dir exist.
+	Settings     map[string]bool
+	ImagePresent bool
+	ImageRef     string
+	// BenchPresent: the workbench image (BenchRef, content-addressed) is in podman.
+	BenchPresent bool
+	BenchRef     string
+	// Containers: name -> "running", "stopped", "stale" (spec changed) or absent.
+	Containers map[string]string
+	// Facts are what the observation found that the steps use: the run user's uid, the
+	// package-state digest, the podman connection (when its service is up).
+	Facts Facts
+}
+
+// observeScript is the observation call: observe.sh with the functions it uses and, with
+// egress, the egress snapshot (containment check included) in the same call.
+func (in *Instance) observeScript(withEgress bool) (guest.Script, guest.Cmd) {
+	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
+	var env []string
+	if withEgress {
+		parts = append(parts, guest.SnapshotPart())
+		env = guest.SnapshotEnv(in.Spec.SnapshotRequest())
+	}
+	sc := guest.NewScript(append(parts, "exit 0")...)
+	args := append([]string{in.provP.WithDefaults().Stamp, in.RunUser, in.levHomeRoot()}, in.Agents()...)
+	return sc, sc.Cmd(env, args...)
+}
+
+// Observe looks without changing anything: one guest call (when the guest is reachable),
+// the broker's state file, and the podman socket. It reads no egress state (the host
+// commands that attach to a running jail use it).
+func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ctx, false) }
+
+// ObserveWithEgress is Observe with the egress snapshot and the backend's in-guest
+// containment check read in the same guest call, and judged: what up, its dry run and
+// status look at. Still one guest call.
+func (in *Instance) ObserveWithEgress(ctx context.Context) Observed { return in.observe(ctx, true) }
+
+func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
+	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]string{}, ImageRef: in.imageRef}
+	o.Facts.ImageRef = in.imageRef
+	sc, cmd := in.observeScript(withEgress)
+	res, err := in.Runner.Run(ctx, cmd)
+	if err != nil || res.ExitCode != 0 {
+		return o
+	}
+	secs, err := sc.Parse(res.Stdout)
+	if err != nil {
+		return o
+	}
+	o.GuestReachable = true
+	o.Stamp = provision.ParseState([]byte(secs["stamp"].Out))
+	o.StampCurrent = o.Stamp.Current(in.provP)
+	if uid, err := strconv.Atoi(strings.TrimSpace(secs["uid"].Out)); err == nil {
+		o.Facts.UID = uid
+	}
+	o.ServiceUp = strings.TrimSpace(secs["podman"].Out) == "up"
+	if sum := strings.TrimSpace(secs["statussum"].Out); len(sum) == 64 {
+		o.Facts.StatusSum = sum
+	}
+	caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
+	for _, a := range in.Agents() {
+		cert := secs["cert."+a]
+		o.Enrolled[a] = cert.RC == 0 && certValid([]byte(cert.Out), caPEM)
+		set := secs["settings."+a]
+		o.Settings[a] = set.RC == 0 && strings.TrimSpace(set.Out) == in.settingsHash && strings.TrimSpace(secs["dirs."+a].Out) == "ok"
+	}
+	if withEgress {
+		in.judgeEgress(secs, &o)
+	}
+	if bs, err := in.broker.Status(); err == nil && bs.Running {
+		o.BrokerRunning = true
+		switch {
+		case bs.State == nil:
+		case o.Facts.AliasV4 != "":
+			o.BrokerSANOK = contains(bs.State.SANIPs, o.Facts.AliasV4)
+		default:
+			// no alias known (an observation without egress): any SAN will do for now;
+			// the broker step checks the alias itself.
+			o.BrokerSANOK = len(bs.State.SANIPs) > 0
+		}
+	}
+	if o.ServiceUp && o.Facts.UID > 0 {
+		if c, err := in.podman.Dial(ctx, o.Facts.UID); err == nil {
+			o.Facts.Podman = c
+			if in.source.Kind != levimage.Tarball {
+				// built or configured: its ref is known (a tarball's name is known only
+				// once loaded, so the plan says it loads it; the image step finds it)
+				o.ImagePresent, _ = c.ImageExists(in.imageRef)
+			}
+			if ref, err := in.benchKnownRef(c, o.Facts); err == nil && ref != "" {
+				o.BenchRef = ref
+				o.BenchPresent, _ = c.ImageExists(ref)
+			}
+			if cs, err := c.List(in.cfg.Name); err == nil {
+				for _, s := range cs {
+					if s.Running {
+						o.Containers[s.Name] = "running"
+					} else {
+						o.Containers[s.Name] = "stopped"
+					}
+				}
+			}
+		}
+	}
+	return o
+}
+
+// judgeEgress reads the snapshot sections of an observation and verifies them (the
+// containment check first): no guest call.
+func (in *Instance) judgeEgress(secs guest.Sections, o *Observed) {
+	snap, err := guest.ParseSnapshot(secs, in.Spec.SnapshotRequest())
+	if err != nil {
+		o.EgressErr, o.EgressDiff = err, []string{err.Error()}
+		return
+	}
+	o.Snapshot = &snap
+	rep, err := guest.VerifySnapshot(in.Spec, snap)
+	if err != nil {
+		o.EgressErr, o.EgressDiff = err, []string{err.Error()}
+		return
+	}
+	o.Egress = &rep
+	o.EgressMatch, o.EgressDiff = rep.Diff.Match(), rep.Lines
+	o.Facts.AliasV4, o.Facts.AliasV6 = rep.Desired.AliasV4, rep.Desired.AliasV6
+}
+
+func contains(xs []string, x string) bool {
+	for _, s := range xs {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// certValid: a client certificate signed by the current CA with at least a third of its
+// lifetime (and five minutes) left.
+func certValid(certPEM, caPEM []byte) bool {
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		return false
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return false
+	}
+	left, life := time.Until(c.NotAfter), c.NotAfter.Sub(c.NotBefore)
+	if left < 5*time.Minute || left < life/3 {
+		return false
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return false
+	}
+	_, err = c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err == nil
+}

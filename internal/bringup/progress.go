@@ -1,0 +1,69 @@
+package bringup
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// progress prints a bring-up's steps: one line each, "[i/n] id verb time detail". On a
+// terminal the step shows while it runs and its result line replaces it.
+type progress struct {
+	w   io.Writer
+	tty bool
+	n   int
+}
+
+func newProgress(w io.Writer, n int) progress { return progress{w: w, tty: isTerminal(w), n: n} }
+
+func (p progress) running(i int, id string) {
+	if p.tty {
+		fmt.Fprintf(p.w, "[%d/%d] %-9s ...", i+1, p.n, id)
+	}
+}
+
+func (p progress) clear() {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+func (p progress) failed(i int, id string, d time.Duration, err error) {
+	p.clear()
+	fmt.Fprintf(p.w, "[%d/%d] %-9s FAILED after %s: %v\n", i+1, p.n, id, round(d), err)
+}
+
+func (p progress) done(i int, sr StepResult) {
+	p.clear()
+	verb := "ok     "
+	if sr.Changed {
+		verb = "changed"
+	}
+	fmt.Fprintf(p.w, "[%d/%d] %-9s %s %7s  %s\n", i+1, p.n, sr.ID, verb, round(sr.Duration), sr.Detail)
+}
+
+func (p progress) summary(name string, res *Result) {
+	if res.Changed {
+		fmt.Fprintf(p.w, "jail %s is up (%s, %d guest calls)\n", name, round(res.Duration), res.GuestCalls)
+	} else {
+		fmt.Fprintf(p.w, "jail %s is up: nothing changed (%s, %d guest calls)\n", name, round(res.Duration), res.GuestCalls)
+	}
+}
+
+// PrintPlan prints a plan (apply/up --dry-run): one line per step of the same table
+// Execute walks, in its order.
+func PrintPlan(w io.Writer, plan []Planned) {
+	for i, s := range plan {
+		fmt.Fprintf(w, "%d. %-9s %-6s %s\n", i+1, s.ID, s.Action, s.Why)
+	}
+	if !Changed(plan) {
+		fmt.Fprintln(w, "nothing to change (egress is verified again on apply)")
+	}
+}
+
+func round(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}

@@ -1,0 +1,29 @@
+# shellcheck shell=sh
+# Bring-up's observation (Instance.Observe), read-only, in the sections format: the
+# provisioning stamp and boot id (read_stamp, provision/stamp.sh), the run user's uid,
+# whether its podman service is up, the guest's package-state digest (state_digest,
+# debroot/statedigest.sh: the default workbench's tag derives from it), and per agent
+# whether its lev home and bench dir exist, the hash of its pushed lev settings and its
+# client certificate. The egress snapshot (guest/scripts/snapshot.sh) may follow in the
+# same call.
+# $1 the stamp, $2 the run user, $3 the lev home root, then the agents' dir names.
+stamp=$1; user=$2; levhome=$3; shift 3
+sec stamp read_stamp "$stamp"
+uid=$(id -u "$user" 2>/dev/null) || uid=none
+put uid "$uid"
+podman_service() {
+	[ "$uid" != none ] || { echo down; return 0; }
+	sock=/run/user/$uid/podman/podman.sock; pidf=/run/user/$uid/podman/lever-service.pid
+	st=$( [ -f "$pidf" ] && sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$pidf")/status" 2>/dev/null)
+	if [ -S "$sock" ] && { [ ! -f "$pidf" ] || { [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }; }; then echo up; else echo down; fi
+}
+sec podman podman_service
+sec statussum state_digest
+if [ "$uid" != none ]; then
+	for a in "$@"; do
+		d=missing; [ -d "$levhome/$a" ] && [ -d "/run/user/$uid/lever/bench/$a" ] && d=ok
+		put "dirs.$a" "$d"
+		sec "settings.$a" cat "/run/user/$uid/lever/agents/$a/settings.sha256"
+		sec "cert.$a" cat "/run/user/$uid/lever/agents/$a/client.crt"
+	done
+fi

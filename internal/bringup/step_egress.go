@@ -1,0 +1,48 @@
+package bringup
+
+import (
+	"context"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/guest"
+)
+
+// egressStep: the live chains are exactly the desired ones, rebuilt on any drift, before
+// anything else starts. Warm, it judges the snapshot the observation call read (no guest
+// call of its own); the containment check read with it is judged first. Never skipped:
+// "keep" means the snapshot matched.
+var egressStep = Step{
+	ID:    StepEgress,
+	Gives: []string{"AliasV4", "AliasV6"},
+	Plan: func(p PlanInput) (string, string) {
+		switch o := p.Obs; {
+		case !o.GuestReachable:
+			return "create", "applied as soon as the guest is up, before anything starts"
+		case o.EgressMatch:
+			return "keep", "live chains match the desired ruleset (verified again at run time)"
+		default:
+			return "repair", "drift: " + strings.Join(o.EgressDiff, "; ")
+		}
+	},
+	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
+		var rep guest.Report
+		var err error
+		if obs.Snapshot != nil {
+			rep, err = guest.EnsureEgressFrom(ctx, in.Runner, in.Spec, *obs.Snapshot)
+		} else {
+			rep, err = guest.EnsureEgress(ctx, in.Runner, in.Spec)
+		}
+		if err != nil {
+			return Done{Facts: f}, err
+		}
+		f.AliasV4, f.AliasV6 = rep.Desired.AliasV4, rep.Desired.AliasV6
+		if rep.Outcome == guest.Unchanged {
+			return Done{Detail: "verified: both families match (alias " + f.AliasV4 + ")", Facts: f}, nil
+		}
+		d := "rebuilt"
+		if len(rep.Lines) > 0 {
+			d += ": " + strings.Join(rep.Lines, "; ")
+		}
+		return Done{Changed: true, Detail: d, Facts: f}, nil
+	},
+}

@@ -1,0 +1,107 @@
+package bringup
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lever-jail/lever/internal/levimage"
+)
+
+// imageStep makes both images present: the lev image (the lev containers) and the
+// workbench (the agents' tools), each built or loaded once and found by its content tag
+// afterwards. Skipped (no guest call, no image write) when the observation found both.
+var imageStep = Step{
+	ID:    StepImage,
+	Needs: []string{"Podman", "StatusSum", "ImageRef"},
+	Gives: []string{"ImageRef", "BenchRef", "StatusSum"},
+	// The slowest step of a cold up (the workbench: read the guest's packages, tar them,
+	// load): it starts once podman is reached and runs beside broker and enrol, which
+	// neither need nor change anything it uses.
+	Overlap: true,
+	Plan: func(p PlanInput) (string, string) {
+		switch o := p.Obs; {
+		case o.ImagePresent && o.BenchPresent:
+			return "keep", o.ImageRef + " and workbench " + o.BenchRef + " are loaded"
+		case o.ImagePresent:
+			bench := o.BenchRef
+			if bench == "" {
+				bench = "(tag decided from the guest's packages)"
+			}
+			return "create", "build the workbench " + bench
+		default:
+			return "create", "load " + o.ImageRef + " and the workbench"
+		}
+	},
+	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {
+		if f.Podman == nil {
+			return Done{Facts: f}, fmt.Errorf("no connection to the run user's podman")
+		}
+		t0 := time.Now()
+		ch1, d1, f, err := in.stepLevImage(f.Podman, f)
+		if err != nil {
+			return Done{Facts: f}, err
+		}
+		if ch1 {
+			d1 += " in " + round(time.Since(t0))
+		}
+		ch2, d2, f, err := in.ensureBench(ctx, f.Podman, f)
+		if err != nil {
+			return Done{Facts: f}, fmt.Errorf("workbench: %w", err)
+		}
+		return Done{Changed: ch1 || ch2, Detail: d1 + "; " + d2, Facts: f}, nil
+	},
+}
+
+// stepLevImage makes the lev image present; the facts it returns name it.
+func (in *Instance) stepLevImage(c Images, f Facts) (bool, string, Facts, error) {
+	switch in.source.Kind {
+	case levimage.Configured:
+		ok, err := c.ImageExists(in.imageRef)
+		if err != nil {
+			return false, "", f, err
+		}
+		if !ok {
+			return false, "", f, fmt.Errorf("lev.image %s is not in the run user's podman (no registry is used); load it or set lev.image_tarball", in.imageRef)
+		}
+		return false, in.imageRef + " present", f, nil
+	case levimage.Tarball:
+		data, err := os.ReadFile(in.source.Path)
+		if err != nil {
+			return false, "", f, err
+		}
+		sum := sha256.Sum256(data)
+		marker := filepath.Join(in.cfg.StateDir(), "guest", fmt.Sprintf("image-%x.ref", sum[:8]))
+		if ref, err := os.ReadFile(marker); err == nil {
+			if ok, _ := c.ImageExists(string(ref)); ok {
+				f.ImageRef = string(ref)
+				return false, f.ImageRef + " present", f, nil
+			}
+		}
+		names, err := c.LoadArchive(data)
+		if err != nil {
+			return false, "", f, err
+		}
+		if len(names) == 0 {
+			return false, "", f, fmt.Errorf("lev.image_tarball %s loaded no image", in.source.Path)
+		}
+		f.ImageRef = names[0]
+		os.MkdirAll(filepath.Dir(marker), 0o700)
+		os.WriteFile(marker, []byte(f.ImageRef), 0o600)
+		return true, "loaded " + f.ImageRef, f, nil
+	}
+	ok, err := c.ImageExists(in.imageRef)
+	if err != nil {
+		return false, "", f, err
+	}
+	if ok {
+		return false, in.imageRef + " present", f, nil
+	}
+	if _, err := c.LoadArchive(in.image.Archive); err != nil {
+		return false, "", f, err
+	}
+	return true, fmt.Sprintf("built and loaded %s (%d KiB)", in.imageRef, len(in.image.Archive)>>10), f, nil
+}

@@ -1,0 +1,36 @@
+package bringup
+
+import (
+	"context"
+
+	"github.com/lever-jail/lever/internal/backend"
+)
+
+// jailStep: the guest is up. Skipped when the observation call answered; a running guest
+// is checked again every time all the same: its host-side containment here (no guest
+// call: Lima's realized config), its in-guest part in the observation's snapshot, judged
+// by the egress step.
+var jailStep = Step{
+	ID: StepJail,
+	Plan: func(p PlanInput) (string, string) {
+		if p.Obs.GuestReachable {
+			return "keep", "guest is up"
+		}
+		return "create", "guest is not reachable"
+	},
+	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
+		if obs.GuestReachable {
+			if c, ok := in.b.(backend.Containment); ok {
+				if err := c.CheckHost(ctx); err != nil {
+					return Done{Facts: f}, err
+				}
+				return Done{Detail: "guest is up; containment re-checked", Facts: f}, nil
+			}
+			return Done{Detail: "guest is up", Facts: f}, nil
+		}
+		if err := in.b.EnsureUp(ctx); err != nil {
+			return Done{Facts: f}, err
+		}
+		return Done{Changed: true, Detail: "guest started", Facts: f}, nil
+	},
+}

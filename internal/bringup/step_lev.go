@@ -1,0 +1,75 @@
+package bringup
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/lever-jail/lever/internal/jail"
+)
+
+// levStep: every planned container (each agent's lev container and its bench) runs with
+// its planned settings; one whose spec hash changed is recreated. Skipped when every
+// planned container runs (podman is still asked; no guest call unless one starts).
+var levStep = Step{
+	ID:    StepLev,
+	Needs: []string{"Podman", "UID", "AliasV4", "ImageRef", "BenchRef"},
+	Plan: func(p PlanInput) (string, string) {
+		var todo []string
+		for _, c := range p.Containers {
+			switch st := p.Obs.Containers[c]; st {
+			case "running":
+			case "":
+				todo = append(todo, c+" (create)")
+			default:
+				todo = append(todo, fmt.Sprintf("%s (%s)", c, st))
+			}
+		}
+		if len(todo) == 0 {
+			return "keep", "every lev container runs with its planned settings"
+		}
+		return "create", strings.Join(todo, ", ")
+	},
+	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {
+		changed, detail, err := in.stepLev(ctx, f)
+		return Done{Changed: changed, Detail: detail, Facts: f}, err
+	},
+}
+
+func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) {
+	c := f.Podman
+	if c == nil {
+		return false, "", fmt.Errorf("no connection to the run user's podman")
+	}
+	cs, err := in.Containers(f)
+	if err != nil {
+		return false, "", err
+	}
+	if err := in.customImagesPresent(c); err != nil {
+		return false, "", err
+	}
+	before := func(ct jail.Container) error { return in.checkMountSources(ctx, ct) }
+	changed := false
+	var parts []string
+	for _, ct := range cs {
+		ch, err := c.EnsureContainer(ct, in.opts.Fresh, before)
+		if err != nil {
+			return false, "", err
+		}
+		if ch != jail.Unchanged {
+			changed = true
+		}
+		parts = append(parts, ct.Name+" "+string(ch))
+	}
+	// A stopped-then-started container may exit at once (bad config): report it.
+	for _, ct := range cs {
+		st, err := c.Inspect(ct.Name)
+		if err == nil && st != nil && !st.Running {
+			logs, _ := c.Logs(ct.Name)
+			return changed, "", fmt.Errorf("%s is %s (exit %d): %s", ct.Name, st.Status, st.ExitCode, lastLines(logs, 5))
+		}
+	}
+	sort.Strings(parts)
+	return changed, strings.Join(parts, ", "), nil
+}

@@ -1,0 +1,40 @@
+package bringup
+
+import (
+	"context"
+
+	"github.com/lever-jail/lever/internal/jail"
+)
+
+// podmanStep: the run user's podman service runs and the host reaches it. Skipped when
+// the observation found the service up (its connection is reused).
+var podmanStep = Step{
+	ID:    StepPodman,
+	Needs: []string{"UID", "Podman"},
+	Gives: []string{"Podman"},
+	Plan: func(p PlanInput) (string, string) {
+		if p.Obs.ServiceUp {
+			return "keep", "run user's podman service is up"
+		}
+		return "start", "run user's podman service is down"
+	},
+	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
+		d := Done{Detail: "podman service up"}
+		if !obs.ServiceUp {
+			if err := jail.StartService(ctx, in.Runner, in.RunUser); err != nil {
+				return Done{Facts: f}, err
+			}
+			d = Done{Changed: true, Detail: "started the run user's podman service"}
+			f.Podman = nil
+		}
+		if f.Podman == nil {
+			c, err := in.podman.Dial(ctx, f.UID)
+			if err != nil {
+				return Done{Facts: f}, err
+			}
+			f.Podman = c
+		}
+		d.Facts = f
+		return d, nil
+	},
+}

@@ -1,0 +1,223 @@
+// Package bringup is lever apply/up: one table of steps (Steps) that both the plan and
+// the execution walk, in the spec's order (jail up, egress verified or rebuilt before
+// anything else starts, provisioning, podman, broker, enrolment, images, lev containers).
+// Each step is a named value in its own file: what it needs and gives, the rule that
+// skips it, and its run function. What a step finds (the run user's uid, the alias, the
+// image refs, the podman connection) it returns as Facts, handed to the next step; the
+// Instance holds only what the configuration and backend derive. Every step is
+// idempotent, so a second run on a healthy jail changes nothing and says so; a warm run
+// makes one guest call (the observation, which carries the egress snapshot and the
+// backend's containment check).
+package bringup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lever-jail/lever/internal/guest"
+)
+
+// Step ids, in execution order.
+const (
+	StepJail      = "jail"
+	StepEgress    = "egress"
+	StepProvision = "provision"
+	StepPodman    = "podman"
+	StepBroker    = "broker"
+	StepEnrol     = "enrol"
+	StepImage     = "image"
+	StepLev       = "lev"
+)
+
+// Facts are what the observation and the steps found on the way, handed from step to
+// step by value: each step gets the facts so far and returns them with its own added.
+type Facts struct {
+	UID       int    // the run user's uid (observation, provision)
+	AliasV4   string // the host alias the egress rules name (observation, egress)
+	AliasV6   string
+	StatusSum string // the guest's package-state digest (observation; image)
+	ImageRef  string // the lev image the lev containers run (image: a tarball's name)
+	BenchRef  string // the workbench image (image)
+	Podman    Podman // the run user's podman (observation, podman)
+}
+
+// Step is one row of the table.
+type Step struct {
+	ID string
+	// Needs and Gives name the Facts fields the step reads and returns; only the fields
+	// in Gives are taken from what it returns.
+	Needs, Gives []string
+	// Overlap: the step may start as soon as the steps that give its Needs (and egress)
+	// are done, running beside the steps in between; its line still prints in its place
+	// and the steps after it wait for it. Only for a step that starts nothing in the
+	// guest and that no step in between needs.
+	Overlap bool
+	// Plan is the step's skip rule: from what was observed, "keep" (skipped: at most a
+	// re-check without a guest call) or what it will do, and why.
+	Plan func(PlanInput) (action, why string)
+	// Run does the step, from the observation and the facts so far.
+	Run func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error)
+}
+
+// PlanInput is what a step's skip rule reads.
+type PlanInput struct {
+	Agents     []string // enrolment dir names
+	Containers []string // every planned container's name
+	Obs        Observed
+}
+
+// Done is what a step did: whether it changed anything, a line for people, and the
+// facts for the steps after it.
+type Done struct {
+	Changed bool
+	Detail  string
+	Facts   Facts
+}
+
+// Steps is the one table: egress comes before anything that starts a process in the
+// guest.
+var Steps = []Step{jailStep, egressStep, provisionStep, podmanStep, brokerStep, enrolStep, imageStep, levStep}
+
+// Result of one executed step.
+type StepResult struct {
+	ID       string        `json:"id"`
+	Changed  bool          `json:"changed"`
+	Detail   string        `json:"detail"`
+	Duration time.Duration `json:"duration_ns"`
+	Calls    int64         `json:"guest_calls"`
+}
+
+// Result of a whole bring-up.
+type Result struct {
+	Steps      []StepResult  `json:"steps"`
+	Changed    bool          `json:"changed"`
+	GuestCalls int64         `json:"guest_calls"`
+	Duration   time.Duration `json:"duration_ns"`
+	// facts are what the last step returned (tests read them).
+	facts Facts
+}
+
+// with returns f with the fields named in gives taken from g.
+func (f Facts) with(g Facts, gives []string) Facts {
+	for _, n := range gives {
+		switch n {
+		case "UID":
+			f.UID = g.UID
+		case "AliasV4":
+			f.AliasV4 = g.AliasV4
+		case "AliasV6":
+			f.AliasV6 = g.AliasV6
+		case "StatusSum":
+			f.StatusSum = g.StatusSum
+		case "ImageRef":
+			f.ImageRef = g.ImageRef
+		case "BenchRef":
+			f.BenchRef = g.BenchRef
+		case "Podman":
+			f.Podman = g.Podman
+		default:
+			panic("bringup: step gives unknown fact " + n)
+		}
+	}
+	return f
+}
+
+// readyAfter is the index of the last step before Steps[i] that gives one of its Needs
+// (at least egress's: nothing starts before the firewall is verified).
+func readyAfter(i int) int {
+	last := 0
+	for k := 0; k < i; k++ {
+		if Steps[k].ID == StepEgress && k > last {
+			last = k
+		}
+		for _, g := range Steps[k].Gives {
+			for _, n := range Steps[i].Needs {
+				if g == n && k > last {
+					last = k
+				}
+			}
+		}
+	}
+	return last
+}
+
+// run is one step running (in order, or started early beside others).
+type run struct {
+	done chan struct{}
+	d    Done
+	err  error
+	sr   StepResult
+}
+
+// start runs s in a goroutine with its own guest-call counter (its calls still count
+// in the instance's total).
+func (in *Instance) start(ctx context.Context, s Step, obs Observed, f Facts) *run {
+	r := &run{done: make(chan struct{})}
+	sub := *in
+	sub.Runner = &guest.Counting{Inner: in.Runner}
+	go func() {
+		defer close(r.done)
+		t0 := time.Now()
+		r.d, r.err = s.Run(ctx, &sub, obs, f)
+		r.sr = StepResult{ID: s.ID, Changed: r.d.Changed, Detail: r.d.Detail, Duration: time.Since(t0), Calls: sub.Runner.Calls()}
+	}()
+	return r
+}
+
+// Execute brings the jail up: one observation, then every step of the table in order
+// (an Overlap step started early, beside the steps before it). Progress goes to
+// Options.Out, one line per step, in the table's order.
+func (in *Instance) Execute(ctx context.Context) (*Result, error) {
+	start := time.Now()
+	in.Runner.Reset()
+	res := &Result{}
+	obs := in.ObserveWithEgress(ctx)
+	f := obs.Facts
+	p := newProgress(in.opts.Out, len(Steps))
+	early := map[int]*run{}
+	// every step started early is waited for, whatever happens before its turn
+	defer func() {
+		for _, r := range early {
+			<-r.done
+		}
+	}()
+	for i, s := range Steps {
+		r := early[i]
+		if r == nil || !isDone(r) {
+			p.running(i, s.ID)
+		}
+		if r == nil {
+			r = in.start(ctx, s, obs, f)
+		}
+		<-r.done
+		if r.err != nil {
+			p.failed(i, s.ID, r.sr.Duration, r.err)
+			res.facts = f
+			return res, fmt.Errorf("%s: %w", s.ID, r.err)
+		}
+		p.done(i, r.sr)
+		f = f.with(r.d.Facts, s.Gives)
+		res.Steps = append(res.Steps, r.sr)
+		res.Changed = res.Changed || r.d.Changed
+		for j := i + 1; j < len(Steps); j++ {
+			if Steps[j].Overlap && early[j] == nil && readyAfter(j) <= i {
+				early[j] = in.start(ctx, Steps[j], obs, f)
+			}
+		}
+	}
+	res.facts = f
+	res.GuestCalls = in.Runner.Calls()
+	res.Duration = time.Since(start)
+	p.summary(in.cfg.Name, res)
+	return res, nil
+}
+
+func isDone(r *run) bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
