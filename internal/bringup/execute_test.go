@@ -62,11 +62,21 @@ func TestWarmUpOneGuestCall(t *testing.T) {
 	if !strings.Contains(j.out.String(), "nothing changed") || !strings.Contains(j.out.String(), "1 guest calls") {
 		t.Errorf("summary:\n%s", j.out)
 	}
+	// lever up prints the status after the run: from the run's own observation when
+	// nothing changed, so the whole warm up stays one guest call.
+	if st := j.in.StatusAfter(context.Background(), res); !st.Healthy || len(j.r.Calls()) != 1 {
+		t.Errorf("status after a warm up: healthy %v, guest calls %v", st.Healthy, j.r.Names())
+	}
 	j.r.Reset()
 	j.w.egressOK = false
 	res, err = j.in.Execute(context.Background())
 	if err != nil || strings.Join(j.r.Names(), ",") != "observe,egress-apply,snapshot" || res.GuestCalls != 3 {
 		t.Fatalf("drifted warm up: %v, calls %v (%d)", err, j.r.Names(), res.GuestCalls)
+	}
+	// After a change the status observes again (the control: StatusAfter does call the
+	// guest when the run's observation is stale).
+	if st := j.in.StatusAfter(context.Background(), res); !st.Egress.Verified || strings.Join(j.r.Names(), ",") != "observe,egress-apply,snapshot,observe" {
+		t.Errorf("status after a repair: verified %v, guest calls %v", st.Egress.Verified, j.r.Names())
 	}
 }
 

@@ -41,10 +41,23 @@ type Status struct {
 // Status reads everything without changing anything: one guest call (the observation
 // with the egress snapshot and the backend's containment check).
 func (in *Instance) Status(ctx context.Context) *Status {
+	return in.statusFrom(in.ObserveWithEgress(ctx))
+}
+
+// StatusAfter is the status `lever up` prints after res: when the run changed nothing,
+// the observation it started from is the state now, so no second guest call is made (a
+// warm up stays one call); after a change it observes again.
+func (in *Instance) StatusAfter(ctx context.Context, res *Result) *Status {
+	if res != nil && !res.Changed && res.obs != nil {
+		return in.statusFrom(*res.obs)
+	}
+	return in.Status(ctx)
+}
+
+func (in *Instance) statusFrom(obs Observed) *Status {
 	s := &Status{Instance: in.cfg.Name, Backend: in.b.Name()}
 	s.Guest.RunUser = in.RunUser
 	s.Egress.Posture = string(in.Spec.Posture)
-	obs := in.ObserveWithEgress(ctx)
 	s.Guest.Reachable, s.Guest.Provisioned, s.Guest.PodmanUp = obs.GuestReachable, obs.StampCurrent, obs.ServiceUp
 	switch {
 	case !obs.GuestReachable:

@@ -96,6 +96,9 @@ type Result struct {
 	Duration   time.Duration `json:"duration_ns"`
 	// facts are what the last step returned (tests read them).
 	facts Facts
+	// obs is the observation the run started from (StatusAfter reuses it when nothing
+	// changed).
+	obs *Observed
 }
 
 // with returns f with the fields named in gives taken from g.
@@ -173,6 +176,7 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	in.Runner.Reset()
 	res := &Result{}
 	obs := in.ObserveWithEgress(ctx)
+	res.obs = &obs
 	f := obs.Facts
 	p := newProgress(in.opts.Out, len(Steps))
 	early := map[int]*run{}

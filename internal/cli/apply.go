@@ -34,10 +34,10 @@ func bringupTarget(cmd *cobra.Command, args []string, fresh bool) (*bringup.Inst
 	return in, nil
 }
 
-func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*bringup.Instance, error) {
+func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*bringup.Instance, *bringup.Result, error) {
 	in, err := bringupTarget(cmd, args, fresh)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx := cmd.Context()
 	if ctx == nil {
@@ -47,19 +47,19 @@ func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*b
 		// The same observation Execute starts from (one guest call), and the same table.
 		plan := in.Plan(in.ObserveWithEgress(ctx))
 		if asJSON {
-			return in, writeJSON(cmd.OutOrStdout(), plan)
+			return in, nil, writeJSON(cmd.OutOrStdout(), plan)
 		}
 		bringup.PrintPlan(cmd.OutOrStdout(), plan)
-		return in, nil
+		return in, nil, nil
 	}
 	res, err := in.Execute(ctx)
 	if err != nil {
-		return in, err
+		return in, res, err
 	}
 	if asJSON {
-		return in, writeJSON(cmd.OutOrStdout(), res)
+		return in, res, writeJSON(cmd.OutOrStdout(), res)
 	}
-	return in, nil
+	return in, res, nil
 }
 
 func newApplyCmd() *cobra.Command {
@@ -75,7 +75,7 @@ the lev image (built from the static lev binary, no registry), and the lev conta
 A second run on a healthy jail changes nothing and says so. --dry-run prints the plan.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := applyRun(cmd, args, dryRun, fresh, asJSON)
+			_, _, err := applyRun(cmd, args, dryRun, fresh, asJSON)
 			return err
 		},
 	}
@@ -92,11 +92,11 @@ func newUpCmd() *cobra.Command {
 		Short: "apply, then show the jail's status",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := applyRun(cmd, args, dryRun, fresh, false)
+			in, res, err := applyRun(cmd, args, dryRun, fresh, false)
 			if err != nil || dryRun {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), in.Status(cmd.Context()).Text())
+			fmt.Fprint(cmd.OutOrStdout(), in.StatusAfter(cmd.Context(), res).Text())
 			return nil
 		},
 	}
