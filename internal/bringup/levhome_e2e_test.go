@@ -80,7 +80,7 @@ func stepOf(res bringup.Result, id string) bringup.StepResult {
 // positive control that holds them), lev's settings pushed from the host through the
 // enrol helper and re-pushed when the host file changes, a bad settings file refused on
 // the host with nothing in the guest changed, and a warm up that costs what it cost
-// before (2 guest calls).
+// before (1 guest call: the observation).
 func TestLevHomeAndBenchNetns(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireTool(t, "podman")
