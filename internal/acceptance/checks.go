@@ -1,7 +1,7 @@
 // Package acceptance proves the jail's properties from inside it: lever acceptance. The
 // check definitions are pure (Evaluate: measurements in, verdicts out); Run gathers the
-// measurements through the guest Runner (one call for every network probe, process
-// inspection and secret scan, plus the egress snapshot) and the podman bindings.
+// measurements through the guest Runner (one call for the egress snapshot and every
+// network probe, process inspection and secret scan) and the podman bindings.
 package acceptance
 
 import (
@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/guestside/probes"
 )
 
 // Status is a check's verdict.
@@ -124,6 +126,10 @@ func ProbesFor(e Expect, caPEM []byte) []Probe {
 	}
 	if a6, global := aliasV6(e); global {
 		ps = append(ps, Probe{ID: "alias6", Kind: "tcp", Addr: net.JoinHostPort(a6.String(), strconv.Itoa(closedPort(e))), TimeoutMS: 1500})
+	} else if e.AliasV6 == probes.Alias6 && e.Targets.AliasV6 == "" {
+		// Not known yet: the guest aims it at the alias its snapshot finds, and keeps it
+		// only when that is global (probes.Aim).
+		ps = append(ps, Probe{ID: "alias6", Kind: "tcp", Addr: net.JoinHostPort(probes.Alias6, strconv.Itoa(closedPort(e))), TimeoutMS: 1500})
 	}
 	if e.Closed {
 		ps = append(ps,
@@ -141,11 +147,7 @@ func aliasV6(e Expect) (netip.Addr, bool) {
 	if e.Targets.AliasV6 != "" {
 		s = e.Targets.AliasV6
 	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a, a.Is6() && !a.Is4In6() && a.IsGlobalUnicast() && !a.IsPrivate()
+	return probes.GlobalV6(s)
 }
 
 // closedPort is a port the alias-v6 probe uses: not allowlisted, so LEVER_EGRESS must drop it.

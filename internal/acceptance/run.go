@@ -71,36 +71,27 @@ func (r *Report) Failed() []string {
 	return out
 }
 
-// Run measures and evaluates. Guest round-trips: one egress snapshot, one guest-side
-// helper run (network probes, lev's containers found and inspected, key search together).
+// Run measures and evaluates in ONE guest call: the guest-side helper runs the egress
+// snapshot, then the network probes aimed at the alias the snapshot names, finds and
+// inspects lev's containers, and searches for the key. The host judges the snapshot's
+// output exactly as a snapshot of its own (guest.ReadCarried, guest.VerifySnapshot) and
+// refuses an answer whose probes were not aimed where that output says.
 func Run(ctx context.Context, env Env) (*Report, error) {
 	start := time.Now()
 	var m Measured
 	e := env.Expect
-	rep, err := guest.VerifyEgress(ctx, env.Runner, env.Egress)
-	if err != nil {
-		m.EgressErr = err.Error()
-	} else {
-		m.EgressMatch = rep.Diff.Match()
-		m.EgressDiff = rep.Lines
-		if e.AliasIP == "" {
-			e.AliasIP = rep.Desired.AliasV4
-		}
-		e.AliasV6 = rep.Desired.AliasV6
-		if a, global := aliasV6(e); global {
-			drop := "-A " + egress.Chain + " -d " + a.String() + "/128 -j DROP"
-			for _, r := range rep.Desired.Ruleset.V6 {
-				e.AliasV6Covered = e.AliasV6Covered || r == drop
-			}
-		}
+	carried, snapScript := guest.Carry(env.Egress)
+	// The probes go out with the alias as a placeholder the helper fills in from the
+	// snapshot it runs first (probes.Aim).
+	aim := e
+	if aim.AliasIP == "" {
+		aim.AliasIP = probes.Alias4
 	}
-	if e.BrokerAddr != "" && strings.HasPrefix(e.BrokerAddr, ":") && e.AliasIP != "" {
-		e.BrokerAddr = e.AliasIP + e.BrokerAddr
+	aim.AliasV6 = probes.Alias6
+	if aim.BrokerAddr != "" && strings.HasPrefix(aim.BrokerAddr, ":") {
+		aim.BrokerAddr = aim.AliasIP + aim.BrokerAddr
 	}
-	// One guest call: the probes, the inspection of lev's containers (found in the guest)
-	// and the key search. podman is asked afterwards, over its socket, which is no guest
-	// call.
-	req := Request{Probes: ProbesFor(e, env.BrokerCA), RunUser: env.RunUser, NamePrefix: env.ContainerPrefix}
+	req := Request{Probes: ProbesFor(aim, env.BrokerCA), RunUser: env.RunUser, NamePrefix: env.ContainerPrefix, Snapshot: &carried}
 	var secret []byte
 	if len(env.Secrets) > 0 {
 		secret = env.Secrets[0]
@@ -142,6 +133,43 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 	var resp Response
 	if err := json.Unmarshal(res.Stdout, &resp); err != nil {
 		return nil, fmt.Errorf("reading the guest's acceptance answer: %w (%q)", err, truncate(res.Stdout))
+	}
+	if resp.Snapshot == nil {
+		return nil, fmt.Errorf("the guest's acceptance answer carries no egress snapshot (an older lev helper?)")
+	}
+	// The egress verdict, judged on the host as `lever egress verify` judges it.
+	snap, err := guest.ReadCarried(snapScript, env.Egress, *resp.Snapshot)
+	var rep guest.Report
+	if err == nil {
+		rep, err = guest.VerifySnapshot(env.Egress, snap)
+	}
+	if err != nil {
+		m.EgressErr = err.Error()
+	} else {
+		m.EgressMatch = rep.Diff.Match()
+		m.EgressDiff = rep.Lines
+		if e.AliasIP == "" {
+			e.AliasIP = rep.Desired.AliasV4
+		}
+		e.AliasV6 = rep.Desired.AliasV6
+		if a, global := aliasV6(e); global {
+			drop := "-A " + egress.Chain + " -d " + a.String() + "/128 -j DROP"
+			for _, r := range rep.Desired.Ruleset.V6 {
+				e.AliasV6Covered = e.AliasV6Covered || r == drop
+			}
+		}
+	}
+	if e.BrokerAddr != "" && strings.HasPrefix(e.BrokerAddr, ":") && e.AliasIP != "" {
+		e.BrokerAddr = e.AliasIP + e.BrokerAddr
+	}
+	// The probes must be the ones the snapshot's bytes aim at (the host reads the alias
+	// from them with the guest's own function): an answer aimed elsewhere is not judged.
+	v4, v6 := carried.Aliases(*resp.Snapshot)
+	if v4 != resp.AliasV4 || v6 != resp.AliasV6 {
+		return nil, fmt.Errorf("the guest helper aimed its probes at the alias %q/%q, but the snapshot it returned names %q/%q", resp.AliasV4, resp.AliasV6, v4, v6)
+	}
+	if want := probes.Aim(req.Probes, v4, v6); !sameProbes(want, resp.Probed) {
+		return nil, fmt.Errorf("the guest helper ran probes %s, but the snapshot it returned aims them at %s", probeList(resp.Probed), probeList(want))
 	}
 	m.Outcomes = map[string]Outcome{}
 	for _, o := range resp.Outcomes {
@@ -198,6 +226,26 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 	out.DurationMS = time.Since(start).Milliseconds()
 	out.Passed = len(out.Failed()) == 0
 	return out, nil
+}
+
+func sameProbes(a, b []Probe) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Kind != b[i].Kind || a[i].Addr != b[i].Addr {
+			return false
+		}
+	}
+	return true
+}
+
+func probeList(ps []Probe) string {
+	var s []string
+	for _, p := range ps {
+		s = append(s, p.ID+"="+p.Addr)
+	}
+	return "[" + strings.Join(s, " ") + "]"
 }
 
 func truncate(b []byte) string {

@@ -6,24 +6,32 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside/probes"
 	"github.com/lever-jail/lever/internal/levimage/levtest"
 )
 
-// recorder answers the egress snapshot with a failure and the helper with a canned
-// answer, and keeps every command.
+// recorder answers the helper with a canned answer (its egress snapshot failed), and
+// keeps every command.
 type recorder struct{ cmds []guest.Cmd }
 
 func (r *recorder) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 	r.cmds = append(r.cmds, c)
-	if len(c.Argv) > 0 && c.Argv[0] == "sh" {
-		return guest.Result{ExitCode: 1, Stderr: []byte("no iptables here")}, nil
+	// The request follows lev's bytes on stdin; the probes are aimed as the real helper
+	// aims them when the snapshot names no alias.
+	var req Request
+	if i := bytes.LastIndex(c.Stdin, []byte(`{"probes"`)); i >= 0 {
+		_ = json.Unmarshal(c.Stdin[i:], &req)
 	}
-	return guest.Result{Stdout: []byte(`{"outcomes":[],"run_uid":-1,"found":[],"scanned_files":3,"scanned_bytes":4096}`)}, nil
+	resp := Response{RunUID: -1, Scanned: 3, ScannedBytes: 4096, Probed: probes.Aim(req.Probes, "", ""),
+		Snapshot: &guest.CarriedAnswer{Stderr: "no iptables here", RC: 1}}
+	b, _ := json.Marshal(resp)
+	return guest.Result{Stdout: b}, nil
 }
 
 // TestRunSendsLevForGuestAndNoKey: acceptance's one helper call into a VM carries the
@@ -40,10 +48,10 @@ func TestRunSendsLevForGuestAndNoKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.cmds) != 2 {
-		t.Fatalf("%d guest calls, want 2 (snapshot, helper)", len(r.cmds))
+	if len(r.cmds) != 1 {
+		t.Fatalf("%d guest calls, want 1 (the helper, carrying the snapshot)", len(r.cmds))
 	}
-	h := r.cmds[1]
+	h := r.cmds[0]
 	if !bytes.HasPrefix(h.Stdin, lev) || !strings.HasSuffix(strings.Join(h.Argv, " "), `"$d/lev" __guest probe`) {
 		t.Fatalf("helper call %q does not run the arm64 lev it was given", h.Argv)
 	}

@@ -169,14 +169,7 @@ func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot,
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading egress state from the guest: %w", err)
 	}
-	if res.ExitCode != 0 {
-		return Snapshot{}, fmt.Errorf("reading egress state from the guest: sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	secs, err := sc.Parse(res.Stdout)
-	if err != nil {
-		return Snapshot{}, err
-	}
-	return ParseSnapshot(secs, req)
+	return readSnapshot(sc, res, req)
 }
 
 // ParseSnapshot reads a snapshot from the sections SnapshotPart printed.

@@ -6,6 +6,7 @@
 package probes
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lever-jail/lever/internal/guest"
 )
 
 // Request is everything the guest side measures, in one round-trip.
@@ -29,6 +32,9 @@ type Request struct {
 	RunUser    string `json:"run_user,omitempty"`
 	NamePrefix string `json:"name_prefix,omitempty"`
 	Scan       *Scan  `json:"scan,omitempty"`
+	// Snapshot is the egress snapshot, run here first in the same call: probes whose host
+	// is Alias4 or Alias6 are aimed at the alias it finds (Aim).
+	Snapshot *guest.CarriedSnapshot `json:"snapshot,omitempty"`
 }
 
 // ProcInfo is one lev process as the guest kernel sees it.
@@ -61,6 +67,12 @@ type Response struct {
 	ScannedBytes int64 `json:"scanned_bytes"`
 	Skipped      int   `json:"skipped_files"`
 	ScanMS       int64 `json:"scan_ms"`
+	// Snapshot is what the carried snapshot printed; AliasV4 and AliasV6 the aliases read
+	// from it, and Probed the probes as aimed and run (the host checks both).
+	Snapshot *guest.CarriedAnswer `json:"snapshot,omitempty"`
+	AliasV4  string               `json:"alias_v4,omitempty"`
+	AliasV6  string               `json:"alias_v6,omitempty"`
+	Probed   []Probe              `json:"probed"`
 }
 
 // Serve runs in the guest (as root, in the jail's network namespace): it reads a Request
@@ -70,28 +82,34 @@ func Serve(r io.Reader, w io.Writer) error {
 	if err := json.NewDecoder(r).Decode(&req); err != nil {
 		return fmt.Errorf("reading the acceptance request: %w", err)
 	}
-	// The probes and the process inspection run together; the key search, which keeps
-	// every vCPU busy, starts after the probes: "no route to host at once" is judged by
-	// its elapsed time, which a saturated TCG guest would stretch.
+	// The egress snapshot and the search for lev's containers and their inspection run
+	// together; the probes, aimed at the alias the snapshot found, follow the snapshot; the
+	// key search, which keeps every vCPU busy, starts after the probes: "no route to host
+	// at once" is judged by its elapsed time, which a saturated TCG guest would stretch.
 	resp := Response{RunUID: -1}
 	pids := req.Pids
-	if req.NamePrefix != "" {
-		uid, found, err := findContainers(req.RunUser, req.NamePrefix)
-		resp.RunUID = uid
-		if err != nil {
-			resp.FindErr = err.Error()
-		}
-		pids = append(pids, found...)
-	}
 	self, _ := os.Readlink("/proc/self/ns/net")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if req.NamePrefix != "" {
+			uid, found, err := findContainers(req.RunUser, req.NamePrefix)
+			resp.RunUID = uid
+			if err != nil {
+				resp.FindErr = err.Error()
+			}
+			pids = append(pids, found...)
+		}
 		for _, pid := range pids {
 			resp.Procs = append(resp.Procs, inspectProc(pid, self))
 		}
 	}()
-	resp.Outcomes = RunProbes(req.Probes)
+	if req.Snapshot != nil {
+		resp.Snapshot = runSnapshot(context.Background(), req.Snapshot)
+		resp.AliasV4, resp.AliasV6 = req.Snapshot.Aliases(*resp.Snapshot)
+	}
+	resp.Probed = Aim(req.Probes, resp.AliasV4, resp.AliasV6)
+	resp.Outcomes = RunProbes(resp.Probed)
 	<-done
 	if req.Scan != nil {
 		start := time.Now()
