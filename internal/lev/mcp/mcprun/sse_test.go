@@ -15,7 +15,7 @@ import (
 // /sse opens the event stream, whose first event announces the message endpoint (as
 // endpoint says; "" is the relative "/message"); the POSTed requests are answered on that
 // stream. tools/call misbehaves as mode says: "frame" answers in one SSE event of n bytes
-// (its text is n bytes of x), "hang" never answers; anything else answers "ok from sse".
+// (its text is n bytes of x), "hang" never answers ("mute": not even the endpoint event); anything else answers "ok from sse".
 // posts counts the POSTs it received.
 func hostileSSE(t testing.TB, mode string, n int, endpoint func(base string) string) (string, *atomic.Int64) {
 	var posts, sent atomic.Int64
@@ -27,6 +27,11 @@ func hostileSSE(t testing.TB, mode string, n int, endpoint func(base string) str
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(http.StatusOK)
 			fl := w.(http.Flusher)
+			if mode == "mute" { // the stream opens, and nothing comes
+				fl.Flush()
+				<-r.Context().Done()
+				return
+			}
 			ep := "/message?sessionId=1"
 			if endpoint != nil {
 				ep = endpoint(srv.URL)
@@ -96,7 +101,7 @@ func hostileSSE(t testing.TB, mode string, n int, endpoint func(base string) str
 // message and drops the session (a 7 MiB one passes: the control); a server announcing
 // its message endpoint at another origin is refused before lev sends it anything (its
 // own origin, spelled absolutely or in upper case, is the control); a server that never
-// answers a call hits the deadline. The record stays whole; the heap stays near the cap.
+// answers a call, or never announces its endpoint, hits the deadline. The record stays whole; the heap stays near the cap.
 func TestHostileSSEServers(t *testing.T) {
 	// Another origin on loopback: a second server, which must never see a request.
 	var stolen atomic.Int64
@@ -119,6 +124,7 @@ func TestHostileSSEServers(t *testing.T) {
 		{"control: 7 MiB SSE frame", "frame", 7 << 20, nil, strings.Repeat("x", 4096) + "…", false},
 		{"9 MiB SSE frame", "frame", 9 << 20, nil, "stream frame exceeded 8 MiB from the MCP server bad", false},
 		{"never answers", "hang", 0, nil, "MCP server bad did not answer tools/call probe within 2s", false},
+		{"never sends its endpoint", "mute", 0, nil, "MCP server bad did not answer initialize within 2s", true},
 		{"control: endpoint at its own origin, absolute", "ok", 0, func(b string) string { return b + "/message?sessionId=1" }, "ok from sse", false},
 		{"control: its own origin, scheme in upper case", "ok", 0, func(b string) string { return strings.ToUpper(b) + "/message?sessionId=1" }, "ok from sse", false},
 		{"endpoint at another port", "ok", 0, func(string) string { return thief.URL + "/message?sessionId=1" }, "MCP server bad announced its message endpoint at " + thief.URL + ", another origin than its url's", true},
