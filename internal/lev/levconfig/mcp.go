@@ -126,11 +126,16 @@ func checkMCP(doc *tomlx.Doc, c *Config) error {
 			return doc.Errorf(key+".url", "args and env are for a stdio server (command); an HTTP server takes url and headers")
 		case s.Command != "" && s.Headers != nil:
 			return doc.Errorf(key+".headers", "headers are for an HTTP server (url); a stdio server takes command, args and env")
-		case s.Command != "" && s.HTTPTransport != "":
+		case s.Command != "" && (s.HTTPTransport != "" || doc.Line(key+".transport") != 0):
 			return doc.Errorf(key+".transport", "transport is for an HTTP server (url); a stdio server is started from command")
 		}
 		switch s.HTTPTransport {
-		case "", "streamable", "sse":
+		case "streamable", "sse":
+		case "":
+			if doc.Line(key+".transport") == 0 {
+				break // absent: the default
+			}
+			fallthrough // written out empty: a typo, not a choice
 		default:
 			return doc.Errorf(key+".transport", "bad transport %q (want streamable, the default, or sse for a server that offers only the older HTTP+SSE transport)", s.HTTPTransport)
 		}

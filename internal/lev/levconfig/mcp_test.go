@@ -41,6 +41,8 @@ func TestMCPConfig(t *testing.T) {
 		{"control: streamable named", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/mcp\"\ntransport = \"streamable\"\n", ""},
 		{"bad transport", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = \"websocket\"\n", `config.toml:3: key "mcp.servers.web.transport": bad transport "websocket" (want streamable, the default, or sse`},
 		{"transport in another case", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = \"SSE\"\n", `key "mcp.servers.web.transport": bad transport "SSE"`},
+		{"empty transport", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = \"\"\n", `config.toml:3: key "mcp.servers.web.transport": bad transport ""`},
+		{"empty transport on stdio", stdio + "transport = \"\"\n", `config.toml:3: key "mcp.servers.fs.transport": transport is for an HTTP server`},
 		{"transport on stdio", stdio + "transport = \"sse\"\n", `config.toml:3: key "mcp.servers.fs.transport": transport is for an HTTP server (url)`},
 		{"streamable on stdio", stdio + "transport = \"streamable\"\n", `key "mcp.servers.fs.transport": transport is for an HTTP server`},
 		{"transport not a string", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = 1\n", `mcp.servers.web.transport`},
