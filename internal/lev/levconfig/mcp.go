@@ -18,8 +18,8 @@ type MCP struct {
 	Servers map[string]*MCPServer `toml:"servers"`
 }
 
-// MCPServer is one [mcp.servers.NAME] table: a stdio server (command, args, env) or a
-// Streamable HTTP server (url, headers), never both.
+// MCPServer is one [mcp.servers.NAME] table: a stdio server (command, args, env) or an
+// HTTP server (url, headers, transport), never both.
 type MCPServer struct {
 	// Command is the stdio server's executable, an absolute path: nothing searches lev's
 	// PATH for it, and the server gets no PATH unless env gives one.
@@ -31,6 +31,11 @@ type MCPServer struct {
 
 	URL     string            `toml:"url"`
 	Headers map[string]string `toml:"headers"`
+	// HTTPTransport is how lev speaks to an HTTP server: "streamable" (the default,
+	// Streamable HTTP) or "sse" (the older HTTP+SSE transport, for a server that offers
+	// only that). Both pass the same caps; an SSE server's message endpoint must have the
+	// url's origin.
+	HTTPTransport string `toml:"transport"`
 
 	// Classification is how the taint gate treats the server's tools: "" (unclassified:
 	// outbound with Public clearance, the spec's fail-closed default), "outbound" (with
@@ -60,8 +65,14 @@ func (s *MCPServer) Transport() string {
 	if s.Stdio() {
 		return "stdio"
 	}
+	if s.SSE() {
+		return "http+sse"
+	}
 	return "http"
 }
+
+// SSE reports whether the server speaks the older HTTP+SSE transport.
+func (s *MCPServer) SSE() bool { return s.HTTPTransport == "sse" }
 
 // GrantedTo reports whether the agent installed as name may use the server.
 func (s *MCPServer) GrantedTo(installed string) bool {
@@ -115,6 +126,18 @@ func checkMCP(doc *tomlx.Doc, c *Config) error {
 			return doc.Errorf(key+".url", "args and env are for a stdio server (command); an HTTP server takes url and headers")
 		case s.Command != "" && s.Headers != nil:
 			return doc.Errorf(key+".headers", "headers are for an HTTP server (url); a stdio server takes command, args and env")
+		case s.Command != "" && (s.HTTPTransport != "" || doc.Line(key+".transport") != 0):
+			return doc.Errorf(key+".transport", "transport is for an HTTP server (url); a stdio server is started from command")
+		}
+		switch s.HTTPTransport {
+		case "streamable", "sse":
+		case "":
+			if doc.Line(key+".transport") == 0 {
+				break // absent: the default
+			}
+			fallthrough // written out empty: a typo, not a choice
+		default:
+			return doc.Errorf(key+".transport", "bad transport %q (want streamable, the default, or sse for a server that offers only the older HTTP+SSE transport)", s.HTTPTransport)
 		}
 		if s.URL != "" {
 			u, err := url.Parse(s.URL)

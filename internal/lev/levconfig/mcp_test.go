@@ -37,13 +37,29 @@ func TestMCPConfig(t *testing.T) {
 		{"bad result label", stdio + "result_label = \"public\"\n", `key "mcp.servers.fs.result_label": bad label "public"`},
 		{"timeout too long", stdio + "timeout_seconds = 601\n", `key "mcp.servers.fs.timeout_seconds": 601 is not between 1 and 600`},
 		{"sampling is not configurable", stdio + "sampling = true\n", `config.toml:3: unknown key "mcp.servers.fs.sampling"`},
+		{"control: http+sse", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = \"sse\"\n", ""},
+		{"control: streamable named", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/mcp\"\ntransport = \"streamable\"\n", ""},
+		{"bad transport", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = \"websocket\"\n", `config.toml:3: key "mcp.servers.web.transport": bad transport "websocket" (want streamable, the default, or sse`},
+		{"transport in another case", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = \"SSE\"\n", `key "mcp.servers.web.transport": bad transport "SSE"`},
+		{"empty transport", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = \"\"\n", `config.toml:3: key "mcp.servers.web.transport": bad transport ""`},
+		{"empty transport on stdio", stdio + "transport = \"\"\n", `config.toml:3: key "mcp.servers.fs.transport": transport is for an HTTP server`},
+		{"transport on stdio", stdio + "transport = \"sse\"\n", `config.toml:3: key "mcp.servers.fs.transport": transport is for an HTTP server (url)`},
+		{"streamable on stdio", stdio + "transport = \"streamable\"\n", `key "mcp.servers.fs.transport": transport is for an HTTP server`},
+		{"transport not a string", "[mcp.servers.web]\nurl = \"http://127.0.0.1:3000/sse\"\ntransport = 1\n", `mcp.servers.web.transport`},
 	}
+	// What each control means: the transport lev mcp list and the run record show.
+	wantTransport := map[string]string{"control: stdio": "stdio", "control: http": "http", "control: http+sse": "http+sse", "control: streamable named": "http"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse("config.toml", []byte(tc.text))
 			if tc.want == "" {
 				if err != nil || len(c.MCP.Servers) != 1 {
 					t.Fatalf("control: %v", err)
+				}
+				for _, srv := range c.MCP.Servers {
+					if got := srv.Transport(); got != wantTransport[tc.name] {
+						t.Fatalf("control: transport %q, want %q", got, wantTransport[tc.name])
+					}
 				}
 				return
 			}

@@ -2,11 +2,14 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,12 +18,17 @@ import (
 	"github.com/lever-jail/lever/internal/lev/provider"
 )
 
-// httpTransport is the SDK's Streamable HTTP client over a RoundTripper that caps every
-// response body it returns: a JSON reply (or error page) at capread.BodyCap, an SSE stream
-// at capread.FrameCap per event and, for the reply to one POST, BodyCap in all.
+// httpTransport is the SDK's Streamable HTTP client (or, for Server.SSE, its client for the
+// older HTTP+SSE transport) over a RoundTripper that caps every response body it returns: a
+// JSON reply (or error page) at capread.BodyCap, an SSE stream at capread.FrameCap per event
+// and, for the reply to one POST, BodyCap in all. Both transports share that one client, so
+// neither reads a byte that bypasses the caps, and neither sends a request off the
+// configured url's origin.
 type httpTransport struct {
-	inner *sdk.StreamableClientTransport
+	inner sdk.Transport
 	base  *http.Transport
+	// stop ends the HTTP+SSE transport's long-lived GET (nil for Streamable HTTP).
+	stop context.CancelFunc
 }
 
 func newHTTP(srv Server, f *fault) (*httpTransport, error) {
@@ -35,8 +43,17 @@ func newHTTP(srv Server, f *fault) (*httpTransport, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.Proxy = nil // the jail's egress is the firewall's business, not an env var's
-	rt := &capTransport{base: base, headers: srv.Headers, name: srv.Name, fault: f}
+	rt := &capTransport{base: base, headers: srv.Headers, name: srv.Name, fault: f, origin: origin(u), sse: srv.SSE}
 	client := &http.Client{Transport: rt, CheckRedirect: provider.SameOrigin}
+	if srv.SSE {
+		return &httpTransport{
+			// The SDK's own event limit sits above FrameCap, so lev's cap (counted on the
+			// raw bytes, before the SDK buffers them) always fires first, with the
+			// spec's message.
+			inner: &sdk.SSEClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxEventSize: 2 * capread.FrameCap},
+			base:  base,
+		}, nil
+	}
 	return &httpTransport{
 		inner: &sdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxRetries: 2},
 		base:  base,
@@ -44,12 +61,45 @@ func newHTTP(srv Server, f *fault) (*httpTransport, error) {
 }
 
 func (t *httpTransport) Connect(ctx context.Context) (sdk.Connection, error) {
-	return t.inner.Connect(ctx)
+	if _, ok := t.inner.(*sdk.SSEClientTransport); !ok {
+		return t.inner.Connect(ctx)
+	}
+	// The HTTP+SSE transport's GET stream is the session: the SDK opens it with Connect's
+	// context, which lev cancels once the handshake is done. So the stream gets a context
+	// of its own, cancelled by Connect's only while Connect runs (the handshake deadline
+	// still bounds a server that never sends its endpoint event), and by close after.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	conn, err := t.inner.Connect(lctx)
+	if !stop() {
+		err = errors.Join(err, context.Cause(ctx)) // ctx ended: the stream is gone
+	}
+	if err != nil {
+		cancel()
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, err
+	}
+	t.stop = cancel
+	return conn, nil
 }
 
 func (t *httpTransport) close() error {
+	if t.stop != nil {
+		t.stop()
+	}
 	t.base.CloseIdleConnections()
 	return nil
+}
+
+// origin is u's scheme://host:port, lower-cased, the port spelled out.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 type capTransport struct {
@@ -57,11 +107,27 @@ type capTransport struct {
 	headers map[string]string
 	name    string
 	fault   *fault
+	// origin is the configured url's: every request goes there. Redirects are checked by
+	// provider.SameOrigin; this catches the rest, chiefly the message endpoint an HTTP+SSE
+	// server announces in its endpoint event (a server naming another host would have lev
+	// POST the session's messages, and whatever headers the config sets, to that host).
+	origin string
+	sse    bool
 }
 
 func (t *capTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// Past a cap the connection is dropped for good: no retry, resume or new stream.
 	if err := t.fault.get(); err != nil {
+		return nil, err
+	}
+	if o := origin(req.URL); o != t.origin {
+		var err error
+		if t.sse {
+			err = fmt.Errorf("MCP server %s announced its message endpoint at %s, another origin than its url's (%s): refused, lev sends an MCP server's requests only to the configured url's origin", t.name, o, t.origin)
+		} else {
+			err = fmt.Errorf("MCP server %s: request to %s, another origin than its url's (%s): refused", t.name, o, t.origin)
+		}
+		t.fault.set(err)
 		return nil, err
 	}
 	if len(t.headers) > 0 {

@@ -27,7 +27,7 @@ import (
 )
 
 // Server names one MCP server: Command (with Args, Env, Dir) for a stdio server, or URL
-// (with Headers) for a Streamable HTTP server; exactly one of the two.
+// (with Headers, and SSE) for an HTTP server; exactly one of the two.
 type Server struct {
 	Name    string
 	Command string
@@ -39,6 +39,10 @@ type Server struct {
 	Dir     string
 	URL     string
 	Headers map[string]string
+	// SSE selects the older HTTP+SSE transport (protocol 2024-11-05: a GET event stream
+	// whose first event announces the URL to POST messages to) instead of Streamable HTTP,
+	// for a server that offers only that. The announced URL must have URL's origin.
+	SSE bool
 }
 
 // Request is a request the server sent to the client (sampling, elicitation, roots/list,
@@ -175,6 +179,9 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 	}
 	if (srv.Command == "") == (srv.URL == "") {
 		return nil, fmt.Errorf("MCP server %s: set exactly one of command (stdio) or url (HTTP)", srv.Name)
+	}
+	if srv.SSE && srv.Command != "" {
+		return nil, fmt.Errorf("MCP server %s: the HTTP+SSE transport is for a url, not a stdio command", srv.Name)
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {

@@ -279,6 +279,7 @@ func TestConnectRefusesBadConfig(t *testing.T) {
 		{Server{Name: "x"}, "MCP server x: set exactly one of command (stdio) or url (HTTP)"},
 		{Server{Name: "x", URL: "file:///etc/passwd"}, `MCP server x: url "file:///etc/passwd": want http:// or https:// with a host`},
 		{Server{Name: "x", Command: "/nonexistent/server"}, "MCP server x: starting /nonexistent/server"},
+		{Server{Name: "x", Command: "/nonexistent/server", SSE: true}, "MCP server x: the HTTP+SSE transport is for a url, not a stdio command"},
 	}
 	for _, tc := range cases {
 		_, err := Connect(context.Background(), tc.srv, Options{Timeout: time.Second})

@@ -117,7 +117,7 @@ func Start(ctx context.Context, env Env) *Servers {
 
 // Connect starts one configured server and lists its tools.
 func Connect(ctx context.Context, cfg *levconfig.MCPServer, env Env) (*mcp.Session, []mcp.Tool, error) {
-	srv := mcp.Server{Name: cfg.Name, URL: cfg.URL, Headers: cfg.Headers}
+	srv := mcp.Server{Name: cfg.Name, URL: cfg.URL, Headers: cfg.Headers, SSE: cfg.SSE()}
 	opts := mcp.Options{Timeout: Timeout(cfg), OnServerRequest: env.OnRequest}
 	if cfg.Stdio() {
 		if env.Exec == nil {

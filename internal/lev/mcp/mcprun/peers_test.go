@@ -15,13 +15,20 @@ import (
 // everythingHTTP starts server-everything's Streamable HTTP mode on a free loopback port.
 func everythingHTTP(t *testing.T, node, dir string) string {
 	t.Helper()
+	return everythingListening(t, node, dir, "streamableHttp", "/mcp")
+}
+
+// everythingListening starts server-everything in mode (streamableHttp, sse) on a free
+// loopback port and returns the URL of its endpoint path.
+func everythingListening(t *testing.T, node, dir, mode, path string) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	cmd := exec.Command(node, npmScript(dir, "server-everything"), "streamableHttp")
+	cmd := exec.Command(node, npmScript(dir, "server-everything"), mode)
 	cmd.Env = []string{fmt.Sprintf("PORT=%d", port)}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -37,7 +44,7 @@ func everythingHTTP(t *testing.T, node, dir string) string {
 			t.Fatalf("server-everything did not listen on %s", addr)
 		}
 	}
-	return "http://" + addr + "/mcp"
+	return "http://" + addr + path
 }
 
 const everythingAgent = `name = "ev"
@@ -50,7 +57,8 @@ tools = ["mcp__every__*", "submit_output"]
 `
 
 // TestRealEverythingThroughARun: server-everything over stdio (started through the run's
-// sandbox) and over Streamable HTTP; a scripted run calls echo and get-sum through the
+// sandbox), over Streamable HTTP and over the older HTTP+SSE transport (transport = "sse",
+// its GET /sse stream announcing a relative message endpoint); a scripted run calls echo and get-sum through the
 // pipeline; the results are in tool_calls.jsonl and run.json lists the server's tools.
 // The server is classified outbound with internal clearance, so the gate lets the task's
 // Internal data through; the control row leaves it unclassified: the same calls are gated
@@ -64,12 +72,15 @@ func TestRealEverythingThroughARun(t *testing.T) {
 	}{
 		{"stdio", "command = " + q(node) + "\nargs = [" + q(npmScript(dir, "server-everything")) + ", \"stdio\"]\nenv = { PATH = \"/usr/bin:/bin\" }\n", true},
 		{"streamable HTTP", "url = URL\n", true},
+		{"HTTP+SSE", "transport = \"sse\"\nurl = SSEURL\n", true},
 		{"control: stdio, unclassified", "command = " + q(node) + "\nargs = [" + q(npmScript(dir, "server-everything")) + ", \"stdio\"]\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
 			srv := tc.server
-			if strings.Contains(srv, "URL") {
+			if strings.Contains(srv, "SSEURL") {
+				srv = strings.Replace(srv, "SSEURL", q(everythingListening(t, node, dir, "sse", "/sse")), 1)
+			} else if strings.Contains(srv, "URL") {
 				srv = strings.Replace(srv, "URL", q(everythingHTTP(t, node, dir)), 1)
 			}
 			class := ""
@@ -80,7 +91,8 @@ func TestRealEverythingThroughARun(t *testing.T) {
 			w.agent("ev", everythingAgent)
 			rec := w.run("ev", false)
 			w.wholeRecord(rec)
-			if len(rec.MCP) != 1 || !rec.MCP[0].Started || !slices.Contains(rec.MCP[0].Tools, "mcp__every__echo") {
+			if len(rec.MCP) != 1 || !rec.MCP[0].Started || !slices.Contains(rec.MCP[0].Tools, "mcp__every__echo") ||
+				(tc.name == "HTTP+SSE") != (rec.MCP[0].Transport == "http+sse") {
 				t.Fatalf("run.json mcp: %+v", rec.MCP)
 			}
 			echo, sum := w.call(rec, "mcp__every__echo"), w.call(rec, "mcp__every__get-sum")
