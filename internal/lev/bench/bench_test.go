@@ -410,7 +410,13 @@ func TestKillOnDeadlineAndDisconnect(t *testing.T) {
 
 func waitGone(t *testing.T, pids []int) {
 	t.Helper()
-	for i := 0; i < 100; i++ {
+	waitGoneFor(t, pids, 5*time.Second)
+}
+
+// waitGoneFor is waitGone with a longer wait, for a kill that comes only after a grace.
+func waitGoneFor(t *testing.T, pids []int, d time.Duration) {
+	t.Helper()
+	for i := 0; i < int(d/(50*time.Millisecond)); i++ {
 		all := true
 		for _, p := range pids {
 			if !gone(p) {
