@@ -1,7 +1,6 @@
 package lima
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/lever-jail/lever/internal/backend/forwardrec"
 )
 
 // RunUser is the guest's run user: the default user limactl creates in the VM, named
@@ -25,7 +26,9 @@ func (l *Lima) RunUser() string {
 
 // forwardsFile lists, one "host guest" pair a line, the socket forwards lever asked the
 // ControlMaster for, so a later `lever stop`/`destroy` (another process) can cancel them.
-func (l *Lima) forwardsFile() string { return filepath.Join(l.stateDir(), "forwards") }
+func (l *Lima) forwardsFile() forwardrec.File {
+	return forwardrec.File(filepath.Join(l.stateDir(), "forwards"))
+}
 
 // sshMux runs `ssh -O <op>` against the ControlMaster Lima's host agent keeps for the VM.
 // A mux command is answered by the local master process: it is no guest round-trip.
@@ -64,7 +67,7 @@ func (l *Lima) ForwardSocket(ctx context.Context, guestPath, hostPath string) er
 			return err
 		}
 	}
-	return l.recordForward(hostPath, guestPath)
+	return l.forwardsFile().Add(hostPath, guestPath)
 }
 
 func socketAnswers(path string) bool {
@@ -76,52 +79,17 @@ func socketAnswers(path string) bool {
 	return true
 }
 
-func (l *Lima) recordForward(hostPath, guestPath string) error {
-	line := hostPath + " " + guestPath
-	for _, f := range l.forwards() {
-		if f[0]+" "+f[1] == line {
-			return nil
-		}
-	}
-	if err := os.MkdirAll(l.stateDir(), 0o700); err != nil {
-		return fmt.Errorf("lima state dir: %w", err)
-	}
-	f, err := os.OpenFile(l.forwardsFile(), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("recording the socket forward: %w", err)
-	}
-	defer f.Close()
-	_, err = fmt.Fprintln(f, line)
-	return err
-}
-
-func (l *Lima) forwards() [][2]string {
-	f, err := os.Open(l.forwardsFile())
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out [][2]string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if h, g, ok := strings.Cut(sc.Text(), " "); ok {
-			out = append(out, [2]string{h, g})
-		}
-	}
-	return out
-}
-
 // cancelForwards asks the master to drop every recorded forward (best effort: a master
 // already gone has dropped them) and removes their host socket files and the record.
 func (l *Lima) cancelForwards(ctx context.Context) error {
 	var errs []error
-	for _, f := range l.forwards() {
+	for _, f := range l.forwardsFile().List() {
 		_ = l.sshMux(ctx, "cancel", "-L", f[0]+":"+f[1])
 		if err := os.Remove(f[0]); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.Remove(l.forwardsFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(string(l.forwardsFile())); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -1,7 +1,6 @@
 package orbstack
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/lever-jail/lever/internal/backend/forwardrec"
 )
 
 // The podman socket forward rides on OpenSSH and OrbStack's own SSH server. The OrbStack
@@ -60,8 +61,10 @@ func (b *Backend) sshConfig() string {
 // ControlPath is the ssh master's control socket.
 func (b *Backend) ControlPath() string { return filepath.Join(b.o.StateDir, "orb-ssh.ctl") }
 
-func (b *Backend) forwardsFile() string { return filepath.Join(b.o.StateDir, "orb-forwards") }
-func (b *Backend) sshLog() string       { return filepath.Join(b.o.StateDir, "orb-ssh.log") }
+func (b *Backend) forwardsFile() forwardrec.File {
+	return forwardrec.File(filepath.Join(b.o.StateDir, "orb-forwards"))
+}
+func (b *Backend) sshLog() string { return filepath.Join(b.o.StateDir, "orb-ssh.log") }
 
 // SSHDest is the login for the run user in this machine on OrbStack's server.
 func (b *Backend) SSHDest() string { return b.o.RunUser + "@" + b.o.Machine + "@orb" }
@@ -151,39 +154,7 @@ func (b *Backend) ForwardSocket(ctx context.Context, guestPath, hostPath string)
 	if err := b.mux(ctx, "forward", "-L", hostPath+":"+guestPath); err != nil {
 		return err
 	}
-	return b.recordForward(hostPath, guestPath)
-}
-
-func (b *Backend) recordForward(hostPath, guestPath string) error {
-	line := hostPath + " " + guestPath
-	for _, f := range b.forwards() {
-		if f[0]+" "+f[1] == line {
-			return nil
-		}
-	}
-	f, err := os.OpenFile(b.forwardsFile(), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("recording the socket forward: %w", err)
-	}
-	defer f.Close()
-	_, err = fmt.Fprintln(f, line)
-	return err
-}
-
-func (b *Backend) forwards() [][2]string {
-	f, err := os.Open(b.forwardsFile())
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out [][2]string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if h, g, ok := strings.Cut(sc.Text(), " "); ok {
-			out = append(out, [2]string{h, g})
-		}
-	}
-	return out
+	return b.forwardsFile().Add(hostPath, guestPath)
 }
 
 // cancelForwards ends lever's master (best effort: one already gone has dropped its
@@ -197,12 +168,12 @@ func (b *Backend) cancelForwards(ctx context.Context) error {
 		_ = b.mux(ctx, "exit")
 	}
 	var errs []error
-	for _, f := range b.forwards() {
+	for _, f := range b.forwardsFile().List() {
 		if err := os.Remove(f[0]); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	for _, p := range []string{b.ControlPath(), b.forwardsFile()} {
+	for _, p := range []string{b.ControlPath(), string(b.forwardsFile())} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
