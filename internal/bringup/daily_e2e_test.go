@@ -50,20 +50,7 @@ func TestDailyLoopNetns(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireTool(t, "podman")
 	testutil.RequireTool(t, "iptables")
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	proj := filepath.Join(dir, "proj")
-	os.MkdirAll(proj, 0o777)
-	os.Chmod(proj, 0o777)
-	t.Setenv("LEVER_DEV_NETNS", "1")
-	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
-	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
-	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
-	t.Setenv(asLever, "1")
+	dir, proj, sfx := netnsProject(t, "lvtb")
 
 	// 1. lever init in an empty project: a lever.yaml and a starter blueprint, loadable.
 	code, stdout, errs := leverIO("init", proj)
@@ -84,7 +71,7 @@ func TestDailyLoopNetns(t *testing.T) {
 
 	// The jail's world: a scripted model behind the broker, the key on the host, the user's
 	// lev settings outside the tree. Only what a user edits after init changes.
-	key := "sk-lvtd-" + sfx + "-" + hex.EncodeToString(append(b, b...))
+	key := "sk-lvtd-" + sfx + "-" + sfx + sfx
 	keyFile := filepath.Join(dir, "api-key")
 	os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
 	var model atomic.Pointer[testutil.StandIn]
@@ -469,4 +456,27 @@ func ptyAnswers(t *testing.T, answers []ptyAnswer, args ...string) (string, int)
 	mu.Lock()
 	defer mu.Unlock()
 	return out.String(), code
+}
+
+// netnsProject is the setting every whole-jail netns test starts from: an empty project
+// dir the jail's run user can write (and the dirs above it traversable), lever pointed at
+// the netns substrate with namespace prefix prefix and its own state dir, the lev under
+// test, and a random suffix that keeps this run's names and keys apart from others'.
+func netnsProject(t *testing.T, prefix string) (dir, proj, sfx string) {
+	t.Helper()
+	b := make([]byte, 3)
+	rand.Read(b)
+	sfx = hex.EncodeToString(b)
+	dir = t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	proj = filepath.Join(dir, "proj")
+	os.MkdirAll(proj, 0o777)
+	os.Chmod(proj, 0o777)
+	t.Setenv("LEVER_DEV_NETNS", "1")
+	t.Setenv("LEVER_NETNS_PREFIX", prefix)
+	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
+	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
+	t.Setenv(asLever, "1")
+	return dir, proj, sfx
 }

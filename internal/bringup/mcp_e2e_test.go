@@ -4,7 +4,6 @@ package bringup_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -74,27 +73,14 @@ func TestMCPInTheJailNetns(t *testing.T) {
 		}
 		t.Skipf("MCP servers not installed (make mcp-servers): %v", err)
 	}
-	b := make([]byte, 3)
-	rand.Read(b)
-	sfx := hex.EncodeToString(b)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	os.Chmod(filepath.Dir(dir), 0o755)
-	proj := filepath.Join(dir, "proj")
-	os.MkdirAll(proj, 0o777)
-	os.Chmod(proj, 0o777)
-	t.Setenv("LEVER_DEV_NETNS", "1")
-	t.Setenv("LEVER_NETNS_PREFIX", "lvtm")
-	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
-	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
-	t.Setenv(asLever, "1")
+	dir, proj, sfx := netnsProject(t, "lvtm")
 	if code, out, errs := leverIO("init", proj); code != 0 {
 		t.Fatalf("lever init: exit %d\n%s%s", code, out, errs)
 	}
 	cfgPath := filepath.Join(proj, "lever.yaml")
 	yml, _ := os.ReadFile(cfgPath)
 
-	key := "sk-lvtm-" + sfx + "-" + hex.EncodeToString(append(b, b...))
+	key := "sk-lvtm-" + sfx + "-" + sfx + sfx
 	keyFile := filepath.Join(dir, "api-key")
 	os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
 	var model atomic.Pointer[testutil.StandIn]
