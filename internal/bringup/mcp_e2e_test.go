@@ -4,7 +4,6 @@ package bringup_test
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
