@@ -61,23 +61,7 @@ func (g goUpstreamRequest) fetches() []string {
 // for a fetch. The control rows (the same spellings with a client tool, inline data) must
 // reach the upstream byte for byte.
 func TestBodyPolicyUnicodeCaseFolding(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := io.ReadAll(r.Body)
-		if err == nil && json.Valid(b) {
-			mu.Lock()
-			got = append(got, string(b))
-			mu.Unlock()
-		}
-		io.WriteString(w, `{"ok":true}`)
-	}), func(o *Options) { o.LLMRoutes = []string{"POST /v1/messages"} })
-	cert := h.workerCert("w1")
-	c := h.client(&cert)
-	rows := []struct {
-		name, body string
-		ok         bool
-	}{
+	rows := []bodyRow{
 		{"control: long s in tools, client tool", `{"toolſ":[{"type":"function"}]}`, true},
 		{"control: long s in source, inline data", `{"messages":[{"content":[{"type":"image","ſource":{"type":"base64","data":"AAAA"}}]}]}`, true},
 		{"control: escaped long s in tools, client tool", `{"tool\u017f":[{"type":"custom"}]}`, true},
@@ -98,30 +82,8 @@ func TestBodyPolicyUnicodeCaseFolding(t *testing.T) {
 		if f := g.fetches(); (len(f) == 0) != r.ok {
 			t.Fatalf("%s: a Go upstream reads fetches %v from it; the row is mislabelled", r.name, f)
 		}
-		mu.Lock()
-		before := len(got)
-		mu.Unlock()
-		req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages", strings.NewReader(r.body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", r.name, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		mu.Lock()
-		reached := len(got) > before && got[len(got)-1] == r.body
-		mu.Unlock()
-		if r.ok {
-			if resp.StatusCode != 200 || !reached {
-				t.Errorf("%s: %d %s, upstream got it intact: %v", r.name, resp.StatusCode, capText(string(b), 200), reached)
-			}
-			continue
-		}
-		if resp.StatusCode != 403 || !strings.Contains(string(b), "body_refused") || reached {
-			t.Errorf("%s: %d %s, upstream received a complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
-		}
 	}
+	checkBodyRows(t, "/v1/messages", "body_refused", true, rows)
 }
 
 // lenientUTF8 decodes UTF-8 the way a decoder without the overlong check does (two-byte
@@ -149,22 +111,8 @@ func lenientUTF8(b []byte) string {
 // text, and 1 MiB of two-byte characters whose chunk boundaries fall inside characters,
 // reach the upstream byte for byte.
 func TestBodyPolicyRefusesNonUTF8(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
-		io.WriteString(w, `{"ok":true}`)
-	}), func(o *Options) { o.LLMRoutes = []string{"POST /v1/messages"} })
-	cert := h.workerCert("w1")
-	c := h.client(&cert)
 	wide := strings.Repeat("é", 600000)
-	rows := []struct {
-		name, body string
-		ok         bool
-	}{
+	rows := []bodyRow{
 		{"control: multi-byte text", `{"messages":[{"role":"user","content":"日本語 ✓ 🙂 café"}],"tools":[{"type":"function"}]}`, true},
 		{"control: two-byte characters across chunks", `{"p":"x` + wide + `","tools":[{"type":"custom"}]}`, true},
 		{"overlong s in tools", "{\"tool\xc1\xb3\":[{\"type\":\"web_search_20250305\"}]}", false},
@@ -182,31 +130,7 @@ func TestBodyPolicyRefusesNonUTF8(t *testing.T) {
 	if s := lenientUTF8([]byte(rows[2].body)); !strings.Contains(s, `"tools"`) {
 		t.Fatalf("lenient decoder reads %q", s)
 	}
-	for _, r := range rows {
-		mu.Lock()
-		before := len(got)
-		mu.Unlock()
-		req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages", strings.NewReader(r.body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", r.name, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		mu.Lock()
-		reached := len(got) > before && got[len(got)-1] == r.body
-		mu.Unlock()
-		if r.ok {
-			if resp.StatusCode != 200 || !reached {
-				t.Errorf("%s: %d %s, upstream got it intact: %v", r.name, resp.StatusCode, capText(string(b), 200), reached)
-			}
-			continue
-		}
-		if resp.StatusCode != 403 || !strings.Contains(string(b), "not UTF-8") || reached {
-			t.Errorf("%s: %d %s, upstream received the complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
-		}
-	}
+	checkBodyRows(t, "/v1/messages", "not UTF-8", false, rows)
 }
 
 // TestGatewayFetchFieldsRefused: an OpenAI-compatible llm_upstream may be a gateway with
@@ -217,24 +141,10 @@ func TestBodyPolicyRefusesNonUTF8(t *testing.T) {
 // file_data as a data: URL or bare base64, a real file id, the word "plugins" as text)
 // reach the upstream byte for byte.
 func TestGatewayFetchFieldsRefused(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
-		io.WriteString(w, `{"ok":true}`)
-	}), func(o *Options) { o.LLMRoutes = []string{"POST /chat/completions"} })
-	cert := h.workerCert("w1")
-	c := h.client(&cert)
 	file := func(k, v string) string {
 		return `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"filename":"a.pdf","` + k + `":"` + v + `"}}]}]}`
 	}
-	for _, r := range []struct {
-		name, body string
-		ok         bool
-	}{
+	checkBodyRows(t, "/chat/completions", "body_refused", false, []bodyRow{
 		{"control: file_data data url", file("file_data", "data:application/pdf;base64,JVBERi0x"), true},
 		{"control: file_data bare base64", file("file_data", "JVBERi0xLjQK"), true},
 		{"control: real file id", file("file_id", "file-abc123"), true},
@@ -245,31 +155,7 @@ func TestGatewayFetchFieldsRefused(t *testing.T) {
 		{"file_data url", file("file_data", "https://evil.test/leak?d=secret"), false},
 		{"file_data scheme-relative", file("file_data", "//evil.test/a.pdf"), false},
 		{"file_id url", file("file_id", "https://evil.test/a.pdf"), false},
-	} {
-		mu.Lock()
-		before := len(got)
-		mu.Unlock()
-		req, _ := http.NewRequest("POST", h.url+"/llm/chat/completions", strings.NewReader(r.body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", r.name, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		mu.Lock()
-		reached := len(got) > before && got[len(got)-1] == r.body
-		mu.Unlock()
-		if r.ok {
-			if resp.StatusCode != 200 || !reached {
-				t.Errorf("%s: %d %s, upstream got it intact: %v", r.name, resp.StatusCode, capText(string(b), 200), reached)
-			}
-			continue
-		}
-		if resp.StatusCode != 403 || !strings.Contains(string(b), "body_refused") || reached {
-			t.Errorf("%s: %d %s, upstream received the complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
-		}
-	}
+	})
 }
 
 // TestGatewayCredentialFieldsRefused: gateways that read credentials and endpoints from
@@ -279,21 +165,7 @@ func TestGatewayFetchFieldsRefused(t *testing.T) {
 // 403 before the upstream has the body; controls: the same words as message text, and
 // "metadata" keys that merely contain them, reach the upstream byte for byte.
 func TestGatewayCredentialFieldsRefused(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
-		io.WriteString(w, `{"ok":true}`)
-	}), func(o *Options) { o.LLMRoutes = []string{"POST /chat/completions"} })
-	cert := h.workerCert("w1")
-	c := h.client(&cert)
-	for _, r := range []struct {
-		name, body string
-		ok         bool
-	}{
+	checkBodyRows(t, "/chat/completions", "body_refused", false, []bodyRow{
 		{"control: words as text", `{"model":"m","messages":[{"role":"user","content":"set api_base and base_url"}]}`, true},
 		{"control: nested metadata key", `{"model":"m","metadata":{"api_base":"x"},"messages":[]}`, true},
 		{"api_base", `{"model":"m","api_base":"https://evil.test/v1","messages":[]}`, false},
@@ -302,11 +174,40 @@ func TestGatewayCredentialFieldsRefused(t *testing.T) {
 		{"user_config", `{"model":"u","user_config":{"model_list":[{"model_name":"u","litellm_params":{"model":"gpt-4o","api_base":"https://evil.test"}}]},"messages":[]}`, false},
 		{"customer_credentials", `{"model":"m","customer_credentials":{"openai":{"api_key":"x"}},"messages":[]}`, false},
 		{"API_BASE upper case", `{"model":"m","API_BASE":"https://evil.test/v1"}`, false},
-	} {
+	})
+}
+
+// bodyRow is one request body for checkBodyRows: a control (ok) or an attack.
+type bodyRow struct {
+	name, body string
+	ok         bool
+}
+
+// checkBodyRows posts each row to the broker's LLM route (the upstream serves route, the
+// jail posts to /llm+route) on a worker's connection. A control must come back 200 with
+// the upstream holding it byte for byte; an attack must come back 403 with want in the
+// answer and never reach the upstream whole. With jsonOnly the upstream records only
+// bodies that are valid JSON (what an upstream would act on).
+func checkBodyRows(t *testing.T, route, want string, jsonOnly bool, rows []bodyRow) {
+	t.Helper()
+	var mu sync.Mutex
+	var got []string
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if !jsonOnly || (err == nil && json.Valid(b)) {
+			mu.Lock()
+			got = append(got, string(b))
+			mu.Unlock()
+		}
+		io.WriteString(w, `{"ok":true}`)
+	}), func(o *Options) { o.LLMRoutes = []string{"POST " + route} })
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	for _, r := range rows {
 		mu.Lock()
 		before := len(got)
 		mu.Unlock()
-		req, _ := http.NewRequest("POST", h.url+"/llm/chat/completions", strings.NewReader(r.body))
+		req, _ := http.NewRequest("POST", h.url+"/llm"+route, strings.NewReader(r.body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := c.Do(req)
 		if err != nil {
@@ -323,7 +224,7 @@ func TestGatewayCredentialFieldsRefused(t *testing.T) {
 			}
 			continue
 		}
-		if resp.StatusCode != 403 || !strings.Contains(string(b), "body_refused") || reached {
+		if resp.StatusCode != 403 || !strings.Contains(string(b), want) || reached {
 			t.Errorf("%s: %d %s, upstream received the complete body: %v", r.name, resp.StatusCode, capText(string(b), 300), reached)
 		}
 	}
