@@ -33,8 +33,9 @@ func (p podmanView) Containers(context.Context) ([]acceptance.ContainerInfo, err
 
 func (p podmanView) Logs(_ context.Context, name string) (string, error) { return p.c.Logs(name) }
 
-// Acceptance runs lever acceptance against this instance: two guest calls (the egress
-// snapshot; the helper, which finds lev's containers itself) and podman over its socket.
+// Acceptance runs lever acceptance against this instance: one guest call (the lev helper,
+// which takes the egress snapshot and finds lev's containers itself) and podman over its
+// socket.
 func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acceptance.Report, error) {
 	if in.levErr != nil {
 		return nil, in.levErr
