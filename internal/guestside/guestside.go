@@ -52,10 +52,13 @@ func Argv(lev string, inPlace bool, mode string) (argv []string, stdinPrefix []b
 		// In place the helper runs as root from a host path: a path anyone but root (or
 		// lever's own user) could replace would run their code as root, e.g. a lev in the
 		// jail's tree.
-		if err := checkOwnPath(lev); err != nil {
+		real, err := checkOwnPath(lev)
+		if err != nil {
 			return nil, nil, err
 		}
-		return []string{lev, Command, mode}, nil, nil
+		// the checked file itself, not the name given: a symlink to it could sit in a
+		// directory someone else can write, and be swapped after the check
+		return []string{real, Command, mode}, nil, nil
 	}
 	bin, err := os.ReadFile(lev)
 	if err != nil {
@@ -70,31 +73,31 @@ func Argv(lev string, inPlace bool, mode string) (argv []string, stdinPrefix []b
 // checkOwnPath refuses a file that someone other than root or this process's user could
 // change or swap: the file and every directory above it must be owned by one of them and
 // writable by no one else (a sticky directory such as /tmp may be, since others cannot
-// replace what they do not own in it).
-func checkOwnPath(p string) error {
+// replace what they do not own in it). It returns the path it checked, symlinks resolved.
+func checkOwnPath(p string) (string, error) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
-		return fmt.Errorf("guest helper %s: %w", p, err)
+		return "", fmt.Errorf("guest helper %s: %w", p, err)
 	}
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return fmt.Errorf("guest helper %s: %w", p, err)
+		return "", fmt.Errorf("guest helper %s: %w", p, err)
 	}
 	me := uint32(os.Geteuid())
 	for cur, file := abs, true; ; cur, file = filepath.Dir(cur), false {
 		st, err := os.Stat(cur)
 		if err != nil {
-			return fmt.Errorf("guest helper %s: %w", p, err)
+			return "", fmt.Errorf("guest helper %s: %w", p, err)
 		}
 		sys, ok := st.Sys().(*syscall.Stat_t)
 		if !ok {
-			return fmt.Errorf("guest helper %s: cannot read the owner of %s", p, cur)
+			return "", fmt.Errorf("guest helper %s: cannot read the owner of %s", p, cur)
 		}
 		writable := st.Mode().Perm()&0o022 != 0 && (file || st.Mode()&os.ModeSticky == 0)
 		if (sys.Uid != 0 && sys.Uid != me) || writable {
-			return fmt.Errorf("guest helper %s runs as root in place, but %s (owner uid %d, mode %s) can be changed by someone else; put lev where only root can write", p, cur, sys.Uid, st.Mode())
+			return "", fmt.Errorf("guest helper %s runs as root in place, but %s (owner uid %d, mode %s) can be changed by someone else; put lev where only root can write", p, cur, sys.Uid, st.Mode())
 		}
 		if cur == "/" {
-			return nil
+			return abs, nil
 		}
 	}
 }

@@ -136,3 +136,31 @@ func TestArgvInPlaceRefusesWritableLev(t *testing.T) {
 		})
 	}
 }
+
+// TestArgvInPlaceRunsTheCheckedFile: a name for lev that is a symlink in a directory anyone
+// can write passes the check (its target is root's) but could be swapped after it; the
+// argv names the checked file, never the link. Control: the link does reach that file.
+func TestArgvInPlaceRunsTheCheckedFile(t *testing.T) {
+	lev := echoLev(t)
+	data, _ := os.ReadFile(lev)
+	safe := filepath.Join(t.TempDir(), "bin")
+	os.Mkdir(safe, 0o755)
+	real := filepath.Join(safe, "lev")
+	if err := os.WriteFile(real, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open := t.TempDir()
+	os.Chmod(open, 0o777|os.ModeSticky)
+	link := filepath.Join(open, "lev")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	argv, _, err := Argv(link, true, ModeProbe)
+	if err != nil {
+		t.Fatalf("control: a link to a root-owned lev is refused: %v", err)
+	}
+	want, _ := filepath.EvalSymlinks(real)
+	if argv[0] != want {
+		t.Fatalf("argv runs %q, want the checked file %q (not the swappable link)", argv[0], want)
+	}
+}
