@@ -52,7 +52,7 @@ mcp-servers:
 		echo "$(MCP_SERVERS)" > $(MCP_SERVERS_DIR)/.stamp; \
 	else echo "mcp servers: up to date in $(MCP_SERVERS_DIR)"; fi
 
-bench:
+bench: build
 	$(GO) run ./tools/benchtable -out docs/benchmarks.md
 
 # The guest scripts are files (//go:embed), POSIX sh: shellcheck reads each one (the parts
