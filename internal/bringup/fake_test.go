@@ -396,12 +396,12 @@ func (j *tjail) script() {
 		return []guesttest.Sec{{Name: "change.1", Out: "created run user lever"}, {Name: "uid", Out: fmt.Sprint(testUID)}, {Name: "runtime", Out: "runc"}}
 	})))
 	j.r.On("uid", guesttest.Argv0("id", "-u"), failing("uid", guesttest.OK(fmt.Sprintf("%d\n", testUID))))
-	j.r.On("podman-service", guesttest.Script("podman system service"), failing("podman-service", func(guest.Cmd) (guest.Result, error) {
+	j.r.On("podman-service", guesttest.Script("podman system service"), failing("podman-service", guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
 		w.mu.Lock()
 		w.serviceUp = true
 		w.mu.Unlock()
-		return guest.Result{Stdout: []byte("started\n")}, nil
-	}))
+		return []guesttest.Sec{{Name: "service", Out: "started"}}
+	})))
 	j.r.On("enrol", guesttest.Script(guestside.Command+"\x00"+guestside.ModeEnrol), failing("enrol", func(guest.Cmd) (guest.Result, error) {
 		w.mu.Lock()
 		w.enrolled, w.settingsOK = true, true
