@@ -91,11 +91,15 @@ type Measured struct {
 	// search took; ScanScope what it covered, in words.
 	ScannedBytes int64
 	ScanMS       int64
-	ScanScope    string
-	ScanErr      string
-	LogHits      []string
-	EnvHits      []string
-	WholeGuest   bool // the scan covered the whole guest filesystem
+	// RootOnlyFiles/RootOnlyBytes: files in root-only package trees left unread
+	// (probes.Scan.RootOnly).
+	RootOnlyFiles int
+	RootOnlyBytes int64
+	ScanScope     string
+	ScanErr       string
+	LogHits       []string
+	EnvHits       []string
+	WholeGuest    bool // the scan covered the whole guest filesystem
 }
 
 // ContainerInfo is what the podman side reports per container.
@@ -309,6 +313,9 @@ func Evaluate(e Expect, m Measured) []Result {
 		add("no-api-key", "no API key is readable in the guest", Fail, "nothing was scanned")
 	default:
 		d := fmt.Sprintf("searched %s (%d files, %s in %.1f s): not found", scope, m.Scanned, humanBytes(m.ScannedBytes), float64(m.ScanMS)/1000)
+		if m.RootOnlyFiles > 0 {
+			d += fmt.Sprintf("; %d files (%s) in root-only package trees (%s) not read: only root can write them", m.RootOnlyFiles, humanBytes(m.RootOnlyBytes), strings.Join(RootOnlyTrees, ", "))
+		}
 		if !m.WholeGuest {
 			d += "; the development substrate shares the host's filesystem, so the whole-guest search does not apply"
 		}

@@ -115,6 +115,7 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 			sc.Views = "memory"
 			sc.Roots = []string{"/", "/dev/shm"}
 			sc.Prune = []string{"/proc", "/sys", "/dev"}
+			sc.RootOnly = RootOnlyTrees
 			sc.AllProcs = true
 			scope = []string{"the whole guest filesystem, every process's environment and command line, lev's containers' memory-backed mounts"}
 			m.WholeGuest = true
@@ -177,6 +178,7 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 	}
 	m.Procs = resp.Procs
 	m.Scanned, m.ScannedBytes, m.ScanMS = resp.Scanned, resp.ScannedBytes, resp.ScanMS
+	m.RootOnlyFiles, m.RootOnlyBytes = resp.RootOnlyFiles, resp.RootOnlyBytes
 	for _, h := range resp.Found {
 		where := h.Where
 		if h.Spelling != "raw" {
@@ -270,3 +272,10 @@ func (r *Report) Markdown() string {
 	}
 	return b.String()
 }
+
+// RootOnlyTrees are the guest's package-managed trees, written only by root through the
+// package manager: a whole-guest search reads in them only what a non-root user could have
+// written (probes.Scan.RootOnly). /usr/local is not among them (lever installs there), nor
+// is anything lever's own steps write (/etc, /var/lib/lever, the homes, container storage).
+var RootOnlyTrees = []string{"/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share", "/usr/include", "/usr/src",
+	"/boot", "/var/lib/dpkg", "/var/lib/apt", "/var/cache/apt"}

@@ -28,7 +28,7 @@ func (r *recorder) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 	if i := bytes.LastIndex(c.Stdin, []byte(`{"probes"`)); i >= 0 {
 		_ = json.Unmarshal(c.Stdin[i:], &req)
 	}
-	resp := Response{RunUID: -1, Scanned: 3, ScannedBytes: 4096, Probed: probes.Aim(req.Probes, "", ""),
+	resp := Response{RunUID: -1, Scanned: 3, ScannedBytes: 4096, RootOnlyFiles: 7, RootOnlyBytes: 3 << 20, Probed: probes.Aim(req.Probes, "", ""),
 		Snapshot: &guest.CarriedAnswer{Stderr: "no iptables here", RC: 1}}
 	b, _ := json.Marshal(resp)
 	return guest.Result{Stdout: b}, nil
@@ -74,7 +74,23 @@ func TestRunSendsLevForGuestAndNoKey(t *testing.T) {
 			d = x.Detail
 		}
 	}
-	if !strings.Contains(d, "3 files, 4.0 KiB") {
-		t.Fatalf("no-api-key detail %q does not print what was read", d)
+	if !strings.Contains(d, "3 files, 4.0 KiB") || !strings.Contains(d, "7 files (3.0 MiB) in root-only package trees") {
+		t.Fatalf("no-api-key detail %q does not print what was read and what was left unread", d)
+	}
+	// A VM is searched whole; only the package-managed trees are root-only, never a place
+	// lever or the run user writes.
+	var sent Request
+	if err := json.Unmarshal(req, &sent); err != nil || sent.Scan == nil {
+		t.Fatalf("request: %v", err)
+	}
+	if strings.Join(sent.Scan.Roots, ",") != "/,/dev/shm" || strings.Join(sent.Scan.RootOnly, ",") != strings.Join(RootOnlyTrees, ",") {
+		t.Fatalf("VM scan roots %v, root-only %v", sent.Scan.Roots, sent.Scan.RootOnly)
+	}
+	for _, p := range sent.Scan.RootOnly {
+		for _, writable := range []string{"/usr/local", "/etc", "/home", "/root", "/tmp", "/var/tmp", "/run", "/var/lib/lever", "/var/lib/containers", "/lever"} {
+			if p == writable || strings.HasPrefix(writable+"/", p+"/") || strings.HasPrefix(p+"/", writable+"/") {
+				t.Errorf("root-only tree %s overlaps %s, which lever or the run user writes", p, writable)
+			}
+		}
 	}
 }

@@ -144,11 +144,13 @@ type Containment interface {
 	// CheckHost runs the host-side checks (Lima: the realized config from
 	// `limactl list --json`; OrbStack: `orb list` isolation). No guest call.
 	CheckHost(ctx context.Context) error
-	// GuestCheck is a read-only POSIX sh fragment run as root in the guest. Bring-up runs
-	// it inside its egress snapshot call, so checking costs no extra round-trip.
+	// GuestCheck is a read-only part of a guest.Script (an embedded file in the backend's
+	// scripts/), run as root; it answers in sections named guest.ContainmentPrefix+....
+	// Bring-up runs it inside its egress snapshot call, so checking costs no extra
+	// round-trip.
 	GuestCheck() string
-	// CheckGuest judges GuestCheck's output and exit status; its error names the drift.
-	CheckGuest(out string, rc int) error
+	// CheckGuest judges GuestCheck's sections; its error names the drift.
+	CheckGuest(guest.Sections) error
 }
 
 // Guard adds b's in-guest containment check, when it has one, to an egress spec: the

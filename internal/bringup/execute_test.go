@@ -53,7 +53,7 @@ func TestWarmUpOneGuestCall(t *testing.T) {
 	if res.Changed || res.GuestCalls != 1 || strings.Join(j.r.Names(), ",") != "observe" {
 		t.Fatalf("warm up: changed %v (%v), %d guest calls %v\n%s", res.Changed, changedSteps(res), res.GuestCalls, j.r.Names(), j.out)
 	}
-	if obs := j.r.Calls()[0]; !strings.Contains(string(obs.Cmd.Stdin), "sec containment") || guestEnv(obs.Cmd, "LEVER_CONTAINMENT") != "echo fake-containment-check" {
+	if obs := j.r.Calls()[0]; !strings.Contains(string(obs.Cmd.Stdin), "\nput containment.fake contained\n") {
 		t.Errorf("the observation call does not carry the containment check")
 	}
 	if j.be.hostChk != 1 || j.be.ensureUp != 0 {

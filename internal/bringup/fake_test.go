@@ -87,10 +87,10 @@ func (b *fakeBackend) Profile() backend.Profile      { return backend.Profile{Na
 
 // backend.Containment: host side counted, guest side a fragment judged by its output.
 func (b *fakeBackend) CheckHost(context.Context) error { b.hostChk++; return b.hostErr }
-func (b *fakeBackend) GuestCheck() string              { return "echo fake-containment-check" }
-func (b *fakeBackend) CheckGuest(out string, rc int) error {
-	if strings.TrimSpace(out) != "contained" || rc != 0 {
-		return fmt.Errorf("fake guest not contained: %q", out)
+func (b *fakeBackend) GuestCheck() string              { return "put containment.fake contained" }
+func (b *fakeBackend) CheckGuest(secs guest.Sections) error {
+	if out, err := secs.OK("containment.fake"); err != nil || strings.TrimSpace(out) != "contained" {
+		return fmt.Errorf("fake guest not contained: %q (%v)", out, err)
 	}
 	return nil
 }
@@ -335,7 +335,7 @@ func (j *tjail) script() {
 			{Name: "filter4", Out: list(v4)}, {Name: "filter6", Out: list(v6)},
 			{Name: "alias4", Out: testAlias + " STREAM host.fake.internal"}, {Name: "alias6", RC: 2},
 			{Name: "variant", Out: "iptables v1.8.9 (legacy)"},
-			{Name: "containment", Out: w.containment},
+			{Name: "containment.fake", Out: w.containment},
 		}
 	}
 	j.r.On("observe", guesttest.Script("podman_service"), failing("observe", guesttest.Sections(func(c guest.Cmd) []guesttest.Sec {
@@ -396,12 +396,12 @@ func (j *tjail) script() {
 		return []guesttest.Sec{{Name: "change.1", Out: "created run user lever"}, {Name: "uid", Out: fmt.Sprint(testUID)}, {Name: "runtime", Out: "runc"}}
 	})))
 	j.r.On("uid", guesttest.Argv0("id", "-u"), failing("uid", guesttest.OK(fmt.Sprintf("%d\n", testUID))))
-	j.r.On("podman-service", guesttest.Script("podman system service"), failing("podman-service", func(guest.Cmd) (guest.Result, error) {
+	j.r.On("podman-service", guesttest.Script("podman system service"), failing("podman-service", guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
 		w.mu.Lock()
 		w.serviceUp = true
 		w.mu.Unlock()
-		return guest.Result{Stdout: []byte("started\n")}, nil
-	}))
+		return []guesttest.Sec{{Name: "service", Out: "started"}}
+	})))
 	j.r.On("enrol", guesttest.Script(guestside.Command+"\x00"+guestside.ModeEnrol), failing("enrol", func(guest.Cmd) (guest.Result, error) {
 		w.mu.Lock()
 		w.enrolled, w.settingsOK = true, true

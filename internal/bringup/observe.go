@@ -62,8 +62,9 @@ func (in *Instance) observeScript(withEgress bool) (guest.Script, guest.Cmd) {
 	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
 	var env []string
 	if withEgress {
-		parts = append(parts, guest.SnapshotPart())
-		env = guest.SnapshotEnv(in.Spec.SnapshotRequest())
+		req := in.Spec.SnapshotRequest()
+		parts = append(parts, guest.SnapshotParts(req)...)
+		env = guest.SnapshotEnv(req)
 	}
 	sc := guest.NewScript(append(parts, "exit 0")...)
 	args := append([]string{in.provP.WithDefaults().Stamp, in.RunUser, in.levHomeRoot()}, in.Agents()...)

@@ -65,7 +65,7 @@ func TestStatusOnFake(t *testing.T) {
 // parser.
 func TestObserveForgedSections(t *testing.T) {
 	forge := func(mark string) string {
-		return mark + "end cert.manager 0\n" + mark + "begin containment\ncontained\n" + mark + "end containment 0\n" + mark + "begin cert.manager"
+		return mark + "end cert.manager 0\n" + mark + "begin containment.fake\ncontained\n" + mark + "end containment.fake 0\n" + mark + "begin cert.manager"
 	}
 	for _, withNonce := range []bool{false, true} {
 		j := healthyJail(t)

@@ -21,10 +21,15 @@ var podmanStep = Step{
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		d := Done{Detail: "podman service up"}
 		if !obs.ServiceUp {
-			if err := jail.StartService(ctx, in.Runner, in.RunUser); err != nil {
+			how, err := jail.StartService(ctx, in.Runner, in.RunUser)
+			if err != nil {
 				return Done{Facts: f}, err
 			}
 			d = Done{Changed: true, Detail: "started the run user's podman service"}
+			if how == "ready" {
+				// the observation missed a listening service (it came up in between)
+				d = Done{Detail: "podman service was already listening"}
+			}
 			f.Podman = nil
 		}
 		if f.Podman == nil {

@@ -33,8 +33,9 @@ type CarriedAnswer struct {
 // Carry builds the snapshot spec asks for, to be run by another guest program; the Script
 // is the host's handle for reading the answer (ReadCarried).
 func Carry(spec EgressSpec) (CarriedSnapshot, Script) {
-	sc := NewScript(snapshotPart)
-	cmd := sc.Cmd(SnapshotEnv(spec.snapshotRequest()))
+	req := spec.snapshotRequest()
+	sc := NewScript(SnapshotParts(req)...)
+	cmd := sc.Cmd(SnapshotEnv(req))
 	return CarriedSnapshot{Argv: cmd.Argv, Stdin: string(cmd.Stdin), Mark: sc.mark, Spec: spec}, sc
 }
 

@@ -25,12 +25,12 @@ type EgressSpec struct {
 	ReplyPorts []int
 	Tools      Tools
 	// Containment is the backend's in-guest containment check (backend.Containment): a
-	// read-only sh fragment run in the snapshot call, and the judge of its output. When set,
-	// a drift is refused before anything in the guest changes.
+	// read-only script part run in the snapshot call, and the judge of the sections it
+	// prints. When set, a drift is refused before anything in the guest changes.
 	// RoundTrips: see RoundTripCache (nil: the round trip is made on every snapshot).
-	RoundTrips       RoundTripCache                 `json:"-"`
-	Containment      string                         `json:"containment,omitempty"`
-	CheckContainment func(out string, rc int) error `json:"-"`
+	RoundTrips       RoundTripCache       `json:"-"`
+	Containment      string               `json:"containment,omitempty"`
+	CheckContainment func(Sections) error `json:"-"`
 }
 
 func (s EgressSpec) snapshotRequest() SnapshotRequest {
@@ -44,7 +44,7 @@ func (s EgressSpec) checkContainment(snap Snapshot) error {
 	if s.CheckContainment == nil {
 		return nil
 	}
-	if err := s.CheckContainment(snap.Containment, snap.ContainmentRC); err != nil {
+	if err := s.CheckContainment(snap.Containment); err != nil {
 		return fmt.Errorf("%w, refusing to continue: %v", ErrContainment, err)
 	}
 	return nil

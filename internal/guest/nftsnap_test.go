@@ -52,7 +52,7 @@ func TestSnapshotNFTVariants(t *testing.T) {
 		{"incompatible table names nft's rules", incompatible + sect("variant", "iptables v1.8.9 (nf_tables)", 0) + sect("nft", ruleset, 0) + sect("nfttext", text, 0) + sect("rt", "", 0),
 			"OUTPUT holds `numgen random mod 2 0 accept` (nft handle 6)", true, true, ""},
 		{"nft listing fails", base + sect("variant", "iptables v1.8.9 (nf_tables)", 0) + sect("nft", "", 1) + sect("nft.stderr", "Error: boom", 0), "nft -j list ruleset exited 1: Error: boom", false, true, ""},
-		{"containment passed through", base + sect("variant", "iptables v1.8.9 (legacy)", 0) + sect("containment", "kvm no", 3), "", false, false, "kvm no"},
+		{"containment passed through", base + sect("variant", "iptables v1.8.9 (legacy)", 0) + sect("containment.kvm", "no", 3) + sect("unrelated", "x", 0), "", false, false, "no"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,8 +71,8 @@ func TestSnapshotNFTVariants(t *testing.T) {
 			if (s.V4.Unlisted != "") != c.unlisted || s.V4.RebuildOutput != c.rebuild {
 				t.Errorf("unlisted %q rebuild %v, want %v %v", s.V4.Unlisted, s.V4.RebuildOutput, c.unlisted, c.rebuild)
 			}
-			if c.containment != "" && (s.Containment != c.containment || s.ContainmentRC != 3) {
-				t.Errorf("containment %q rc %d", s.Containment, s.ContainmentRC)
+			if c.containment != "" && (len(s.Containment) != 1 || s.Containment["containment.kvm"] != (Section{Out: c.containment, RC: 3})) {
+				t.Errorf("containment sections %+v, want only containment.kvm %q rc 3", s.Containment, c.containment)
 			}
 			if c.name == "legacy: no nft view" && (s.V4.NFTables || s.V6.NFTables) {
 				t.Error("a legacy guest was treated as nf_tables")

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -47,8 +48,8 @@ func (s Script) Cmd(env []string, args ...string) Cmd {
 
 // Section is one part of a script's answer: what its command printed and its status.
 type Section struct {
-	Out string
-	RC  int
+	Out string `json:"out"`
+	RC  int    `json:"rc"`
 }
 
 // Sections are a script's answer by section name.
@@ -56,6 +57,34 @@ type Sections map[string]Section
 
 // Has reports whether the script printed section name.
 func (s Sections) Has(name string) bool { _, ok := s[name]; return ok }
+
+// OK is section name's output when the script printed it and its command succeeded;
+// otherwise an error naming the section, its status and what it wrote to stderr.
+func (s Sections) OK(name string) (string, error) {
+	sec, ok := s[name]
+	if !ok {
+		return "", fmt.Errorf("the guest printed no section %q", name)
+	}
+	if sec.RC != 0 {
+		msg := fmt.Sprintf("section %q exited %d", name, sec.RC)
+		if e := strings.TrimSpace(s[name+".stderr"].Out); e != "" {
+			msg += ": " + e
+		}
+		return "", errors.New(msg)
+	}
+	return sec.Out, nil
+}
+
+// Prefixed is the sections whose names begin with prefix (stderr blocks included).
+func (s Sections) Prefixed(prefix string) Sections {
+	out := Sections{}
+	for k, v := range s {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
 
 // Parse reads the script's stdout. Markers must pair up (a begin inside an open section,
 // an end naming another section, or a section printed twice is refused: the answer is

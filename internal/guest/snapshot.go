@@ -74,8 +74,9 @@ type SnapshotRequest struct {
 	// RoundTrips remembers the last nft round trip (see RoundTripCache); nil: always
 	// make it.
 	RoundTrips RoundTripCache
-	// Containment is a read-only shell fragment (a backend's in-guest containment check,
-	// backend.Containment) run in the same call; its output is Snapshot.Containment.
+	// Containment is a read-only script part (a backend's in-guest containment check,
+	// backend.Containment) run in the same call after the snapshot part. It answers in
+	// sections named ContainmentPrefix+...; they are Snapshot.Containment.
 	Containment string
 }
 
@@ -105,11 +106,9 @@ type Snapshot struct {
 	LimaDNSFound bool               `json:"limadns_found,omitempty"`
 	LimaDNS      []egress.ProtoPort `json:"limadns,omitempty"`
 	LimaDNSAddrs []netip.Addr       `json:"limadns_addrs,omitempty"`
-	// Containment is the output of SnapshotRequest.Containment (its stdout; stderr after a
-	// line "@@stderr" when it wrote any).
-	Containment string `json:"containment,omitempty"`
-	// ContainmentRC is its exit status.
-	ContainmentRC int `json:"containment_rc,omitempty"`
+	// Containment is the answer of SnapshotRequest.Containment: its sections (names
+	// beginning with ContainmentPrefix).
+	Containment Sections `json:"containment,omitempty"`
 	// Foreign: rules in any nf_tables table that can send a packet somewhere LEVER_EGRESS
 	// did not judge (egress.ForeignRedirects); read wherever the guest has nft, legacy
 	// iptables guests included.
@@ -139,9 +138,20 @@ const marker = "@@lever-"
 //go:embed scripts/snapshot.sh
 var snapshotPart string
 
-// SnapshotPart is the snapshot script's text without the prelude, for a caller that folds
-// the snapshot into a larger script (bring-up's observation); SnapshotEnv are its inputs.
-func SnapshotPart() string { return snapshotPart }
+// ContainmentPrefix begins the name of every section a containment part prints, so the
+// snapshot can tell them from its own.
+const ContainmentPrefix = "containment."
+
+// SnapshotParts are the script parts (without the prelude) that take the snapshot req
+// asks for: the snapshot itself and, when asked, the backend's containment part. A caller
+// that folds the snapshot into a larger script (bring-up's observation) appends them;
+// SnapshotEnv are their inputs.
+func SnapshotParts(req SnapshotRequest) []string {
+	if req.Containment == "" {
+		return []string{snapshotPart}
+	}
+	return []string{snapshotPart, req.Containment}
+}
 
 // SnapshotEnv are the snapshot script's inputs (NAME=value) for req.
 func SnapshotEnv(req SnapshotRequest) []string {
@@ -157,14 +167,14 @@ func SnapshotEnv(req SnapshotRequest) []string {
 		lima = "1"
 	}
 	return []string{"LEVER_IPT=" + t.IPTables, "LEVER_IP6T=" + t.IP6Tables, "LEVER_ALIAS=" + req.Alias,
-		"LEVER_LIMADNS=" + lima, "LEVER_RTKEY=" + cachedKey, "LEVER_CONTAINMENT=" + req.Containment}
+		"LEVER_LIMADNS=" + lima, "LEVER_RTKEY=" + cachedKey}
 }
 
 // TakeSnapshot reads both families' filter tables (LEVER_EGRESS and OUTPUT), resolves the
 // alias and, when asked, reads LIMADNS: one guest call, so an unchanged bring-up costs one
 // round-trip.
 func TakeSnapshot(ctx context.Context, r Runner, req SnapshotRequest) (Snapshot, error) {
-	sc := NewScript(snapshotPart)
+	sc := NewScript(SnapshotParts(req)...)
 	res, err := r.Run(ctx, sc.Cmd(SnapshotEnv(req)))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading egress state from the guest: %w", err)
@@ -218,11 +228,8 @@ func ParseSnapshot(secs Sections, req SnapshotRequest) (Snapshot, error) {
 			return Snapshot{}, err
 		}
 	}
-	if sec, ok := secs["containment"]; ok {
-		s.Containment, s.ContainmentRC = sec.Out, sec.RC
-		if e := secs["containment.stderr"].Out; e != "" {
-			s.Containment += "\n@@stderr\n" + e
-		}
+	if c := secs.Prefixed(ContainmentPrefix); len(c) > 0 {
+		s.Containment = c
 	}
 	if sec := secs["alias4"]; sec.RC == 0 {
 		s.ResolvedV4 = firstAddr(sec.Out, egress.V4)

@@ -86,7 +86,7 @@ func newTestGuest(t *testing.T) *testGuest {
 	g.uid, g.runtime = res.UID, res.Runtime
 	g.home = "/home/" + g.user
 	g.sock = fmt.Sprintf("/run/user/%d/podman/podman.sock", g.uid)
-	if err := StartService(ctx, g.runner, g.user); err != nil {
+	if _, err := StartService(ctx, g.runner, g.user); err != nil {
 		t.Fatalf("starting podman service: %v", err)
 	}
 	c, err := Connect(ctx, "unix://"+g.sock)

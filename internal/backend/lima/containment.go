@@ -1,12 +1,13 @@
 package lima
 
 import (
-	"bufio"
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 
 	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/guest"
 )
 
 var _ backend.Containment = (*Lima)(nil)
@@ -55,11 +56,11 @@ func (l *Lima) CheckHost(ctx context.Context) error {
 	return nil
 }
 
-// containmentScript prints every mount (findmnt -r escapes blanks), whether /dev/kvm is a
-// character device, and the userns sysctl. Read-only.
-const containmentScript = `findmnt -rn -o TARGET,FSTYPE,OPTIONS,SOURCE | sed 's/^/mnt /'
-if [ -c /dev/kvm ]; then echo "kvm yes"; else echo "kvm no"; fi
-echo "userns $(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || echo absent)"`
+// containmentScript prints every mount, whether /dev/kvm is a character device, and the
+// userns sysctl. Read-only. GatherFacts runs the same part.
+//
+//go:embed scripts/containment.sh
+var containmentScript string
 
 // GuestCheck implements backend.Containment.
 func (l *Lima) GuestCheck() string { return containmentScript }
@@ -70,55 +71,39 @@ var hostBacked = map[string]bool{"fuse.sshfs": true, "9p": true, "virtiofs": tru
 // CheckGuest implements backend.Containment: exactly one mount at /lever, the template's
 // type, writable, from the tree; no other host-backed mount anywhere; /dev/kvm exactly
 // when nested_virt is on.
-func (l *Lima) CheckGuest(out string, rc int) error {
+func (l *Lima) CheckGuest(secs guest.Sections) error {
 	tree := ""
 	if p, err := ParamsFor(l.cfg, l.plat); err == nil {
 		tree = p.Tree
 	}
-	return checkContainment(out, rc, l.plat.GuestFSType, tree, l.cfg.NestedVirt)
+	return checkContainment(secs, l.plat.GuestFSType, tree, l.cfg.NestedVirt)
 }
 
-func checkContainment(out string, rc int, wantFSType, tree string, nestedVirt bool) error {
-	if rc != 0 {
-		return fmt.Errorf("lima guest containment check exited %d: %s", rc, strings.TrimSpace(out))
+func checkContainment(secs guest.Sections, wantFSType, tree string, nestedVirt bool) error {
+	c, err := readContainment(secs)
+	if err != nil {
+		return fmt.Errorf("lima guest containment check: %w", err)
 	}
 	var problems []string
 	var atTree []string
-	kvm, userns := "", ""
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		tag, rest, _ := strings.Cut(sc.Text(), " ")
-		switch tag {
-		case "mnt":
-			f := strings.Fields(rest)
-			if len(f) < 3 {
-				continue
+	for _, m := range c.mounts {
+		if m.Target == MountPoint {
+			atTree = append(atTree, m.FSType)
+			switch {
+			case m.FSType != wantFSType:
+				problems = append(problems, fmt.Sprintf("%s is %s, expected %s", MountPoint, m.FSType, wantFSType))
+			case !m.HasOption("rw"):
+				problems = append(problems, fmt.Sprintf("%s is not writable (options %s)", MountPoint, m.Options))
+			case tree != "" && strings.TrimPrefix(m.Source, ":") != tree:
+				problems = append(problems, fmt.Sprintf("%s comes from %s, not the tree %s", MountPoint, m.Source, tree))
 			}
-			target, fstype, opts, src := unescape(f[0]), f[1], f[2], ""
-			if len(f) > 3 {
-				src = unescape(f[3])
-			}
-			if target == MountPoint {
-				atTree = append(atTree, fstype)
-				switch {
-				case fstype != wantFSType:
-					problems = append(problems, fmt.Sprintf("%s is %s, expected %s", MountPoint, fstype, wantFSType))
-				case !hasOpt(opts, "rw"):
-					problems = append(problems, fmt.Sprintf("%s is not writable (options %s)", MountPoint, opts))
-				case tree != "" && strings.TrimPrefix(src, ":") != tree:
-					problems = append(problems, fmt.Sprintf("%s comes from %s, not the tree %s", MountPoint, src, tree))
-				}
-				continue
-			}
-			if hostBacked[fstype] {
-				problems = append(problems, fmt.Sprintf("a second host-backed mount: %s (%s from %s); only the tree at %s is allowed", target, fstype, src, MountPoint))
-			}
-		case "kvm":
-			kvm = rest
-		case "userns":
-			userns = rest
+			continue
+		}
+		if hostBacked[m.FSType] {
+			problems = append(problems, fmt.Sprintf("a second host-backed mount: %s (%s from %s); only the tree at %s is allowed", m.Target, m.FSType, m.Source, MountPoint))
 		}
 	}
+	kvm, userns := c.kvm, c.userns
 	switch len(atTree) {
 	case 0:
 		problems = append([]string{MountPoint + " is not mounted in the guest"}, problems...)
@@ -129,10 +114,10 @@ func checkContainment(out string, rc int, wantFSType, tree string, nestedVirt bo
 	if userns != "1" && userns != "absent" {
 		problems = append(problems, fmt.Sprintf("kernel.unprivileged_userns_clone is %q, rootless podman needs 1", userns))
 	}
-	if nestedVirt && kvm != "yes" {
+	if nestedVirt && !kvm {
 		problems = append(problems, "nested_virt is on but the guest has no /dev/kvm")
 	}
-	if !nestedVirt && kvm != "no" {
+	if !nestedVirt && kvm {
 		problems = append(problems, "nested_virt is off but the guest has /dev/kvm (the CPU model exposes VMX/SVM)")
 	}
 	if len(problems) > 0 {
@@ -141,22 +126,35 @@ func checkContainment(out string, rc int, wantFSType, tree string, nestedVirt bo
 	return nil
 }
 
-// unescape undoes findmnt -r's \xNN escapes.
-func unescape(s string) string {
-	if !strings.Contains(s, `\x`) {
-		return s
+// containment is what the containment part found.
+type containment struct {
+	mounts []backend.Mount
+	kvm    bool   // /dev/kvm is a character device
+	userns string // kernel.unprivileged_userns_clone ("absent" on kernels without it)
+}
+
+// readContainment reads the sections scripts/containment.sh prints; a section missing or
+// failed is an error (a check that did not run proves nothing).
+func readContainment(secs guest.Sections) (containment, error) {
+	var c containment
+	out, err := secs.OK(guest.ContainmentPrefix + "mounts")
+	if err != nil {
+		return c, err
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x' {
-			var c byte
-			if _, err := fmt.Sscanf(s[i+2:i+4], "%02x", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
+	c.mounts = backend.ParseMounts(out)
+	kvm, err := secs.OK(guest.ContainmentPrefix + "kvm")
+	if err != nil {
+		return c, err
 	}
-	return b.String()
+	switch kvm = strings.TrimSpace(kvm); kvm {
+	case "yes", "no":
+		c.kvm = kvm == "yes"
+	default:
+		return c, fmt.Errorf("section %q says %q, not yes or no", guest.ContainmentPrefix+"kvm", kvm)
+	}
+	if c.userns, err = secs.OK(guest.ContainmentPrefix + "userns"); err != nil {
+		return c, err
+	}
+	c.userns = strings.TrimSpace(c.userns)
+	return c, nil
 }

@@ -21,17 +21,22 @@ func TestWarmContainmentOnRecordedGuest(t *testing.T) {
 	rec := loadRecording(t)
 	snapEx := rec.Exchanges[1]
 	spec := rec.Spec
-	spec.CheckContainment = func(out string, rc int) error {
-		return checkContainment(out, rc, "fuse.sshfs", rec.Tree, false)
+	spec.CheckContainment = func(secs guest.Sections) error {
+		return checkContainment(secs, "fuse.sshfs", rec.Tree, false)
 	}
 	if spec.Containment != containmentScript {
 		t.Fatalf("the recording's containment script is not the backend's: re-record it")
 	}
-	edit := func(f func(lines []string) []string) exchange {
+	// edit rewrites one section of the recorded answer (its body, line by line).
+	edit := func(name string, f func(lines []string) []string) exchange {
 		e := snapEx
-		head, rest, _ := strings.Cut(e.Stdout, recordedMark+"begin containment\n")
-		body, tail, _ := strings.Cut(rest, recordedMark+"end containment")
-		e.Stdout = head + recordedMark + "begin containment\n" + strings.Join(f(strings.Split(strings.TrimSuffix(body, "\n"), "\n")), "\n") + "\n" + recordedMark + "end containment" + tail
+		begin, end := recordedMark+"begin "+name+"\n", recordedMark+"end "+name+" "
+		head, rest, ok := strings.Cut(e.Stdout, begin)
+		body, tail, ok2 := strings.Cut(rest, end)
+		if !ok || !ok2 {
+			t.Fatalf("the recording has no section %s: re-record it", name)
+		}
+		e.Stdout = head + begin + strings.Join(f(strings.Split(strings.TrimSuffix(body, "\n"), "\n")), "\n") + "\n" + end + tail
 		return e
 	}
 	replace := func(prefix, to string) func([]string) []string {
@@ -50,18 +55,19 @@ func TestWarmContainmentOnRecordedGuest(t *testing.T) {
 		}
 	}
 	add := func(l string) func([]string) []string { return func(ls []string) []string { return append(ls, l) } }
+	const mounts = guest.ContainmentPrefix + "mounts"
 	cases := []struct {
 		name string
 		ex   exchange
 		want string // "" = passes
 	}{
 		{"intact (positive control)", snapEx, ""},
-		{"/lever unmounted", edit(replace("mnt /lever ", "")), "/lever is not mounted in the guest"},
-		{"a second host mount", edit(add(`mnt /home/lvtl\x20x fuse.sshfs rw,nosuid,nodev :/home/lvtl`)), "a second host-backed mount: /home/lvtl x (fuse.sshfs from :/home/lvtl)"},
-		{"a mount stacked over /lever", edit(add("mnt /lever tmpfs rw,relatime tmpfs")), "2 mounts are stacked at /lever (fuse.sshfs, tmpfs)"},
-		{"/lever from another host dir", edit(replace("mnt /lever ", "mnt /lever fuse.sshfs rw,nosuid,nodev :/home/lvtl306ea2")), "/lever comes from :/home/lvtl306ea2, not the tree"},
-		{"/dev/kvm without nested_virt", edit(replace("kvm ", "kvm yes")), "nested_virt is off but the guest has /dev/kvm"},
-		{"a 9p share", edit(add("mnt /mnt/host 9p rw,sync,dirsync trans=virtio")), "a second host-backed mount: /mnt/host (9p"},
+		{"/lever unmounted", edit(mounts, replace("/lever ", "")), "/lever is not mounted in the guest"},
+		{"a second host mount", edit(mounts, add(`/home/lvtl\x20x fuse.sshfs rw,nosuid,nodev :/home/lvtl`)), "a second host-backed mount: /home/lvtl x (fuse.sshfs from :/home/lvtl)"},
+		{"a mount stacked over /lever", edit(mounts, add("/lever tmpfs rw,relatime tmpfs")), "2 mounts are stacked at /lever (fuse.sshfs, tmpfs)"},
+		{"/lever from another host dir", edit(mounts, replace("/lever ", "/lever fuse.sshfs rw,nosuid,nodev :/home/lvtl306ea2")), "/lever comes from :/home/lvtl306ea2, not the tree"},
+		{"/dev/kvm without nested_virt", edit(guest.ContainmentPrefix+"kvm", replace("no", "yes")), "nested_virt is off but the guest has /dev/kvm"},
+		{"a 9p share", edit(mounts, add("/mnt/host 9p rw,sync,dirsync trans=virtio")), "a second host-backed mount: /mnt/host (9p"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,14 +1,15 @@
 package lima
 
 import (
-	"bufio"
 	"context"
+	_ "embed"
 	"fmt"
 	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/guest"
 )
 
@@ -35,64 +36,57 @@ type Facts struct {
 	KVM          bool        // /dev/kvm is a character device in the guest
 }
 
-// checkScript prints one tagged line per fact. It only reads; it runs as root because the
-// nat table needs it.
-const checkScript = `m=$(findmnt -n -o FSTYPE,OPTIONS,SOURCE --mountpoint ` + MountPoint + ` 2>/dev/null | head -n1)
-echo "mount ${m:-none}"
-echo "userns $(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || echo absent)"
-echo "alias $(getent ahostsv4 ` + HostAlias + ` | awk 'NR==1{print $1}')"
-if [ -c /dev/kvm ]; then echo "kvm yes"; else echo "kvm no"; fi
-iptables -w -t nat -S LIMADNS 2>/dev/null | sed 's/^/limadns /'
-true`
+// factsScript learns the alias and LIMADNS; it runs after containmentScript in the same
+// script, whose sections say what is mounted at /lever, /dev/kvm and the userns sysctl.
+//
+//go:embed scripts/facts.sh
+var factsScript string
 
-// GatherFacts makes the single bring-up round-trip.
+// GatherFacts makes the single bring-up round-trip: the containment part and the facts
+// part in one guest.Script, run as root (the nat table needs it). Read-only.
 func GatherFacts(ctx context.Context, r guest.Runner) (Facts, error) {
-	res, err := guest.RunOK(ctx, r, guest.Cmd{As: guest.Root, Argv: []string{"/bin/bash", "-c", checkScript}})
+	sc := guest.NewScript(containmentScript, factsScript)
+	res, err := guest.RunOK(ctx, r, sc.Cmd(nil, HostAlias))
 	if err != nil {
 		return Facts{}, fmt.Errorf("reading guest state: %w", err)
 	}
-	return ParseFacts(string(res.Stdout))
+	secs, err := sc.Parse(res.Stdout)
+	if err != nil {
+		return Facts{}, fmt.Errorf("reading guest state: %w", err)
+	}
+	return ParseFacts(secs)
 }
 
-// ParseFacts reads checkScript's output.
-func ParseFacts(out string) (Facts, error) {
+// ParseFacts reads GatherFacts' sections.
+func ParseFacts(secs guest.Sections) (Facts, error) {
 	var f Facts
-	var nat strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		tag, rest, _ := strings.Cut(sc.Text(), " ")
-		switch tag {
-		case "mount":
-			if rest != "none" {
-				fs := strings.Fields(rest)
-				if len(fs) >= 2 {
-					f.MountFSType, f.MountOptions = fs[0], fs[1]
-				}
-				if len(fs) >= 3 {
-					f.MountSource = fs[2]
-				}
-			}
-		case "userns":
-			f.UsernsClone = rest
-		case "alias":
-			if rest != "" {
-				a, err := netip.ParseAddr(rest)
-				if err != nil {
-					return f, fmt.Errorf("guest resolves %s to %q: %w", HostAlias, rest, err)
-				}
-				f.AliasV4 = a
-			}
-		case "kvm":
-			f.KVM = rest == "yes"
-		case "limadns":
-			nat.WriteString(rest + "\n")
+	c, err := readContainment(secs)
+	if err != nil {
+		return f, fmt.Errorf("reading guest state: %w", err)
+	}
+	for _, m := range c.mounts {
+		if m.Target == MountPoint {
+			f.MountFSType, f.MountOptions, f.MountSource = m.FSType, m.Options, m.Source
+			break
 		}
 	}
-	dns, err := ParseLimaDNS(nat.String())
-	if err != nil {
-		return f, err
+	f.UsernsClone, f.KVM = c.userns, c.kvm
+	// getent fails (exit 2) when the name does not resolve: CheckFacts reports that.
+	if sec := secs["alias"]; sec.RC == 0 {
+		if fs := strings.Fields(sec.Out); len(fs) > 0 {
+			a, err := netip.ParseAddr(fs[0])
+			if err != nil {
+				return f, fmt.Errorf("guest resolves %s to %q: %w", HostAlias, fs[0], err)
+			}
+			f.AliasV4 = a
+		}
 	}
-	f.DNS = dns
+	// No LIMADNS chain (iptables exits 1) means no DNAT targets, as before the chain exists.
+	if sec := secs["limadns"]; sec.RC == 0 {
+		if f.DNS, err = ParseLimaDNS(sec.Out); err != nil {
+			return f, err
+		}
+	}
 	return f, nil
 }
 
@@ -136,7 +130,7 @@ func CheckFacts(f Facts, wantFSType string, nestedVirt bool) error {
 		problems = append(problems, MountPoint+" is not mounted in the guest")
 	case f.MountFSType != wantFSType:
 		problems = append(problems, fmt.Sprintf("%s is %s, expected %s", MountPoint, f.MountFSType, wantFSType))
-	case !hasOpt(f.MountOptions, "rw"):
+	case !(backend.Mount{Options: f.MountOptions}).HasOption("rw"):
 		problems = append(problems, fmt.Sprintf("%s is not writable (options %s)", MountPoint, f.MountOptions))
 	}
 	if f.UsernsClone != "1" && f.UsernsClone != "absent" {
@@ -155,13 +149,4 @@ func CheckFacts(f Facts, wantFSType string, nestedVirt bool) error {
 		return fmt.Errorf("guest check failed: %s", strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-func hasOpt(opts, o string) bool {
-	for _, x := range strings.Split(opts, ",") {
-		if x == o {
-			return true
-		}
-	}
-	return false
 }

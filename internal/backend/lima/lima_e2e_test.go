@@ -231,7 +231,7 @@ func (e *limaEnv) measureBringUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.Containment = containmentScript
-	spec.CheckContainment = func(out string, rc int) error { return checkContainment(out, rc, "fuse.sshfs", p.Tree, false) }
+	spec.CheckContainment = func(secs guest.Sections) error { return checkContainment(secs, "fuse.sshfs", p.Tree, false) }
 	rec := &recorder{inner: r}
 	if err := verifiedBringUp(context.Background(), rec, spec); err != nil {
 		t.Fatalf("verified bring-up over the lima runner: %v", err)

@@ -132,31 +132,51 @@ func TestVerifiedBringUpOnRecordedGuest(t *testing.T) {
 	if int(c.Calls()) != len(ex) {
 		t.Fatalf("%d calls, recorded %d", c.Calls(), len(ex))
 	}
-	f, err := ParseFacts(ex[0].Stdout)
+	f, err := GatherFacts(context.Background(), &replay{ex: ex[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.AliasV4.String() != "192.168.5.2" || len(f.DNS) != 2 || f.DNS[0].Addr.String() != "192.168.5.2" {
-		t.Errorf("facts from the real guest: alias %v, LIMADNS %+v", f.AliasV4, f.DNS)
+	if f.AliasV4.String() != "192.168.5.2" || len(f.DNS) != 2 || f.DNS[0].Addr.String() != "192.168.5.2" || f.MountFSType != "fuse.sshfs" {
+		t.Errorf("facts from the real guest: alias %v, LIMADNS %+v, /lever %q", f.AliasV4, f.DNS, f.MountFSType)
 	}
 	// The same guest with /lever not mounted (what a 9p mount on a kernel without 9p looks
 	// like: Lima reports READY) or with /dev/kvm although nested_virt is off: refused.
-	lines := strings.Split(ex[0].Stdout, "\n")
-	for _, c := range []struct{ from, to, want string }{
-		{"mount ", "mount none", "/lever is not mounted in the guest"},
-		{"kvm ", "kvm yes", "nested_virt is off but the guest has /dev/kvm"},
+	section := func(out, name string, f func(string) string) string {
+		begin, end := recordedMark+"begin "+name+"\n", recordedMark+"end "+name+" "
+		head, rest, _ := strings.Cut(out, begin)
+		body, tail, ok := strings.Cut(rest, end)
+		if !ok {
+			t.Fatalf("the recording has no section %s: re-record it", name)
+		}
+		return head + begin + f(body) + end + tail
+	}
+	for _, c := range []struct {
+		name string
+		edit func(string) string
+		want string
+	}{
+		{"unmounted", func(out string) string {
+			return section(out, guest.ContainmentPrefix+"mounts", func(b string) string {
+				var keep []string
+				for _, l := range strings.SplitAfter(b, "\n") {
+					if !strings.HasPrefix(l, MountPoint+" ") {
+						keep = append(keep, l)
+					}
+				}
+				return strings.Join(keep, "")
+			})
+		}, "/lever is not mounted in the guest"},
+		{"kvm", func(out string) string {
+			return section(out, guest.ContainmentPrefix+"kvm", func(string) string { return "yes\n" })
+		}, "nested_virt is off but the guest has /dev/kvm"},
 	} {
 		bad := append([]exchange{}, ex...)
-		var out []string
-		for _, l := range lines {
-			if strings.HasPrefix(l, c.from) {
-				l = c.to
-			}
-			out = append(out, l)
+		bad[0].Stdout = c.edit(ex[0].Stdout)
+		if bad[0].Stdout == ex[0].Stdout {
+			t.Fatalf("%s: the edit changed nothing", c.name)
 		}
-		bad[0].Stdout = strings.Join(out, "\n")
 		if err := verifiedBringUp(context.Background(), &replay{ex: bad}, rec.Spec); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: err = %v, want %q", c.to, err, c.want)
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}
 	}
 }

@@ -2,10 +2,12 @@ package netns
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 
 	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/guest"
 )
 
 var _ backend.Containment = (*Backend)(nil)
@@ -15,8 +17,9 @@ var _ backend.Containment = (*Backend)(nil)
 func (b *Backend) CheckHost(context.Context) error { return nil }
 
 // guestCheck prints the namespace's default routes, per family. Read-only.
-const guestCheck = `ip -4 route show default | sed 's/^/route4 /'
-ip -6 route show default | sed 's/^/route6 /'`
+//
+//go:embed scripts/containment.sh
+var guestCheck string
 
 // GuestCheck implements backend.Containment.
 func (b *Backend) GuestCheck() string { return guestCheck }
@@ -24,15 +27,17 @@ func (b *Backend) GuestCheck() string { return guestCheck }
 // CheckGuest implements backend.Containment. The substrate's contract (see EnsureUp) is a
 // namespace with no default route: it reaches the alias's /30 and /64 and nothing else
 // unless someone adds routes. A default route is drift.
-func (b *Backend) CheckGuest(out string, rc int) error {
-	if rc != 0 {
-		return fmt.Errorf("netns containment check exited %d: %s", rc, strings.TrimSpace(out))
-	}
+func (b *Backend) CheckGuest(secs guest.Sections) error {
 	var problems []string
-	for _, l := range strings.Split(out, "\n") {
-		tag, rest, _ := strings.Cut(strings.TrimSpace(l), " ")
-		if tag == "route4" || tag == "route6" {
-			problems = append(problems, fmt.Sprintf("default route %q", rest))
+	for _, name := range []string{guest.ContainmentPrefix + "route4", guest.ContainmentPrefix + "route6"} {
+		out, err := secs.OK(name)
+		if err != nil {
+			return fmt.Errorf("netns containment check: %w", err)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				problems = append(problems, fmt.Sprintf("default route %q", l))
+			}
 		}
 	}
 	if len(problems) > 0 {

@@ -2,10 +2,12 @@ package orbstack
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 
 	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/guest"
 )
 
 var _ backend.Containment = (*Backend)(nil)
@@ -40,30 +42,28 @@ func isolated(machine string, rec *machineRecord) error {
 	return nil
 }
 
-// guestCheck lists the mounts at /lever and whether the Mac's file sharing is visible
-// (/mnt/mac exists only in a machine that is not isolated). Read-only.
-const guestCheck = `findmnt -rn -o TARGET,FSTYPE | awk '$1 == "` + MountPoint + `" { print "mnt " $2 }'
-if [ -e /mnt/mac ]; then echo "mac yes"; else echo "mac no"; fi`
+// guestCheck lists every mount's target and type and whether the Mac's file sharing is
+// visible. Read-only.
+//
+//go:embed scripts/containment.sh
+var guestCheck string
 
 // GuestCheck implements backend.Containment.
 func (b *Backend) GuestCheck() string { return guestCheck }
 
 // CheckGuest implements backend.Containment: exactly one mount at /lever, and no /mnt/mac.
-func (b *Backend) CheckGuest(out string, rc int) error {
-	if rc != 0 {
-		return fmt.Errorf("orbstack guest containment check exited %d: %s", rc, strings.TrimSpace(out))
+func (b *Backend) CheckGuest(secs guest.Sections) error {
+	out, err := secs.OK(guest.ContainmentPrefix + "mounts")
+	if err != nil {
+		return fmt.Errorf("orbstack guest containment check: %w", err)
 	}
 	var mounts []string
-	mac := ""
-	for _, l := range strings.Split(out, "\n") {
-		tag, rest, _ := strings.Cut(strings.TrimSpace(l), " ")
-		switch tag {
-		case "mnt":
-			mounts = append(mounts, rest)
-		case "mac":
-			mac = rest
+	for _, m := range backend.ParseMounts(out) {
+		if m.Target == MountPoint {
+			mounts = append(mounts, m.FSType)
 		}
 	}
+	mac := strings.TrimSpace(secs[guest.ContainmentPrefix+"mac"].Out)
 	var problems []string
 	switch len(mounts) {
 	case 0:

@@ -21,12 +21,15 @@ type scenario struct {
 }
 
 type step struct {
-	argv   []string
-	stdin  []string // expected stdin lines (nil: not checked)
-	stdout []string
-	stderr []string
-	exit   int
-	line   int
+	argv  []string
+	stdin []string // expected stdin lines (nil: not checked)
+	// scriptPart: stdin must be a guest.Script (marker nonce in its first line) whose text
+	// holds this part; {M} in stdout stands for its marker.
+	scriptPart string
+	stdout     []string
+	stderr     []string
+	exit       int
+	line       int
 }
 
 func parseScenario(r io.Reader) (*scenario, error) {
@@ -56,6 +59,8 @@ func parseScenario(r io.Reader) (*scenario, error) {
 			cur.stdout = append(cur.stdout, strings.TrimPrefix(strings.TrimPrefix(l, ">"), " "))
 		case cur != nil && (l == "2>" || strings.HasPrefix(l, "2> ")):
 			cur.stderr = append(cur.stderr, strings.TrimPrefix(strings.TrimPrefix(l, "2>"), " "))
+		case cur != nil && l == "< {containment}":
+			cur.scriptPart = guestCheck
 		case cur != nil && (l == "<" || strings.HasPrefix(l, "< ")):
 			cur.stdin = append(cur.stdin, strings.TrimPrefix(strings.TrimPrefix(l, "<"), " "))
 		case cur != nil && strings.HasPrefix(l, "exit "):
@@ -150,15 +155,27 @@ func fakeOrb(scenarioPath, statePath string, args []string) int {
 	if !slicesEqual(args, st.argv) {
 		return fail("step %d (line %d): argv %q, recorded %q", i+1, st.line, args, st.argv)
 	}
+	// A guest.Script on stdin sets its marker nonce in its first line; recorded output
+	// writes the marker as {M} and gets this call's.
+	var in []byte
+	if st.stdin != nil || st.scriptPart != "" {
+		in, _ = io.ReadAll(os.Stdin)
+	}
+	mark := ""
+	if first, _, _ := strings.Cut(string(in), "\n"); strings.HasPrefix(first, "M='@@lever-") {
+		mark = strings.TrimSuffix(strings.TrimPrefix(first, "M='"), "'")
+	}
 	if st.stdin != nil {
-		in, _ := io.ReadAll(os.Stdin)
 		if want := strings.Join(st.stdin, "\n") + "\n"; string(in) != want {
 			return fail("step %d (line %d): stdin %q, recorded %q", i+1, st.line, in, want)
 		}
 	}
+	if st.scriptPart != "" && (mark == "" || !strings.Contains(string(in), "\n"+st.scriptPart)) {
+		return fail("step %d (line %d): stdin is not a guest script carrying %q:\n%s", i+1, st.line, st.scriptPart, in)
+	}
 	os.WriteFile(statePath, []byte(strconv.Itoa(i+1)), 0o644)
 	for _, l := range st.stdout {
-		fmt.Fprintln(os.Stdout, l)
+		fmt.Fprintln(os.Stdout, strings.ReplaceAll(l, "{M}", mark))
 	}
 	for _, l := range st.stderr {
 		fmt.Fprintln(os.Stderr, l)

@@ -71,11 +71,16 @@ func act(t *testing.T, ctx context.Context, b *Backend, x HostExec, s *scenario,
 		if err := b.CheckHost(ctx); err != nil {
 			return err
 		}
-		res, err := b.Runner().Run(ctx, guest.Cmd{Argv: []string{"sh", "-s"}, As: guest.Root, Stdin: []byte(b.GuestCheck() + "\n")})
+		sc := guest.NewScript(b.GuestCheck())
+		res, err := guest.RunOK(ctx, b.Runner(), sc.Cmd(nil))
 		if err != nil {
 			return err
 		}
-		return b.CheckGuest(string(res.Stdout), res.ExitCode)
+		secs, err := sc.Parse(res.Stdout)
+		if err != nil {
+			return err
+		}
+		return b.CheckGuest(secs)
 	case "guest-arch":
 		arch, err := b.GuestArch(ctx)
 		if err == nil && arch != first(s.headers["want-arch"], "") {

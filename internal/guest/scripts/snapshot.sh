@@ -1,12 +1,12 @@
 # shellcheck shell=sh
 # The egress snapshot (guest.TakeSnapshot): both families' filter tables, the host alias
 # looked up under the chains as they are, Lima's LIMADNS chain when asked, the nft view
-# of the tables and the backend's containment check, in one call. Inputs (environment):
+# of the tables, in one call (the backend's containment part, when asked, follows this
+# part in the same script: guest.SnapshotParts). Inputs (environment):
 #   LEVER_IPT, LEVER_IP6T  the iptables binaries to list with
 #   LEVER_ALIAS            the host alias name
 #   LEVER_LIMADNS          1: read LIMADNS
 #   LEVER_RTKEY            the remembered round-trip key (- for none)
-#   LEVER_CONTAINMENT      a read-only sh fragment (backend.Containment), or empty
 sec filter4 "$LEVER_IPT" -w -S
 sec filter6 "$LEVER_IP6T" -w -S
 # Under the closed chain DNS is dropped by design and a resolver would retry for tens of
@@ -43,4 +43,3 @@ case "$("$LEVER_IPT" -V 2>/dev/null)" in
 		sec nfttext nft -a list ruleset
 	fi ;;
 esac
-if [ -n "$LEVER_CONTAINMENT" ]; then sec containment sh -c "$LEVER_CONTAINMENT"; fi

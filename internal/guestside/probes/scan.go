@@ -31,7 +31,14 @@ type Scan struct {
 	Patterns []Pattern `json:"patterns"`
 	Roots    []string  `json:"roots"` // directories searched (e.g. /proc/<pid>/root/, or /)
 	Prune    []string  `json:"prune"` // absolute paths not descended into
-	Files    []string  `json:"files"` // single files
+	// RootOnly are package-managed trees (/usr/lib, /boot, dpkg's and apt's state) that
+	// only root writes. In them a file is read only when a non-root user could have put
+	// it there: it, or a directory on its way down from the tree's top, is owned by a
+	// non-root user or group/world-writable. The rest are counted, not read: no agent, run
+	// user or lever step that could hold the key writes them (lever's root steps never
+	// have it), and they are most of a guest's bytes.
+	RootOnly []string `json:"root_only,omitempty"`
+	Files    []string `json:"files"` // single files
 	// ProcsOf: these processes (lev containers' first processes) and all their
 	// descendants have their environment and command line searched.
 	ProcsOf []int `json:"procs_of,omitempty"`
@@ -84,12 +91,15 @@ type Hit struct {
 	Spelling string `json:"spelling"`
 }
 
-// Stats is what a Search found and read.
+// Stats is what a Search found and read. RootOnlyFiles and RootOnlyBytes are the files
+// in Scan.RootOnly trees left unread because only root could have written them.
 type Stats struct {
-	Found   []Hit
-	Files   int
-	Bytes   int64
-	Skipped int
+	Found         []Hit
+	Files         int
+	Bytes         int64
+	Skipped       int
+	RootOnlyFiles int
+	RootOnlyBytes int64
 }
 
 // Patterns derives the spellings to look for from the secret, on the host: the raw bytes,
@@ -183,6 +193,14 @@ func Search(s Scan) Stats {
 	// the guest and from a container) is read once and reported under every path.
 	type devIno struct{ dev, ino uint64 }
 	first := map[devIno]string{}
+	// nonRoot: for each directory inside a RootOnly tree, whether a non-root user could
+	// have written below it (it or a directory above it, up to the tree's top, is owned
+	// by one or group/world-writable). A directory absent here is not in such a tree.
+	nonRoot := map[string]bool{}
+	rootOnly := map[string]bool{}
+	for _, p := range s.RootOnly {
+		rootOnly[filepath.Clean(p)] = true
+	}
 	aliases := map[string][]string{}
 	roots := append([]string(nil), s.Roots...)
 	for _, pid := range s.TmpfsOf {
@@ -194,8 +212,14 @@ func Search(s Scan) Stats {
 				return nil
 			}
 			if d.IsDir() {
-				if prune[filepath.Clean(p)] {
+				c := filepath.Clean(p)
+				if prune[c] {
 					return filepath.SkipDir
+				}
+				above, inTree := nonRoot[filepath.Dir(c)]
+				if rootOnly[c] || inTree {
+					info, err := d.Info()
+					nonRoot[c] = above || err != nil || nonRootWritable(info)
 				}
 				return nil
 			}
@@ -204,6 +228,13 @@ func Search(s Scan) Stats {
 			}
 			info, err := d.Info()
 			if err != nil {
+				return nil
+			}
+			if dirOpen, inTree := nonRoot[filepath.Dir(filepath.Clean(p))]; inTree && !dirOpen && !nonRootWritable(info) {
+				mu.Lock()
+				st.RootOnlyFiles++
+				st.RootOnlyBytes += info.Size()
+				mu.Unlock()
 				return nil
 			}
 			if sys, ok := info.Sys().(*syscall.Stat_t); ok {
@@ -457,4 +488,11 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// nonRootWritable: a user other than root owns it, or its mode lets group or others write.
+// What cannot be told (no stat data) counts as writable: the file is then read.
+func nonRootWritable(info fs.FileInfo) bool {
+	sys, ok := info.Sys().(*syscall.Stat_t)
+	return !ok || sys.Uid != 0 || info.Mode().Perm()&0o022 != 0
 }

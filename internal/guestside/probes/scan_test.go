@@ -190,3 +190,65 @@ func TestFindContainers(t *testing.T) {
 		t.Fatal("an unknown run user was accepted")
 	}
 }
+
+// TestSearchRootOnlyTrees: in a RootOnly tree a root-owned, root-only file is counted and
+// not read; the same key in a file a non-root user could have written there (owned by
+// one, world-writable, or below a directory owned by one or world-writable) is found.
+// Positive control: the whole tree searched without RootOnly finds the root-only file too.
+func TestSearchRootOnlyTrees(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make root-owned files beside files owned by another user")
+	}
+	key := []byte("sk-test-rootonly-0123456789abcdef0123456789")
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "usr", "lib")
+	write := func(rel string, mode os.FileMode, uid int) string {
+		p := filepath.Join(tree, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, append([]byte("x="), key...), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode) // past the umask
+		if err := os.Chown(p, uid, 0); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rootFile := write("pkg/root-only.so", 0o644, 0)
+	want := []string{
+		write("pkg/owned-by-user", 0o644, 1000),
+		write("pkg/world-writable", 0o666, 0),
+		write("open/under-open-dir", 0o644, 0),
+		write("userdir/deeper/under-user-dir", 0o644, 0),
+	}
+	os.Chmod(filepath.Join(tree, "open"), 0o777)
+	os.Chown(filepath.Join(tree, "userdir"), 1000, 1000)
+	outside := filepath.Join(dir, "etc", "leak")
+	os.MkdirAll(filepath.Dir(outside), 0o755)
+	os.WriteFile(outside, key, 0o600) // root-only, but not in a RootOnly tree: read
+	want = append(want, outside)
+
+	found := func(st Stats) []string {
+		var out []string
+		for _, h := range st.Found {
+			out = append(out, h.Where)
+		}
+		return out
+	}
+	st := Search(Scan{Patterns: Patterns(key), Roots: []string{dir}, RootOnly: []string{tree}})
+	got := strings.Join(found(st), "\n")
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s not found; found:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, rootFile) || st.RootOnlyFiles != 1 || st.RootOnlyBytes != int64(len(key)+2) {
+		t.Errorf("root-only file: found %v, counted %d files %d bytes; want not read, 1 file", strings.Contains(got, rootFile), st.RootOnlyFiles, st.RootOnlyBytes)
+	}
+	all := Search(Scan{Patterns: Patterns(key), Roots: []string{dir}})
+	if !strings.Contains(strings.Join(found(all), "\n"), rootFile) || all.RootOnlyFiles != 0 {
+		t.Errorf("positive control: without RootOnly the root-only file must be found: %v", found(all))
+	}
+}

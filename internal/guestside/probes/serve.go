@@ -66,7 +66,10 @@ type Response struct {
 	Scanned      int   `json:"scanned_files"`
 	ScannedBytes int64 `json:"scanned_bytes"`
 	Skipped      int   `json:"skipped_files"`
-	ScanMS       int64 `json:"scan_ms"`
+	// RootOnlyFiles/RootOnlyBytes: files in Scan.RootOnly trees not read (root-written).
+	RootOnlyFiles int   `json:"root_only_files,omitempty"`
+	RootOnlyBytes int64 `json:"root_only_bytes,omitempty"`
+	ScanMS        int64 `json:"scan_ms"`
 	// Snapshot is what the carried snapshot printed; AliasV4 and AliasV6 the aliases read
 	// from it, and Probed the probes as aimed and run (the host checks both).
 	Snapshot *guest.CarriedAnswer `json:"snapshot,omitempty"`
@@ -115,6 +118,7 @@ func Serve(r io.Reader, w io.Writer) error {
 		start := time.Now()
 		st := Search(req.Scan.withContainers(pids))
 		resp.Found, resp.Scanned, resp.ScannedBytes, resp.Skipped = st.Found, st.Files, st.Bytes, st.Skipped
+		resp.RootOnlyFiles, resp.RootOnlyBytes = st.RootOnlyFiles, st.RootOnlyBytes
 		resp.ScanMS = time.Since(start).Milliseconds()
 	}
 	return json.NewEncoder(w).Encode(resp)
