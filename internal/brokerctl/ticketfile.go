@@ -1,10 +1,10 @@
 package brokerctl
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lever-jail/lever/internal/cap/ca"
@@ -26,53 +26,71 @@ func IssueTicket(stateDir, agent, role string, ttl time.Duration) (string, error
 
 // CheckTicketOut refuses a ticket file path inside the config's directory or the project
 // tree: anything there is in the jail (the tree is mounted) or next to what is checked in
-// beside lever.yaml, and a ticket is a credential. The path is judged both as written and
-// with the symlinks of its existing part resolved, so a link outside the tree that points
-// into it is refused too.
-func CheckTicketOut(cfg *config.Config, out string) error {
+// beside lever.yaml, and a ticket is a credential. The path is judged as written and where
+// the kernel would create it: its directory resolved component by component, a symlink
+// before the ".." that follows it, as open(2) walks it. (filepath.Abs alone cleans
+// "link/../x" to "x" lexically, and a link outside the tree pointing in would pass.) It
+// returns the resolved path, which is the one to write.
+func CheckTicketOut(cfg *config.Config, out string) (string, error) {
 	abs, err := filepath.Abs(out)
 	if err != nil {
-		return fmt.Errorf("--out %s: %w", out, err)
+		return "", fmt.Errorf("--out %s: %w", out, err)
+	}
+	target, err := createdAt(out)
+	if err != nil {
+		return "", err
 	}
 	tree := cfg.Tree
 	if !filepath.IsAbs(tree) {
 		tree = filepath.Join(cfg.Dir, tree)
 	}
-	real := resolveExisting(abs)
 	for _, d := range []string{cfg.Dir, tree} {
-		for _, dir := range []string{d, resolveExisting(d)} {
-			if fspath.Within(dir, abs) || fspath.Within(dir, real) {
-				return fmt.Errorf("--out %s is inside %s; a ticket must never be written into the project tree or next to the config", out, d)
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			real = d
+		}
+		for _, dir := range []string{d, real} {
+			if fspath.Within(dir, abs) || fspath.Within(dir, target) {
+				return "", fmt.Errorf("--out %s is inside %s; a ticket must never be written into the project tree or next to the config", out, d)
 			}
 		}
 	}
-	return nil
+	return target, nil
 }
 
-// WriteTicketFile writes tok to out, a new file of mode 0600, after CheckTicketOut.
+// WriteTicketFile writes tok to a new file of mode 0600 at the path CheckTicketOut
+// resolves out to, so the file written is the one that was judged.
 func WriteTicketFile(cfg *config.Config, out, tok string) error {
-	if err := CheckTicketOut(cfg, out); err != nil {
+	target, err := CheckTicketOut(cfg, out)
+	if err != nil {
 		return err
 	}
-	return ca.WritePrivateFileExcl(out, []byte(tok+"\n"))
+	return ca.WritePrivateFileExcl(target, []byte(tok+"\n"))
 }
 
-// resolveExisting resolves the symlinks of the longest existing prefix of the absolute path
-// p and appends the rest unchanged (a file about to be created does not exist yet, but its
-// directory does).
-func resolveExisting(p string) string {
-	rest := ""
-	for cur := filepath.Clean(p); ; {
-		if r, err := filepath.EvalSymlinks(cur); err == nil {
-			return filepath.Join(r, rest)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return p
+// createdAt is where creating the file out would put it: its directory with every symlink
+// and ".." resolved in walk order (filepath.EvalSymlinks on the unclean string), joined
+// with its name. The directory must exist: a file cannot be created in one that does not.
+func createdAt(out string) (string, error) {
+	raw := out
+	if !filepath.IsAbs(raw) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("--out %s: %w", out, err)
 		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return p
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
+		raw = wd + string(filepath.Separator) + raw
 	}
+	i := strings.LastIndexByte(raw, filepath.Separator)
+	dir, name := raw[:i], raw[i+1:]
+	if dir == "" {
+		dir = string(filepath.Separator)
+	}
+	if name == "" || name == "." || name == ".." {
+		return "", fmt.Errorf("--out %s names a directory, not a new file", out)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("--out %s: its directory: %w", out, err)
+	}
+	return filepath.Join(real, name), nil
 }

@@ -121,7 +121,7 @@ func (o *brokerTicketOptions) run(cmd *cobra.Command) error {
 	}
 	if o.out != "" {
 		// Refused before a ticket is issued, so a refusal leaves nothing redeemable behind.
-		if err := brokerctl.CheckTicketOut(cfg, o.out); err != nil {
+		if _, err := brokerctl.CheckTicketOut(cfg, o.out); err != nil {
 			return err
 		}
 	}
