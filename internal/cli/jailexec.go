@@ -9,12 +9,12 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/exitcode"
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/jail"
 )
 
@@ -130,16 +130,11 @@ func ctx(cmd *cobra.Command) context.Context {
 	return context.Background()
 }
 
-// isTerm reports whether r is a terminal.
-func isTerm(v any) bool {
-	f, ok := v.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
 // wantTTY: a terminal session only when the user is at one on both ends, so that a
 // redirected output never gets the terminal's merged, \r\n-translated stream.
 func wantTTY(cmd *cobra.Command) bool {
-	return isTerm(cmd.InOrStdin()) && isTerm(cmd.OutOrStdout())
+	in, ok := cmd.InOrStdin().(*os.File)
+	return ok && hostterm.IsTerminal(in) && hostterm.IsTerminal(cmd.OutOrStdout())
 }
 
 // execPass runs argv in container and passes its exit code through as lever's (lev's own
