@@ -87,9 +87,6 @@ func listRuns(cmd *cobra.Command, a *attached, agent string) ([]jailRun, error) 
 // anything else is refused before it reaches a command line.
 var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// parseRunRef splits RUN into the agent named (or "" for any) and lev's run id. A run
-// id names its agent when written AGENT/ID (manager/r-..., docs/r-...); a bare ID is
-// looked up in every agent's lev.
 // runTarget resolves a run reference (AGENT/ID, or a bare id any one agent holds) on a
 // jail that is up: its config, the attached jail, the agent whose lev holds the run and
 // the run's id. A malformed reference is refused before the jail is touched.
@@ -112,6 +109,9 @@ func runTarget(cmd *cobra.Command, configPath, ref string) (*config.Config, *att
 	return cfg, a, agent, id, nil
 }
 
+// parseRunRef splits RUN into the agent named (or "" for any) and lev's run id. A run
+// id names its agent when written AGENT/ID (manager/r-..., docs/r-...); a bare ID is
+// looked up in every agent's lev.
 func parseRunRef(cfg *config.Config, ref string) (agent, id string, err error) {
 	agent, id, qualified := strings.Cut(ref, "/")
 	if !qualified {
