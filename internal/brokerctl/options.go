@@ -1,7 +1,9 @@
 // Package brokerctl is lever's host-side broker: an mTLS listener where the jail reaches the
 // host alias, a /llm/ reverse proxy that adds the API key on the host so the key never
 // enters the guest, ticket-based enrolment of agents, a loopback-only admin listener, a
-// JSON-lines audit log, and the start/stop/status lifecycle of the broker process.
+// JSON-lines audit log, and the start/stop/status lifecycle of the broker process. It also
+// owns where a ticket may be written on the host (CheckTicketOut). It must not parse
+// command lines (internal/cli does) nor reach into the guest.
 package brokerctl
 
 import (

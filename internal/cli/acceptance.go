@@ -7,12 +7,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/acceptance"
+	"github.com/lever-jail/lever/internal/exitcode"
 )
 
+type acceptanceOptions struct {
+	config  string
+	json    bool
+	out     string
+	targets acceptance.Targets
+}
+
 func newAcceptanceCmd() *cobra.Command {
-	var asJSON bool
-	var out string
-	t := acceptance.DefaultTargets()
+	o := &acceptanceOptions{targets: acceptance.DefaultTargets()}
+	t := &o.targets
 	c := &cobra.Command{
 		Use:   "acceptance [CONFIG]",
 		Short: "Prove the jail's properties from inside it; exit 1 if any check fails",
@@ -28,39 +35,12 @@ nowhere in the guest. The addresses that stand for the internet and the LAN come
 flags. Writes a Markdown report (or --json).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := bringupTarget(cmd, args, false)
-			if err != nil {
-				return err
-			}
-			rep, err := in.Acceptance(cmd.Context(), t)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			w := cmd.OutOrStdout()
-			if out != "" {
-				f, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
-			}
-			if asJSON {
-				err = writeJSON(w, rep)
-			} else {
-				_, err = fmt.Fprint(w, rep.Markdown())
-			}
-			if err != nil {
-				return err
-			}
-			if !rep.Passed {
-				return &ExitError{Code: 1, Err: fmt.Errorf("acceptance failed: %v", rep.Failed())}
-			}
-			return nil
+			o.config = configArgFor(cmd, args)
+			return o.run(cmd)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
-	c.Flags().StringVar(&out, "out", "", "write the report to this file instead of stdout")
+	c.Flags().BoolVar(&o.json, "json", false, "write the report as JSON")
+	c.Flags().StringVar(&o.out, "out", "", "write the report to this file instead of stdout")
 	c.Flags().StringVar(&t.Metadata, "metadata", t.Metadata, "the cloud metadata address:port (must be REJECTed)")
 	c.Flags().StringVar(&t.LinkLocal, "link-local", t.LinkLocal, "a neighbouring link-local address:port (must be dropped)")
 	c.Flags().StringVar(&t.AliasV6, "alias-v6", t.AliasV6, "judge and probe this IPv6 address as the host alias's (default: what the alias resolves to in the guest)")
@@ -68,4 +48,36 @@ flags. Writes a Markdown report (or --json).`,
 	c.Flags().StringVar(&t.Internet, "internet", t.Internet, "an address:port standing for the public internet (closed posture: must be dropped)")
 	c.Flags().StringVar(&t.DNS, "dns", t.DNS, "a resolver address:port standing for public DNS (closed posture: must be unreachable)")
 	return c
+}
+
+func (o *acceptanceOptions) run(cmd *cobra.Command) error {
+	in, err := bringupTarget(cmd, o.config, false)
+	if err != nil {
+		return err
+	}
+	rep, err := in.Acceptance(cmd.Context(), o.targets)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if o.out != "" {
+		f, err := os.Create(o.out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	if o.json {
+		err = writeJSON(w, rep)
+	} else {
+		_, err = fmt.Fprint(w, rep.Markdown())
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Passed {
+		return exitcode.New(1, fmt.Errorf("acceptance failed: %v", rep.Failed()))
+	}
+	return nil
 }

@@ -11,31 +11,35 @@ import (
 	_ "github.com/lever-jail/lever/internal/backend/all" // registers every backend
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/exitcode"
 )
 
 // bringupTarget loads the config and derives the bring-up instance.
-func bringupTarget(cmd *cobra.Command, args []string, fresh bool) (*bringup.Instance, error) {
-	cfg, err := config.Load(configArgFor(cmd, args))
+func bringupTarget(cmd *cobra.Command, configPath string, fresh bool) (*bringup.Instance, error) {
+	cfg, err := config.Load(configPath)
 	if err != nil {
-		return nil, &ExitError{Code: 2, Err: err}
+		return nil, err
 	}
 	b, err := backend.New(cfg)
 	if err != nil {
-		return nil, &ExitError{Code: 2, Err: err}
+		return nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	in, err := bringup.New(bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh})
-	if err != nil {
-		return nil, &ExitError{Code: 2, Err: err}
-	}
-	return in, nil
+	return bringup.New(bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh})
 }
 
-func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*bringup.Instance, *bringup.Result, error) {
-	in, err := bringupTarget(cmd, args, fresh)
+// applyOptions are what apply and up take.
+type applyOptions struct {
+	config              string
+	dryRun, fresh, json bool
+}
+
+// run is apply: the plan with --dry-run, else the bring-up.
+func (o *applyOptions) run(cmd *cobra.Command) (*bringup.Instance, *bringup.Result, error) {
+	in, err := bringupTarget(cmd, o.config, o.fresh)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,10 +47,9 @@ func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*b
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if dryRun {
-		// The same observation Execute starts from (one guest call), and the same table.
-		plan := in.Plan(in.ObserveWithEgress(ctx))
-		if asJSON {
+	if o.dryRun {
+		plan := in.DryRun(ctx)
+		if o.json {
 			return in, nil, writeJSON(cmd.OutOrStdout(), plan)
 		}
 		bringup.PrintPlan(cmd.OutOrStdout(), plan)
@@ -56,80 +59,93 @@ func applyRun(cmd *cobra.Command, args []string, dryRun, fresh, asJSON bool) (*b
 	if err != nil {
 		return in, res, err
 	}
-	if asJSON {
+	if o.json {
 		return in, res, writeJSON(cmd.OutOrStdout(), res)
 	}
 	return in, res, nil
 }
 
 func newApplyCmd() *cobra.Command {
-	var dryRun, fresh, asJSON bool
+	o := &applyOptions{}
 	c := &cobra.Command{
 		Use:   "apply [CONFIG]",
 		Short: "Bring the jail up headless: backend, egress, provisioning, broker, lev",
-		Long: `Bring the jail up in the spec's order: the guest, the egress firewall (verified rule
-for rule, rebuilt on any drift, before anything else starts), guest provisioning (skipped
-when the root-owned stamp names these scripts and this boot), the run user's podman
-service, the broker (IP SAN from the resolved alias), in-guest enrolment of every agent,
-the lev image (built from the static lev binary, no registry), and the lev containers.
-A second run on a healthy jail changes nothing and says so. --dry-run prints the plan.`,
+		Long: `Bring the jail up in the order docs/bringup.md gives: the guest, the egress firewall
+(verified rule for rule, rebuilt on any drift, before anything else starts), guest
+provisioning (skipped when the root-owned stamp names these scripts and this boot), the
+run user's podman service, the broker (IP SAN from the resolved alias), in-guest
+enrolment of every agent, the lev image (built from the static lev binary, no registry),
+and the lev containers. A second run on a healthy jail changes nothing and says so.
+--dry-run prints the plan.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, err := applyRun(cmd, args, dryRun, fresh, asJSON)
+			o.config = configArgFor(cmd, args)
+			_, _, err := o.run(cmd)
 			return err
 		},
 	}
-	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
-	c.Flags().BoolVar(&fresh, "fresh", false, "recreate the lev containers (discards the manager's conversation; needed to add or drop /dev/kvm)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result (or plan) as JSON")
+	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
+	c.Flags().BoolVar(&o.fresh, "fresh", false, "recreate the lev containers (discards the manager's conversation; needed to add or drop /dev/kvm)")
+	c.Flags().BoolVar(&o.json, "json", false, "print the result (or plan) as JSON")
 	return c
 }
 
 func newUpCmd() *cobra.Command {
-	var dryRun, fresh bool
+	o := &applyOptions{}
 	c := &cobra.Command{
 		Use:   "up [CONFIG]",
 		Short: "apply, then show the jail's status",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, res, err := applyRun(cmd, args, dryRun, fresh, false)
-			if err != nil || dryRun {
+			o.config = configArgFor(cmd, args)
+			in, res, err := o.run(cmd)
+			if err != nil || o.dryRun {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), in.StatusAfter(cmd.Context(), res).Text())
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
-	c.Flags().BoolVar(&fresh, "fresh", false, "recreate the lev containers")
+	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
+	c.Flags().BoolVar(&o.fresh, "fresh", false, "recreate the lev containers")
 	return c
 }
 
+type statusOptions struct {
+	config string
+	json   bool
+}
+
 func newStatusCmd() *cobra.Command {
-	var asJSON bool
+	o := &statusOptions{}
 	c := &cobra.Command{
 		Use:   "status [CONFIG]",
 		Short: "Show guest, egress (verified or drifted), broker and container state; exit 1 when unhealthy",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := bringupTarget(cmd, args, false)
-			if err != nil {
-				return err
-			}
-			st := in.Status(cmd.Context())
-			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), st); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprint(cmd.OutOrStdout(), st.Text())
-			}
-			if !st.Healthy {
-				return &ExitError{Code: 1}
-			}
-			return nil
+			o.config = configArgFor(cmd, args)
+			return o.run(cmd)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
+}
+
+func (o *statusOptions) run(cmd *cobra.Command) error {
+	in, err := bringupTarget(cmd, o.config, false)
+	if err != nil {
+		return err
+	}
+	st := in.Status(cmd.Context())
+	if o.json {
+		if err := writeJSON(cmd.OutOrStdout(), st); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprint(cmd.OutOrStdout(), st.Text())
+	}
+	if !st.Healthy {
+		return exitcode.New(1, nil)
+	}
+	return nil
 }

@@ -123,24 +123,31 @@ func printMatrix(w io.Writer, m matrixOut) error {
 	return nil
 }
 
+type backendsOptions struct {
+	json bool
+}
+
 func newBackendsCmd() *cobra.Command {
-	var asJSON bool
+	o := &backendsOptions{}
 	c := &cobra.Command{
 		Use:   "backends",
 		Short: "Show the containment matrix: what each backend guarantees and whether it is usable here",
 		Long: `Print one row per containment backend lever implements: whether a hypervisor boundary
 separates the agents from the host kernel (guarantee 0), whether the kernel is shared,
 what bounds the filesystem, where egress is enforced, the rootless runtime, whether the
-backend can be used on this host right now (tool, version, and why not), and its caveats.`,
+backend can be used on this host right now (tool, version, and why not), and its caveats.
+docs/backends.md explains each column.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			m := buildMatrix(cmd.Context(), backend.All())
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), m)
-			}
-			return printMatrix(cmd.OutOrStdout(), m)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the matrix as JSON")
+	c.Flags().BoolVar(&o.json, "json", false, "print the matrix as JSON")
 	return c
+}
+
+func (o *backendsOptions) run(cmd *cobra.Command) error {
+	m := buildMatrix(cmd.Context(), backend.All())
+	if o.json {
+		return writeJSON(cmd.OutOrStdout(), m)
+	}
+	return printMatrix(cmd.OutOrStdout(), m)
 }

@@ -5,16 +5,14 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/brokerctl"
-	"github.com/lever-jail/lever/internal/cap/ca"
-	"github.com/lever-jail/lever/internal/cap/ticket"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/exitcode"
 )
 
 // brokerFlags override what OptionsFromConfig derives; they are forwarded from `start`
@@ -89,121 +87,128 @@ func newBrokerCmd() *cobra.Command {
 	return c
 }
 
-func newBrokerServeCmd() *cobra.Command {
-	var f brokerFlags
-	c := &cobra.Command{
-		Use:   "serve [CONFIG]",
-		Short: "Run the broker in the foreground until SIGINT/SIGTERM",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArgFor(cmd, args))
-			if err != nil {
-				return err
-			}
-			o, err := f.options(cfg)
-			if err != nil {
-				return err
-			}
-			errw := cmd.ErrOrStderr()
-			o.Logf = func(format string, a ...any) {
-				fmt.Fprintf(errw, "%s %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			return brokerctl.Serve(ctx, o)
-		},
+// brokerOptions are what the broker lifecycle commands take: the config, and for serve
+// and start the listener overrides.
+type brokerOptions struct {
+	config string
+	flags  brokerFlags
+	json   bool
+}
+
+// brokerCmd binds a lifecycle command's [CONFIG] to o and runs run.
+func (o *brokerOptions) cmd(c *cobra.Command, run func(*brokerOptions, *cobra.Command) error) *cobra.Command {
+	c.Args = cobra.MaximumNArgs(1)
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		o.config = configArgFor(cmd, args)
+		return run(o, cmd)
 	}
-	f.add(c)
 	return c
+}
+
+func newBrokerServeCmd() *cobra.Command {
+	o := &brokerOptions{}
+	c := o.cmd(&cobra.Command{Use: "serve [CONFIG]", Short: "Run the broker in the foreground until SIGINT/SIGTERM"}, (*brokerOptions).serve)
+	o.flags.add(c)
+	return c
+}
+
+func (o *brokerOptions) serve(cmd *cobra.Command) error {
+	cfg, err := config.Load(o.config)
+	if err != nil {
+		return err
+	}
+	bo, err := o.flags.options(cfg)
+	if err != nil {
+		return err
+	}
+	errw := cmd.ErrOrStderr()
+	bo.Logf = func(format string, a ...any) {
+		fmt.Fprintf(errw, "%s %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return brokerctl.Serve(ctx, bo)
 }
 
 func newBrokerStartCmd() *cobra.Command {
-	var f brokerFlags
-	c := &cobra.Command{
-		Use:   "start [CONFIG]",
-		Short: "Start the broker as a detached host process (no-op when it already runs)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArgFor(cmd, args))
-			if err != nil {
-				return err
-			}
-			if _, err := f.options(cfg); err != nil {
-				return err
-			}
-			exe, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			argv := append([]string{exe, "broker", "serve", cfg.Path}, f.argv()...)
-			st, err := brokerctl.Start(cmd.Context(), cfg.StateDir(), brokerctl.StartOptions{Argv: argv, Env: os.Environ()})
-			if err != nil {
-				return err
-			}
-			return printBrokerStatus(cmd, st, cfg.StateDir())
-		},
-	}
-	f.add(c)
+	o := &brokerOptions{}
+	c := o.cmd(&cobra.Command{Use: "start [CONFIG]", Short: "Start the broker as a detached host process (no-op when it already runs)"}, (*brokerOptions).start)
+	o.flags.add(c)
 	return c
+}
+
+func (o *brokerOptions) start(cmd *cobra.Command) error {
+	cfg, err := config.Load(o.config)
+	if err != nil {
+		return err
+	}
+	if _, err := o.flags.options(cfg); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	argv := append([]string{exe, "broker", "serve", cfg.Path}, o.flags.argv()...)
+	st, err := brokerctl.Start(cmd.Context(), cfg.StateDir(), brokerctl.StartOptions{Argv: argv, Env: os.Environ()})
+	if err != nil {
+		return err
+	}
+	return printBrokerStatus(cmd, st, cfg.StateDir())
 }
 
 func newBrokerStopCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "stop [CONFIG]",
-		Short: "Stop the detached broker (a stale pid file is removed, nothing signalled)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArgFor(cmd, args))
-			if err != nil {
-				return err
-			}
-			st, err := brokerctl.Stop(cmd.Context(), cfg.StateDir(), 10*time.Second)
-			if err != nil {
-				return err
-			}
-			switch {
-			case st.Running:
-				fmt.Fprintf(cmd.OutOrStdout(), "broker stopped (pid %d)\n", st.PID)
-			case st.Stale:
-				fmt.Fprintf(cmd.OutOrStdout(), "broker was not running; removed a stale pid file (%s)\n", st.StaleReason)
-			default:
-				fmt.Fprintln(cmd.OutOrStdout(), "broker was not running")
-			}
-			return nil
-		},
+	o := &brokerOptions{}
+	return o.cmd(&cobra.Command{Use: "stop [CONFIG]", Short: "Stop the detached broker (a stale pid file is removed, nothing signalled)"}, (*brokerOptions).stop)
+}
+
+func (o *brokerOptions) stop(cmd *cobra.Command) error {
+	cfg, err := config.Load(o.config)
+	if err != nil {
+		return err
 	}
+	st, err := brokerctl.Stop(cmd.Context(), cfg.StateDir(), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Running:
+		fmt.Fprintf(cmd.OutOrStdout(), "broker stopped (pid %d)\n", st.PID)
+	case st.Stale:
+		fmt.Fprintf(cmd.OutOrStdout(), "broker was not running; removed a stale pid file (%s)\n", st.StaleReason)
+	default:
+		fmt.Fprintln(cmd.OutOrStdout(), "broker was not running")
+	}
+	return nil
 }
 
 func newBrokerStatusCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "status [CONFIG]",
-		Short: "Show whether the broker runs, where it listens and when its certificate expires (exit 1 when not running)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArgFor(cmd, args))
-			if err != nil {
-				return err
-			}
-			st, err := brokerctl.Status(cfg.StateDir())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), st); err != nil {
-					return err
-				}
-			} else if err := printBrokerStatus(cmd, st, cfg.StateDir()); err != nil {
-				return err
-			}
-			if !st.Running {
-				return &ExitError{Code: 1}
-			}
-			return nil
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	o := &brokerOptions{}
+	c := o.cmd(&cobra.Command{Use: "status [CONFIG]", Short: "Show whether the broker runs, where it listens and when its certificate expires (exit 1 when not running)"}, (*brokerOptions).status)
+	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
+}
+
+func (o *brokerOptions) status(cmd *cobra.Command) error {
+	cfg, err := config.Load(o.config)
+	if err != nil {
+		return err
+	}
+	st, err := brokerctl.Status(cfg.StateDir())
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := writeJSON(cmd.OutOrStdout(), st); err != nil {
+			return err
+		}
+	} else if err := printBrokerStatus(cmd, st, cfg.StateDir()); err != nil {
+		return err
+	}
+	if !st.Running {
+		return exitcode.New(1, nil)
+	}
+	return nil
 }
 
 func printBrokerStatus(cmd *cobra.Command, st *brokerctl.BrokerStatus, stateDir string) error {
@@ -221,116 +226,4 @@ func printBrokerStatus(cmd *cobra.Command, st *brokerctl.BrokerStatus, stateDir 
 		fmt.Fprintln(w, "broker not running")
 	}
 	return nil
-}
-
-func brokerAdmin(cmd *cobra.Command, args []string) (*brokerctl.Admin, error) {
-	cfg, err := config.Load(configArgFor(cmd, args))
-	if err != nil {
-		return nil, err
-	}
-	return brokerctl.AdminFor(cfg.StateDir())
-}
-
-func newBrokerRevokeCmd() *cobra.Command {
-	var serial, agent string
-	c := &cobra.Command{
-		Use:   "revoke [CONFIG] (--serial HEX | --agent NAME)",
-		Short: "Revoke one client certificate, or every certificate of an agent",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if (serial == "") == (agent == "") {
-				return fmt.Errorf("give exactly one of --serial or --agent")
-			}
-			adm, err := brokerAdmin(cmd, args)
-			if err != nil {
-				return err
-			}
-			r, err := adm.Revoke(cmd.Context(), brokerctl.RevokeRequest{Serial: serial, Agent: agent})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "revoked %d certificate(s) of %s: %v\n", len(r.Revoked), r.Agent, r.Revoked)
-			return nil
-		},
-	}
-	c.Flags().StringVar(&serial, "serial", "", "certificate serial (hex, as in the audit log)")
-	c.Flags().StringVar(&agent, "agent", "", "agent name (certificate CN)")
-	return c
-}
-
-func newBrokerRotateCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "rotate [CONFIG]",
-		Short: "Re-issue the broker's server certificate now (the listener stays up)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			adm, err := brokerAdmin(cmd, args)
-			if err != nil {
-				return err
-			}
-			st, err := adm.Rotate(cmd.Context())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "server certificate %s valid until %s\n", st.ServerCertSerial, st.ServerCertNotAfter.Format(time.RFC3339))
-			return nil
-		},
-	}
-}
-
-func newBrokerTicketCmd() *cobra.Command {
-	var agent, role, out string
-	var ttl time.Duration
-	c := &cobra.Command{
-		Use:   "ticket [CONFIG] --agent NAME",
-		Short: "Issue a single-use enrolment ticket for one agent",
-		Long: `Issue a single-use enrolment ticket bound to one agent. Bring-up delivers it to that
-worker only, read-only at /run/lever from a tmpfs, never through the project tree.
-Without --out the ticket is printed on stdout.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArgFor(cmd, args))
-			if err != nil {
-				return err
-			}
-			if out != "" {
-				abs, err := filepath.Abs(out)
-				if err != nil {
-					return err
-				}
-				tree := cfg.Tree
-				if !filepath.IsAbs(tree) {
-					tree = filepath.Join(cfg.Dir, tree)
-				}
-				for _, d := range []string{cfg.Dir, tree} {
-					if rel, err := filepath.Rel(d, abs); err == nil && filepath.IsLocal(rel) {
-						return fmt.Errorf("--out %s is inside %s; a ticket must never be written into the project tree or next to the config", out, d)
-					}
-				}
-			}
-			// Tickets are files in the state dir, so this works with or without a running broker.
-			st, err := ticketStore(cfg.StateDir())
-			if err != nil {
-				return err
-			}
-			tok, err := st.Issue(agent, role, ttl)
-			if err != nil {
-				return err
-			}
-			if out == "" {
-				fmt.Fprintln(cmd.OutOrStdout(), tok)
-				return nil
-			}
-			return ca.WritePrivateFileExcl(out, []byte(tok+"\n"))
-		},
-	}
-	c.Flags().StringVar(&agent, "agent", "", "agent name the ticket is bound to")
-	c.Flags().StringVar(&role, "role", ca.RoleWorker, "manager or worker")
-	c.Flags().DurationVar(&ttl, "ttl", 15*time.Minute, "how long the ticket can be redeemed")
-	c.Flags().StringVar(&out, "out", "", "write the ticket to this new file (mode 0600) instead of stdout")
-	return c
-}
-
-func ticketStore(stateDir string) (*ticket.Store, error) {
-	return ticket.Open(brokerctl.TicketDir(stateDir))
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/netip"
 	"path/filepath"
 	"strings"
 
@@ -15,6 +14,7 @@ import (
 	_ "github.com/lever-jail/lever/internal/backend/all" // registers every backend
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/egress"
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/guest"
 )
 
@@ -31,8 +31,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // egressTarget loads the config and builds its backend.
-func egressTarget(cmd *cobra.Command, args []string) (*config.Config, backend.Backend, error) {
-	cfg, err := config.Load(configArgFor(cmd, args))
+func egressTarget(configPath string) (*config.Config, backend.Backend, error) {
+	cfg, err := config.Load(configPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,128 +43,10 @@ func egressTarget(cmd *cobra.Command, args []string) (*config.Config, backend.Ba
 	return cfg, b, nil
 }
 
-type planFamily struct {
-	Family        string   `json:"family"`
-	Rules         []string `json:"rules"`
-	JumpRestore   string   `json:"jump_restore"`
-	ChainRestore  string   `json:"chain_restore"`
-	CommitOrder   int      `json:"commit_order"`
-	ChainExists   *bool    `json:"chain_exists,omitempty"`
-	JumpCopiesNow *int     `json:"jump_copies_now,omitempty"`
-}
-
-type planOut struct {
-	Posture     string       `json:"posture"`
-	AliasV4     string       `json:"alias_v4"`
-	AliasV6     string       `json:"alias_v6,omitempty"`
-	AliasSource string       `json:"alias_source"`
-	Warnings    []string     `json:"warnings,omitempty"`
-	Families    []planFamily `json:"families"`
-}
-
-func newEgressPlanCmd() *cobra.Command {
-	var asJSON bool
-	var aliasV4, aliasV6 string
-	c := &cobra.Command{
-		Use:   "plan [CONFIG]",
-		Short: "Print the iptables-restore input per family (reads the guest unless --alias-v4 is given)",
-		Long: `Print the iptables-restore --noflush input lever would commit, per family, in commit
-order (IPv6 first, IPv4 last): the commit that makes OUTPUT's jump first and unique, then
-the chain commit. The alias is resolved in the running guest (one read-only guest call);
-with --alias-v4 (and optionally --alias-v6) the plan is made offline, assuming a live
-chain and one jump copy. Nothing is changed.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(configArgFor(cmd, args))
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			var snap guest.Snapshot
-			spec := guest.SpecFor(cfg, "")
-			online := aliasV4 == ""
-			if online {
-				b, err := backend.New(cfg)
-				if err != nil {
-					return &ExitError{Code: 2, Err: err}
-				}
-				spec = guest.SpecFor(cfg, b.HostAlias())
-				snap, err = guest.TakeSnapshot(cmd.Context(), b.Runner(), guest.SnapshotRequest{Alias: spec.Alias, LimaDNS: spec.Lima})
-				if err != nil {
-					return &ExitError{Code: 2, Err: err}
-				}
-			} else {
-				a4, err := netip.ParseAddr(aliasV4)
-				if err != nil {
-					return &ExitError{Code: 2, Err: fmt.Errorf("--alias-v4 %q: %w", aliasV4, err)}
-				}
-				snap.ResolvedV4 = a4
-				if aliasV6 != "" {
-					a6, err := netip.ParseAddr(aliasV6)
-					if err != nil {
-						return &ExitError{Code: 2, Err: fmt.Errorf("--alias-v6 %q: %w", aliasV6, err)}
-					}
-					snap.ResolvedV6 = a6
-				}
-				jump := []string{egress.JumpRule}
-				snap.V4 = egress.FamilyState{ChainExists: true, Output: jump}
-				snap.V6 = egress.FamilyState{ChainExists: true, Output: jump}
-			}
-			d, err := guest.PlanEgress(spec, snap)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			out := planOut{Posture: string(spec.Posture), AliasV4: d.AliasV4, AliasV6: d.AliasV6, AliasSource: d.AliasSource, Warnings: d.Warnings}
-			if !online {
-				out.AliasSource = "flag"
-			}
-			for i, f := range egress.Families {
-				live := snap.Family(f)
-				copies := 0
-				for _, r := range live.Output {
-					if r == egress.JumpRule {
-						copies++
-					}
-				}
-				pf := planFamily{Family: f.String(), Rules: d.Ruleset.Rules(f), JumpRestore: egress.JumpRestore(live.ChainExists, copies), ChainRestore: egress.ChainRestore(d.Ruleset.Rules(f)), CommitOrder: i + 1}
-				if online {
-					exists := live.ChainExists
-					pf.ChainExists, pf.JumpCopiesNow = &exists, &copies
-				}
-				out.Families = append(out.Families, pf)
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSON(w, out)
-			}
-			for _, warn := range out.Warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "lever: warning: %s\n", warn)
-			}
-			fmt.Fprintf(w, "# posture %s, alias %s", out.Posture, out.AliasV4)
-			if out.AliasV6 != "" {
-				fmt.Fprintf(w, " / %s", out.AliasV6)
-			}
-			fmt.Fprintf(w, " (%s)\n", out.AliasSource)
-			for _, pf := range out.Families {
-				tool := "iptables-restore"
-				if pf.Family == "IPv6" {
-					tool = "ip6tables-restore"
-				}
-				fmt.Fprintf(w, "# %s: jump first and unique (%s --noflush)\n%s", pf.Family, tool, pf.JumpRestore)
-			}
-			for _, pf := range out.Families {
-				tool := "iptables-restore"
-				if pf.Family == "IPv6" {
-					tool = "ip6tables-restore"
-				}
-				fmt.Fprintf(w, "# %s: chain commit (%s --noflush)\n%s", pf.Family, tool, pf.ChainRestore)
-			}
-			return nil
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.Flags().StringVar(&aliasV4, "alias-v4", "", "plan offline with this IPv4 host alias address")
-	c.Flags().StringVar(&aliasV6, "alias-v6", "", "plan offline with this IPv6 host alias address (with --alias-v4)")
-	return c
+// egressOptions are what egress apply and verify take.
+type egressOptions struct {
+	config string
+	json   bool
 }
 
 type applyOut struct {
@@ -173,41 +55,46 @@ type applyOut struct {
 }
 
 func newEgressApplyCmd() *cobra.Command {
-	var asJSON bool
+	o := &egressOptions{}
 	c := &cobra.Command{
 		Use:   "apply [CONFIG]",
 		Short: "Bring the jail up if needed and apply egress, saying whether it verified unchanged or rebuilt",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := egressTarget(cmd, args)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			ctx := cmd.Context()
-			if err := b.EnsureUp(ctx); err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("bringing the %s guest up: %w", b.Name(), err)}
-			}
-			r := &guest.Counting{Inner: b.Runner()}
-			rep, err := guest.EnsureEgress(ctx, r, egressSpec(cfg, b))
-			out := applyOut{Report: rep, GuestCalls: r.Calls()}
-			if err != nil {
-				if asJSON {
-					_ = writeJSON(cmd.OutOrStdout(), struct {
-						applyOut
-						Error string `json:"error"`
-					}{out, err.Error()})
-				}
-				return &ExitError{Code: 2, Err: err}
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			printApply(cmd.OutOrStdout(), cmd.ErrOrStderr(), out)
-			return nil
+			o.config = configArgFor(cmd, args)
+			return o.apply(cmd)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
+}
+
+func (o *egressOptions) apply(cmd *cobra.Command) error {
+	cfg, b, err := egressTarget(o.config)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if err := b.EnsureUp(ctx); err != nil {
+		return fmt.Errorf("bringing the %s guest up: %w", b.Name(), err)
+	}
+	r := &guest.Counting{Inner: b.Runner()}
+	rep, err := guest.EnsureEgress(ctx, r, egressSpec(cfg, b))
+	out := applyOut{Report: rep, GuestCalls: r.Calls()}
+	if err != nil {
+		if o.json {
+			_ = writeJSON(cmd.OutOrStdout(), struct {
+				applyOut
+				Error string `json:"error"`
+			}{out, err.Error()})
+		}
+		return err
+	}
+	if o.json {
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	printApply(cmd.OutOrStdout(), cmd.ErrOrStderr(), out)
+	return nil
 }
 
 func printApply(w, errw io.Writer, out applyOut) {
@@ -240,47 +127,52 @@ type verifyOut struct {
 }
 
 func newEgressVerifyCmd() *cobra.Command {
-	var asJSON bool
+	o := &egressOptions{}
 	c := &cobra.Command{
 		Use:   "verify [CONFIG]",
 		Short: "Compare the live chains with the desired ruleset rule for rule; exit 0 match, 1 drift, 2 error",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := egressTarget(cmd, args)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			rep, err := verifyEgress(cmd.Context(), cfg, b)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			out := verifyOut{Match: rep.Diff.Match(), Differences: rep.Diff.Lines(), Diff: rep.Diff, Desired: rep.Desired, LiveClosed: rep.LiveClosedBefore}
-			if out.Differences == nil {
-				out.Differences = []string{}
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				if err := writeJSON(w, out); err != nil {
-					return err
-				}
-			} else {
-				for _, warn := range rep.Desired.Warnings {
-					fmt.Fprintf(cmd.ErrOrStderr(), "lever: warning: %s\n", warn)
-				}
-				if out.Match {
-					fmt.Fprintln(w, "egress: exact match in both families; the jump is OUTPUT's first and only rule")
-				} else {
-					fmt.Fprintf(w, "egress: drift\n  %s\n", strings.Join(out.Differences, "\n  "))
-				}
-			}
-			if !out.Match {
-				return &ExitError{Code: 1}
-			}
-			return nil
+			o.config = configArgFor(cmd, args)
+			return o.verify(cmd)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
+}
+
+func (o *egressOptions) verify(cmd *cobra.Command) error {
+	cfg, b, err := egressTarget(o.config)
+	if err != nil {
+		return err
+	}
+	rep, err := verifyEgress(cmd.Context(), cfg, b)
+	if err != nil {
+		return err
+	}
+	out := verifyOut{Match: rep.Diff.Match(), Differences: rep.Diff.Lines(), Diff: rep.Diff, Desired: rep.Desired, LiveClosed: rep.LiveClosedBefore}
+	if out.Differences == nil {
+		out.Differences = []string{}
+	}
+	w := cmd.OutOrStdout()
+	if o.json {
+		if err := writeJSON(w, out); err != nil {
+			return err
+		}
+	} else {
+		for _, warn := range rep.Desired.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "lever: warning: %s\n", warn)
+		}
+		if out.Match {
+			fmt.Fprintln(w, "egress: exact match in both families; the jump is OUTPUT's first and only rule")
+		} else {
+			fmt.Fprintf(w, "egress: drift\n  %s\n", strings.Join(out.Differences, "\n  "))
+		}
+	}
+	if !out.Match {
+		return exitcode.New(1, nil)
+	}
+	return nil
 }
 
 // verifyEgress refuses to bring anything up: verify only reads.

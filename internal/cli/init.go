@@ -14,6 +14,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/exitcode"
 )
 
 // The files lever init writes, relative to DIR.
@@ -79,12 +80,12 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 	}
 	chosen, why, err := chooseBackend(ctx(cmd))
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return err
 	}
 	name := instanceName(dir)
 	yaml := renderInitConfig(name, chosen, why)
 	if err := checkInitConfig(yaml); err != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("the lever.yaml it would write does not load (a lever bug): %w", err)}
+		return exitcode.New(1, fmt.Errorf("the lever.yaml it would write does not load (a lever bug): %w", err))
 	}
 	files := []struct {
 		rel  string
@@ -102,7 +103,7 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 		made = append(made, created...)
 		if err != nil {
 			undo()
-			return &ExitError{Code: 1, Err: fmt.Errorf("%w; nothing was written", err)}
+			return exitcode.New(1, fmt.Errorf("%w; nothing was written", err))
 		}
 		// O_EXCL: a file that appeared since the check is refused, never overwritten.
 		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -111,7 +112,7 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 			if errors.Is(err, fs.ErrExist) {
 				return usageErr("%s already exists: lever init never overwrites a file; nothing was written", p)
 			}
-			return &ExitError{Code: 1, Err: fmt.Errorf("%w; nothing was written", err)}
+			return exitcode.New(1, fmt.Errorf("%w; nothing was written", err))
 		}
 		made = append(made, p)
 		_, werr := fh.WriteString(f.data)
@@ -120,7 +121,7 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 		}
 		if werr != nil {
 			undo()
-			return &ExitError{Code: 1, Err: fmt.Errorf("writing %s: %w; nothing was written", p, werr)}
+			return exitcode.New(1, fmt.Errorf("writing %s: %w; nothing was written", p, werr))
 		}
 	}
 	out := initOut{Dir: dir, Backend: chosen, Name: name, Written: []string{initConfigFile, initBlueprintFile}}

@@ -5,6 +5,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/exitcode"
 )
 
 type psOptions struct {
@@ -43,7 +46,7 @@ not be asked (the others are still listed), 2 when the jail is not up.`,
 }
 
 func (o *psOptions) run(cmd *cobra.Command) error {
-	cfg, err := loadJailConfig(o.config)
+	cfg, err := config.Load(o.config)
 	if err != nil {
 		return err
 	}
@@ -83,7 +86,7 @@ func (o *psOptions) run(cmd *cobra.Command) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "lever: %v\n", e)
 	}
 	if len(failed) > 0 {
-		return &ExitError{Code: 1}
+		return exitcode.New(1, nil)
 	}
 	return nil
 }

@@ -1,33 +1,25 @@
-// Package cli holds lever's cobra commands. Each command lives in its own file and only
-// parses flags, loads config and hands over to the package that does the work.
+// Package cli holds lever's cobra commands, one command (or one family of subcommands) per
+// file, each in the same shape: an options struct holding its flags and arguments, a
+// constructor (newXCmd) that binds them, and a run method that loads the config and hands
+// over to the package that does the work (bringup, guest, brokerctl, backend).
+//
+// It owns the command line: flag and argument parsing, which config a command works on,
+// the output format (text or --json) and the exit status. It must not hold domain logic:
+// no firewall planning, no ticket or path policy, no bring-up decisions; those live in
+// their packages, where the other callers and the tests reach them too. A refusal is a
+// plain error (exit 2); only another status is wrapped, with internal/exitcode.
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/version"
 )
-
-// ExitError carries a specific exit code out of a command (verify uses 1 for drift, 2 for
-// errors).
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit status %d", e.Code)
-	}
-	return e.Err.Error()
-}
-
-func (e *ExitError) Unwrap() error { return e.Err }
 
 // NewRoot builds the whole command tree.
 func NewRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -72,18 +64,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
-	if err == nil {
-		return 0
+	if msg := exitcode.Message(err); msg != "" {
+		fmt.Fprintf(stderr, "lever: %s\n", msg)
 	}
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		if ee.Err != nil {
-			fmt.Fprintf(stderr, "lever: %v\n", ee.Err)
-		}
-		return ee.Code
-	}
-	fmt.Fprintf(stderr, "lever: %v\n", err)
-	return 2
+	return exitcode.Of(err)
 }
 
 func newVersionCmd() *cobra.Command {

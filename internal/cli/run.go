@@ -6,6 +6,7 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/lever-jail/lever/internal/config"
 	"github.com/spf13/cobra"
 )
 
@@ -119,7 +120,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	cfg, err := loadJailConfig(o.config)
+	cfg, err := config.Load(o.config)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/bringup"
+	"github.com/lever-jail/lever/internal/config"
 )
 
 type shellOptions struct {
@@ -59,7 +60,7 @@ func (o *shellOptions) command() []string {
 }
 
 func (o *shellOptions) exec(cmd *cobra.Command) error {
-	cfg, err := loadJailConfig(o.config)
+	cfg, err := config.Load(o.config)
 	if err != nil {
 		return err
 	}
@@ -74,14 +75,14 @@ func (o *shellOptions) exec(cmd *cobra.Command) error {
 	bench := levContainer(cfg, agent) + benchSuffix
 	st, err := a.c.Inspect(bench)
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return err
 	}
 	if st == nil || !st.Running {
 		why := bench + " missing"
 		if st != nil {
 			why = fmt.Sprintf("%s %s", bench, st.Status)
 		}
-		return &ExitError{Code: 2, Err: &bringup.NotUpError{Instance: cfg.Name, Config: cfg.Path, Why: why}}
+		return &bringup.NotUpError{Instance: cfg.Name, Config: cfg.Path, Why: why}
 	}
 	// stdin always goes to the command (`lever shell -- sh -s < script`); a terminal
 	// at both ends makes it an interactive session.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -12,60 +13,61 @@ import (
 	"github.com/lever-jail/lever/internal/config"
 )
 
+// lifecycleOptions are what stop and destroy take.
+type lifecycleOptions struct {
+	config string
+	json   bool
+}
+
+// lifecycleCmd binds c's [CONFIG] and --json to a fresh lifecycleOptions and runs act on
+// the instance's identity and backend.
+func lifecycleCmd(c *cobra.Command, act func(context.Context, *config.Config, backend.Backend) (bringup.Lifecycle, error)) *cobra.Command {
+	o := &lifecycleOptions{}
+	c.Args = cobra.MaximumNArgs(1)
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		o.config = configArgFor(cmd, args)
+		return o.run(cmd, act)
+	}
+	c.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	return c
+}
+
+func (o *lifecycleOptions) run(cmd *cobra.Command, act func(context.Context, *config.Config, backend.Backend) (bringup.Lifecycle, error)) error {
+	cfg, b, err := teardownTarget(o.config)
+	if err != nil {
+		return err
+	}
+	out, err := act(cmd.Context(), cfg, b)
+	if err != nil {
+		return err
+	}
+	return report(cmd.OutOrStdout(), o.json, out)
+}
+
 func newStopCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
+	return lifecycleCmd(&cobra.Command{
 		Use:   "stop [CONFIG]",
 		Short: "Power the guest off, keeping its disk, and stop the instance's broker",
 		Long: `Power the jail's guest off and keep its disk: the next lever up (or egress apply)
 resumes the same guest and verifies its firewall again. The instance's host broker is
 stopped too; host state (CA, tickets, audit log) is kept.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := teardownTarget(cmd, args)
-			if err != nil {
-				return err
-			}
-			out, err := bringup.Stop(cmd.Context(), cfg, b)
-			if err != nil {
-				return err
-			}
-			return report(cmd.OutOrStdout(), asJSON, out)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return c
+	}, bringup.Stop)
 }
 
 func newDestroyCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
+	return lifecycleCmd(&cobra.Command{
 		Use:   "destroy [CONFIG]",
 		Short: "Remove the guest and every host-side file lever made for it",
 		Long: `Stop the instance's broker, delete the guest and its disk, and remove the instance's
 host state directory (CA and keys, tickets, broker state and audit log, backend files),
 listing what was removed. The project tree is never touched. Running it again on a
 destroyed instance succeeds and removes nothing.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, b, err := teardownTarget(cmd, args)
-			if err != nil {
-				return err
-			}
-			out, err := bringup.Destroy(cmd.Context(), cfg, b)
-			if err != nil {
-				return err
-			}
-			return report(cmd.OutOrStdout(), asJSON, out)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return c
+	}, bringup.Destroy)
 }
 
-// newDownCmd is the spec's deprecated alias of destroy: exactly destroy's behaviour, with
-// one line on stderr naming the replacement (stderr, so `--json` output stays clean for the
-// scripts that still call it).
+// newDownCmd is destroy under its old name, kept as a deprecated alias (README's command
+// list): exactly destroy's behaviour, with one line on stderr naming the replacement
+// (stderr, so `--json` output stays clean for the scripts that still call it).
 func newDownCmd() *cobra.Command {
 	c := newDestroyCmd()
 	c.Use = "down [CONFIG]"
@@ -81,8 +83,8 @@ func newDownCmd() *cobra.Command {
 
 // teardownTarget loads only the instance's identity (config.LoadIdentity), so that a jail
 // whose tree or key file has gone can still be stopped and destroyed.
-func teardownTarget(cmd *cobra.Command, args []string) (*config.Config, backend.Backend, error) {
-	cfg, err := config.LoadIdentity(configArgFor(cmd, args))
+func teardownTarget(configPath string) (*config.Config, backend.Backend, error) {
+	cfg, err := config.LoadIdentity(configPath)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/hostterm"
 )
 
 // termSafe writes what the jail prints to a terminal of the host's, outside a terminal
@@ -65,7 +67,7 @@ func (t *termSafe) Flush() error {
 
 // safeFor wraps w in termSafe when it is a terminal.
 func safeFor(w io.Writer) (io.Writer, func() error) {
-	if !isTerm(w) {
+	if !hostterm.IsTerminal(w) {
 		return w, func() error { return nil }
 	}
 	t := &termSafe{w: w}

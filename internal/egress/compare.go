@@ -2,6 +2,7 @@ package egress
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -159,15 +160,8 @@ func CompareFamily(f Family, desired []string, live FamilyState) FamilyDiff {
 		// be said about them (Unaccounted names what nft shows there).
 		return d
 	}
-	first := -1
-	for i, r := range live.Output {
-		if r == JumpRule {
-			d.JumpCopies++
-			if first < 0 {
-				first = i
-			}
-		}
-	}
+	d.JumpCopies = live.JumpCopies()
+	first := slices.Index(live.Output, JumpRule)
 	switch {
 	case first < 0:
 		d.JumpMissing = true

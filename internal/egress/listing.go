@@ -74,6 +74,18 @@ type FamilyState struct {
 	RebuildOutput bool `json:"rebuild_output,omitempty"`
 }
 
+// JumpCopies is how many copies of the jump OUTPUT holds: what verification judges (one,
+// first) and what the jump commit must delete before it inserts the one copy.
+func (s FamilyState) JumpCopies() int {
+	n := 0
+	for _, r := range s.Output {
+		if r == JumpRule {
+			n++
+		}
+	}
+	return n
+}
+
 // StateFromTable extracts the chain and OUTPUT from a parsed filter table.
 func StateFromTable(t Table) FamilyState {
 	return FamilyState{

@@ -36,3 +36,8 @@ func JumpRestore(chainExists bool, copies int) string {
 	b.WriteString("-I OUTPUT 1 -j " + Chain + "\nCOMMIT\n")
 	return b.String()
 }
+
+// JumpCommit is the JumpRestore input for this live state: it deletes the copies of the
+// jump this family's OUTPUT holds and declares the chain only when it is missing. Apply and
+// `lever egress plan` both take it from here, so what is planned is what is committed.
+func (s FamilyState) JumpCommit() string { return JumpRestore(s.ChainExists, s.JumpCopies()) }

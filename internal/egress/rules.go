@@ -151,7 +151,8 @@ func (in Inputs) Validate() error {
 	return nil
 }
 
-// Render produces the desired ruleset per family, in DESIGN.md's order.
+// Render produces the desired ruleset per family, in the order docs/egress.md ("The
+// ruleset, in order") gives.
 func Render(in Inputs) (Ruleset, error) {
 	if err := in.Validate(); err != nil {
 		return Ruleset{}, err

@@ -50,10 +50,18 @@ func (s EgressSpec) checkContainment(snap Snapshot) error {
 	return nil
 }
 
-// Alias sources.
+// AliasSource says where a plan's host alias address came from. Its value is what
+// `lever egress plan` prints and the alias_source JSON field carries.
+type AliasSource string
+
 const (
-	AliasFromLookup    = "lookup"
-	AliasFromLiveChain = "live-chain"
+	// AliasFromLookup: resolved in the guest, under the chain that was live.
+	AliasFromLookup AliasSource = "lookup"
+	// AliasFromLiveChain: the lookup failed under a closed chain, so the addresses were
+	// read back from the live rules (docs/egress.md).
+	AliasFromLiveChain AliasSource = "live-chain"
+	// AliasFromFlag: given on the command line for an offline plan (OfflineSnapshot).
+	AliasFromFlag AliasSource = "flag"
 )
 
 // Desired is the resolved plan: the inputs the ruleset was rendered from, and how the
@@ -63,7 +71,7 @@ type Desired struct {
 	Ruleset     egress.Ruleset `json:"ruleset"`
 	AliasV4     string         `json:"alias_v4"`
 	AliasV6     string         `json:"alias_v6,omitempty"`
-	AliasSource string         `json:"alias_source"`
+	AliasSource AliasSource    `json:"alias_source"`
 	Warnings    []string       `json:"warnings,omitempty"`
 }
 
@@ -127,15 +135,23 @@ func PlanEgress(spec EgressSpec, snap Snapshot) (Desired, error) {
 	return d, nil
 }
 
-// Outcome of an EnsureEgress.
+// Outcome is what EnsureEgress or VerifyEgress concluded about the live chains. Its value
+// is the outcome JSON field.
+type Outcome string
+
 const (
-	Unchanged = "unchanged"
-	Rebuilt   = "rebuilt"
+	// Unchanged: the live chains matched exactly; nothing was changed.
+	Unchanged Outcome = "unchanged"
+	// Rebuilt: they differed and EnsureEgress rebuilt and re-verified them.
+	Rebuilt Outcome = "rebuilt"
+	// Drifted: they differ and nothing was changed (a verification only, or a rebuild
+	// that failed). It is the empty string so the JSON stays what it was.
+	Drifted Outcome = ""
 )
 
 // Report says what EnsureEgress found and did.
 type Report struct {
-	Outcome string      `json:"outcome"` // unchanged | rebuilt
+	Outcome Outcome     `json:"outcome"` // unchanged | rebuilt | "" (drifted)
 	Diff    egress.Diff `json:"diff"`    // what differed before (empty when unchanged)
 	Lines   []string    `json:"differences,omitempty"`
 	Desired Desired     `json:"desired"`
@@ -173,7 +189,7 @@ func verify(spec EgressSpec, snap Snapshot) (Report, error) {
 	diff := snap.VerifyEgress(want.Ruleset)
 	rep := Report{Outcome: Unchanged, Diff: diff, Desired: want, LiveClosedBefore: egress.LiveClosed(snap.V4, snap.V6)}
 	if !diff.Match() {
-		rep.Outcome = ""
+		rep.Outcome = Drifted
 		rep.Lines = diff.Lines()
 	}
 	return rep, nil
@@ -265,14 +281,7 @@ func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 			continue
 		}
 		if s.jump {
-			live := snap.Family(s.fam)
-			copies := 0
-			for _, r := range live.Output {
-				if r == egress.JumpRule {
-					copies++
-				}
-			}
-			input = egress.JumpRestore(live.ChainExists, copies)
+			input = snap.Family(s.fam).JumpCommit()
 		} else {
 			input = egress.ChainRestore(desired.Rules(s.fam))
 		}

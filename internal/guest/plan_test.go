@@ -26,7 +26,7 @@ func TestPlanEgressAlias(t *testing.T) {
 		wantErr   string
 		wantV4    string
 		wantV6    string
-		wantSrc   string
+		wantSrc   AliasSource
 		wantWarns string
 	}{
 		{"lookup ok", egress.Open, Snapshot{V4: o4, V6: o6, ResolvedV4: netip.MustParseAddr("10.9.9.9")}, "", "10.9.9.9", "", AliasFromLookup, ""},

@@ -1,4 +1,8 @@
-// Package guest does everything lever does inside the jail, through one seam: Runner.
+// Package guest does everything lever does inside the jail, through one seam: Runner. It
+// owns the egress snapshot, plan (live or offline), apply and verify, and the script format
+// guest calls answer in. It must not render or compare rules itself (internal/egress does,
+// without I/O), nor reach the guest any way but a Runner, nor print: callers decide what
+// to say.
 package guest
 
 import (
