@@ -12,9 +12,9 @@ import (
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/cap/ticket"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/guestside"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 // enrolStep: every agent holds a valid client certificate (its key made in the guest)
@@ -82,7 +82,7 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed, f Facts) (bool,
 			Home: path.Join(in.levHomeRoot(), a), Bench: benchRoot(f.UID) + "/" + a, Push: !obs.Settings[a]}
 		if !obs.Enrolled[a] {
 			role := ca.RoleWorker
-			if a == jail.AgentDir(jail.Manager, "") {
+			if a == containers.AgentDir(containers.Manager, "") {
 				role = ca.RoleManager
 			}
 			tk, err := store.Issue(ea.Name, role, 10*time.Minute)

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // levStep: every planned container (each agent's lev container and its bench) runs with
@@ -49,7 +49,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 	if err := in.customImagesPresent(c); err != nil {
 		return false, "", err
 	}
-	before := func(ct jail.Container) error { return in.checkMountSources(ctx, ct) }
+	before := func(ct containers.Container) error { return in.checkMountSources(ctx, ct) }
 	changed := false
 	var parts []string
 	for _, ct := range cs {
@@ -57,7 +57,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 		if err != nil {
 			return false, "", err
 		}
-		if ch != jail.Unchanged {
+		if ch != containers.Unchanged {
 			changed = true
 		}
 		parts = append(parts, ct.Name+" "+string(ch))

@@ -3,7 +3,7 @@ package bringup
 import (
 	"context"
 
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // podmanStep: the run user's podman service runs and the host reaches it. Skipped when
@@ -21,7 +21,7 @@ var podmanStep = Step{
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		d := Done{Detail: "podman service up"}
 		if !obs.ServiceUp {
-			if err := jail.StartService(ctx, in.Runner, in.RunUser); err != nil {
+			if err := containers.StartService(ctx, in.Runner, in.RunUser); err != nil {
 				return Done{Facts: f}, err
 			}
 			d = Done{Changed: true, Detail: "started the run user's podman service"}

@@ -17,8 +17,8 @@ import (
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 // brokerGrace is how long the broker gets to exit on SIGTERM before SIGKILL.
@@ -198,7 +198,7 @@ func teardownRunUser(ctx context.Context, r guest.Runner, user, ns string) error
 	uid, _ := strconv.Atoi(fields[2])
 	if ns != "" {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
-			jail.StopService(ctx, r, uid)
+			containers.StopService(ctx, r, uid)
 		}
 	}
 	// podman's storage holds files owned by subordinate ids; podman itself removes them.

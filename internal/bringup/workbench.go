@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levimage/debroot"
 )
@@ -113,7 +113,7 @@ func (in *Instance) ensureBench(ctx context.Context, c Images, f Facts) (bool, s
 
 func (in *Instance) layerLev(c Images, baseID, ref string) error {
 	return c.LayerLev(baseID, ref, in.levBin, levimage.BenchCommand[:1], levimage.BenchCommand[1:],
-		map[string]string{jail.LabelRole: "bench"}, nil)
+		map[string]string{containers.LabelRole: "bench"}, nil)
 }
 
 // buildDebianBench reads the guest's dpkg database (one call), plans the file list on the
