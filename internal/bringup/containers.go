@@ -158,11 +158,3 @@ func (in *Instance) checkMountSources(ctx context.Context, ct containers.Contain
 	}
 	return nil
 }
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimSpace(s), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, " | ")
-}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lever-jail/lever/internal/containers"
+	"github.com/lever-jail/lever/internal/tail"
 )
 
 // levStep: every planned container (each agent's lev container and its bench) runs with
@@ -67,7 +68,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 		st, err := c.Inspect(ct.Name)
 		if err == nil && st != nil && !st.Running {
 			logs, _ := c.Logs(ct.Name)
-			return changed, "", fmt.Errorf("%s is %s (exit %d): %s", ct.Name, st.Status, st.ExitCode, lastLines(logs, 5))
+			return changed, "", fmt.Errorf("%s is %s (exit %d): %s", ct.Name, st.Status, st.ExitCode, tail.Lines(logs, 5, " | "))
 		}
 	}
 	sort.Strings(parts)

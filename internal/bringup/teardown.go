@@ -18,6 +18,7 @@ import (
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/containers"
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/guest"
 )
 
@@ -102,7 +103,7 @@ func removeStateDir(cfg *config.Config) (bool, []string, error) {
 		return false, nil, fmt.Errorf("refusing to remove %s: not an instance state directory under %s", dir, config.StateRoot())
 	}
 	if cfg.TreePath != "" {
-		if real, err := filepath.EvalSymlinks(dir); err == nil && inside(real, cfg.TreePath) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil && fspath.Within(real, cfg.TreePath) {
 			return false, nil, fmt.Errorf("refusing to remove %s: it contains the project tree %s", dir, cfg.TreePath)
 		}
 	}
@@ -128,12 +129,6 @@ func removeStateDir(cfg *config.Config) (bool, []string, error) {
 		return true, removed, fmt.Errorf("removing %s: %w", dir, err)
 	}
 	return true, removed, nil
-}
-
-// inside reports whether p is base or below it.
-func inside(base, p string) bool {
-	rel, err := filepath.Rel(base, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // WriteText prints the result for people.

@@ -12,6 +12,7 @@ import (
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levimage/debroot"
+	"github.com/lever-jail/lever/internal/tail"
 )
 
 // Workbench bases.
@@ -156,7 +157,7 @@ func (in *Instance) buildDebianBench(ctx context.Context, c Images, f Facts, t0 
 		return false, "", f, fmt.Errorf("copying the workbench files from the guest: %w", err)
 	}
 	if tres.ExitCode != 0 {
-		return false, "", f, fmt.Errorf("copying the workbench files from the guest: tar exit %d: %s", tres.ExitCode, lastLines(string(tres.Stderr), 3))
+		return false, "", f, fmt.Errorf("copying the workbench files from the guest: tar exit %d: %s", tres.ExitCode, tail.Lines(string(tres.Stderr), 3, " | "))
 	}
 	layer, st, err := levimage.NormaliseLayer(bytes.NewReader(tres.Stdout))
 	tres.Stdout = nil

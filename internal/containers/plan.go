@@ -18,6 +18,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // Role is what a container is for.
@@ -191,7 +193,7 @@ func Plan(p Params) ([]Container, error) {
 			return nil, fmt.Errorf("container plan: %s %q must be an absolute guest path", r.what, r.dir)
 		}
 		// Both spellings of the tree: where containers see it and where the guest has it.
-		if within(TreeDir, path.Clean(r.dir)) || within(path.Clean(p.TreeSource), path.Clean(r.dir)) {
+		if fspath.Within(TreeDir, r.dir) || fspath.Within(p.TreeSource, r.dir) {
 			return nil, fmt.Errorf("container plan: %s %s is inside the tree; the agents write the tree, so lev's files must come from outside it", r.what, r.dir)
 		}
 	}
@@ -230,7 +232,7 @@ func Plan(p Params) ([]Container, error) {
 		// Paths inside the tree (relative, or under /lever), mounted read-only over the
 		// manager's writable tree.
 		rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(r, TreeDir+"/")), "/")
-		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !within(TreeDir, path.Clean(r))) {
+		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !fspath.Within(TreeDir, r)) {
 			return nil, fmt.Errorf("manager.read_only: %q must be a path inside the tree", r)
 		}
 		mgrTree = append(mgrTree, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
@@ -254,7 +256,7 @@ func Plan(p Params) ([]Container, error) {
 		}
 		seen[w.Name] = true
 		dir := path.Join(TreeDir, w.Dir)
-		if path.IsAbs(w.Dir) || dir == TreeDir || !within(TreeDir, dir) {
+		if path.IsAbs(w.Dir) || dir == TreeDir || !fspath.Within(TreeDir, dir) {
 			return nil, fmt.Errorf("workers.%s.dir: %q must be a subdirectory of the tree", w.Name, w.Dir)
 		}
 		tree := []Mount{{Source: path.Join(p.TreeSource, strings.TrimPrefix(dir, TreeDir)), Dest: dir}}
@@ -316,8 +318,4 @@ func ContainerName(instance string, role Role, worker string) string {
 		return "lever-" + instance + "-manager"
 	}
 	return "lever-" + instance + "-worker-" + worker
-}
-
-func within(root, p string) bool {
-	return p == root || strings.HasPrefix(p, root+"/")
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/brokerclient"
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/levsettings"
 )
 
@@ -155,7 +156,7 @@ func checkAgentPaths(req Request) error {
 	if !filepath.IsAbs(req.LevHomeRoot) || filepath.Clean(req.LevHomeRoot) != req.LevHomeRoot || req.LevHomeRoot == "/" {
 		return fmt.Errorf("lev home root %q: not an absolute clean path", req.LevHomeRoot)
 	}
-	if req.LevHomeBase == "/" || filepath.Clean(req.LevHomeBase) != req.LevHomeBase || !strings.HasPrefix(req.LevHomeRoot, req.LevHomeBase+"/") {
+	if req.LevHomeBase == "/" || filepath.Clean(req.LevHomeBase) != req.LevHomeBase || req.LevHomeRoot == req.LevHomeBase || !fspath.Within(req.LevHomeBase, req.LevHomeRoot) {
 		return fmt.Errorf("lev home base %q: not an ancestor of the lev home root %s", req.LevHomeBase, req.LevHomeRoot)
 	}
 	for _, a := range req.Agents {
@@ -193,7 +194,7 @@ func makeLevHomes(req Request) error {
 	cur := "/"
 	for _, part := range strings.Split(strings.TrimPrefix(req.LevHomeRoot, "/"), "/") {
 		cur = filepath.Join(cur, part)
-		ours := cur == req.LevHomeBase || strings.HasPrefix(cur, req.LevHomeBase+"/")
+		ours := fspath.Within(req.LevHomeBase, cur)
 		st, err := os.Lstat(cur)
 		if os.IsNotExist(err) && ours {
 			if err := os.Mkdir(cur, 0o711); err != nil {
