@@ -37,8 +37,8 @@ func (in *Instance) Attach(ctx context.Context) (*containers.Client, error) {
 	}
 	var missing []string
 	for _, name := range in.LevContainers() {
-		if obs.Containers[name] != "running" {
-			st := obs.Containers[name]
+		if obs.Containers[name] != ContainerRunning {
+			st := string(obs.Containers[name])
 			if st == "" {
 				st = "missing"
 			}

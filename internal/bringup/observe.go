@@ -20,6 +20,14 @@ import (
 //go:embed scripts/observe.sh
 var observePart string
 
+// ContainerState is what the observation saw of one planned container in podman.
+type ContainerState string
+
+const (
+	ContainerRunning ContainerState = "running"
+	ContainerStopped ContainerState = "stopped" // exists, not running (stopped, exited, created)
+)
+
 // Observed is what a read-only look at the host and guest found.
 type Observed struct {
 	GuestReachable bool
@@ -49,8 +57,10 @@ type Observed struct {
 	// BenchPresent: the workbench image (BenchRef, content-addressed) is in podman.
 	BenchPresent bool
 	BenchRef     string
-	// Containers: name -> "running", "stopped", "stale" (spec changed) or absent.
-	Containers map[string]string
+	// Containers: name -> ContainerRunning or ContainerStopped; absent when podman has no
+	// such container. A changed spec hash is not seen here: the lev step's Ensure compares
+	// it and recreates.
+	Containers map[string]ContainerState
 	// Facts are what the observation found that the steps use: the run user's uid, the
 	// package-state digest, the podman connection (when its service is up).
 	Facts Facts
@@ -81,7 +91,7 @@ func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ct
 func (in *Instance) ObserveWithEgress(ctx context.Context) Observed { return in.observe(ctx, true) }
 
 func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
-	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]string{}, ImageRef: in.imageRef}
+	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef}
 	o.Facts.ImageRef = in.imageRef
 	sc, cmd := in.observeScript(withEgress)
 	res, err := in.Runner.Run(ctx, cmd)
@@ -139,9 +149,9 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 			if cs, err := c.List(in.cfg.Name); err == nil {
 				for _, s := range cs {
 					if s.Running {
-						o.Containers[s.Name] = "running"
+						o.Containers[s.Name] = ContainerRunning
 					} else {
-						o.Containers[s.Name] = "stopped"
+						o.Containers[s.Name] = ContainerStopped
 					}
 				}
 			}

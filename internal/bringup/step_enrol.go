@@ -24,7 +24,7 @@ import (
 var enrolStep = Step{
 	ID:    StepEnrol,
 	Needs: []string{"UID", "AliasV4"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		var missing, stale []string
 		for _, a := range p.Agents {
 			if !p.Obs.Enrolled[a] {
@@ -42,9 +42,9 @@ var enrolStep = Step{
 			enrol = append(enrol, "push lev settings and dirs to "+strings.Join(stale, ", "))
 		}
 		if len(enrol) == 0 {
-			return "keep", "every agent holds a valid client certificate and current lev settings"
+			return ActionKeep, "every agent holds a valid client certificate and current lev settings"
 		}
-		return "create", strings.Join(enrol, "; ")
+		return ActionCreate, strings.Join(enrol, "; ")
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		changed, detail, err := in.stepEnrol(ctx, obs, f)

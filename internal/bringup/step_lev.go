@@ -16,11 +16,11 @@ import (
 var levStep = Step{
 	ID:    StepLev,
 	Needs: []string{"Podman", "UID", "AliasV4", "ImageRef", "BenchRef"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		var todo []string
 		for _, c := range p.Containers {
 			switch st := p.Obs.Containers[c]; st {
-			case "running":
+			case ContainerRunning:
 			case "":
 				todo = append(todo, c+" (create)")
 			default:
@@ -28,9 +28,9 @@ var levStep = Step{
 			}
 		}
 		if len(todo) == 0 {
-			return "keep", "every lev container runs with its planned settings"
+			return ActionKeep, "every lev container runs with its planned settings"
 		}
-		return "create", strings.Join(todo, ", ")
+		return ActionCreate, strings.Join(todo, ", ")
 	},
 	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {
 		changed, detail, err := in.stepLev(ctx, f)

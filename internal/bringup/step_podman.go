@@ -12,11 +12,11 @@ var podmanStep = Step{
 	ID:    StepPodman,
 	Needs: []string{"UID", "Podman"},
 	Gives: []string{"Podman"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.ServiceUp {
-			return "keep", "run user's podman service is up"
+			return ActionKeep, "run user's podman service is up"
 		}
-		return "start", "run user's podman service is down"
+		return ActionStart, "run user's podman service is down"
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		d := Done{Detail: "podman service up"}

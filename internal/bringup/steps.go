@@ -53,9 +53,9 @@ type Step struct {
 	// and the steps after it wait for it. Only for a step that starts nothing in the
 	// guest and that no step in between needs.
 	Overlap bool
-	// Plan is the step's skip rule: from what was observed, "keep" (skipped: at most a
-	// re-check without a guest call) or what it will do, and why.
-	Plan func(PlanInput) (action, why string)
+	// Plan is the step's skip rule: from what was observed, ActionKeep (skipped: at most
+	// a re-check without a guest call) or what it will do, and why.
+	Plan func(PlanInput) (action Action, why string)
 	// Run does the step, from the observation and the facts so far.
 	Run func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error)
 }

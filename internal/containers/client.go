@@ -155,12 +155,29 @@ func (c *Client) Stop(name string) error {
 	return nil
 }
 
+// Status is podman's state of a container: libpod's ContainerStatus as inspect spells it
+// (its String form, which TestStatusMatchesLibpod holds these constants to). Running says
+// whether it runs; Status is for people and for why it does not.
+type Status string
+
+const (
+	StatusCreated     Status = "created"     // made, never started (libpod's Configured)
+	StatusInitialized Status = "initialized" // created in the OCI runtime, not started yet (transitory)
+	StatusRunning     Status = "running"
+	StatusPaused      Status = "paused"
+	StatusStopping    Status = "stopping"
+	StatusStopped     Status = "stopped" // ran and exited, not yet cleaned up
+	StatusExited      Status = "exited"  // ran, exited and cleaned up
+	StatusRemoving    Status = "removing"
+	StatusUnknown     Status = "unknown"
+)
+
 // State is one container as status and acceptance see it.
 type State struct {
 	Name     string   `json:"name"`
 	Role     string   `json:"role"`
 	Image    string   `json:"image"`
-	Status   string   `json:"status"`
+	Status   Status   `json:"status"`
 	Running  bool     `json:"running"`
 	Pid      int      `json:"pid,omitempty"`
 	ExitCode int32    `json:"exit_code"`
@@ -184,7 +201,7 @@ func (c *Client) Inspect(name string) (*State, error) {
 		st.Hash = ins.Config.Labels[LabelSpecHash]
 	}
 	if ins.State != nil {
-		st.Status, st.Running, st.Pid, st.ExitCode = ins.State.Status, ins.State.Running, ins.State.Pid, ins.State.ExitCode
+		st.Status, st.Running, st.Pid, st.ExitCode = Status(ins.State.Status), ins.State.Running, ins.State.Pid, ins.State.ExitCode
 	}
 	if ins.HostConfig != nil {
 		st.CapAdd = ins.HostConfig.CapAdd
