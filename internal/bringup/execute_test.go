@@ -288,7 +288,7 @@ func TestDryRunAndUpPrintTheSameSteps(t *testing.T) {
 	}
 }
 
-// TestStepTable: the order the spec fixes (the guest, then egress before anything that
+// TestStepTable: the order docs/bringup.md gives (the guest, then egress before anything that
 // starts a process in it), each step complete, and Needs/Gives naming real Facts fields.
 func TestStepTable(t *testing.T) {
 	if got := strings.Join(stepIDs(), ","); got != "jail,egress,provision,podman,broker,enrol,image,lev" {

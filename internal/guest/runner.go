@@ -1,4 +1,8 @@
-// Package guest does everything lever does inside the jail, through one seam: Runner.
+// Package guest does everything lever does inside the jail, through one seam: Runner. It
+// owns the guest's egress snapshot, apply and verify, and the one structured script format
+// (Script, sections with a per-call nonce). It must not know which backend made the guest
+// or decide when a step runs (bring-up does), and builds no ruleset itself: the pure
+// rulesets are internal/egress's.
 package guest
 
 import (

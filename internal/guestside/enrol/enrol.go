@@ -2,7 +2,8 @@
 // in the jail's network namespace, as `lev __guest enrol`, it makes the agents' lev homes,
 // sheds root, redeems each agent's one-use ticket at the broker (the key is generated
 // here and never leaves the guest) and pushes the user's lev settings. It links only the
-// broker's client side, so lev can carry it.
+// broker's client side, so lev can carry it; it must not import the broker's server, the
+// CA's private side or the podman bindings.
 package enrol
 
 import (
