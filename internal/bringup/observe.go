@@ -47,7 +47,8 @@ type Observed struct {
 	ServiceUp     bool
 	BrokerRunning bool
 	BrokerSANOK   bool
-	// Enrolled: agent dir name -> holds a certificate valid for at least a day.
+	// Enrolled: agent dir name -> holds a client certificate that certValid accepts
+	// (chains to the current CA for client auth, a third of its lifetime and five minutes left).
 	Enrolled map[string]bool
 	// Settings: agent dir name -> its pushed lev settings match the host's and its lev
 	// home and bench dir exist.
@@ -188,8 +189,9 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// certValid: a client certificate signed by the current CA with at least a third of its
-// lifetime (and five minutes) left.
+// certValid: the PEM is a certificate that chains to the current CA (caPEM) for client
+// authentication and has at least a third of its lifetime and at least five minutes left;
+// an older one is renewed by the enrol step before it lapses mid-run.
 func certValid(certPEM, caPEM []byte) bool {
 	b, _ := pem.Decode(certPEM)
 	if b == nil {
