@@ -10,7 +10,7 @@ import (
 
 	"github.com/containers/podman/v5/libpod/define"
 	"github.com/containers/podman/v5/pkg/bindings"
-	"github.com/containers/podman/v5/pkg/bindings/containers"
+	podcontainers "github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
 )
 
@@ -84,15 +84,15 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 			if err := c.beforeStart(ct); err != nil {
 				return "", err
 			}
-			err := containers.Start(c.ctx, ct.Name, nil)
+			err := podcontainers.Start(c.ctx, ct.Name, nil)
 			if err == nil {
 				return Started, nil
 			}
 			// A guest that went down under podman (a netns stop, a VM power-off) can leave
 			// the container's recorded state behind ("state improper"): sync it by a stop,
 			// retry once, else replace the container below.
-			_ = containers.Stop(c.ctx, ct.Name, new(containers.StopOptions).WithIgnore(true).WithTimeout(1))
-			if err := containers.Start(c.ctx, ct.Name, nil); err == nil {
+			_ = podcontainers.Stop(c.ctx, ct.Name, new(podcontainers.StopOptions).WithIgnore(true).WithTimeout(1))
+			if err := podcontainers.Start(c.ctx, ct.Name, nil); err == nil {
 				return Started, nil
 			}
 		}
@@ -104,10 +104,10 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 	if err := c.beforeStart(ct); err != nil {
 		return "", err
 	}
-	if _, err := containers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
+	if _, err := podcontainers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
 		return "", fmt.Errorf("creating container %s: %w", ct.Name, err)
 	}
-	if err := containers.Start(c.ctx, ct.Name, nil); err != nil {
+	if err := podcontainers.Start(c.ctx, ct.Name, nil); err != nil {
 		return "", fmt.Errorf("starting container %s: %w", ct.Name, err)
 	}
 	return change, nil
@@ -124,14 +124,14 @@ func (c *Client) beforeStart(ct Container) error {
 }
 
 func (c *Client) inspect(name string) (*define.InspectContainerData, error) {
-	ok, err := containers.Exists(c.ctx, name, nil)
+	ok, err := podcontainers.Exists(c.ctx, name, nil)
 	if err != nil {
 		return nil, fmt.Errorf("looking up container %s: %w", name, err)
 	}
 	if !ok {
 		return nil, nil
 	}
-	ins, err := containers.Inspect(c.ctx, name, nil)
+	ins, err := podcontainers.Inspect(c.ctx, name, nil)
 	if err != nil {
 		return nil, fmt.Errorf("inspecting container %s: %w", name, err)
 	}
@@ -140,7 +140,7 @@ func (c *Client) inspect(name string) (*define.InspectContainerData, error) {
 
 // Remove force-removes a container; a missing one is not an error.
 func (c *Client) Remove(name string) error {
-	_, err := containers.Remove(c.ctx, name, new(containers.RemoveOptions).WithForce(true).WithIgnore(true).WithTimeout(5))
+	_, err := podcontainers.Remove(c.ctx, name, new(podcontainers.RemoveOptions).WithForce(true).WithIgnore(true).WithTimeout(5))
 	if err != nil {
 		return fmt.Errorf("removing container %s: %w", name, err)
 	}
@@ -149,7 +149,7 @@ func (c *Client) Remove(name string) error {
 
 // Stop stops a container, keeping it (and so the manager's conversation) for the next up.
 func (c *Client) Stop(name string) error {
-	if err := containers.Stop(c.ctx, name, new(containers.StopOptions).WithIgnore(true).WithTimeout(5)); err != nil {
+	if err := podcontainers.Stop(c.ctx, name, new(podcontainers.StopOptions).WithIgnore(true).WithTimeout(5)); err != nil {
 		return fmt.Errorf("stopping container %s: %w", name, err)
 	}
 	return nil
@@ -224,7 +224,7 @@ func (c *Client) Inspect(name string) (*State, error) {
 // List returns every container lever made for instance.
 func (c *Client) List(instance string) ([]State, error) {
 	all := true
-	lst, err := containers.List(c.ctx, &containers.ListOptions{All: &all, Filters: map[string][]string{"label": {LabelInstance + "=" + instance}}})
+	lst, err := podcontainers.List(c.ctx, &podcontainers.ListOptions{All: &all, Filters: map[string][]string{"label": {LabelInstance + "=" + instance}}})
 	if err != nil {
 		return nil, fmt.Errorf("listing containers of %s: %w", instance, err)
 	}
@@ -249,7 +249,7 @@ func (c *Client) Logs(name string) (string, error) {
 	errc := make(chan error, 1)
 	t := true
 	go func() {
-		errc <- containers.Logs(c.ctx, name, &containers.LogOptions{Stdout: &t, Stderr: &t}, out, out)
+		errc <- podcontainers.Logs(c.ctx, name, &podcontainers.LogOptions{Stdout: &t, Stderr: &t}, out, out)
 		close(out)
 	}()
 	var b strings.Builder
@@ -265,7 +265,7 @@ func (c *Client) Logs(name string) (string, error) {
 
 // Wait waits for a container to exit and returns its exit code.
 func (c *Client) Wait(name string) (int32, error) {
-	code, err := containers.Wait(c.ctx, name, nil)
+	code, err := podcontainers.Wait(c.ctx, name, nil)
 	if err != nil {
 		return 0, fmt.Errorf("waiting for %s: %w", name, err)
 	}
