@@ -4,7 +4,7 @@ GO        ?= go
 BIN       ?= bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/lever-jail/lever/internal/version.Version=$(VERSION)
-# The podman bindings (internal/jail) build only with these tags and CGO_ENABLED=0.
+# The podman bindings (internal/containers) build only with these tags and CGO_ENABLED=0.
 PODMAN_TAGS := remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp
 export GOFLAGS += -tags=$(PODMAN_TAGS)
 export CGO_ENABLED = 0

@@ -2,6 +2,9 @@
 // check definitions are pure (Evaluate: measurements in, verdicts out); Run gathers the
 // measurements through the guest Runner (one call for the egress snapshot and every
 // network probe, process inspection and secret scan) and the podman bindings.
+//
+// It only measures and judges: it must not change the jail (no rule applied, no container
+// started) nor hold the checks' verdicts anywhere but in its result.
 package acceptance
 
 import (

@@ -14,7 +14,7 @@ import (
 	"github.com/lever-jail/lever/internal/guestside/probes"
 )
 
-// Containers is the podman side, as acceptance needs it (bring-up adapts jail.Client).
+// Containers is the podman side, as acceptance needs it (bring-up adapts containers.Client).
 type Containers interface {
 	Containers(ctx context.Context) ([]ContainerInfo, error)
 	Logs(ctx context.Context, name string) (string, error)

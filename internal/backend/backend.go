@@ -1,5 +1,10 @@
 // Package backend defines the containment backends lever can build a jail on, and the
-// guarantee matrix each one is judged by.
+// guarantee matrix each one is judged by. It owns the Backend interface, the registry,
+// the optional abilities (containment check, architecture) and the matrix's rows.
+//
+// It and its backends make the guest exist and hand out its guest.Runner; they must not
+// decide what runs in the guest (bring-up does) or what the firewall holds (egress), and
+// must not import internal/bringup, internal/cli or the podman bindings.
 package backend
 
 import (

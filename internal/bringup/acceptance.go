@@ -10,12 +10,12 @@ import (
 
 	"github.com/lever-jail/lever/internal/acceptance"
 	"github.com/lever-jail/lever/internal/brokerctl"
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // podmanView adapts the podman client to what acceptance reads.
 type podmanView struct {
-	c        *jail.Client
+	c        *containers.Client
 	instance string
 }
 
@@ -43,7 +43,7 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 	env := acceptance.Env{
 		Instance: in.cfg.Name, Backend: in.b.Name(), Runner: in.Runner, Egress: in.Spec,
 		HelperLev: in.levBin, HelperInPlace: in.InPlace,
-		RunUser: in.RunUser, ContainerPrefix: strings.TrimSuffix(jail.ContainerName(in.cfg.Name, jail.Manager, ""), "manager"),
+		RunUser: in.RunUser, ContainerPrefix: strings.TrimSuffix(containers.ContainerName(in.cfg.Name, containers.Manager, ""), "manager"),
 		Podman: func(ctx context.Context, uid int) (acceptance.Containers, error) {
 			c, err := in.connect(ctx, uid)
 			if err != nil {
@@ -56,8 +56,8 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 			AllowPorts:   in.cfg.Manager.AllowPorts,
 			AdminPort:    in.cfg.Broker.AdminPort,
 			BrokerAddr:   ":" + strconv.Itoa(in.cfg.Broker.JailPort),
-			PidsLimit:    jail.DefaultPidsLimit,
-			MemoryMax:    jail.DefaultMemoryBytes,
+			PidsLimit:    containers.DefaultPidsLimit,
+			MemoryMax:    containers.DefaultMemoryBytes,
 			DevSubstrate: in.InPlace,
 			Targets:      t,
 		},

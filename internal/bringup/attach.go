@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // NotUpError says the jail cannot be reached as it is: the host commands that work in a
@@ -24,7 +24,7 @@ func (e *NotUpError) Error() string {
 // socket in place), so the host commands go through the backend and nothing else.
 // Observe is read-only; the socket forward it may re-establish is the same one status and
 // bring-up use.
-func (in *Instance) Attach(ctx context.Context) (*jail.Client, error) {
+func (in *Instance) Attach(ctx context.Context) (*containers.Client, error) {
 	notUp := func(why string) error {
 		return &NotUpError{Instance: in.cfg.Name, Config: in.cfg.Path, Why: why}
 	}
@@ -37,8 +37,8 @@ func (in *Instance) Attach(ctx context.Context) (*jail.Client, error) {
 	}
 	var missing []string
 	for _, name := range in.LevContainers() {
-		if obs.Containers[name] != "running" {
-			st := obs.Containers[name]
+		if obs.Containers[name] != ContainerRunning {
+			st := string(obs.Containers[name])
 			if st == "" {
 				st = "missing"
 			}
@@ -58,9 +58,9 @@ func (in *Instance) Attach(ctx context.Context) (*jail.Client, error) {
 // LevContainers names the lev container of each agent: the manager first, then the
 // workers in lever.yaml's order.
 func (in *Instance) LevContainers() []string {
-	out := []string{jail.ContainerName(in.cfg.Name, jail.Manager, "")}
+	out := []string{containers.ContainerName(in.cfg.Name, containers.Manager, "")}
 	for _, w := range in.cfg.Workers {
-		out = append(out, jail.ContainerName(in.cfg.Name, jail.Worker, w.Name))
+		out = append(out, containers.ContainerName(in.cfg.Name, containers.Worker, w.Name))
 	}
 	return out
 }

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 // managerKVM says whether the manager gets /dev/kvm: a backend that names the manager's
@@ -30,7 +30,7 @@ func (in *Instance) managerKVM() bool {
 
 // Containers is the plan for this instance from the facts found so far: each agent's lev
 // container and its bench.
-func (in *Instance) Containers(f Facts) ([]jail.Container, error) {
+func (in *Instance) Containers(f Facts) ([]containers.Container, error) {
 	image := f.ImageRef
 	if image == "" {
 		image = in.imageRef
@@ -42,18 +42,18 @@ func (in *Instance) Containers(f Facts) ([]jail.Container, error) {
 		// stands in; it has no userland.
 		bench = image
 	}
-	p := jail.Params{
+	p := containers.Params{
 		Instance: in.cfg.Name, Image: image, BenchImage: bench, TreeSource: in.TreeSrc,
 		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.managerKVM(),
 		TicketRoot: agentsRoot(f.UID), LevHomeRoot: in.levHomeRoot(), BenchRoot: benchRoot(f.UID),
 		Policy:  in.settings != nil && in.settings.HasPolicy,
-		Command: []string{"serve", "--token-file", jail.TicketMount + "/" + FileToken},
+		Command: []string{"serve", "--token-file", containers.TicketMount + "/" + FileToken},
 		Env: map[string]string{
 			"LEV_PROVIDER":          "openai",
 			"LEV_PROVIDER_BASE_URL": in.brokerURL(f) + "/llm",
-			"LEV_TLS_CA":            jail.TicketMount + "/" + FileCA,
-			"LEV_TLS_CERT":          jail.TicketMount + "/" + FileCert,
-			"LEV_TLS_KEY":           jail.TicketMount + "/" + FileKey,
+			"LEV_TLS_CA":            containers.TicketMount + "/" + FileCA,
+			"LEV_TLS_CERT":          containers.TicketMount + "/" + FileCert,
+			"LEV_TLS_KEY":           containers.TicketMount + "/" + FileKey,
 			// lev reads its settings when it starts: a new hash here changes the lev
 			// containers' spec, so the next up restarts them on the settings it pushed.
 			"LEVER_SETTINGS": in.settingsHash,
@@ -63,14 +63,14 @@ func (in *Instance) Containers(f Facts) ([]jail.Container, error) {
 		p.Runtime = rt
 	}
 	for _, w := range in.cfg.Workers {
-		p.Workers = append(p.Workers, jail.WorkerSpec{Name: w.Name, Dir: w.Dir})
+		p.Workers = append(p.Workers, containers.WorkerSpec{Name: w.Name, Dir: w.Dir})
 	}
-	cs, err := jail.Plan(p)
+	cs, err := containers.Plan(p)
 	if err != nil {
 		return nil, err
 	}
 	for i := range cs {
-		if cs[i].Role == jail.Bench {
+		if cs[i].Role == containers.Bench {
 			continue
 		}
 		// An image of the user's choosing for a lev container (it must hold /lev and be
@@ -78,9 +78,9 @@ func (in *Instance) Containers(f Facts) ([]jail.Container, error) {
 		if img := in.containerImage(cs[i]); img != "" {
 			cs[i].Image = img
 		}
-		if cs[i].Role == jail.Manager && in.cfg.Lev.Blueprint != "" {
+		if cs[i].Role == containers.Manager && in.cfg.Lev.Blueprint != "" {
 			// lev.blueprint is a path in the tree; `lev run` with no agent runs it.
-			cs[i].Env["LEV_BLUEPRINT"] = path.Join(jail.TreeDir, filepath.ToSlash(in.cfg.Lev.Blueprint))
+			cs[i].Env["LEV_BLUEPRINT"] = path.Join(containers.TreeDir, filepath.ToSlash(in.cfg.Lev.Blueprint))
 		}
 		cs[i].Rehash()
 	}
@@ -91,8 +91,8 @@ func (in *Instance) Containers(f Facts) ([]jail.Container, error) {
 
 // containerImage is workers[].image (defaulting to manager.image) or manager.image for
 // ct, or "" for lever's lev image.
-func (in *Instance) containerImage(ct jail.Container) string {
-	if ct.Role == jail.Manager {
+func (in *Instance) containerImage(ct containers.Container) string {
+	if ct.Role == containers.Manager {
 		return in.cfg.Manager.Image
 	}
 	for _, w := range in.cfg.Workers {
@@ -137,7 +137,7 @@ var checkMountSourcesScript string
 // that swaps a worker's dir, or a read_only path, for a link to the run user's runtime dir
 // would otherwise hand that directory (podman's socket included) to a container at its
 // next start. One guest call, made only when a container is about to start.
-func (in *Instance) checkMountSources(ctx context.Context, ct jail.Container) error {
+func (in *Instance) checkMountSources(ctx context.Context, ct containers.Container) error {
 	tree := strings.TrimSuffix(in.TreeSrc, "/")
 	var rels []string
 	for _, m := range ct.Mounts {
@@ -157,12 +157,4 @@ func (in *Instance) checkMountSources(ctx context.Context, ct jail.Container) er
 		return fmt.Errorf("refused: %s", strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
-}
-
-func lastLines(s string, n int) string {
-	l := strings.Split(strings.TrimSpace(s), "\n")
-	if len(l) > n {
-		l = l[len(l)-n:]
-	}
-	return strings.Join(l, " | ")
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/config"
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/levsettings"
 )
 
@@ -25,7 +25,7 @@ func TestContainersHonourImageAndBlueprintKeys(t *testing.T) {
 	}
 	got := map[string][2]string{}
 	for _, c := range cs {
-		if c.Role == jail.Bench {
+		if c.Role == containers.Bench {
 			// no image step ran: the lev image stands in for the workbench
 			if c.Image != "localhost/lever/lev:abc" {
 				t.Errorf("%s image %s", c.Name, c.Image)
@@ -35,9 +35,9 @@ func TestContainersHonourImageAndBlueprintKeys(t *testing.T) {
 		got[string(c.Role)+":"+c.Env["LEVER_WORKER"]] = [2]string{c.Image, c.Env["LEV_BLUEPRINT"]}
 	}
 	want := map[string][2]string{
-		string(jail.Manager) + ":": {"localhost/mgr:1", "/lever/agents/cto.toml"},
-		string(jail.Worker) + ":a": {"localhost/wa:1", ""},
-		string(jail.Worker) + ":b": {"localhost/mgr:1", ""}, // defaults to manager.image
+		string(containers.Manager) + ":": {"localhost/mgr:1", "/lever/agents/cto.toml"},
+		string(containers.Worker) + ":a": {"localhost/wa:1", ""},
+		string(containers.Worker) + ":b": {"localhost/mgr:1", ""}, // defaults to manager.image
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -62,12 +62,12 @@ func TestContainersEnvAndImages(t *testing.T) {
 	plain := &levsettings.Bundle{Config: []byte("[provider]\nmodel = \"m\"\n"), Agents: map[string][]byte{}}
 	withPolicy := &levsettings.Bundle{Config: plain.Config, Agents: map[string][]byte{}, Policy: []byte("default = \"deny\"\n"), HasPolicy: true}
 	edited := &levsettings.Bundle{Config: []byte("[provider]\nmodel = \"n\"\n"), Agents: map[string][]byte{}}
-	plan := func(in *Instance) map[string]jail.Container {
+	plan := func(in *Instance) map[string]containers.Container {
 		cs, err := in.Containers(Facts{BenchRef: "localhost/lever/bench:def", AliasV4: "10.0.0.1", UID: 1001})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[string]jail.Container{}
+		m := map[string]containers.Container{}
 		for _, c := range cs {
 			m[c.Name] = c
 		}
@@ -90,7 +90,7 @@ func TestContainersEnvAndImages(t *testing.T) {
 		{"no LEV_PROTECT for the manager", "lever-t-manager", "LEV_PROTECT", ""},
 		{"settings hash", "lever-t-manager", "LEVER_SETTINGS", plain.Hash()},
 		{"bench: no lev env", "lever-t-manager-bench", "LEV_HOME", ""},
-		{"bench: PATH", "lever-t-worker-a-bench", "PATH", jail.BenchPath},
+		{"bench: PATH", "lever-t-worker-a-bench", "PATH", containers.BenchPath},
 	}
 	for _, tc := range cases {
 		if got := base[tc.container].Env[tc.key]; got != tc.want {
@@ -99,7 +99,7 @@ func TestContainersEnvAndImages(t *testing.T) {
 	}
 	for name, c := range base {
 		img := "localhost/lever/lev:abc"
-		if c.Role == jail.Bench {
+		if c.Role == containers.Bench {
 			img = "localhost/lever/bench:def"
 		}
 		if c.Image != img {
@@ -122,7 +122,7 @@ func TestContainersEnvAndImages(t *testing.T) {
 		next := plan(mk(tc.b, false))
 		for name, c := range next {
 			changed := c.Hash() != base[name].Hash()
-			if changed != (c.Role != jail.Bench) {
+			if changed != (c.Role != containers.Bench) {
 				t.Errorf("%s: %s hash changed=%v", tc.name, name, changed)
 			}
 		}

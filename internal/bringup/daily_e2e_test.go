@@ -37,7 +37,7 @@ import (
 // and sha256sum, nothing downloaded.
 const dailyMakefile = "build:\n\tmkdir -p build\n\ttar -czf build/project.tar.gz src\n\tcd build && sha256sum project.tar.gz > SUMS\n"
 
-// TestDailyLoopNetns is issue 11's "what must show" on the netns substrate, through the
+// TestDailyLoopNetns is the daily loop of docs/daily.md on the netns substrate, through the
 // host commands only: lever init in an empty project, lever up (closed egress, no
 // registry: the workbench is built from this machine's own packages), lever run of a
 // scripted agent whose tools use the workbench (git init and status, the project's build,

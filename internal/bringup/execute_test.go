@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 func changedSteps(res *Result) []string {
@@ -133,8 +133,8 @@ func TestStepSkipRules(t *testing.T) {
 			}
 		}, nil},
 		{"worker stopped", StepLev, func(j *tjail) {
-			n := jail.ContainerName("u", jail.Worker, "a")
-			j.pod.containers[n] = jail.State{Name: n}
+			n := containers.ContainerName("u", containers.Worker, "a")
+			j.pod.containers[n] = containers.State{Name: n}
 		}, "observe,mount-check", nil, nil},
 	}
 	for _, tc := range cases {
@@ -195,13 +195,13 @@ func TestStepFailures(t *testing.T) {
 		}, "workbench: podman build: boom"},
 		{StepImage, func(j *tjail) { delete(j.pod.images, "localhost/lever/lev:test") }, "lev.image localhost/lever/lev:test is not in the run user's podman"},
 		{StepLev, func(j *tjail) {
-			n := jail.ContainerName("u", jail.Worker, "a")
-			j.pod.containers[n] = jail.State{Name: n}
+			n := containers.ContainerName("u", containers.Worker, "a")
+			j.pod.containers[n] = containers.State{Name: n}
 			j.w.fail = "mount-check"
 		}, "refused: mount-check failed"},
 		{StepLev, func(j *tjail) {
-			n := jail.ContainerName("u", jail.Worker, "a")
-			j.pod.containers[n] = jail.State{Name: n}
+			n := containers.ContainerName("u", containers.Worker, "a")
+			j.pod.containers[n] = containers.State{Name: n}
 			j.pod.fail = "exits"
 		}, "is exited (exit 1): lev: bad config"},
 	}
@@ -288,7 +288,7 @@ func TestDryRunAndUpPrintTheSameSteps(t *testing.T) {
 	}
 }
 
-// TestStepTable: the order the spec fixes (the guest, then egress before anything that
+// TestStepTable: the order docs/bringup.md gives (the guest, then egress before anything that
 // starts a process in it), each step complete, and Needs/Gives naming real Facts fields.
 func TestStepTable(t *testing.T) {
 	if got := strings.Join(stepIDs(), ","); got != "jail,egress,provision,podman,broker,enrol,image,lev" {

@@ -23,11 +23,11 @@ import (
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/egress"
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/guest/guesttest"
 	"github.com/lever-jail/lever/internal/guestside"
-	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
 )
 
@@ -108,7 +108,7 @@ var (
 type fakePodman struct {
 	mu         sync.Mutex
 	images     map[string]bool
-	containers map[string]jail.State
+	containers map[string]containers.State
 	writes     int
 	fail       string // the method that fails
 	dials      int
@@ -132,13 +132,13 @@ func (p *fakePodman) ImageExists(ref string) (bool, error) {
 	return p.images[ref], nil
 }
 
-func (p *fakePodman) Image(ref string) (*jail.ImageInfo, error) {
+func (p *fakePodman) Image(ref string) (*containers.ImageInfo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.images[ref] {
 		return nil, fmt.Errorf("no image %s", ref)
 	}
-	return &jail.ImageInfo{ID: "id-" + ref, Size: 1 << 20}, nil
+	return &containers.ImageInfo{ID: "id-" + ref, Size: 1 << 20}, nil
 }
 
 func (p *fakePodman) LoadArchive([]byte) ([]string, error) {
@@ -167,22 +167,22 @@ func (p *fakePodman) LayerLev(_, ref, _ string, _, _ []string, _ map[string]stri
 	return nil
 }
 
-func (p *fakePodman) List(string) ([]jail.State, error) {
+func (p *fakePodman) List(string) ([]containers.State, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []jail.State
+	var out []containers.State
 	for _, s := range p.containers {
 		out = append(out, s)
 	}
 	return out, nil
 }
 
-func (p *fakePodman) EnsureContainer(ct jail.Container, _ bool, before func(jail.Container) error) (jail.Change, error) {
+func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before func(containers.Container) error) (containers.Change, error) {
 	p.mu.Lock()
 	st, ok := p.containers[ct.Name]
 	p.mu.Unlock()
 	if ok && st.Running {
-		return jail.Unchanged, nil
+		return containers.Unchanged, nil
 	}
 	if err := before(ct); err != nil {
 		return "", fmt.Errorf("not starting container %s: %w", ct.Name, err)
@@ -192,11 +192,11 @@ func (p *fakePodman) EnsureContainer(ct jail.Container, _ bool, before func(jail
 	if p.fail == "ensure" {
 		return "", errors.New("podman create: boom")
 	}
-	p.containers[ct.Name] = jail.State{Name: ct.Name, Running: p.fail != "exits", Status: "exited", ExitCode: 1}
-	return jail.Created, nil
+	p.containers[ct.Name] = containers.State{Name: ct.Name, Running: p.fail != "exits", Status: "exited", ExitCode: 1}
+	return containers.Created, nil
 }
 
-func (p *fakePodman) Inspect(name string) (*jail.State, error) {
+func (p *fakePodman) Inspect(name string) (*containers.State, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st, ok := p.containers[name]
@@ -274,7 +274,7 @@ func healthyJail(t *testing.T) *tjail {
 	w := &world{stampCurrent: true, userExists: true, serviceUp: true, enrolled: true, settingsOK: true, egressOK: true, containment: "contained"}
 	r := &guesttest.Runner{}
 	be := &fakeBackend{w: w, r: r}
-	pod := &fakePodman{images: map[string]bool{"localhost/lever/lev:test": true, testBaseRef: true}, containers: map[string]jail.State{}}
+	pod := &fakePodman{images: map[string]bool{"localhost/lever/lev:test": true, testBaseRef: true}, containers: map[string]containers.State{}}
 	br := &fakeBroker{running: true, sans: []string{testAlias}}
 	out := &strings.Builder{}
 	in, err := New(Options{Cfg: cfg, Backend: be, Exe: exe, LevBinary: exe, Out: out, Podman: pod, Broker: br})
@@ -294,7 +294,7 @@ func healthyJail(t *testing.T) *tjail {
 		t.Fatal(err)
 	}
 	for _, c := range cs {
-		pod.containers[c.Name] = jail.State{Name: c.Name, Running: true}
+		pod.containers[c.Name] = containers.State{Name: c.Name, Running: true}
 	}
 	j := &tjail{in: in, w: w, r: r, be: be, pod: pod, broker: br, out: out}
 	j.script()
@@ -417,7 +417,7 @@ func (j *tjail) cold() {
 	j.w.down, j.w.stampCurrent, j.w.userExists, j.w.serviceUp, j.w.enrolled, j.w.settingsOK, j.w.egressOK = true, false, false, false, false, false, false
 	// lev.image is the user's (no registry): it is in podman from the start
 	j.pod.images = map[string]bool{testBaseRef: true, "localhost/lever/lev:test": true}
-	j.pod.containers = map[string]jail.State{}
+	j.pod.containers = map[string]containers.State{}
 	j.broker.running, j.broker.sans = false, nil
 }
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levsettings"
 	"github.com/lever-jail/lever/internal/provision"
@@ -88,7 +88,7 @@ func New(o Options) (*Instance, error) {
 	if h, ok := o.Backend.(HostSharer); ok && h.SharesHostFilesystem() {
 		in.InPlace = true
 	}
-	in.TreeSrc = jail.TreeDir
+	in.TreeSrc = containers.TreeDir
 	in.provP = provision.Params{RunUser: in.RunUser, SysctlFile: "/etc/sysctl.d/60-lever.conf"}
 	if in.InPlace {
 		// The netns guest is the host: its tree is the host path, and lever writes no
@@ -165,9 +165,9 @@ func New(o Options) (*Instance, error) {
 
 // Agents are the enrolment dir names: manager, worker-<name>...
 func (in *Instance) Agents() []string {
-	out := []string{jail.AgentDir(jail.Manager, "")}
+	out := []string{containers.AgentDir(containers.Manager, "")}
 	for _, w := range in.cfg.Workers {
-		out = append(out, jail.AgentDir(jail.Worker, w.Name))
+		out = append(out, containers.AgentDir(containers.Worker, w.Name))
 	}
 	return out
 }

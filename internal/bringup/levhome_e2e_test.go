@@ -22,7 +22,7 @@ import (
 	"github.com/lever-jail/lever/internal/backend/netns"
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
@@ -152,7 +152,7 @@ lev:
 		t.Fatalf("up: exit %d", code)
 	}
 	mgr, w1 := "lever-t"+sfx+"-manager", "lever-t"+sfx+"-worker-w1"
-	mgrB, w1B := jail.BenchName(mgr), jail.BenchName(w1)
+	mgrB, w1B := containers.BenchName(mgr), containers.BenchName(w1)
 
 	// 1. Both containers of each agent run, the benches with role bench.
 	out, code = lever(t, "status", "--json", cfgPath)

@@ -44,7 +44,7 @@ while IFS= read -r line; do
 done
 `
 
-// TestMCPInTheJailNetns is issue 14's jail row on the netns substrate, through the host
+// TestMCPInTheJailNetns is docs/mcp.md's jail case on the netns substrate, through the host
 // commands only: the manager's lev uses an MCP server running on the host (the real
 // server-everything over Streamable HTTP, listening on the host side of the jail's link)
 // reached through a port in manager.allow_ports, and a stdio server started inside the

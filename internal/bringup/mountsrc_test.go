@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 // localRunner runs guest commands on this machine: the check is a shell script, and the
@@ -53,16 +53,16 @@ func TestMountSourcesRefuseSwappedSymlinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := &Instance{Runner: &guest.Counting{Inner: localRunner{}}, TreeSrc: tree}
-	mounts := func(srcs ...string) jail.Container {
-		c := jail.Container{Name: "c"}
+	mounts := func(srcs ...string) containers.Container {
+		c := containers.Container{Name: "c"}
 		for _, s := range srcs {
-			c.Mounts = append(c.Mounts, jail.Mount{Source: s})
+			c.Mounts = append(c.Mounts, containers.Mount{Source: s})
 		}
 		return c
 	}
 	cases := []struct {
 		name string
-		ct   jail.Container
+		ct   containers.Container
 		want string // "" = accepted
 	}{
 		{"plain worker dir", mounts(filepath.Join(tree, "workers/a"), "/run/user/1000/lever/agents/worker-a"), ""},

@@ -20,6 +20,14 @@ import (
 //go:embed scripts/observe.sh
 var observePart string
 
+// ContainerState is what the observation saw of one planned container in podman.
+type ContainerState string
+
+const (
+	ContainerRunning ContainerState = "running"
+	ContainerStopped ContainerState = "stopped" // exists, not running (stopped, exited, created)
+)
+
 // Observed is what a read-only look at the host and guest found.
 type Observed struct {
 	GuestReachable bool
@@ -39,7 +47,8 @@ type Observed struct {
 	ServiceUp     bool
 	BrokerRunning bool
 	BrokerSANOK   bool
-	// Enrolled: agent dir name -> holds a certificate valid for at least a day.
+	// Enrolled: agent dir name -> holds a client certificate that certValid accepts
+	// (chains to the current CA for client auth, a third of its lifetime and five minutes left).
 	Enrolled map[string]bool
 	// Settings: agent dir name -> its pushed lev settings match the host's and its lev
 	// home and bench dir exist.
@@ -49,8 +58,10 @@ type Observed struct {
 	// BenchPresent: the workbench image (BenchRef, content-addressed) is in podman.
 	BenchPresent bool
 	BenchRef     string
-	// Containers: name -> "running", "stopped", "stale" (spec changed) or absent.
-	Containers map[string]string
+	// Containers: name -> ContainerRunning or ContainerStopped; absent when podman has no
+	// such container. A changed spec hash is not seen here: the lev step's Ensure compares
+	// it and recreates.
+	Containers map[string]ContainerState
 	// Facts are what the observation found that the steps use: the run user's uid, the
 	// package-state digest, the podman connection (when its service is up).
 	Facts Facts
@@ -82,7 +93,7 @@ func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ct
 func (in *Instance) ObserveWithEgress(ctx context.Context) Observed { return in.observe(ctx, true) }
 
 func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
-	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]string{}, ImageRef: in.imageRef}
+	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef}
 	o.Facts.ImageRef = in.imageRef
 	sc, cmd := in.observeScript(withEgress)
 	res, err := in.Runner.Run(ctx, cmd)
@@ -140,9 +151,9 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 			if cs, err := c.List(in.cfg.Name); err == nil {
 				for _, s := range cs {
 					if s.Running {
-						o.Containers[s.Name] = "running"
+						o.Containers[s.Name] = ContainerRunning
 					} else {
-						o.Containers[s.Name] = "stopped"
+						o.Containers[s.Name] = ContainerStopped
 					}
 				}
 			}
@@ -179,8 +190,9 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-// certValid: a client certificate signed by the current CA with at least a third of its
-// lifetime (and five minutes) left.
+// certValid: the PEM is a certificate that chains to the current CA (caPEM) for client
+// authentication and has at least a third of its lifetime and at least five minutes left;
+// an older one is renewed by the enrol step before it lapses mid-run.
 func certValid(certPEM, caPEM []byte) bool {
 	b, _ := pem.Decode(certPEM)
 	if b == nil {

@@ -1,9 +1,20 @@
 package bringup
 
+// Action is what the plan says a step will do (printed by --dry-run, and in its JSON as
+// "action").
+type Action string
+
+const (
+	ActionKeep   Action = "keep"   // skipped: what it would make is there (at most a re-check without a guest call)
+	ActionCreate Action = "create" // make what is missing (or recreate what changed)
+	ActionRepair Action = "repair" // something is there but wrong: fix it in place
+	ActionStart  Action = "start"  // something is there but not running: start it
+)
+
 // Planned is one step of the plan.
 type Planned struct {
 	ID     string `json:"id"`
-	Action string `json:"action"` // keep | create | repair | start
+	Action Action `json:"action"`
 	Why    string `json:"why"`
 }
 
@@ -32,7 +43,7 @@ func (in *Instance) Plan(o Observed) []Planned {
 // Changed reports whether a plan does anything.
 func Changed(p []Planned) bool {
 	for _, s := range p {
-		if s.Action != "keep" {
+		if s.Action != ActionKeep {
 			return true
 		}
 	}

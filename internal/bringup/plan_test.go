@@ -12,7 +12,7 @@ func healthy() Observed {
 		Settings:     map[string]bool{"manager": true, "worker-a": true},
 		ImagePresent: true, ImageRef: "localhost/lever/lev:abc",
 		BenchPresent: true, BenchRef: "localhost/lever/workbench:def",
-		Containers: map[string]string{"lever-d-manager": "running", "lever-d-worker-a": "running"},
+		Containers: map[string]ContainerState{"lever-d-manager": "running", "lever-d-worker-a": "running"},
 	}
 }
 
@@ -23,7 +23,7 @@ func TestPlan(t *testing.T) {
 		name   string
 		mod    func(*Observed)
 		step   string
-		action string
+		action Action
 		why    string
 	}{
 		{"healthy: keep", func(*Observed) {}, StepLev, "keep", "every lev container"},

@@ -7,26 +7,26 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // Images is what the image step asks of the run user's podman.
 type Images interface {
 	ImageExists(ref string) (bool, error)
-	Image(ref string) (*jail.ImageInfo, error)
+	Image(ref string) (*containers.ImageInfo, error)
 	LoadArchive(archive []byte) ([]string, error)
 	LayerLev(baseID, ref, levBinary string, entrypoint, cmd []string, labels map[string]string, log io.Writer) error
 }
 
-// Podman is the run user's podman as the steps use it (jail.Client over its REST socket;
+// Podman is the run user's podman as the steps use it (containers.Client over its REST socket;
 // a fake in unit tests).
 type Podman interface {
 	Images
-	List(instance string) ([]jail.State, error)
-	// EnsureContainer is jail.Client.Ensure with beforeStart run right before a
+	List(instance string) ([]containers.State, error)
+	// EnsureContainer is containers.Client.Ensure with beforeStart run right before a
 	// container is created or started.
-	EnsureContainer(ct jail.Container, fresh bool, beforeStart func(jail.Container) error) (jail.Change, error)
-	Inspect(name string) (*jail.State, error)
+	EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error)
+	Inspect(name string) (*containers.State, error)
 	Logs(name string) (string, error)
 }
 
@@ -35,10 +35,10 @@ type Dialer interface {
 	Dial(ctx context.Context, uid int) (Podman, error)
 }
 
-// podmanClient adapts jail.Client to Podman.
-type podmanClient struct{ *jail.Client }
+// podmanClient adapts containers.Client to Podman.
+type podmanClient struct{ *containers.Client }
 
-func (p podmanClient) EnsureContainer(ct jail.Container, fresh bool, beforeStart func(jail.Container) error) (jail.Change, error) {
+func (p podmanClient) EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error) {
 	p.Client.BeforeStart = beforeStart
 	return p.Client.Ensure(ct, fresh)
 }
@@ -57,7 +57,7 @@ func (d socketDialer) Dial(ctx context.Context, uid int) (Podman, error) {
 
 func (in *Instance) socketURI(ctx context.Context, uid int) (string, error) {
 	if in.InPlace {
-		return "unix://" + jail.SocketPath(uid), nil
+		return "unix://" + containers.SocketPath(uid), nil
 	}
 	f, ok := in.b.(SocketForwarder)
 	if !ok {
@@ -67,14 +67,14 @@ func (in *Instance) socketURI(ctx context.Context, uid int) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(host), 0o700); err != nil {
 		return "", err
 	}
-	if err := f.ForwardSocket(ctx, jail.SocketPath(uid), host); err != nil {
+	if err := f.ForwardSocket(ctx, containers.SocketPath(uid), host); err != nil {
 		return "", fmt.Errorf("forwarding the guest's podman socket: %w", err)
 	}
 	return "unix://" + host, nil
 }
 
 // connect opens the run user's podman REST socket (the host commands attach through it).
-func (in *Instance) connect(ctx context.Context, uid int) (*jail.Client, error) {
+func (in *Instance) connect(ctx context.Context, uid int) (*containers.Client, error) {
 	if uid <= 0 {
 		return nil, fmt.Errorf("the run user %s has no uid yet (is the guest provisioned?)", in.RunUser)
 	}
@@ -82,5 +82,5 @@ func (in *Instance) connect(ctx context.Context, uid int) (*jail.Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	return jail.Connect(ctx, uri)
+	return containers.Connect(ctx, uri)
 }

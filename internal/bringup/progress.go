@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/lever-jail/lever/internal/hostterm"
 )
 
 // progress prints a bring-up's steps: one line each, "[i/n] id verb time detail". On a
@@ -14,7 +16,9 @@ type progress struct {
 	n   int
 }
 
-func newProgress(w io.Writer, n int) progress { return progress{w: w, tty: isTerminal(w), n: n} }
+func newProgress(w io.Writer, n int) progress {
+	return progress{w: w, tty: hostterm.IsTerminal(w), n: n}
+}
 
 func (p progress) running(i int, id string) {
 	if p.tty {

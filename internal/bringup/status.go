@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // Status is lever status: backend and guest, egress, broker, containers.
@@ -34,8 +34,8 @@ type Status struct {
 		CertNotAfter  time.Time `json:"cert_not_after,omitempty"`
 		CertExpiresIn string    `json:"cert_expires_in,omitempty"`
 	} `json:"broker"`
-	Containers []jail.State `json:"containers"`
-	Healthy    bool         `json:"healthy"`
+	Containers []containers.State `json:"containers"`
+	Healthy    bool               `json:"healthy"`
 }
 
 // Status reads everything without changing anything: one guest call (the observation

@@ -44,14 +44,14 @@ func (h hostBroker) Stop(ctx context.Context) error {
 var brokerStep = Step{
 	ID:    StepBroker,
 	Needs: []string{"AliasV4", "AliasV6"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
 		case o.BrokerRunning && o.BrokerSANOK:
-			return "keep", "running, certificate names the alias IP"
+			return ActionKeep, "running, certificate names the alias IP"
 		case o.BrokerRunning:
-			return "repair", "running without the alias IP in its certificate: restart"
+			return ActionRepair, "running without the alias IP in its certificate: restart"
 		default:
-			return "start", "not running"
+			return ActionStart, "not running"
 		}
 	},
 	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {

@@ -10,18 +10,18 @@ import (
 // egressStep: the live chains are exactly the desired ones, rebuilt on any drift, before
 // anything else starts. Warm, it judges the snapshot the observation call read (no guest
 // call of its own); the containment check read with it is judged first. Never skipped:
-// "keep" means the snapshot matched.
+// ActionKeep means the snapshot matched.
 var egressStep = Step{
 	ID:    StepEgress,
 	Gives: []string{"AliasV4", "AliasV6"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
 		case !o.GuestReachable:
-			return "create", "applied as soon as the guest is up, before anything starts"
+			return ActionCreate, "applied as soon as the guest is up, before anything starts"
 		case o.EgressMatch:
-			return "keep", "live chains match the desired ruleset (verified again at run time)"
+			return ActionKeep, "live chains match the desired ruleset (verified again at run time)"
 		default:
-			return "repair", "drift: " + strings.Join(o.EgressDiff, "; ")
+			return ActionRepair, "drift: " + strings.Join(o.EgressDiff, "; ")
 		}
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {

@@ -12,9 +12,9 @@ import (
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/cap/ticket"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/guestside"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 // enrolStep: every agent holds a valid client certificate (its key made in the guest)
@@ -24,7 +24,7 @@ import (
 var enrolStep = Step{
 	ID:    StepEnrol,
 	Needs: []string{"UID", "AliasV4"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		var missing, stale []string
 		for _, a := range p.Agents {
 			if !p.Obs.Enrolled[a] {
@@ -42,9 +42,9 @@ var enrolStep = Step{
 			enrol = append(enrol, "push lev settings and dirs to "+strings.Join(stale, ", "))
 		}
 		if len(enrol) == 0 {
-			return "keep", "every agent holds a valid client certificate and current lev settings"
+			return ActionKeep, "every agent holds a valid client certificate and current lev settings"
 		}
-		return "create", strings.Join(enrol, "; ")
+		return ActionCreate, strings.Join(enrol, "; ")
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		changed, detail, err := in.stepEnrol(ctx, obs, f)
@@ -82,7 +82,7 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed, f Facts) (bool,
 			Home: path.Join(in.levHomeRoot(), a), Bench: benchRoot(f.UID) + "/" + a, Push: !obs.Settings[a]}
 		if !obs.Enrolled[a] {
 			role := ca.RoleWorker
-			if a == jail.AgentDir(jail.Manager, "") {
+			if a == containers.AgentDir(containers.Manager, "") {
 				role = ca.RoleManager
 			}
 			tk, err := store.Issue(ea.Name, role, 10*time.Minute)

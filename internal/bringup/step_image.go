@@ -22,18 +22,18 @@ var imageStep = Step{
 	// load): it starts once podman is reached and runs beside broker and enrol, which
 	// neither need nor change anything it uses.
 	Overlap: true,
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
 		case o.ImagePresent && o.BenchPresent:
-			return "keep", o.ImageRef + " and workbench " + o.BenchRef + " are loaded"
+			return ActionKeep, o.ImageRef + " and workbench " + o.BenchRef + " are loaded"
 		case o.ImagePresent:
 			bench := o.BenchRef
 			if bench == "" {
 				bench = "(tag decided from the guest's packages)"
 			}
-			return "create", "build the workbench " + bench
+			return ActionCreate, "build the workbench " + bench
 		default:
-			return "create", "load " + o.ImageRef + " and the workbench"
+			return ActionCreate, "load " + o.ImageRef + " and the workbench"
 		}
 	},
 	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {

@@ -12,11 +12,11 @@ import (
 // by the egress step.
 var jailStep = Step{
 	ID: StepJail,
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.GuestReachable {
-			return "keep", "guest is up"
+			return ActionKeep, "guest is up"
 		}
-		return "create", "guest is not reachable"
+		return ActionCreate, "guest is not reachable"
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		if obs.GuestReachable {

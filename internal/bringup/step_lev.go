@@ -6,7 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
+	"github.com/lever-jail/lever/internal/tail"
 )
 
 // levStep: every planned container (each agent's lev container and its bench) runs with
@@ -15,11 +16,11 @@ import (
 var levStep = Step{
 	ID:    StepLev,
 	Needs: []string{"Podman", "UID", "AliasV4", "ImageRef", "BenchRef"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		var todo []string
 		for _, c := range p.Containers {
 			switch st := p.Obs.Containers[c]; st {
-			case "running":
+			case ContainerRunning:
 			case "":
 				todo = append(todo, c+" (create)")
 			default:
@@ -27,9 +28,9 @@ var levStep = Step{
 			}
 		}
 		if len(todo) == 0 {
-			return "keep", "every lev container runs with its planned settings"
+			return ActionKeep, "every lev container runs with its planned settings"
 		}
-		return "create", strings.Join(todo, ", ")
+		return ActionCreate, strings.Join(todo, ", ")
 	},
 	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {
 		changed, detail, err := in.stepLev(ctx, f)
@@ -49,7 +50,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 	if err := in.customImagesPresent(c); err != nil {
 		return false, "", err
 	}
-	before := func(ct jail.Container) error { return in.checkMountSources(ctx, ct) }
+	before := func(ct containers.Container) error { return in.checkMountSources(ctx, ct) }
 	changed := false
 	var parts []string
 	for _, ct := range cs {
@@ -57,7 +58,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 		if err != nil {
 			return false, "", err
 		}
-		if ch != jail.Unchanged {
+		if ch != containers.Unchanged {
 			changed = true
 		}
 		parts = append(parts, ct.Name+" "+string(ch))
@@ -67,7 +68,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 		st, err := c.Inspect(ct.Name)
 		if err == nil && st != nil && !st.Running {
 			logs, _ := c.Logs(ct.Name)
-			return changed, "", fmt.Errorf("%s is %s (exit %d): %s", ct.Name, st.Status, st.ExitCode, lastLines(logs, 5))
+			return changed, "", fmt.Errorf("%s is %s (exit %d): %s", ct.Name, st.Status, st.ExitCode, tail.Lines(logs, 5, " | "))
 		}
 	}
 	sort.Strings(parts)

@@ -3,7 +3,7 @@ package bringup
 import (
 	"context"
 
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // podmanStep: the run user's podman service runs and the host reaches it. Skipped when
@@ -12,16 +12,16 @@ var podmanStep = Step{
 	ID:    StepPodman,
 	Needs: []string{"UID", "Podman"},
 	Gives: []string{"Podman"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.ServiceUp {
-			return "keep", "run user's podman service is up"
+			return ActionKeep, "run user's podman service is up"
 		}
-		return "start", "run user's podman service is down"
+		return ActionStart, "run user's podman service is down"
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		d := Done{Detail: "podman service up"}
 		if !obs.ServiceUp {
-			how, err := jail.StartService(ctx, in.Runner, in.RunUser)
+			how, err := containers.StartService(ctx, in.Runner, in.RunUser)
 			if err != nil {
 				return Done{Facts: f}, err
 			}

@@ -16,11 +16,11 @@ var provisionStep = Step{
 	ID:    StepProvision,
 	Needs: []string{"UID", "StatusSum"},
 	Gives: []string{"UID", "StatusSum"},
-	Plan: func(p PlanInput) (string, string) {
+	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.StampCurrent {
-			return "keep", "stamp names these scripts and this boot"
+			return ActionKeep, "stamp names these scripts and this boot"
 		}
-		return "create", "no current provisioning stamp"
+		return ActionCreate, "no current provisioning stamp"
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		var sp *provision.State

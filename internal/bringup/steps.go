@@ -1,13 +1,18 @@
-// Package bringup is lever apply/up: one table of steps (Steps) that both the plan and
-// the execution walk, in the spec's order (jail up, egress verified or rebuilt before
-// anything else starts, provisioning, podman, broker, enrolment, images, lev containers).
-// Each step is a named value in its own file: what it needs and gives, the rule that
-// skips it, and its run function. What a step finds (the run user's uid, the alias, the
-// image refs, the podman connection) it returns as Facts, handed to the next step; the
-// Instance holds only what the configuration and backend derive. Every step is
+// Package bringup owns a jail's lifecycle: lever apply/up (one table of steps, Steps, that
+// both the plan and the execution walk), status, stop and destroy. The steps run in the
+// order docs/bringup.md gives ("The steps, in order"): the guest up, egress verified or
+// rebuilt before anything else starts, provisioning, podman, broker, enrolment, images,
+// lev containers. Each step is a named value in its own file: what it needs and gives, the
+// rule that skips it, and its run function. What a step finds (the run user's uid, the
+// alias, the image refs, the podman connection) it returns as Facts, handed to the next
+// step; the Instance holds only what the configuration and backend derive. Every step is
 // idempotent, so a second run on a healthy jail changes nothing and says so; a warm run
 // makes one guest call (the observation, which carries the egress snapshot and the
 // backend's containment check).
+//
+// It must not parse flags or print for a command (internal/cli does), build firewall
+// rules (internal/egress and internal/guest do) or reach the guest except through the
+// backend's guest.Runner and the run user's podman; nothing below it may import it.
 package bringup
 
 import (
@@ -53,9 +58,9 @@ type Step struct {
 	// and the steps after it wait for it. Only for a step that starts nothing in the
 	// guest and that no step in between needs.
 	Overlap bool
-	// Plan is the step's skip rule: from what was observed, "keep" (skipped: at most a
-	// re-check without a guest call) or what it will do, and why.
-	Plan func(PlanInput) (action, why string)
+	// Plan is the step's skip rule: from what was observed, ActionKeep (skipped: at most
+	// a re-check without a guest call) or what it will do, and why.
+	Plan func(PlanInput) (action Action, why string)
 	// Run does the step, from the observation and the facts so far.
 	Run func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error)
 }

@@ -17,20 +17,28 @@ import (
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/containers"
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 // brokerGrace is how long the broker gets to exit on SIGTERM before SIGKILL.
 const brokerGrace = 10 * time.Second
 
+// GuestAction is what stop or destroy did to the guest (its JSON is "guest_action").
+type GuestAction string
+
+const (
+	GuestStopped   GuestAction = "stopped"   // lever stop: powered off, disk kept
+	GuestDestroyed GuestAction = "destroyed" // lever destroy: deleted with its disk
+)
+
 // Lifecycle is what lever stop and destroy report.
 type Lifecycle struct {
-	Instance string `json:"instance"`
-	Backend  string `json:"backend"`
-	Guest    string `json:"guest"`
-	// GuestAction: "stopped" (stop) or "destroyed" (destroy).
-	GuestAction string `json:"guest_action"`
+	Instance    string      `json:"instance"`
+	Backend     string      `json:"backend"`
+	Guest       string      `json:"guest"`
+	GuestAction GuestAction `json:"guest_action"`
 	// BrokerPID is the broker process lever ended (0: none was running).
 	BrokerPID int `json:"broker_pid,omitempty"`
 	// StateDir is the instance's host state directory; destroy removes it.
@@ -55,7 +63,7 @@ func stopBroker(ctx context.Context, stateDir string) (int, error) {
 // Stop powers the guest off (disk kept) and stops the broker. It needs only the
 // instance's identity and backend (a jail whose tree or key file has gone still stops).
 func Stop(ctx context.Context, cfg *config.Config, b backend.Backend) (Lifecycle, error) {
-	out := Lifecycle{Instance: cfg.Name, Backend: b.Name(), Guest: cfg.MachineName(), GuestAction: "stopped"}
+	out := Lifecycle{Instance: cfg.Name, Backend: b.Name(), Guest: cfg.MachineName(), GuestAction: GuestStopped}
 	pid, err := stopBroker(ctx, cfg.StateDir())
 	if err != nil {
 		return out, err
@@ -71,7 +79,7 @@ func Stop(ctx context.Context, cfg *config.Config, b backend.Backend) (Lifecycle
 // guest goes first: if deleting it fails, the state stays, so a second destroy can finish
 // the job with everything it needs.
 func Destroy(ctx context.Context, cfg *config.Config, b backend.Backend) (Lifecycle, error) {
-	out := Lifecycle{Instance: cfg.Name, Backend: b.Name(), Guest: cfg.MachineName(), GuestAction: "destroyed", StateDir: cfg.StateDir()}
+	out := Lifecycle{Instance: cfg.Name, Backend: b.Name(), Guest: cfg.MachineName(), GuestAction: GuestDestroyed, StateDir: cfg.StateDir()}
 	pid, err := stopBroker(ctx, cfg.StateDir())
 	if err != nil {
 		return out, err
@@ -102,7 +110,7 @@ func removeStateDir(cfg *config.Config) (bool, []string, error) {
 		return false, nil, fmt.Errorf("refusing to remove %s: not an instance state directory under %s", dir, config.StateRoot())
 	}
 	if cfg.TreePath != "" {
-		if real, err := filepath.EvalSymlinks(dir); err == nil && inside(real, cfg.TreePath) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil && fspath.Within(real, cfg.TreePath) {
 			return false, nil, fmt.Errorf("refusing to remove %s: it contains the project tree %s", dir, cfg.TreePath)
 		}
 	}
@@ -130,12 +138,6 @@ func removeStateDir(cfg *config.Config) (bool, []string, error) {
 	return true, removed, nil
 }
 
-// inside reports whether p is base or below it.
-func inside(base, p string) bool {
-	rel, err := filepath.Rel(base, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
-}
-
 // WriteText prints the result for people.
 func (out Lifecycle) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%s guest %s (%s)\n", out.GuestAction, out.Guest, out.Backend)
@@ -144,7 +146,7 @@ func (out Lifecycle) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "broker was not running")
 	}
-	if out.GuestAction == "destroyed" {
+	if out.GuestAction == GuestDestroyed {
 		if !out.StateRemoved {
 			fmt.Fprintf(w, "no host state to remove (%s did not exist)\n", out.StateDir)
 		} else {
@@ -198,7 +200,7 @@ func teardownRunUser(ctx context.Context, r guest.Runner, user, ns string) error
 	uid, _ := strconv.Atoi(fields[2])
 	if ns != "" {
 		if _, err := os.Stat("/run/netns/" + ns); err == nil {
-			jail.StopService(ctx, r, uid)
+			containers.StopService(ctx, r, uid)
 		}
 	}
 	// podman's storage holds files owned by subordinate ids; podman itself removes them.

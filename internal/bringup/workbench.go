@@ -8,10 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/jail"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levimage/debroot"
+	"github.com/lever-jail/lever/internal/tail"
 )
 
 // Workbench bases.
@@ -113,7 +114,7 @@ func (in *Instance) ensureBench(ctx context.Context, c Images, f Facts) (bool, s
 
 func (in *Instance) layerLev(c Images, baseID, ref string) error {
 	return c.LayerLev(baseID, ref, in.levBin, levimage.BenchCommand[:1], levimage.BenchCommand[1:],
-		map[string]string{jail.LabelRole: "bench"}, nil)
+		map[string]string{containers.LabelRole: "bench"}, nil)
 }
 
 // buildDebianBench reads the guest's dpkg database (one call), plans the file list on the
@@ -156,7 +157,7 @@ func (in *Instance) buildDebianBench(ctx context.Context, c Images, f Facts, t0 
 		return false, "", f, fmt.Errorf("copying the workbench files from the guest: %w", err)
 	}
 	if tres.ExitCode != 0 {
-		return false, "", f, fmt.Errorf("copying the workbench files from the guest: tar exit %d: %s", tres.ExitCode, lastLines(string(tres.Stderr), 3))
+		return false, "", f, fmt.Errorf("copying the workbench files from the guest: tar exit %d: %s", tres.ExitCode, tail.Lines(string(tres.Stderr), 3, " | "))
 	}
 	layer, st, err := levimage.NormaliseLayer(bytes.NewReader(tres.Stdout))
 	tres.Stdout = nil

@@ -20,7 +20,7 @@ import (
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/testutil"
 )
@@ -161,13 +161,13 @@ func TestWorkbenchImageE2E(t *testing.T) {
 
 	// 2. inside, under the jail's confinement
 	runtime := os.Getenv("LEVER_OCI_RUNTIME") // as Containers(): provisioning picked the default
-	ct := func(name string) jail.Container {
-		return jail.Container{
+	ct := func(name string) containers.Container {
+		return containers.Container{
 			Name: "lever-w" + sfx + "-" + name, Image: firstBench, Runtime: runtime,
 			PidsLimit: 256, MemoryBytes: 512 << 20,
 			Env:    map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp"},
-			Mounts: []jail.Mount{{Source: tree, Dest: jail.TreeDir}},
-			Labels: map[string]string{jail.LabelInstance: "w" + sfx},
+			Mounts: []containers.Mount{{Source: tree, Dest: containers.TreeDir}},
+			Labels: map[string]string{containers.LabelInstance: "w" + sfx},
 		}
 	}
 	cases := []struct {

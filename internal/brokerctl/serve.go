@@ -23,7 +23,7 @@ import (
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/cap/ticket"
 	"github.com/lever-jail/lever/internal/config"
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 // aliasNames are the alias names each backend's guest resolves to the host.
@@ -88,7 +88,7 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 	o.LLMRoutes = cfg.Broker.LLMRoutes
 	for _, w := range cfg.Workers {
 		if w.LLMAuth == config.AuthSubscription {
-			o.NoLLMAgents = append(o.NoLLMAgents, cfg.Name+"-"+jail.AgentDir(jail.Worker, w.Name))
+			o.NoLLMAgents = append(o.NoLLMAgents, cfg.Name+"-"+containers.AgentDir(containers.Worker, w.Name))
 		}
 	}
 	o.AuthHeader = getenv(EnvAuthHeader)

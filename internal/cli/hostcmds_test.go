@@ -13,7 +13,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/config"
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
@@ -34,7 +34,7 @@ type call struct {
 	stdin     bool
 }
 
-func (r *recorder) Exec(_ context.Context, name string, o jail.ExecOptions) (int, error) {
+func (r *recorder) Exec(_ context.Context, name string, o containers.ExecOptions) (int, error) {
 	r.calls = append(r.calls, call{name, o.Argv, o.TTY, o.Stdin != nil})
 	if len(o.Argv) >= 2 && o.Argv[1] == "ps" {
 		out, ok := r.runs[name]
@@ -48,9 +48,9 @@ func (r *recorder) Exec(_ context.Context, name string, o jail.ExecOptions) (int
 	return r.code, nil
 }
 
-func (r *recorder) Inspect(name string) (*jail.State, error) {
+func (r *recorder) Inspect(name string) (*containers.State, error) {
 	if r.bench[name] {
-		return &jail.State{Name: name, Running: true, Status: "running"}, nil
+		return &containers.State{Name: name, Running: true, Status: "running"}, nil
 	}
 	return nil, nil
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/hostterm"
-	"github.com/lever-jail/lever/internal/jail"
 )
 
 // levPath is lev inside the lev container (the lev image holds it there; a user's
@@ -73,9 +73,9 @@ func agentNames(cfg *config.Config) []string {
 // levContainer is the agent's lev container.
 func levContainer(cfg *config.Config, agent string) string {
 	if agent == managerAgent {
-		return jail.ContainerName(cfg.Name, jail.Manager, "")
+		return containers.ContainerName(cfg.Name, containers.Manager, "")
 	}
-	return jail.ContainerName(cfg.Name, jail.Worker, agent)
+	return containers.ContainerName(cfg.Name, containers.Worker, agent)
 }
 
 // attached is a jail that is up, reached through its backend.
@@ -84,11 +84,11 @@ type attached struct {
 	c   execer
 }
 
-// execer is the part of *jail.Client the host commands use (tests substitute a recorder
+// execer is the part of *containers.Client the host commands use (tests substitute a recorder
 // for argv checks; the e2e tests use the real client).
 type execer interface {
-	Exec(ctx context.Context, name string, o jail.ExecOptions) (int, error)
-	Inspect(name string) (*jail.State, error)
+	Exec(ctx context.Context, name string, o containers.ExecOptions) (int, error)
+	Inspect(name string) (*containers.State, error)
 }
 
 // attachHook, when set (unit tests), replaces bring-up's Attach.
@@ -141,7 +141,7 @@ func wantTTY(cmd *cobra.Command) bool {
 // message is already on stderr). lever's own failure to run it is exit 1: by then lever
 // cannot say whether the command started.
 func execPass(cmd *cobra.Command, c execer, container string, argv []string, tty, stdin bool) error {
-	o := jail.ExecOptions{Argv: argv, TTY: tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	o := containers.ExecOptions{Argv: argv, TTY: tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
 	if !tty {
 		// Outside a terminal session the jail's bytes reach a host terminal defused.
 		var f1, f2 func() error
@@ -167,7 +167,7 @@ func execPass(cmd *cobra.Command, c execer, container string, argv []string, tty
 // error carrying its stderr.
 func execCapture(cmd *cobra.Command, c execer, container string, argv []string) ([]byte, error) {
 	var out, errb bytes.Buffer
-	code, err := c.Exec(ctx(cmd), container, jail.ExecOptions{Argv: argv, Stdout: &out, Stderr: &errb})
+	code, err := c.Exec(ctx(cmd), container, containers.ExecOptions{Argv: argv, Stdout: &out, Stderr: &errb})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/lever-jail/lever/internal/config"
-	"github.com/lever-jail/lever/internal/jail"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 func TestTermSafe(t *testing.T) {
@@ -51,7 +51,7 @@ func TestTermSafe(t *testing.T) {
 // escRecorder prints an escape sequence as the jail's output.
 type escRecorder struct{ recorder }
 
-func (r *escRecorder) Exec(ctx context.Context, name string, o jail.ExecOptions) (int, error) {
+func (r *escRecorder) Exec(ctx context.Context, name string, o containers.ExecOptions) (int, error) {
 	if len(o.Argv) > 1 && o.Argv[1] == "result" {
 		io.WriteString(o.Stdout, "result \x1b]0;pwned\x07 done\n")
 		return 0, nil

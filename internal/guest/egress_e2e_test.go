@@ -177,7 +177,7 @@ func (j *jail) spec(p egress.Posture, ports ...int) guest.EgressSpec {
 // once a family's jump has been seen, any later listing without it fails the test. (A
 // tampering that removed the jump is the test's doing, before the apply starts; lever's
 // own commits must never leave OUTPUT without it.)
-func (j *jail) apply(spec guest.EgressSpec) (guest.Report, error, int) {
+func (j *jail) apply(spec guest.EgressSpec) (guest.Report, int, error) {
 	j.t.Helper()
 	var stop atomic.Bool
 	var polls atomic.Int64
@@ -217,7 +217,7 @@ func (j *jail) apply(spec guest.EgressSpec) (guest.Report, error, int) {
 	if polls.Load() == 0 {
 		j.t.Errorf("the jump poller never read OUTPUT")
 	}
-	return rep, err, calls
+	return rep, calls, err
 }
 
 func (j *jail) verify(spec guest.EgressSpec) []string {
@@ -232,7 +232,7 @@ func (j *jail) verify(spec guest.EgressSpec) []string {
 func (j *jail) mustRebuild(spec guest.EgressSpec, wantLines []string) {
 	j.t.Helper()
 	before := j.commits()
-	rep, err, calls := j.apply(spec)
+	rep, calls, err := j.apply(spec)
 	if err != nil {
 		j.t.Fatalf("apply: %v", err)
 	}
@@ -256,7 +256,7 @@ func (j *jail) mustRebuild(spec guest.EgressSpec, wantLines []string) {
 func (j *jail) mustBeUnchanged(spec guest.EgressSpec) {
 	j.t.Helper()
 	before := j.commits()
-	rep, err, calls := j.apply(spec)
+	rep, calls, err := j.apply(spec)
 	if err != nil {
 		j.t.Fatalf("apply: %v", err)
 	}
@@ -444,7 +444,7 @@ func egressScenario(t *testing.T, variant string) {
 		os.WriteFile(filepath.Join(j.b.EtcDir(), "hosts"), []byte("127.0.0.1 localhost\n"), 0o644)
 		defer os.WriteFile(filepath.Join(j.b.EtcDir(), "hosts"), j.hostsOrig, 0o644)
 		before := j.commits()
-		rep, err, _ := j.apply(closed)
+		rep, _, err := j.apply(closed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +465,7 @@ func egressScenario(t *testing.T, variant string) {
 		os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"), 0o644)
 		defer os.WriteFile(hosts, j.hostsOrig, 0o644)
 		before := j.commits()
-		if _, err, _ := j.apply(j.spec(egress.Open, 7443, 9001)); err == nil || !strings.Contains(err.Error(), "live IPv4 chain is open") {
+		if _, _, err := j.apply(j.spec(egress.Open, 7443, 9001)); err == nil || !strings.Contains(err.Error(), "live IPv4 chain is open") {
 			t.Errorf("open chain: err = %v", err)
 		}
 		for _, f := range []egress.Family{v4, v6} {
@@ -489,7 +489,7 @@ func egressScenario(t *testing.T, variant string) {
 		next := j.spec(egress.Open, 7443, 9002)
 		fail := filepath.Join(j.dir, "fail4")
 		os.WriteFile(fail, nil, 0o644)
-		_, err, _ := j.apply(next)
+		_, _, err := j.apply(next)
 		os.Remove(fail)
 		if err == nil || !strings.Contains(err.Error(), "committing the IPv4 chain") || !strings.Contains(err.Error(), "IPv6 holds the new rules and IPv4 the old") {
 			t.Fatalf("err = %v", err)
@@ -509,7 +509,7 @@ func egressScenario(t *testing.T, variant string) {
 		next := j.spec(egress.Open, 7443)
 		fail := filepath.Join(j.dir, "fail6")
 		os.WriteFile(fail, nil, 0o644)
-		_, err, _ := j.apply(next)
+		_, _, err := j.apply(next)
 		os.Remove(fail)
 		if err == nil || !strings.Contains(err.Error(), "committing the IPv6 chain") || !strings.Contains(err.Error(), "both families hold their old chains") {
 			t.Fatalf("err = %v", err)
@@ -529,7 +529,7 @@ func egressScenario(t *testing.T, variant string) {
 		j.ipt(v6, "-A", "OUTPUT", "-j", "LEVER_EGRESS")
 		fail := filepath.Join(j.dir, "fail4-jump")
 		os.WriteFile(fail, nil, 0o644)
-		_, err, _ := j.apply(open)
+		_, _, err := j.apply(open)
 		os.Remove(fail)
 		if err == nil || !strings.Contains(err.Error(), "making the jump first and unique in IPv4 OUTPUT") || !strings.Contains(err.Error(), "IPv6's jump is first and unique, both families hold their old chains") {
 			t.Fatalf("err = %v", err)
@@ -612,7 +612,7 @@ func TestEgressLimaResolverE2E(t *testing.T) {
 
 	spec := j.spec(egress.Open, 7443)
 	spec.Lima, spec.ReplyPorts = true, []int{22}
-	rep, err, _ := j.apply(spec)
+	rep, _, err := j.apply(spec)
 	if err != nil || rep.Outcome != guest.Rebuilt {
 		t.Fatalf("apply: %v %+v", err, rep)
 	}
@@ -642,7 +642,7 @@ func TestEgressLimaResolverE2E(t *testing.T) {
 
 	closed := spec
 	closed.Posture = egress.Closed
-	rep, err, _ = j.apply(closed)
+	rep, _, err = j.apply(closed)
 	if err != nil || rep.Outcome != guest.Rebuilt {
 		t.Fatalf("closed apply: %v %+v", err, rep)
 	}

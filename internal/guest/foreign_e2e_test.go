@@ -24,7 +24,7 @@ func TestEgressForeignLegacyE2E(t *testing.T) {
 	testutil.RequireTool(t, "nft")
 	j := newJail(t, "legacy")
 	spec := j.spec(egress.Closed, 7443, 7445)
-	if _, err, _ := j.apply(spec); err != nil {
+	if _, _, err := j.apply(spec); err != nil {
 		t.Fatal(err)
 	}
 	if lines := j.verify(spec); len(lines) != 0 {

@@ -1,8 +1,9 @@
 // Package guest does everything lever does inside the jail, through one seam: Runner. It
-// owns the egress snapshot, plan (live or offline), apply and verify, and the script format
-// guest calls answer in. It must not render or compare rules itself (internal/egress does,
-// without I/O), nor reach the guest any way but a Runner, nor print: callers decide what
-// to say.
+// owns the guest's egress snapshot, plan (live or offline), apply and verify, and the one
+// structured script format guest calls answer in (Script: sections with a per-call nonce).
+// It must not render or compare rules itself (internal/egress does, without I/O), know
+// which backend made the guest, decide when a step runs (bring-up does), reach the guest
+// any way but a Runner, or print: callers decide what to say.
 package guest
 
 import (

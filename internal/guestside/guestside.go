@@ -3,7 +3,8 @@
 // architecture, so the helper always matches the guest, whatever the host runs; the host's
 // own lever executable never enters the guest (from a Mac it could not run there).
 //
-// Serve is the guest end (lev's hidden __guest command); Argv is the host end.
+// Serve is the guest end (lev's hidden __guest command); Argv is the host end. Because lev
+// links it, it must not import the podman bindings, a backend or anything host-only.
 package guestside
 
 import (

@@ -8,6 +8,8 @@ import (
 	"io"
 	"path"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // NormaliseLayer rewrites a tar stream read from the guest into a layer whose bytes depend
@@ -98,7 +100,7 @@ type LayerStats struct {
 func cleanName(n string) (string, error) {
 	n = strings.TrimSuffix(n, "/")
 	c := path.Clean(n)
-	if n == "" || path.IsAbs(n) || c == "." || c == ".." || strings.HasPrefix(c, "../") {
+	if n == "" || path.IsAbs(n) || c == "." || !fspath.Within(".", c) {
 		return "", fmt.Errorf("guest tar entry %q is not a relative path inside the image", n)
 	}
 	return c, nil

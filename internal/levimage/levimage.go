@@ -1,7 +1,9 @@
 // Package levimage builds the image lev runs from inside the jail, with no registry: a
 // docker-archive tarball assembled by hand from the static lev binary, byte-for-byte
 // reproducible so that the image's tag (derived from its config digest) says whether the
-// guest already holds exactly this image.
+// guest already holds exactly this image. It also picks the lev binary for the guest's
+// architecture and plans the workbench image. It builds images; it must not load or run
+// them (internal/containers does) nor pull from any registry.
 package levimage
 
 import (

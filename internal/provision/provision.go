@@ -3,6 +3,7 @@
 // engine settings, and a root-owned stamp naming the provisioning script's hash and the
 // boot it ran in. The stamp lets a re-run skip package installs; it never stands in for the
 // firewall check, which every bring-up makes regardless (internal/egress, internal/guest).
+// It must not touch the firewall, the broker or lev's containers.
 package provision
 
 import (

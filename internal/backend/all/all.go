@@ -1,5 +1,6 @@
 // Package all imports every backend so that each registers itself; import it wherever the
-// full set is needed (the CLI, the matrix test).
+// full set is needed (the CLI, the matrix test). It holds no code and must not: a backend
+// registers itself in its own init.
 package all
 
 import (

@@ -6,6 +6,10 @@
 // limactl refuses to run as root, so lever's Lima backend runs as the unprivileged user
 // who owns the VM (lever itself is meant to run as that user); as root it refuses with a
 // message saying so, rather than switching identity behind the operator's back.
+//
+// It owns the VM (template, limactl, its ssh forwards, the realized-config check); it must
+// not reach into the guest except through its guest.Runner, nor re-derive lever.yaml's
+// defaults (the config does that).
 package lima
 
 import (

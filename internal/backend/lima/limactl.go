@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lever-jail/lever/internal/tail"
 )
 
 // AcceptedVersions says which limactl versions lever drives. Lima 1.2 is the line whose
@@ -52,15 +54,7 @@ func (l *limactl) run(ctx context.Context, args ...string) ([]byte, error) {
 	// limactl start leaves a host agent running; it must not keep our pipes open.
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("limactl %s: %w: %s", strings.Join(args, " "), err, lastLines(stderr.String(), 15))
+		return stdout.Bytes(), fmt.Errorf("limactl %s: %w: %s", strings.Join(args, " "), err, tail.Lines(stderr.String(), 15, "\n"))
 	}
 	return stdout.Bytes(), nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -3,7 +3,9 @@
 // the host alias. It runs every guest operation for real (iptables, getent, podman as the
 // run user) on machines without OrbStack or a usable VM. It has NO hypervisor boundary
 // and shares the host's kernel and filesystem, so it fails guarantee 0 and is accepted
-// only with LEVER_DEV_NETNS=1 (config.Load refuses it otherwise).
+// only with LEVER_DEV_NETNS=1 (config.Load refuses it otherwise). It owns the namespace
+// and its veth; it must not present itself as a jail with a hypervisor boundary (its
+// matrix row says it fails guarantee 0) nor touch the host's own firewall.
 package netns
 
 import (
@@ -52,7 +54,7 @@ var profile = backend.Profile{
 	Caveats: []string{
 		"development substrate only: no hypervisor boundary (fails guarantee 0), accepted only with LEVER_DEV_NETNS=1",
 		"the kernel is the host's: a kernel bug reached from an agent is a host compromise",
-		"no filesystem bound: the project-tree-only guarantee (spec 2.1) does not hold",
+		"no filesystem bound: the project-tree-only guarantee (docs/backends.md, contract item 1) does not hold",
 		"the host alias is the host side of a veth; host services must listen on that address (host loopback is not forwarded)",
 		"stop removes the namespace (like a guest reboot, the firewall is gone until the next apply); there is no disk to keep",
 	},

@@ -5,6 +5,8 @@
 //
 // OrbStack runs only on macOS, so lever drives the `orb` CLI through one exec seam (Exec)
 // and its tests replay recorded `orb` outputs against exact argv (testdata/scenarios).
+// It owns the machine and its forwards; it must not run anything in the guest except
+// through its guest.Runner.
 package orbstack
 
 import (
@@ -44,7 +46,7 @@ var profile = backend.Profile{
 	EgressEnforced:     "iptables LEVER_EGRESS in the machine's own network namespace",
 	RootlessRuntime:    "rootless podman as the run user (rootful containers fail: the isolated machine's seccomp blocks bpf())",
 	Caveats: []string{
-		"one Linux kernel is shared by the manager, all workers and every other OrbStack machine and container: a kernel exploit crosses between them (spec 8)",
+		"one Linux kernel is shared by the manager, all workers and every other OrbStack machine and container: a kernel exploit crosses between them (docs/design/sandboxing-approaches.md)",
 		"LAN unreachability rests on OrbStack's routing for isolated machines backed by lever's private-range DROPs; re-check it on OrbStack upgrades",
 		"host.orb.internal forwards to all of the Mac's loopback; only the allowlisted ports are open, by LEVER_EGRESS",
 		"root commands run as `orb -u root`; the machine survives `lever stop` and Mac reboots until `lever destroy`",

@@ -1,6 +1,7 @@
 // Package guesttest is the shared fake for lever's guest seam (guest.Runner): a Runner
 // that answers each command from a script of rules and records every call, so code that
 // drives a guest (bring-up's steps, egress, provisioning) is unit-tested without one.
+// It is for tests only: no production package may import it.
 package guesttest
 
 import (

@@ -2,7 +2,8 @@
 // in the jail's network namespace, as `lev __guest enrol`, it makes the agents' lev homes,
 // sheds root, redeems each agent's one-use ticket at the broker (the key is generated
 // here and never leaves the guest) and pushes the user's lev settings. It links only the
-// broker's client side, so lev can carry it.
+// broker's client side, so lev can carry it; it must not import the broker's server, the
+// CA's private side or the podman bindings.
 package enrol
 
 import (
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/brokerclient"
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/levsettings"
 )
 
@@ -155,7 +157,7 @@ func checkAgentPaths(req Request) error {
 	if !filepath.IsAbs(req.LevHomeRoot) || filepath.Clean(req.LevHomeRoot) != req.LevHomeRoot || req.LevHomeRoot == "/" {
 		return fmt.Errorf("lev home root %q: not an absolute clean path", req.LevHomeRoot)
 	}
-	if req.LevHomeBase == "/" || filepath.Clean(req.LevHomeBase) != req.LevHomeBase || !strings.HasPrefix(req.LevHomeRoot, req.LevHomeBase+"/") {
+	if req.LevHomeBase == "/" || filepath.Clean(req.LevHomeBase) != req.LevHomeBase || req.LevHomeRoot == req.LevHomeBase || !fspath.Within(req.LevHomeBase, req.LevHomeRoot) {
 		return fmt.Errorf("lev home base %q: not an ancestor of the lev home root %s", req.LevHomeBase, req.LevHomeRoot)
 	}
 	for _, a := range req.Agents {
@@ -193,7 +195,7 @@ func makeLevHomes(req Request) error {
 	cur := "/"
 	for _, part := range strings.Split(strings.TrimPrefix(req.LevHomeRoot, "/"), "/") {
 		cur = filepath.Join(cur, part)
-		ours := cur == req.LevHomeBase || strings.HasPrefix(cur, req.LevHomeBase+"/")
+		ours := fspath.Within(req.LevHomeBase, cur)
 		st, err := os.Lstat(cur)
 		if os.IsNotExist(err) && ours {
 			if err := os.Mkdir(cur, 0o711); err != nil {

@@ -2,7 +2,8 @@
 // root, in the jail's network namespace, started as `lev __guest probe`) and measures what
 // the host then judges: network probes, lev containers' processes, and a search for the
 // API key. The host side (internal/acceptance) only builds the Request and reads the
-// Response; nothing here links the podman bindings, so lev can carry it.
+// Response; nothing here links the podman bindings, so lev can carry it. It measures only:
+// it must not judge (the host does) nor change the guest.
 package probes
 
 import (

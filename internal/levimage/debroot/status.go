@@ -2,7 +2,8 @@
 // packages: it parses dpkg's status database, computes the dependency closure of the
 // packages a workbench needs, and lists the exact paths to copy. It is pure (no I/O): the
 // guest's files come in as bytes read by one guest call, so every decision is table-tested
-// on recorded fragments of a real dpkg database.
+// on recorded fragments of a real dpkg database. It must not read the host's own files
+// nor install anything.
 package debroot
 
 import (

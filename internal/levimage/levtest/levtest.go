@@ -1,6 +1,7 @@
 // Package levtest builds stand-in lev binaries for tests: a tiny static Go program
 // cross-compiled for a given GOOS/GOARCH, so the architecture checks and the helper
-// choice are tested with real ELF (and Mach-O) files on any build machine.
+// choice are tested with real ELF (and Mach-O) files on any build machine. Tests only: no
+// production package may import it.
 package levtest
 
 import (

@@ -1,4 +1,4 @@
-package jail
+package containers
 
 import (
 	"sort"
@@ -265,5 +265,44 @@ func TestHashIgnoresDevicesButNotMounts(t *testing.T) {
 		if b[0].Labels[LabelSpecHash] != b[0].Hash() || b[1].Labels[LabelSpecHash] != b[1].Hash() {
 			t.Errorf("%s: spec label not the hash", tc.name)
 		}
+	}
+}
+
+// TestPlanTreeContainmentSiblings drives the plan's tree checks (fspath.Within) with paths
+// that only share the tree's prefix: a sibling is outside, so a lev home beside the tree
+// is accepted and a read-only path beside it is refused; the same path one separator
+// further in is the attack the check exists for.
+func TestPlanTreeContainmentSiblings(t *testing.T) {
+	base := func() Params {
+		return Params{Instance: "d", Image: "i", BenchImage: "b", TicketRoot: "/run/user/1/lever/tickets",
+			LevHomeRoot: "/var/lib/lever/d/lev", BenchRoot: "/run/user/1/lever/bench", TreeSource: "/home/u/proj"}
+	}
+	cases := []struct {
+		name string
+		mod  func(*Params)
+		want string // "" = accepted
+	}{
+		{"lev home root inside the tree (guest path)", func(p *Params) { p.LevHomeRoot = "/lever/.lev" }, "inside the tree"},
+		{"lev home root beside the tree (guest path, shared prefix)", func(p *Params) { p.LevHomeRoot = "/lever2/.lev" }, ""},
+		{"lev home root inside the tree (host path)", func(p *Params) { p.LevHomeRoot = "/home/u/proj/.lev" }, "inside the tree"},
+		{"lev home root beside the tree (host path, shared prefix)", func(p *Params) { p.LevHomeRoot = "/home/u/proj2/.lev" }, ""},
+		{"lev home root is the tree itself", func(p *Params) { p.LevHomeRoot = "/home/u/proj/" }, "inside the tree"},
+		{"read_only absolute inside the tree", func(p *Params) { p.ReadOnly = []string{"/lever/docs"} }, ""},
+		{"read_only absolute beside the tree (shared prefix)", func(p *Params) { p.ReadOnly = []string{"/lever2/docs"} }, "manager.read_only"},
+		{"worker dir inside the tree", func(p *Params) { p.Workers = []WorkerSpec{{Name: "w", Dir: "sub"}} }, ""},
+		{"worker dir climbing to a sibling", func(p *Params) { p.Workers = []WorkerSpec{{Name: "w", Dir: "../lever2"}} }, "workers.w.dir"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base()
+			tc.mod(&p)
+			_, err := Plan(p)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want error containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# jail.StartService: a part of a guest.Script after the sections prelude, run as root.
+# containers.StartService: a part of a guest.Script after the sections prelude, run as root.
 # Runs $LEVER_SERVICE (scripts/podman-service.sh) as the run user $1 in the guest init's
 # mount namespace: `ip netns exec` (the netns substrate's Runner) gives each command a
 # private mount namespace with a fresh /sys that has no cgroup mounts, under which the OCI

@@ -1,4 +1,4 @@
-package jail
+package containers
 
 import (
 	spec "github.com/opencontainers/runtime-spec/specs-go"

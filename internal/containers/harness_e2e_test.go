@@ -1,6 +1,6 @@
 //go:build e2e
 
-package jail
+package containers
 
 import (
 	"bytes"

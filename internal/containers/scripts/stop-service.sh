@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# jail.StopService, run as the run user: stops a service podman-service.sh detached (a
+# containers.StopService, run as the run user: stops a service podman-service.sh detached (a
 # systemd socket is left to systemd). Succeeds when there is nothing to stop.
 pidf=/run/user/$(id -u)/podman/lever-service.pid
 [ -f "$pidf" ] || exit 0

@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# The run user's podman REST service, started once (jail.StartService runs this as the run
+# The run user's podman REST service, started once (containers.StartService runs this as the run
 # user, from scripts/start-service.sh). Under systemd it is the user's podman.socket;
 # without systemd (the netns substrate) a detached `podman system service` whose pid is
 # kept beside the socket. Prints "ready" (already listening) or "started".

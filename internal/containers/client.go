@@ -1,4 +1,4 @@
-package jail
+package containers
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/containers/podman/v5/libpod/define"
 	"github.com/containers/podman/v5/pkg/bindings"
-	"github.com/containers/podman/v5/pkg/bindings/containers"
+	podcontainers "github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
 )
 
@@ -84,15 +84,15 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 			if err := c.beforeStart(ct); err != nil {
 				return "", err
 			}
-			err := containers.Start(c.ctx, ct.Name, nil)
+			err := podcontainers.Start(c.ctx, ct.Name, nil)
 			if err == nil {
 				return Started, nil
 			}
 			// A guest that went down under podman (a netns stop, a VM power-off) can leave
 			// the container's recorded state behind ("state improper"): sync it by a stop,
 			// retry once, else replace the container below.
-			_ = containers.Stop(c.ctx, ct.Name, new(containers.StopOptions).WithIgnore(true).WithTimeout(1))
-			if err := containers.Start(c.ctx, ct.Name, nil); err == nil {
+			_ = podcontainers.Stop(c.ctx, ct.Name, new(podcontainers.StopOptions).WithIgnore(true).WithTimeout(1))
+			if err := podcontainers.Start(c.ctx, ct.Name, nil); err == nil {
 				return Started, nil
 			}
 		}
@@ -104,10 +104,10 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 	if err := c.beforeStart(ct); err != nil {
 		return "", err
 	}
-	if _, err := containers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
+	if _, err := podcontainers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
 		return "", fmt.Errorf("creating container %s: %w", ct.Name, err)
 	}
-	if err := containers.Start(c.ctx, ct.Name, nil); err != nil {
+	if err := podcontainers.Start(c.ctx, ct.Name, nil); err != nil {
 		return "", fmt.Errorf("starting container %s: %w", ct.Name, err)
 	}
 	return change, nil
@@ -124,14 +124,14 @@ func (c *Client) beforeStart(ct Container) error {
 }
 
 func (c *Client) inspect(name string) (*define.InspectContainerData, error) {
-	ok, err := containers.Exists(c.ctx, name, nil)
+	ok, err := podcontainers.Exists(c.ctx, name, nil)
 	if err != nil {
 		return nil, fmt.Errorf("looking up container %s: %w", name, err)
 	}
 	if !ok {
 		return nil, nil
 	}
-	ins, err := containers.Inspect(c.ctx, name, nil)
+	ins, err := podcontainers.Inspect(c.ctx, name, nil)
 	if err != nil {
 		return nil, fmt.Errorf("inspecting container %s: %w", name, err)
 	}
@@ -140,7 +140,7 @@ func (c *Client) inspect(name string) (*define.InspectContainerData, error) {
 
 // Remove force-removes a container; a missing one is not an error.
 func (c *Client) Remove(name string) error {
-	_, err := containers.Remove(c.ctx, name, new(containers.RemoveOptions).WithForce(true).WithIgnore(true).WithTimeout(5))
+	_, err := podcontainers.Remove(c.ctx, name, new(podcontainers.RemoveOptions).WithForce(true).WithIgnore(true).WithTimeout(5))
 	if err != nil {
 		return fmt.Errorf("removing container %s: %w", name, err)
 	}
@@ -149,18 +149,35 @@ func (c *Client) Remove(name string) error {
 
 // Stop stops a container, keeping it (and so the manager's conversation) for the next up.
 func (c *Client) Stop(name string) error {
-	if err := containers.Stop(c.ctx, name, new(containers.StopOptions).WithIgnore(true).WithTimeout(5)); err != nil {
+	if err := podcontainers.Stop(c.ctx, name, new(podcontainers.StopOptions).WithIgnore(true).WithTimeout(5)); err != nil {
 		return fmt.Errorf("stopping container %s: %w", name, err)
 	}
 	return nil
 }
+
+// Status is podman's state of a container: libpod's ContainerStatus as inspect spells it
+// (its String form, which TestStatusMatchesLibpod holds these constants to). Running says
+// whether it runs; Status is for people and for why it does not.
+type Status string
+
+const (
+	StatusCreated     Status = "created"     // made, never started (libpod's Configured)
+	StatusInitialized Status = "initialized" // created in the OCI runtime, not started yet (transitory)
+	StatusRunning     Status = "running"
+	StatusPaused      Status = "paused"
+	StatusStopping    Status = "stopping"
+	StatusStopped     Status = "stopped" // ran and exited, not yet cleaned up
+	StatusExited      Status = "exited"  // ran, exited and cleaned up
+	StatusRemoving    Status = "removing"
+	StatusUnknown     Status = "unknown"
+)
 
 // State is one container as status and acceptance see it.
 type State struct {
 	Name     string   `json:"name"`
 	Role     string   `json:"role"`
 	Image    string   `json:"image"`
-	Status   string   `json:"status"`
+	Status   Status   `json:"status"`
 	Running  bool     `json:"running"`
 	Pid      int      `json:"pid,omitempty"`
 	ExitCode int32    `json:"exit_code"`
@@ -184,7 +201,7 @@ func (c *Client) Inspect(name string) (*State, error) {
 		st.Hash = ins.Config.Labels[LabelSpecHash]
 	}
 	if ins.State != nil {
-		st.Status, st.Running, st.Pid, st.ExitCode = ins.State.Status, ins.State.Running, ins.State.Pid, ins.State.ExitCode
+		st.Status, st.Running, st.Pid, st.ExitCode = Status(ins.State.Status), ins.State.Running, ins.State.Pid, ins.State.ExitCode
 	}
 	if ins.HostConfig != nil {
 		st.CapAdd = ins.HostConfig.CapAdd
@@ -207,7 +224,7 @@ func (c *Client) Inspect(name string) (*State, error) {
 // List returns every container lever made for instance.
 func (c *Client) List(instance string) ([]State, error) {
 	all := true
-	lst, err := containers.List(c.ctx, &containers.ListOptions{All: &all, Filters: map[string][]string{"label": {LabelInstance + "=" + instance}}})
+	lst, err := podcontainers.List(c.ctx, &podcontainers.ListOptions{All: &all, Filters: map[string][]string{"label": {LabelInstance + "=" + instance}}})
 	if err != nil {
 		return nil, fmt.Errorf("listing containers of %s: %w", instance, err)
 	}
@@ -232,7 +249,7 @@ func (c *Client) Logs(name string) (string, error) {
 	errc := make(chan error, 1)
 	t := true
 	go func() {
-		errc <- containers.Logs(c.ctx, name, &containers.LogOptions{Stdout: &t, Stderr: &t}, out, out)
+		errc <- podcontainers.Logs(c.ctx, name, &podcontainers.LogOptions{Stdout: &t, Stderr: &t}, out, out)
 		close(out)
 	}()
 	var b strings.Builder
@@ -248,7 +265,7 @@ func (c *Client) Logs(name string) (string, error) {
 
 // Wait waits for a container to exit and returns its exit code.
 func (c *Client) Wait(name string) (int32, error) {
-	code, err := containers.Wait(c.ctx, name, nil)
+	code, err := podcontainers.Wait(c.ctx, name, nil)
 	if err != nil {
 		return 0, fmt.Errorf("waiting for %s: %w", name, err)
 	}

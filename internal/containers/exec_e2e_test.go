@@ -1,6 +1,6 @@
 //go:build e2e && linux
 
-package jail
+package containers
 
 import (
 	"bytes"

@@ -1,7 +1,14 @@
-// Package jail runs lev's containers (the manager and the workers) in the guest run user's
-// rootless podman, through the podman Go bindings. Plan is pure: it turns lever.yaml into
-// the exact containers to run. Client executes that plan against a podman REST socket.
-package jail
+// Package containers owns lev's podman containers (the manager and the workers, each with
+// its workbench) in the guest run user's rootless podman, through the podman Go bindings.
+// Plan is pure: it turns lever.yaml into the exact containers to run, with their hardened
+// spec. Client executes that plan against a podman REST socket (create, start, inspect,
+// exec, images, the REST service).
+//
+// It must not decide what the jail is: it takes the instance, paths and agents it is given
+// (bring-up decides when to create, repair or start), never reads lever.yaml or the host,
+// and never touches the firewall or the broker. "jail" names the whole product; this
+// package holds only its containers.
+package containers
 
 import (
 	"crypto/sha256"
@@ -11,6 +18,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // Role is what a container is for.
@@ -165,7 +174,7 @@ const (
 // seeing more than its own or writing lev's state.
 func Plan(p Params) ([]Container, error) {
 	if p.Instance == "" || p.Image == "" || p.BenchImage == "" {
-		return nil, fmt.Errorf("jail plan: instance, image and bench image are required")
+		return nil, fmt.Errorf("container plan: instance, image and bench image are required")
 	}
 	if p.PidsLimit == 0 {
 		p.PidsLimit = DefaultPidsLimit
@@ -178,14 +187,14 @@ func Plan(p Params) ([]Container, error) {
 	}
 	for _, r := range []struct{ what, dir string }{{"ticket root", p.TicketRoot}, {"lev home root", p.LevHomeRoot}, {"bench root", p.BenchRoot}} {
 		if r.dir == "" {
-			return nil, fmt.Errorf("jail plan: the %s is required", r.what)
+			return nil, fmt.Errorf("container plan: the %s is required", r.what)
 		}
 		if !path.IsAbs(r.dir) {
-			return nil, fmt.Errorf("jail plan: %s %q must be an absolute guest path", r.what, r.dir)
+			return nil, fmt.Errorf("container plan: %s %q must be an absolute guest path", r.what, r.dir)
 		}
 		// Both spellings of the tree: where containers see it and where the guest has it.
-		if within(TreeDir, path.Clean(r.dir)) || within(path.Clean(p.TreeSource), path.Clean(r.dir)) {
-			return nil, fmt.Errorf("jail plan: %s %s is inside the tree; the agents write the tree, so lev's files must come from outside it", r.what, r.dir)
+		if fspath.Within(TreeDir, r.dir) || fspath.Within(p.TreeSource, r.dir) {
+			return nil, fmt.Errorf("container plan: %s %s is inside the tree; the agents write the tree, so lev's files must come from outside it", r.what, r.dir)
 		}
 	}
 	base := func(name string, role Role, worker string) Container {
@@ -223,7 +232,7 @@ func Plan(p Params) ([]Container, error) {
 		// Paths inside the tree (relative, or under /lever), mounted read-only over the
 		// manager's writable tree.
 		rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(r, TreeDir+"/")), "/")
-		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !within(TreeDir, path.Clean(r))) {
+		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !fspath.Within(TreeDir, r)) {
 			return nil, fmt.Errorf("manager.read_only: %q must be a path inside the tree", r)
 		}
 		mgrTree = append(mgrTree, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
@@ -247,7 +256,7 @@ func Plan(p Params) ([]Container, error) {
 		}
 		seen[w.Name] = true
 		dir := path.Join(TreeDir, w.Dir)
-		if path.IsAbs(w.Dir) || dir == TreeDir || !within(TreeDir, dir) {
+		if path.IsAbs(w.Dir) || dir == TreeDir || !fspath.Within(TreeDir, dir) {
 			return nil, fmt.Errorf("workers.%s.dir: %q must be a subdirectory of the tree", w.Name, w.Dir)
 		}
 		tree := []Mount{{Source: path.Join(p.TreeSource, strings.TrimPrefix(dir, TreeDir)), Dest: dir}}
@@ -309,8 +318,4 @@ func ContainerName(instance string, role Role, worker string) string {
 		return "lever-" + instance + "-manager"
 	}
 	return "lever-" + instance + "-worker-" + worker
-}
-
-func within(root, p string) bool {
-	return p == root || strings.HasPrefix(p, root+"/")
 }

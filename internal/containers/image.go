@@ -1,4 +1,4 @@
-package jail
+package containers
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	buildahDefine "github.com/containers/buildah/define"
-	"github.com/containers/podman/v5/pkg/bindings/containers"
+	podcontainers "github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/pkg/bindings/images"
 	"github.com/containers/podman/v5/pkg/domain/entities/types"
 )
@@ -109,11 +109,11 @@ func (c *Client) RunOnce(ct Container, entrypoint []string) (int32, string, erro
 	s := Spec(ct)
 	s.Entrypoint = entrypoint
 	_ = c.Remove(ct.Name)
-	if _, err := containers.CreateWithSpec(c.ctx, s, nil); err != nil {
+	if _, err := podcontainers.CreateWithSpec(c.ctx, s, nil); err != nil {
 		return 0, "", fmt.Errorf("creating container %s: %w", ct.Name, err)
 	}
 	defer c.Remove(ct.Name)
-	if err := containers.Start(c.ctx, ct.Name, nil); err != nil {
+	if err := podcontainers.Start(c.ctx, ct.Name, nil); err != nil {
 		return 0, "", fmt.Errorf("starting container %s: %w", ct.Name, err)
 	}
 	code, err := c.Wait(ct.Name)

@@ -1,4 +1,4 @@
-package jail
+package containers
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 
 	"github.com/containers/podman/v5/pkg/api/handlers"
 	"github.com/containers/podman/v5/pkg/bindings"
-	"github.com/containers/podman/v5/pkg/bindings/containers"
+	podcontainers "github.com/containers/podman/v5/pkg/bindings/containers"
 	"github.com/containers/podman/v5/version"
 )
 
@@ -60,14 +60,14 @@ func (c *Client) Exec(ctx context.Context, name string, o ExecOptions) (int, err
 		Cmd: o.Argv, Env: o.Env, WorkingDir: o.WorkDir, Tty: o.TTY,
 		AttachStdin: o.Stdin != nil, AttachStdout: true, AttachStderr: true,
 	}}
-	id, err := containers.ExecCreate(c.ctx, name, cfg)
+	id, err := podcontainers.ExecCreate(c.ctx, name, cfg)
 	if err != nil {
 		return 0, fmt.Errorf("exec in container %s: %w", name, err)
 	}
 	// Podman keeps an exec session's record until it is removed; the API has no
 	// auto-remove, so lever removes its own (best effort: the 4.x service keeps
 	// finished sessions a few minutes and drops them itself).
-	defer containers.ExecRemove(c.ctx, id, new(containers.ExecRemoveOptions).WithForce(true))
+	defer podcontainers.ExecRemove(c.ctx, id, new(podcontainers.ExecRemoveOptions).WithForce(true))
 
 	termIn, _ := o.Stdin.(*os.File)
 	if termIn != nil && (!o.TTY || !term.IsTerminal(int(termIn.Fd()))) {
@@ -108,7 +108,7 @@ func (c *Client) Exec(ctx context.Context, name string, o ExecOptions) (int, err
 					return
 				case <-winch:
 					if cw, ch, err := term.GetSize(int(termIn.Fd())); err == nil {
-						_ = containers.ResizeExecTTY(c.ctx, id, new(containers.ResizeExecTTYOptions).WithWidth(cw).WithHeight(ch))
+						_ = podcontainers.ResizeExecTTY(c.ctx, id, new(podcontainers.ResizeExecTTYOptions).WithWidth(cw).WithHeight(ch))
 					}
 				}
 			}
@@ -146,7 +146,7 @@ func (c *Client) Exec(ctx context.Context, name string, o ExecOptions) (int, err
 // moment before the exit code is stored.
 func (c *Client) execExitCode(ctx context.Context, id, name string) (int, error) {
 	for i := 0; ; i++ {
-		ins, err := containers.ExecInspect(c.ctx, id, nil)
+		ins, err := podcontainers.ExecInspect(c.ctx, id, nil)
 		if err != nil {
 			return 0, fmt.Errorf("reading the exit code of exec in container %s: %w", name, err)
 		}
