@@ -69,7 +69,7 @@ func TestJumpRestoreGolden(t *testing.T) {
 	}
 }
 
-// TestRenderOrder checks DESIGN.md's order independently of the goldens, so that a golden
+// TestRenderOrder checks docs/egress.md's order independently of the goldens, so that a golden
 // regenerated from a wrong renderer cannot pass.
 func TestRenderOrder(t *testing.T) {
 	rs, err := Render(Inputs{Posture: Closed, AliasV4: a("10.77.0.1"), AliasV6: a("fd4c:7600::1"), Ports: []int{80}, DNAT: []ProtoPort{{"udp", 53}}, ReplyPorts: []int{22}})
