@@ -55,12 +55,25 @@ mcp-servers:
 bench: build
 	$(GO) run ./tools/benchtable -out docs/benchmarks.md
 
+# staticcheck and deadcode are Go tools pinned in tools/lint/go.mod (`go get -tool` there;
+# the Go module proxy serves them and `go tool` builds them on first use). They are a module
+# of their own so that the linters' dependencies never change what lever itself links.
+# staticcheck reads the build with and without the e2e tag; deadcode reads it once with the
+# e2e tag and the tests (-test): that build is the widest (the test helpers in
+# internal/testutil serve only e2e tests), so whatever it calls unreachable is dead in every
+# build on this platform.
+LINT_TOOL := $(GO) tool -modfile=tools/lint/go.mod
+
 # The guest scripts are files (//go:embed), POSIX sh: shellcheck reads each one (the parts
 # a script is assembled from each say `shellcheck shell=sh`).
 lint:
 	@out=$$(gofmt -l cmd internal tools 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags $(E2E_TAGS) ./...
+	$(LINT_TOOL) staticcheck ./...
+	$(LINT_TOOL) staticcheck -tags $(E2E_TAGS) ./...
+	@echo "deadcode -test -tags $(E2E_TAGS) ./..."; out=$$($(LINT_TOOL) deadcode -test -tags $(E2E_TAGS) ./...) || exit 1; \
+		if [ -n "$$out" ]; then echo "deadcode: unreachable functions (delete them, or use them):"; echo "$$out"; exit 1; fi
 	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is not installed (Debian package shellcheck)"; exit 1; }
 	find cmd internal -name '*.sh' -print0 | xargs -0 shellcheck -S warning
 

@@ -2,6 +2,9 @@
 // of /enrol and /renew and the calls that redeem a ticket or renew a certificate. It is
 // its own package so the guest-side helper in lev can enrol without linking the broker
 // (and, through it, the podman bindings).
+//
+// It owns only the client side of that wire; it must not hold or read an API key, and
+// must not trust a broker whose certificate the instance's CA did not sign.
 package brokerclient
 
 import (

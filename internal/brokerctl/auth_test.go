@@ -170,7 +170,7 @@ func TestEnrolment(t *testing.T) {
 	if leaf.Subject.CommonName != "w1" || ca.Role(leaf) != ca.RoleWorker {
 		t.Fatalf("enrolled as %q/%q", leaf.Subject.CommonName, ca.Role(leaf))
 	}
-	if leaf.NotAfter.Sub(time.Now()) > ca.DefaultClientTTL+time.Minute {
+	if time.Until(leaf.NotAfter) > ca.DefaultClientTTL+time.Minute {
 		t.Errorf("client certificate lives until %s; want short-lived", leaf.NotAfter)
 	}
 	pair, _ := tls.X509KeyPair(certPEM, keyPEM)
@@ -267,11 +267,10 @@ func TestAdminListener(t *testing.T) {
 	if code, _, err := get(plain, "POST", adminURL+"/rotate", "{}"); err != nil || code != 401 {
 		t.Fatalf("admin without token: %d %v", code, err)
 	}
-	adm, err := AdminFor(h.state)
-	if err == nil {
+	if _, err := AdminFor(h.state); err == nil {
 		t.Fatal("AdminFor found a broker without a pid file")
 	}
-	adm = &Admin{Addr: h.srv.AdminAddr(), Token: h.srv.adminToken}
+	adm := &Admin{Addr: h.srv.AdminAddr(), Token: h.srv.adminToken}
 	ctx := context.Background()
 	c1, c2 := h.workerCert("w1"), h.workerCert("w1")
 	c3 := h.workerCert("w2")

@@ -32,7 +32,7 @@ func echoUpstream() http.Handler {
 			fmt.Fprintf(w, "%s\n\n", h[mid:])
 		case strings.HasSuffix(r.URL.Path, "/error"):
 			w.Header().Set("X-Echo", sb.String())
-			http.Error(w, "invalid key: "+sb.String(), 401)
+			http.Error(w, "invalid key: "+sb.String(), http.StatusUnauthorized)
 		default:
 			// Split the key across two writes to exercise the redactor's hold-back.
 			h := sb.String()

@@ -63,7 +63,7 @@ func run(t *testing.T, argv ...string) {
 	}
 }
 
-// TestClosedEgressReachability builds the closed-egress situation of spec §2.2 from real
+// TestClosedEgressReachability builds the closed posture docs/egress.md describes from real
 // parts: a "guest" namespace with no default route whose OUTPUT chain accepts only
 // loopback and the broker port on the alias IP and drops everything else (DNS included),
 // joined by a veth to a "host" namespace where the broker listens on the alias IP. An

@@ -1,9 +1,15 @@
 // Package brokerctl is lever's host-side broker: an mTLS listener where the jail reaches the
 // host alias, a /llm/ reverse proxy that adds the API key on the host so the key never
 // enters the guest, ticket-based enrolment of agents, a loopback-only admin listener, a
-// JSON-lines audit log, and the start/stop/status lifecycle of the broker process. It also
-// owns where a ticket may be written on the host (CheckTicketOut). It must not parse
-// command lines (internal/cli does) nor reach into the guest.
+// JSON-lines audit log, and the start/stop/status lifecycle of the broker process.
+//
+// It owns the broker's files under the instance's state dir (broker/, and the CA through
+// internal/cap) and where a ticket may be written on the host (CheckTicketOut). It must
+// not parse command lines (internal/cli does); must not let the API key or a token leave
+// the host process except towards llm_upstream (never into a response, a log line or the
+// audit); must not serve anything on the jail listener to a client the CA did not certify
+// (enrolment aside, which redeems a single-use ticket); and must not reach into the guest:
+// what runs there is internal/guest's.
 package brokerctl
 
 import (
@@ -115,20 +121,17 @@ type Options struct {
 }
 
 // Paths under the state dir.
-func caDir(state string) string      { return filepath.Join(state, "ca") }
-func brokerDir(state string) string  { return filepath.Join(state, "broker") }
-func ticketDir(state string) string  { return filepath.Join(brokerDir(state), "tickets") }
-func pidPath(state string) string    { return filepath.Join(brokerDir(state), "broker.pid") }
-func statePath(state string) string  { return filepath.Join(brokerDir(state), "state.json") }
-func auditPath(state string) string  { return filepath.Join(brokerDir(state), "audit.jsonl") }
-func tokenPath(state string) string  { return filepath.Join(brokerDir(state), "admin.token") }
-func logPath(state string) string    { return filepath.Join(brokerDir(state), "broker.log") }
-func CAPath(state string) string     { return filepath.Join(caDir(state), "ca.crt") }
-func TicketDir(state string) string  { return ticketDir(state) }
-func AuditPath(state string) string  { return auditPath(state) }
-func BrokerDir(state string) string  { return brokerDir(state) }
-func LogPath(state string) string    { return logPath(state) }
-func AdminTokenPath(s string) string { return tokenPath(s) }
+func caDir(state string) string     { return filepath.Join(state, "ca") }
+func brokerDir(state string) string { return filepath.Join(state, "broker") }
+func ticketDir(state string) string { return filepath.Join(brokerDir(state), "tickets") }
+func pidPath(state string) string   { return filepath.Join(brokerDir(state), "broker.pid") }
+func statePath(state string) string { return filepath.Join(brokerDir(state), "state.json") }
+func auditPath(state string) string { return filepath.Join(brokerDir(state), "audit.jsonl") }
+func tokenPath(state string) string { return filepath.Join(brokerDir(state), "admin.token") }
+func logPath(state string) string   { return filepath.Join(brokerDir(state), "broker.log") }
+func CAPath(state string) string    { return filepath.Join(caDir(state), "ca.crt") }
+func TicketDir(state string) string { return ticketDir(state) }
+func AuditPath(state string) string { return auditPath(state) }
 
 // DefaultAuthHeader picks x-api-key for Anthropic's API and Bearer for everything else
 // (the OpenAI-compatible convention).

@@ -1,7 +1,11 @@
-// Package config loads and validates lever.yaml.
+// Package config owns lever.yaml: its schema, its defaults (applied here once; no
+// consumer re-applies them), the resolution of its host paths and its validation. Load
+// reads, decodes strictly, fills defaults, resolves paths (resolve.go, the only step that
+// rewrites a value) and validates (validate.go, which only reads); the returned Config is
+// ready to use, and a file with any problem returns no Config at all.
 //
-// Shape of the API (kept stable for the rest of lever): Load reads, decodes strictly,
-// fills defaults and validates; the returned Config is ready to use.
+// It must not act on what it loads: it starts nothing, writes nothing and talks to no
+// guest or broker. Its only side effects are reads of the file system (stat, symlinks).
 package config
 
 // Config is lever.yaml.

@@ -15,12 +15,13 @@ import (
 var Default []byte
 
 // Load reads lever.yaml at path, decodes it strictly (an unknown key at any depth, or a
-// value of the wrong type, is an error naming the key and its line), fills defaults and
-// validates. The returned Config is ready to use; on error nothing is returned, so a bad
-// file can never half-configure anything.
+// value of the wrong type, is an error naming the key and its line), fills defaults,
+// resolves its host paths and validates. The returned Config is ready to use; on error
+// nothing is returned, so a bad file can never half-configure anything.
 //
-// The split follows Lima's pkg/limayaml: decode (decode.go), defaults (defaults.go),
-// validate (validate.go).
+// The split follows Lima's pkg/limayaml, one step per file: decode (decode.go), defaults
+// (defaults.go), resolve (resolve.go: the only step that rewrites a path), validate
+// (validate.go: reads and reports, never rewrites).
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -32,6 +33,12 @@ func Load(path string) (*Config, error) {
 // Parse is Load for bytes already read from path. path names the file in errors and
 // anchors relative paths (tree, api_key_file, ...) at its directory.
 func Parse(path string, data []byte) (*Config, error) {
+	return parse(path, data, validate)
+}
+
+// parse runs the steps Load and LoadIdentity share, then check: the full validation, or
+// only the instance's identity.
+func parse(path string, data []byte, check func(*Config, string, keyLines, resolution) Problems) (*Config, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("config path %s: %w", path, err)
@@ -43,7 +50,8 @@ func Parse(path string, data []byte) (*Config, error) {
 	}
 	c.Path, c.Dir = abs, filepath.Dir(abs)
 	applyDefaults(&c)
-	if probs := validate(&c, path, lines); len(probs) > 0 {
+	r := resolve(&c)
+	if probs := check(&c, path, lines, r); len(probs) > 0 {
 		return nil, probs
 	}
 	return &c, nil
@@ -64,24 +72,9 @@ func LoadIdentity(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("config path %s: %w", path, err)
-	}
-	var c Config
-	lines, probs := decode(path, data, &c)
-	if len(probs) > 0 {
-		return nil, probs
-	}
-	c.Path, c.Dir = abs, filepath.Dir(abs)
-	applyDefaults(&c)
-	v := &validator{file: path, lines: lines}
-	v.identity(&c)
-	if len(v.probs) > 0 {
-		return nil, v.probs
-	}
-	if real, err := filepath.EvalSymlinks(filepath.Join(c.Dir, c.Tree)); err == nil && !filepath.IsAbs(c.Tree) {
-		c.TreePath = real
-	}
-	return &c, nil
+	return parse(path, data, func(c *Config, file string, lines keyLines, _ resolution) Problems {
+		v := &validator{file: file, lines: lines}
+		v.identity(c)
+		return v.probs
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // hostPlatform is GOOS/GOARCH of the host lever runs on; nested_virt depends on it. A
@@ -32,7 +34,11 @@ var imageRefRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,254}$`)
 type validator struct {
 	file  string
 	lines keyLines
+	res   resolution
 	probs Problems
+	// treePath is the tree once it passed its checks; empty while the tree is wrong (and
+	// already reported), so nothing else is checked against a tree lever will not use.
+	treePath string
 }
 
 // lineOf finds the line for key, falling back to the nearest enclosing key the file set
@@ -55,10 +61,11 @@ func (v *validator) add(key, format string, args ...any) {
 	v.probs = append(v.probs, &Problem{File: v.file, Line: v.lineOf(key), Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
-// validate checks c (defaults already applied) and fills its resolved paths. It reports
-// every problem, not just the first.
-func validate(c *Config, file string, lines keyLines) Problems {
-	v := &validator{file: file, lines: lines}
+// validate checks c (defaults applied and host paths resolved, r says how) and reports
+// every problem, not just the first. It only reads c: the paths it checks are the paths
+// resolve wrote, which are the paths every consumer reads.
+func validate(c *Config, file string, lines keyLines, r resolution) Problems {
+	v := &validator{file: file, lines: lines, res: r}
 
 	v.identity(c)
 	v.tree(c)
@@ -86,7 +93,7 @@ func validate(c *Config, file string, lines keyLines) Problems {
 
 	v.ports("manager.allow_ports", c.Manager.AllowPorts)
 	for i, ro := range c.Manager.ReadOnly {
-		v.inTree(fmt.Sprintf("manager.read_only[%d]", i), c.TreePath, ro)
+		v.inTree(fmt.Sprintf("manager.read_only[%d]", i), ro)
 	}
 	v.workers(c)
 	v.broker(c)
@@ -142,14 +149,6 @@ func cleanRelative(p string) (string, string) {
 	return filepath.Clean(p), ""
 }
 
-// within reports whether p is base or below it (both clean, absolute).
-func within(base, p string) bool {
-	if base == p {
-		return true
-	}
-	return strings.HasPrefix(p, strings.TrimSuffix(base, string(filepath.Separator))+string(filepath.Separator))
-}
-
 // realPath resolves p through symlinks as far as it exists; a missing tail is appended
 // as written. It is how a path that does not exist yet (a worker dir lever will create)
 // is still checked for a symlinked parent that leads out.
@@ -195,19 +194,19 @@ func (v *validator) tree(c *Config) {
 		v.add("tree", "%q is not a directory (%s)", c.Tree, want)
 		return
 	}
-	real, err := filepath.EvalSymlinks(want)
-	if err != nil {
-		v.add("tree", "cannot resolve %s: %v", want, err)
+	real := c.TreePath // resolve followed the symlinks of the same path
+	if real == "" {
+		v.add("tree", "cannot resolve %s: %v", want, v.res.treeErr)
 		return
 	}
-	if !within(base, real) {
+	if !fspath.Within(base, real) {
 		v.add("tree", "%q resolves to %s, outside the directory of lever.yaml (%s)", c.Tree, real, base)
 		return
 	}
 	// The tree is the jail's whole view of the host: a tree that holds the home directory
-	// would put ~/.ssh and every credential under it in the jail (spec 2.1).
+	// would put ~/.ssh and every credential under it in the jail (docs/config.md, tree).
 	if home, err := os.UserHomeDir(); err == nil && home != "" {
-		if realHome, err := filepath.EvalSymlinks(home); err == nil && within(real, realHome) {
+		if realHome, err := filepath.EvalSymlinks(home); err == nil && fspath.Within(real, realHome) {
 			v.add("tree", "%s contains your home directory %s; the jail would see ~/.ssh and every credential there: point tree at the project directory", real, realHome)
 			return
 		}
@@ -217,16 +216,17 @@ func (v *validator) tree(c *Config) {
 		return
 	}
 	// lever's host state (CA keys, broker state) must never be visible in the jail.
-	if state, err := realPath(StateRoot()); err == nil && within(real, state) {
+	if state, err := realPath(StateRoot()); err == nil && fspath.Within(real, state) {
 		v.add("tree", "%s contains lever's state directory %s, which holds keys the jail must never see; move the state (LEVER_STATE_DIR) or the tree", real, state)
 		return
 	}
-	c.TreePath = real
+	v.treePath = real
 }
 
-// inTree checks that rel names a place inside the tree, through symlinks, and returns
-// its real path.
-func (v *validator) inTree(key, tree, rel string) (string, bool) {
+// inTree checks that rel names a place inside the (valid) tree, through symlinks, and
+// returns its real path.
+func (v *validator) inTree(key, rel string) (string, bool) {
+	tree := v.treePath
 	if rel == "" {
 		v.add(key, "must not be empty")
 		return "", false
@@ -244,7 +244,7 @@ func (v *validator) inTree(key, tree, rel string) (string, bool) {
 		v.add(key, "cannot resolve %q: %v", rel, err)
 		return "", false
 	}
-	if !within(tree, real) {
+	if !fspath.Within(tree, real) {
 		v.add(key, "%q resolves to %s, outside the tree (%s)", rel, real, tree)
 		return "", false
 	}
@@ -300,12 +300,12 @@ func (v *validator) workers(c *Config) {
 		}
 		if w.Dir == "" {
 			v.add(p+".dir", "required: the worker's own directory inside the tree")
-		} else if real, ok := v.inTree(p+".dir", c.TreePath, w.Dir); ok {
-			if real == c.TreePath {
+		} else if real, ok := v.inTree(p+".dir", w.Dir); ok {
+			if real == v.treePath {
 				v.add(p+".dir", "%q is the whole tree; a worker gets a subdirectory of it", w.Dir)
 			} else {
 				for _, d := range dirs {
-					if within(d.real, real) || within(real, d.real) {
+					if fspath.Within(d.real, real) || fspath.Within(real, d.real) {
 						v.add(p+".dir", "%q overlaps workers[%d].dir; a worker must not see another worker's directory", w.Dir, d.i)
 					}
 				}
@@ -325,7 +325,7 @@ func (v *validator) broker(c *Config) {
 	}
 	switch {
 	case b.APIKeyFile != "":
-		v.secretFile(c, "broker.api_key_file", b.APIKeyFile, &b.APIKeyPath)
+		v.secretFile("broker.api_key_file", b.APIKeyFile)
 	case b.LLMAuth == AuthAPIKey:
 		v.add("broker.api_key_file", "required when broker.llm_auth is api-key: a file (mode 0600) holding the API key, which stays on the host")
 	}
@@ -378,25 +378,10 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// hostPath resolves a host-side path from lever.yaml: ~/ is the user's home, a relative
-// path is relative to the directory of lever.yaml.
-func hostPath(c *Config, p string) string {
-	if strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(home, p[2:])
-		}
-	}
-	if filepath.IsAbs(p) {
-		return filepath.Clean(p)
-	}
-	return filepath.Join(c.Dir, p)
-}
-
 // secretFile checks a file that holds a secret: it exists, is a regular file, is mode
 // 0600 (nobody but the owner can read it), and is outside the tree, because everything
-// in the tree is visible inside the jail.
-func (v *validator) secretFile(c *Config, key, p string, out *string) {
-	abs := hostPath(c, p)
+// in the tree is visible inside the jail. abs is the path resolve made absolute.
+func (v *validator) secretFile(key, abs string) {
 	st, err := os.Stat(abs)
 	if err != nil {
 		v.add(key, "%s does not exist", abs)
@@ -410,15 +395,11 @@ func (v *validator) secretFile(c *Config, key, p string, out *string) {
 		v.add(key, "%s has mode %04o; a file holding a secret must be mode 0600 (chmod 600 %s)", abs, perm, abs)
 		return
 	}
-	if c.TreePath != "" {
-		if real, err := filepath.EvalSymlinks(abs); err == nil && within(c.TreePath, real) {
-			v.add(key, "%s is inside the tree (%s), which the jail can read; keep secrets outside the tree", real, c.TreePath)
-			return
+	if v.treePath != "" {
+		if real, err := filepath.EvalSymlinks(abs); err == nil && fspath.Within(v.treePath, real) {
+			v.add(key, "%s is inside the tree (%s), which the jail can read; keep secrets outside the tree", real, v.treePath)
 		}
 	}
-	*out = abs
-	// Every consumer then reads one absolute path, however it resolves relative ones.
-	c.Broker.APIKeyFile = abs
 }
 
 func (v *validator) lev(c *Config) {
@@ -426,7 +407,6 @@ func (v *validator) lev(c *Config) {
 		v.add("lev.image_tarball", "set lev.image or lev.image_tarball, not both")
 	}
 	if c.Lev.ImageTarball != "" {
-		c.Lev.ImageTarball = hostPath(c, c.Lev.ImageTarball)
 		if st, err := os.Stat(c.Lev.ImageTarball); err != nil || !st.Mode().IsRegular() {
 			v.add("lev.image_tarball", "%s is not a file", c.Lev.ImageTarball)
 		}
@@ -438,34 +418,33 @@ func (v *validator) lev(c *Config) {
 		v.add("lev.base_image", "%q is not an image reference or ID", c.Lev.BaseImage)
 	}
 	if c.Lev.BaseTarball != "" {
-		c.Lev.BaseTarball = hostPath(c, c.Lev.BaseTarball)
 		if st, err := os.Stat(c.Lev.BaseTarball); err != nil || !st.Mode().IsRegular() {
 			v.add("lev.base_tarball", "%s is not a file", c.Lev.BaseTarball)
-		} else if real, err := filepath.EvalSymlinks(c.Lev.BaseTarball); err == nil && c.TreePath != "" && within(c.TreePath, real) {
+		} else if real, err := filepath.EvalSymlinks(c.Lev.BaseTarball); err == nil && v.treePath != "" && fspath.Within(v.treePath, real) {
 			// The agents write the tree: a base there would let an agent choose what every
 			// agent's workbench (a worker's too) is made of at the next lever up.
-			v.add("lev.base_tarball", "%s is inside the tree (%s), which the agents can write; keep the base image outside the tree", real, c.TreePath)
+			v.add("lev.base_tarball", "%s is inside the tree (%s), which the agents can write; keep the base image outside the tree", real, v.treePath)
 		}
 	}
 	if c.Lev.Blueprint != "" {
-		v.inTree("lev.blueprint", c.TreePath, c.Lev.Blueprint)
+		v.inTree("lev.blueprint", c.Lev.Blueprint)
 	}
-	v.levSetting(c, "lev.config", &c.Lev.Config, false)
-	v.levSetting(c, "lev.agents", &c.Lev.Agents, true)
-	v.levSetting(c, "lev.policy", &c.Lev.Policy, false)
+	v.levSetting("lev.config", c.Lev.Config, false)
+	v.levSetting("lev.agents", c.Lev.Agents, true)
+	v.levSetting("lev.policy", c.Lev.Policy, false)
 }
 
 // levSetting checks a host path of the user's lev settings: it exists, is a file (or, for
 // lev.agents, a directory), and is not in the tree by any spelling: the agents write the
-// tree, and a later lever up would push their edit into lev's settings. *p becomes the
-// resolved path, so what is checked is what is read.
-func (v *validator) levSetting(c *Config, key string, p *string, dir bool) {
-	if *p == "" {
+// tree, and a later lever up would push their edit into lev's settings. real is the path
+// resolve followed through its symlinks, the one lever reads, so what is checked is what
+// is read.
+func (v *validator) levSetting(key, real string, dir bool) {
+	if real == "" {
 		return
 	}
-	abs := hostPath(c, *p)
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
+	abs := v.res.written[key]
+	if err := v.res.errs[key]; err != nil {
 		v.add(key, "%s: %v", abs, err)
 		return
 	}
@@ -481,16 +460,14 @@ func (v *validator) levSetting(c *Config, key string, p *string, dir bool) {
 		v.add(key, "%s is not a regular file", real)
 		return
 	}
-	if c.TreePath != "" {
-		if in, why := inTreeAnySpelling(c.TreePath, real); in {
+	if v.treePath != "" {
+		if in, why := inTreeAnySpelling(v.treePath, real); in {
 			if real != abs {
 				why = " (it resolves to " + real + ")" + why
 			}
-			v.add(key, "%s is inside the tree (%s)%s: the agents write the tree, so a later lever up would push their edit into lev's settings; keep lev's settings outside the tree", abs, c.TreePath, why)
-			return
+			v.add(key, "%s is inside the tree (%s)%s: the agents write the tree, so a later lever up would push their edit into lev's settings; keep lev's settings outside the tree", abs, v.treePath, why)
 		}
 	}
-	*p = real
 }
 
 // inTreeAnySpelling says whether real (symlink-free) lies in the tree: by its path, or
@@ -498,7 +475,7 @@ func (v *validator) levSetting(c *Config, key string, p *string, dir bool) {
 // so each ancestor's device and inode are compared with the tree's), and how (empty for
 // the plain path).
 func inTreeAnySpelling(tree, real string) (bool, string) {
-	if within(tree, real) {
+	if fspath.Within(tree, real) {
 		return true, ""
 	}
 	tst, err := os.Stat(tree)
@@ -531,7 +508,6 @@ func (v *validator) lima(c *Config) {
 		if *f.val == "" {
 			continue
 		}
-		*f.val = hostPath(c, *f.val)
 		if st, err := os.Stat(*f.val); err != nil || !st.Mode().IsRegular() {
 			v.add(f.key, "%s is not a file", *f.val)
 		}
@@ -540,11 +516,6 @@ func (v *validator) lima(c *Config) {
 	case "auto", "kvm", "tcg":
 	default:
 		v.add("lima.accel", "%q is not an accelerator: use auto, kvm or tcg", c.Lima.Accel)
-	}
-	// A limactl given as a path is a host path like the others; a bare name is looked up
-	// on PATH by the lima backend.
-	if strings.ContainsRune(c.Lima.Limactl, '/') {
-		c.Lima.Limactl = hostPath(c, c.Lima.Limactl)
 	}
 	if (c.Lima.Kernel != "") != (c.Lima.Initrd != "") {
 		v.add("lima.kernel", "lima.kernel and lima.initrd go together (direct kernel boot needs both)")

@@ -2,6 +2,10 @@
 // LEVER_EGRESS ruleset per address family, the iptables-restore input that commits it,
 // parses `iptables -S` listings and compares live chains with the desired ones rule for
 // rule. It does no I/O; internal/guest runs what it plans.
+//
+// It owns the model of the chain (the rule text, its order, what counts as lever's jump)
+// and must not run a command, read a file or know which guest it is for: everything it
+// decides is a pure function of its inputs, so the goldens in testdata pin it.
 package egress
 
 import (
@@ -89,21 +93,22 @@ func (r Ruleset) Closed() bool { return IsClosed(r.V4) && IsClosed(r.V6) }
 
 var (
 	privateV4 = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
-	// metadataV4 is REJECTed (the only REJECT) just before the link-local DROP so that a
-	// cloud metadata lookup fails at once instead of timing out.
-	metadataV4 = "169.254.169.254/32"
-	lateV4     = []string{"169.254.0.0/16", "100.64.0.0/10"}
-	privateV6  = []string{"fe80::/10", "fc00::/7"}
+	lateV4    = []string{"169.254.0.0/16", "100.64.0.0/10"}
+	privateV6 = []string{"fe80::/10", "fc00::/7"}
 )
 
 const (
+	// metadataV4 is REJECTed (the only REJECT) just before the link-local DROP so that a
+	// cloud metadata lookup fails at once instead of timing out.
+	metadataV4 = "169.254.169.254/32"
+
 	catchAll = "-A " + Chain + " -j DROP"
 	loAccept = "-A " + Chain + " -o lo -j ACCEPT"
 	// icmpException lets the REJECT's own answer (from and to the guest's address, over
 	// lo, usually a private address) through the private-range DROPs. IPv4 only: IPv6 has
 	// no REJECT, so it needs no exception.
 	icmpException = "-A " + Chain + " -o lo -p icmp -m icmp --icmp-type 3/10 -m conntrack --ctstate RELATED -j ACCEPT"
-	rejectRule    = "-A " + Chain + " -d " + "169.254.169.254/32" + " -j REJECT --reject-with icmp-host-prohibited"
+	rejectRule    = "-A " + Chain + " -d " + metadataV4 + " -j REJECT --reject-with icmp-host-prohibited"
 )
 
 // ndRules keep IPv6 neighbour discovery working. Unlike ARP, NS/NA are IP packets that

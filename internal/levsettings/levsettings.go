@@ -4,6 +4,9 @@
 // own strict loaders, so a bad file fails `lever up` and `lever apply --dry-run` on the
 // host, naming the file, key and line, before anything in the guest changes. The bundle
 // reaches the guest only through the enrolment helper's stdin.
+//
+// It must not read a path config did not resolve and check (config owns where the files
+// are and that they are outside the tree), and must not write anything.
 package levsettings
 
 import (

@@ -15,10 +15,11 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite the template goldens in testdata/golden")
 
-// goldenConfig is fixed (no temp dirs) so the rendered text is reproducible.
+// goldenConfig is fixed (no temp dirs) so the rendered text is reproducible. It carries
+// the defaults config.Load would have filled (disk), which ParamsFor does not re-apply.
 func goldenConfig() *config.Config {
 	return &config.Config{
-		Name: "t", Backend: "lima", Tree: "tree", Dir: "/home/alice/project",
+		Name: "t", Backend: "lima", Tree: "tree", Dir: "/home/alice/project", Disk: config.DefaultDisk,
 		Lima: config.Lima{Image: "img/disk.qcow2", Kernel: "img/vmlinuz", Initrd: "img/initrd.img", CPUs: 2, Memory: "2GiB"},
 	}
 }

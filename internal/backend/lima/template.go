@@ -46,7 +46,8 @@ func ParamsFrom(cfg *config.Config) (Params, error) {
 }
 
 // ParamsFor derives the template values from lever.yaml for a given platform. Relative
-// paths resolve against the config file's directory.
+// paths resolve against the config file's directory. cfg's defaults (cpus, memory, disk)
+// are config's to fill (config.Load does, once); ParamsFor takes the values as given.
 func ParamsFor(cfg *config.Config, plat Platform) (Params, error) {
 	abs := func(p string) string {
 		if p == "" || filepath.IsAbs(p) {
@@ -74,15 +75,6 @@ func ParamsFor(cfg *config.Config, plat Platform) (Params, error) {
 		p.CPUType = "host"
 	} else {
 		p.KVMBlacklist = true
-	}
-	if p.CPUs == 0 {
-		p.CPUs = 2
-	}
-	if p.Memory == "" {
-		p.Memory = "4GiB"
-	}
-	if p.Disk == "" {
-		p.Disk = "20GiB"
 	}
 	if p.Image == "" {
 		return p, fmt.Errorf("lima.image: a local guest image is required (build one with scripts/lima/build-guest-image.sh)")

@@ -2,6 +2,9 @@
 // instance's state dir, is made on first use, and signs the broker's server certificate
 // and the short-lived client certificates of the manager and the workers. Nothing in it
 // ever enters the guest except the CA certificate (public) and leaf certificates.
+//
+// It owns the CA's files under <state>/ca and must not hand out its private key: callers
+// get certificates, never the signer.
 package ca
 
 import (

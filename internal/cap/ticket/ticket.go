@@ -3,6 +3,9 @@
 // recorded on disk with an exclusive create before any certificate is issued, so neither a
 // replay nor a broker restart re-enables it. Only a hash of each ticket is stored, so the
 // store itself holds nothing a reader could redeem.
+//
+// It owns the ticket store's directory and must not issue a certificate itself: the
+// broker does, after Redeem succeeds.
 package ticket
 
 import (
