@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/mcp"
 	"github.com/lever-jail/lever/internal/lev/mcp/mcprun"
@@ -98,13 +99,13 @@ func newMCPListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			var x runner.MaskedExecutor
 			var wd string
 			if !noStart {
 				if x, wd, err = mcpSandbox(cfg); err != nil {
-					return &ExitError{Code: 2, Err: err}
+					return err
 				}
 				defer x.Close()
 			}
@@ -182,18 +183,18 @@ func newMCPTestCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			s := cfg.MCP.Servers[args[0]]
 			if s == nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("config.toml has no [mcp.servers.%s] (lev mcp list shows the servers)", args[0])}
+				return fmt.Errorf("config.toml has no [mcp.servers.%s] (lev mcp list shows the servers)", args[0])
 			}
 			if len(args) == 1 && cmd.Flags().Changed("args") {
-				return &ExitError{Code: 2, Err: errors.New("--args needs a TOOL")}
+				return errors.New("--args needs a TOOL")
 			}
 			x, wd, err := mcpSandbox(cfg)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			defer x.Close()
 			rep := &mcpTestReport{Server: s.Name}
@@ -216,7 +217,7 @@ func newMCPTestCmd() *cobra.Command {
 			if err != nil {
 				rep.Error = err.Error()
 				say("✗ %s: %v", s.Name, err)
-				return &ExitError{Code: 1, Err: fmt.Errorf("MCP server %s failed", s.Name)}
+				return exitcode.New(1, fmt.Errorf("MCP server %s failed", s.Name))
 			}
 			defer sess.Close()
 			say("✓ %s started (%s) in %.0f ms", s.Name, s.Transport(), rep.StartMS)
@@ -242,11 +243,11 @@ func newMCPTestCmd() *cobra.Command {
 			if byName[name] == nil {
 				rep.Error = fmt.Sprintf("%s offers no tool %s", s.Name, name)
 				say("✗ %s", rep.Error)
-				return &ExitError{Code: 1, Err: errors.New(rep.Error)}
+				return exitcode.New(1, errors.New(rep.Error))
 			}
 			call, res, err := mcpTestCall(cmd.Context(), cfg, wd, byName, name, argsJSON, allow, yolo)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			rep.Call = &mcpTestCallReport{Tool: name, Args: call.ArgsJSON(), Permission: string(call.Permission), PermissionSource: call.PermissionSource,
 				Gate: call.Gate, Refusal: res.Refusal, IsError: res.IsError, Result: res.Content}
@@ -274,7 +275,7 @@ func newMCPTestCmd() *cobra.Command {
 				}
 			}
 			if res.Refusal != nil || res.IsError {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%s did not succeed", name)}
+				return exitcode.New(1, fmt.Errorf("%s did not succeed", name))
 			}
 			return nil
 		},

@@ -22,7 +22,7 @@ func newPsCmd() *cobra.Command {
 			}
 			recs, err := c.List(ctx)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			if asJSON {
 				// One object per run, the fields a script wants; the full record is

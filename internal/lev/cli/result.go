@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 )
 
@@ -48,7 +49,7 @@ func newResultCmd() *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), string(res.Output))
 			}
 			if res.Status != "completed" {
-				return &ExitError{Code: 1, Err: fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error)}
+				return exitcode.New(1, fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error))
 			}
 			return nil
 		},

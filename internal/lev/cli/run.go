@@ -30,12 +30,12 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			if len(args) == 1 {
 				spec.Agent = args[0]
 			} else if spec.Agent = os.Getenv("LEV_BLUEPRINT"); spec.Agent == "" {
-				return &ExitError{Code: 2, Err: fmt.Errorf("lev run: name an agent (a blueprint name or .toml path), or set LEV_BLUEPRINT")}
+				return fmt.Errorf("lev run: name an agent (a blueprint name or .toml path), or set LEV_BLUEPRINT")
 			}
 			if strings.HasSuffix(spec.Agent, ".toml") || strings.ContainsRune(spec.Agent, '/') {
 				// The daemon resolves names from its own directory, not ours.
@@ -57,11 +57,11 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 			}
 			c, err := connect(ctx, cfg, true, cmd.ErrOrStderr())
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			rec, err := c.Spawn(ctx, spec)
 			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("spawning %s: %w", spec.Agent, err)}
+				return fmt.Errorf("spawning %s: %w", spec.Agent, err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "lev: run %s of %s in %s\n", rec.ID, rec.Agent, rec.Workdir)
 			warnUngranted(cmd.ErrOrStderr(), rec)

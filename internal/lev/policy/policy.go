@@ -292,7 +292,7 @@ func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 			continue
 		}
 		return taint.PolicyDecision{Verdict: taint.VerdictAllow, Rule: fmt.Sprintf("allow[%d]", i),
-			Reason: fmt.Sprintf("allow[%d] lets %s send up to %s to %q", i, a.Tool, p.max[i], orAny(a.Target))}
+			Reason: fmt.Sprintf("allow[%d] lets %s send up to %s to %q", i, a.Tool, p.max[i], DisplayTarget(a.Target))}
 	}
 	if allow != nil {
 		return *allow
@@ -307,7 +307,8 @@ func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 	return taint.PolicyDecision{Verdict: p.def, Reason: fmt.Sprintf("%s; the default is %s", why, p.def)}
 }
 
-func orAny(s string) string {
+// DisplayTarget is how an allowlist target reads back: empty matches any target, shown as "*".
+func DisplayTarget(s string) string {
 	if s == "" {
 		return "*"
 	}
