@@ -13,9 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // Entry is one protected path: a file, or a directory and everything under it.
@@ -174,7 +175,7 @@ func (s *State) Covers(real string) (string, bool) {
 		return "", false
 	}
 	for _, e := range s.entries {
-		if within(real, e.Path) {
+		if fspath.Within(e.Path, real) {
 			return fmt.Sprintf("%s is %s", e.Path, e.What), true
 		}
 	}
@@ -211,11 +212,11 @@ func (s *State) SetRecords(dir string) error {
 // else lev holds (token, keys, config, policy, blueprints, labels) no grant opens, and no
 // write reaches records at all.
 func (s *State) GrantableRead(real string) bool {
-	if s == nil || s.records == "" || !within(real, s.records) {
+	if s == nil || s.records == "" || !fspath.Within(s.records, real) {
 		return false
 	}
 	for _, e := range s.entries {
-		if e.Path != s.records && within(e.Path, s.records) && within(real, e.Path) {
+		if e.Path != s.records && fspath.Within(s.records, e.Path) && fspath.Within(e.Path, real) {
 			return false
 		}
 	}
@@ -227,13 +228,9 @@ func (s *State) GrantableRead(real string) bool {
 func (s *State) Inside(dir string) []Entry {
 	var out []Entry
 	for _, e := range s.entries {
-		if within(e.Path, dir) {
+		if fspath.Within(dir, e.Path) {
 			out = append(out, e)
 		}
 	}
 	return out
-}
-
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir) && (dir == "/" || p[len(dir)] == '/')
 }

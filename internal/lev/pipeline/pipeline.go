@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
@@ -307,7 +308,7 @@ func (p *Pipeline) protects(real string) string {
 		if r, err := filepath.EvalSymlinks(prot); err == nil {
 			prot = r
 		}
-		if workfs.Within(real, prot) {
+		if fspath.Within(prot, real) {
 			return prot
 		}
 	}
