@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 )
 
@@ -31,7 +32,7 @@ func newResumeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			interactive := !headless && !detach && isTerminal(os.Stdin)
+			interactive := !headless && !detach && hostterm.IsTerminal(os.Stdin)
 			rec, err := c.Resume(ctx, args[0], interactive)
 			if err != nil {
 				var ae *daemon.APIError

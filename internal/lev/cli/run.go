@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/runner"
@@ -50,7 +51,7 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 				return err
 			}
 			// Somebody is there to answer ask prompts when stdin is a terminal.
-			spec.Interactive = !headless && !detach && isTerminal(os.Stdin)
+			spec.Interactive = !headless && !detach && hostterm.IsTerminal(os.Stdin)
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
