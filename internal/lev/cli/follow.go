@@ -66,7 +66,7 @@ func eventLine(ev *events.Event) string {
 		}
 	case events.ToolResult:
 		s = fmt.Sprintf("tool %s: %s, %d bytes in %.0fms", ev.Tool, ev.Status, ev.Bytes, ev.DurationMS)
-		if ev.Status == "error" && ev.Message != "" {
+		if ev.Status == events.StatusError && ev.Message != "" {
 			s += ": " + oneLine(ev.Message, 160)
 		}
 	case events.Ask:
@@ -88,7 +88,7 @@ func eventLine(ev *events.Event) string {
 	case events.Result:
 		s = fmt.Sprintf("result: %d bytes", ev.Bytes)
 	case events.RunEnd:
-		s = "run " + ev.Status
+		s = "run " + string(ev.Status)
 		if ev.Step != "" {
 			s += " at " + ev.Step
 		}

@@ -42,15 +42,25 @@ type mcpServerInfo struct {
 	Clearance      string   `json:"clearance,omitempty"`
 	Agents         []string `json:"agents"` // nil in JSON as null: every installed agent
 	AgentsText     string   `json:"-"`
-	State          string   `json:"state"` // ok | failed | not started
+	State          mcpState `json:"state"`
 	Error          string   `json:"error,omitempty"`
 	Tools          []string `json:"tools,omitempty"`
 	Refused        []string `json:"refused,omitempty"`
 	StartMS        float64  `json:"start_ms,omitempty"`
 }
 
+// mcpState is what `lev mcp list` found of a server: started and listed its tools, failed
+// to, or not asked (--no-start).
+type mcpState string
+
+const (
+	mcpOK         mcpState = "ok"
+	mcpFailed     mcpState = "failed"
+	mcpNotStarted mcpState = "not started"
+)
+
 func describeServer(s *levconfig.MCPServer) mcpServerInfo {
-	info := mcpServerInfo{Name: s.Name, Transport: s.Transport(), Classification: s.Classification, Clearance: s.Clearance, Agents: s.Agents, State: "not started"}
+	info := mcpServerInfo{Name: s.Name, Transport: s.Transport(), Classification: s.Classification, Clearance: s.Clearance, Agents: s.Agents, State: mcpNotStarted}
 	if s.Stdio() {
 		info.Target = strings.Join(append([]string{s.Command}, s.Args...), " ")
 	} else {
@@ -118,9 +128,9 @@ func newMCPListCmd() *cobra.Command {
 					sess, tools, err := mcprun.Connect(cmd.Context(), s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x})
 					info.StartMS = float64(time.Since(start).Microseconds()) / 1000
 					if err != nil {
-						info.State, info.Error = "failed", err.Error()
+						info.State, info.Error = mcpFailed, err.Error()
 					} else {
-						info.State = "ok"
+						info.State = mcpOK
 						for _, t := range tools {
 							if pt, err := mcprun.Tool(sess, s, t); err != nil {
 								info.Refused = append(info.Refused, err.Error())

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 func newPsCmd() *cobra.Command {
@@ -60,14 +62,14 @@ func newPsCmd() *cobra.Command {
 }
 
 type psRow struct {
-	ID        string    `json:"id"`
-	Agent     string    `json:"agent"`
-	Status    string    `json:"status"`
-	Stage     int       `json:"stage"`
-	StageName string    `json:"stage_name,omitempty"`
-	Stages    int       `json:"stages"`
-	Workdir   string    `json:"workdir"`
-	Created   time.Time `json:"created"`
-	Updated   time.Time `json:"updated"`
-	Error     string    `json:"error,omitempty"`
+	ID        string        `json:"id"`
+	Agent     string        `json:"agent"`
+	Status    runner.Status `json:"status"`
+	Stage     int           `json:"stage"`
+	StageName string        `json:"stage_name,omitempty"`
+	Stages    int           `json:"stages"`
+	Workdir   string        `json:"workdir"`
+	Created   time.Time     `json:"created"`
+	Updated   time.Time     `json:"updated"`
+	Error     string        `json:"error,omitempty"`
 }

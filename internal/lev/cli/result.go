@@ -9,6 +9,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/daemon"
+	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 func newResultCmd() *cobra.Command {
@@ -36,7 +37,7 @@ func newResultCmd() *cobra.Command {
 				}
 				res = &daemon.Result{ID: rec.ID, Status: rec.Status, Error: rec.Error}
 				if res.Error == "" {
-					res.Error = "run is " + rec.Status + "; no result yet"
+					res.Error = "run is " + string(rec.Status) + "; no result yet"
 				}
 			}
 			if asJSON {
@@ -45,10 +46,10 @@ func newResultCmd() *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
-			} else if res.Status == "completed" {
+			} else if res.Status == runner.StatusCompleted {
 				fmt.Fprintln(cmd.OutOrStdout(), string(res.Output))
 			}
-			if res.Status != "completed" {
+			if res.Status != runner.StatusCompleted {
 				return exitcode.New(1, fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error))
 			}
 			return nil

@@ -141,7 +141,7 @@ func TestEventsLiveInOrderAndResumable(t *testing.T) {
 	if strings.Join(types, ",") != want {
 		t.Fatalf("events\n got %s\nwant %s", strings.Join(types, ","), want)
 	}
-	if end := seen[len(seen)-1]; end.Status != runner.StatusCompleted {
+	if end := seen[len(seen)-1]; end.Status != events.Status(runner.StatusCompleted) {
 		t.Fatalf("run_end %+v", end)
 	}
 	if res := seen[len(seen)-2]; !strings.Contains(string(res.Output), "released") {

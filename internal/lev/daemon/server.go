@@ -102,7 +102,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // Result is GET /api/agents/{id}/result.
 type Result struct {
 	ID     string          `json:"id"`
-	Status string          `json:"status"`
+	Status runner.Status   `json:"status"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
 }
@@ -118,7 +118,7 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 	if rec.Status != runner.StatusCompleted {
 		code = http.StatusConflict
 		if res.Error == "" {
-			res.Error = "run is " + rec.Status + "; no result yet"
+			res.Error = "run is " + string(rec.Status) + "; no result yet"
 		}
 	}
 	writeJSON(w, code, res)

@@ -54,7 +54,7 @@ func TestTreeBlueprintOnlyTightens(t *testing.T) {
 		name, config, bp, script string
 		tool                     string
 		treeWant, agentsWant     func(c treeCall) bool
-		treeStatus, agentStatus  string
+		treeStatus, agentStatus  runner.Status
 	}{
 		{name: "web_fetch pre-allowed by the blueprint",
 			bp:     "name = \"cto\"\nversion = \"1\"\n[tool_permissions]\nweb_fetch = \"allow\"\n[stages.s]\nprompt = \"p\"\ntools = [\"web_fetch\"]\n",

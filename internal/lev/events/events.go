@@ -45,6 +45,19 @@ const (
 	Gated   = "gated"   // the taint gate put it to a person, who let it through
 )
 
+// Status is the state an event reports. run_start, stage_end, run_end and result carry
+// the run's or the stage's status as run.json records it (runner.Status, which this
+// package cannot name: the runner imports it); tool_result carries one of the call
+// outcomes below.
+type Status string
+
+// Tool call outcomes, on tool_result events.
+const (
+	StatusOK      Status = "ok"      // the tool ran and reported success
+	StatusError   Status = "error"   // the tool ran and reported an error (Message says which)
+	StatusRefused Status = "refused" // a pipeline step refused it (Step says which)
+)
+
 // FileName is the events file in a run's record directory.
 const FileName = "events.jsonl"
 
@@ -76,7 +89,7 @@ type Event struct {
 	Message    string          `json:"message,omitempty"`
 	Bytes      int             `json:"bytes,omitempty"`
 	DurationMS float64         `json:"duration_ms,omitempty"`
-	Status     string          `json:"status,omitempty"`
+	Status     Status          `json:"status,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
 }

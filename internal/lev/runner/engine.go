@@ -183,7 +183,7 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 		return nil, err
 	}
 	for _, st := range r.bp.Order {
-		rec.Stages = append(rec.Stages, StageRecord{Name: st.Name, Status: "pending"})
+		rec.Stages = append(rec.Stages, StageRecord{Name: st.Name, Status: StatusPending})
 	}
 	if err := e.Store.Save(rec); err != nil {
 		pipeline.Close(r.exec)
@@ -227,7 +227,7 @@ func (e *Engine) Recover() {
 			if l, err := events.Open(e.Store.EventsPath(r.ID), r.ID); err != nil {
 				e.logf("run %s: %v", r.ID, err)
 			} else {
-				l.Emit(events.Event{Type: events.RunEnd, Status: StatusFailed, Error: r.Error})
+				l.Emit(events.Event{Type: events.RunEnd, Status: events.Status(StatusFailed), Error: r.Error})
 				if err := l.Close(); err != nil {
 					e.logf("run %s: %v", r.ID, err)
 				}
@@ -522,12 +522,12 @@ type stageState struct {
 
 func (e *Engine) drive(ctx context.Context, r *run) {
 	rec := r.rec
-	fail := func(status, msg string, ref *pipeline.Refusal) {
+	fail := func(status Status, msg string, ref *pipeline.Refusal) {
 		if err := r.evErr(); err != nil && !strings.Contains(msg, err.Error()) {
 			msg += "; " + err.Error()
 		}
 		rec.Status, rec.Error, rec.Refusal = status, msg, ref
-		end := events.Event{Type: events.RunEnd, Status: status, Error: msg}
+		end := events.Event{Type: events.RunEnd, Status: events.Status(status), Error: msg}
 		if ref != nil {
 			end.Step = ref.Step
 		}
@@ -550,7 +550,7 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 	var prev json.RawMessage
 	for i := range rec.Stages {
 		sr := &rec.Stages[i]
-		if sr.Status == "completed" {
+		if sr.Status == StatusCompleted {
 			prev = sr.Output
 			continue
 		}
@@ -561,13 +561,13 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			fail(StatusFailed, err.Error(), nil)
 			return
 		}
-		if sr.Status == "pending" {
+		if sr.Status == StatusPending {
 			ss.messages = []provider.Message{{Role: "user", Content: r.firstMessage(i, st, prev)}}
 		} else if err := readJSON(filepath.Join(ss.dir, "messages.json"), &ss.messages); err != nil {
 			fail(StatusFailed, fmt.Sprintf("stage %s: reading its conversation: %v", st.Name, err), nil)
 			return
 		}
-		sr.Status = "running"
+		sr.Status = StatusRunning
 		r.emit(e, events.Event{Type: events.StageStart, Stage: st.Name, StageIndex: intp(i), Turn: sr.Turns})
 		if err := e.labelRun(r); err != nil {
 			fail(StatusFailed, err.Error(), nil)
@@ -590,8 +590,8 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			status, ref = StatusFailed, nil
 			sr.Status = status
 		}
-		r.emit(e, events.Event{Type: events.StageEnd, Stage: st.Name, StageIndex: intp(i), Status: status, Turn: sr.Turns, Error: msg})
-		if status != "completed" {
+		r.emit(e, events.Event{Type: events.StageEnd, Stage: st.Name, StageIndex: intp(i), Status: events.Status(status), Turn: sr.Turns, Error: msg})
+		if status != StatusCompleted {
 			fail(status, msg, ref)
 			return
 		}
@@ -616,11 +616,11 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 	}
 	if err := e.Store.Save(rec); err != nil {
 		e.logf("run %s: completed, BUT ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, err)
-		r.emit(e, events.Event{Type: events.RunEnd, Status: StatusFailed, Error: "completed, but its record could not be written: " + err.Error()})
+		r.emit(e, events.Event{Type: events.RunEnd, Status: events.Status(StatusFailed), Error: "completed, but its record could not be written: " + err.Error()})
 		return
 	}
 	r.emit(e, resultOutputEvent(prev))
-	r.emit(e, events.Event{Type: events.RunEnd, Status: StatusCompleted, Bytes: len(prev)})
+	r.emit(e, events.Event{Type: events.RunEnd, Status: events.Status(StatusCompleted), Bytes: len(prev)})
 	e.logf("run %s: completed", rec.ID)
 }
 
@@ -640,7 +640,7 @@ func (r *run) firstMessage(i int, st *blueprint.Stage, prev json.RawMessage) str
 
 // stage drives one stage: model turn, tool calls, until submit_output, a plain answer, or
 // the turn limit.
-func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, ss *stageState) (string, string, *pipeline.Refusal) {
+func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, ss *stageState) (Status, string, *pipeline.Refusal) {
 	pst := pipeline.Stage{Index: i, Name: st.Name, Dir: ss.dir, Tools: st.Tools, Sandbox: mergeSandbox(r.bp.Sandbox, st.Sandbox)}
 	// Calls left over from a refused turn run first, under the config in force now. The
 	// caller writes stage.json and messages.json when the stage ends, however it ends.
@@ -691,7 +691,7 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 
 // calls runs a turn's tool calls in order. done is set when the stage ends: output
 // submitted, or a refusal a grant would lift (the rest wait in Pending for lev resume).
-func (e *Engine) calls(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, calls []provider.ToolCall) (status, msg string, ref *pipeline.Refusal, done bool) {
+func (e *Engine) calls(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, calls []provider.ToolCall) (status Status, msg string, ref *pipeline.Refusal, done bool) {
 	for k, tc := range calls {
 		c, res := r.pipe.Handle(ctx, pst, tc)
 		ss.rec.ToolCalls++
@@ -880,7 +880,7 @@ func (e *Engine) startEvents(r *run, how string) error {
 	if err := e.openEvents(r); err != nil {
 		return fmt.Errorf("run %s: %w", r.rec.ID, err)
 	}
-	r.emit(e, events.Event{Type: events.RunStart, Agent: r.rec.Agent, Status: StatusRunning, Message: how + " in " + r.rec.Workdir})
+	r.emit(e, events.Event{Type: events.RunStart, Agent: r.rec.Agent, Status: events.Status(StatusRunning), Message: how + " in " + r.rec.Workdir})
 	if err := r.evErr(); err != nil {
 		e.closeEvents(r)
 		return fmt.Errorf("run %s: %w", r.rec.ID, err)

@@ -139,9 +139,9 @@ func gateEvent(c *pipeline.Call) (events.Event, bool) {
 // resultEvent is a tool call's outcome.
 func resultEvent(c *pipeline.Call, res *pipeline.Result) events.Event {
 	ev := events.Event{Type: events.ToolResult, Stage: c.Stage.Name, StageIndex: intp(c.Stage.Index), Call: c.ID, Tool: c.Tool,
-		Bytes: len(res.Content), DurationMS: float64(res.Duration.Microseconds()) / 1000, Status: "ok"}
+		Bytes: len(res.Content), DurationMS: float64(res.Duration.Microseconds()) / 1000, Status: events.StatusOK}
 	if res.IsError {
-		ev.Status = "error"
+		ev.Status = events.StatusError
 		msg := res.Content
 		if len(msg) > events.MaxArgs {
 			msg = msg[:events.MaxArgs] + "…"
@@ -149,7 +149,7 @@ func resultEvent(c *pipeline.Call, res *pipeline.Result) events.Event {
 		ev.Message = msg
 	}
 	if res.Refusal != nil {
-		ev.Status, ev.Step = "refused", res.Refusal.Step
+		ev.Status, ev.Step = events.StatusRefused, res.Refusal.Step
 	}
 	return ev
 }
@@ -158,7 +158,7 @@ func resultEvent(c *pipeline.Call, res *pipeline.Result) events.Event {
 const MaxEventOutput = 16 << 10
 
 func resultOutputEvent(out json.RawMessage) events.Event {
-	ev := events.Event{Type: events.Result, Bytes: len(out), Status: StatusCompleted}
+	ev := events.Event{Type: events.Result, Bytes: len(out), Status: events.Status(StatusCompleted)}
 	if len(out) <= MaxEventOutput {
 		ev.Output = out
 	} else {
