@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/provider"
@@ -103,16 +102,6 @@ func Lookup(name string) *Tool { return registry[name] }
 
 // Known reports whether name is a built-in tool (blueprint validation uses it).
 func Known(name string) bool { return registry[name] != nil }
-
-// Names lists the built-in tools.
-func Names() []string {
-	var n []string
-	for k := range registry {
-		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
-}
 
 // Specs are the offers for the model, in the order of names.
 func Specs(names []string) []provider.ToolSpec {

@@ -63,7 +63,7 @@ type Policy struct {
 }
 
 // hostTargeted tools have a host as their target, which is matched lower-case.
-var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true, "http_request": true}
+var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true}
 
 // Resolve is the one resolution of the taint policy file, used by live runs (the taint
 // gate, and the file tools' write protection) and by `lev policy` alike:
@@ -341,16 +341,6 @@ func Glob(pattern, s string) bool {
 		px++
 	}
 	return px == len(pattern)
-}
-
-// Encode renders f as TOML (used by `lev policy add` to check the file it will write).
-func Encode(f File) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := toml.NewEncoder(&buf)
-	if err := enc.Encode(f); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 var strictness = map[taint.Verdict]int{taint.VerdictAllow: 0, taint.VerdictAsk: 1, taint.VerdictDeny: 2}

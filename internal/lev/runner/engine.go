@@ -468,19 +468,6 @@ func (e *Engine) spawn(r *run) {
 	}()
 }
 
-// Active lists the ids of runs in progress.
-func (e *Engine) Active() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var ids []string
-	for id, l := range e.runs {
-		if l.cancel != nil {
-			ids = append(ids, id)
-		}
-	}
-	return ids
-}
-
 // Wait waits for every spawned run to end.
 func (e *Engine) Wait() { e.wg.Wait() }
 

@@ -48,12 +48,6 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Msg }
 
-// IsNotGranted reports whether err is a refusal a config grant would lift.
-func IsNotGranted(err error) bool {
-	var r *Refusal
-	return errors.As(err, &r) && r.Code == CodeNotGranted
-}
-
 // FS is one run's view of the filesystem.
 type FS struct {
 	Agent   string
