@@ -21,7 +21,7 @@ const (
 	MCPLineCap = 1 << 20
 )
 
-// CapError is a read past a cap. Its message is the spec's: "response body exceeded 64 MiB
+// CapError is a read past a cap. Its message is the one docs/lev.md ("Providers and caps") shows: "response body exceeded 64 MiB
 // from api.openai.com".
 type CapError struct {
 	What string // "response body", "stream frame", "line"

@@ -110,7 +110,7 @@ func readCalls(t *testing.T, runDir string) []callLine {
 // node and symlinks to them (and to /dev/zero) inside its workdir. Every call is refused
 // promptly with the reason (before the fix, write_file on the FIFO blocked the run
 // forever); the same tools on a regular file and a directory work (positive controls).
-// The run's taint_audit.json shows the gate the binary wires ran (issue 10, item 10).
+// The run's taint_audit.json shows the gate the binary wires ran (docs/lev.md, "Wiring").
 func TestBinaryFileToolsRefuseNonRegularFiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")

@@ -50,8 +50,8 @@ func newValidateCmd() *cobra.Command {
 	}
 }
 
-// ValidateReport is lev validate's output for a valid blueprint: the spec's checks and
-// notes, comparing patterns (not paths on disk) against the config's grants.
+// ValidateReport is lev validate's output for a valid blueprint: the checks and
+// notes docs/lev.md ("The read-path fence") lists, comparing patterns (not paths on disk) against the config's grants.
 func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "✓ Blueprint '%s' is valid.\n", bp.Name)

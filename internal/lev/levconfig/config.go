@@ -42,7 +42,7 @@ type Security struct {
 	ReadPaths               []string `toml:"read_paths"`
 	AllowBlueprintReadPaths bool     `toml:"allow_blueprint_read_paths"`
 	CredentialStore         string   `toml:"credential_store"`
-	// PolicyFile is the taint policy file (issue 6's policy package reads it).
+	// PolicyFile is the taint policy file (internal/lev/policy reads it; docs/lev-security.md, "The policy file").
 	PolicyFile string `toml:"policy_file"`
 }
 

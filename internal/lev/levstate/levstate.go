@@ -208,7 +208,7 @@ func (s *State) SetRecords(dir string) error {
 
 // GrantableRead says whether real (an absolute, resolved path) lies in lev's run records
 // and in no other protected entry nested inside them: a read a declared and granted
-// [read_paths] entry may open (the spec's planner reading ~/.leviath/runs). Everything
+// [read_paths] entry may open (a planner reading ~/.leviath/runs; docs/lev.md, "lev's own state"). Everything
 // else lev holds (token, keys, config, policy, blueprints, labels) no grant opens, and no
 // write reaches records at all.
 func (s *State) GrantableRead(real string) bool {

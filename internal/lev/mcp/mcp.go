@@ -4,8 +4,8 @@
 // are refused and reported, a stdio server gets only the environment it is given, and tool
 // names are checked so that mcp__SERVER__TOOL stays unambiguous.
 //
-// Nothing in lev uses this package yet: issue 14 offers its tools to agents through the
-// pipeline (permission, fence, taint gate, sandbox).
+// It must not decide what an agent may do: internal/lev/mcp/mcprun offers its tools to
+// agents through the pipeline (permission, fence, taint gate, sandbox; docs/mcp.md).
 package mcp
 
 import (

@@ -2,7 +2,7 @@
 // declares, the grants in the user's config.toml, and matching a symlink-resolved real path
 // against the entries that are both declared and granted.
 //
-// Entry syntax (spec, "Reading outside the workdir"):
+// Entry syntax (docs/lev.md, "The read-path fence"):
 //
 //	"~/.leviath/runs"          exact path: grants its whole subtree
 //	"../shared-docs"           relative: resolved against the run's workdir

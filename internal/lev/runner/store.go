@@ -9,7 +9,7 @@
 //	runs/<id>/stages/<n>/stage.json     stage n (0-based): status, output, pending calls
 //	runs/<id>/stages/<n>/messages.json  the stage's conversation so far
 //	runs/<id>/stages/<n>/tool_calls.jsonl  one line per tool call, with its pipeline trail
-//	runs/<id>/stages/<n>/taint_audit.json  written by the taint gate (issue 6), if any
+//	runs/<id>/stages/<n>/taint_audit.json  written by the taint gate, if any (docs/lev-security.md)
 package runner
 
 import (

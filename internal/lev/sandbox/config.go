@@ -42,8 +42,8 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return fmt.Sprintf("sandbox key %q: %s", e.Key, e.Msg) }
 
-// CheckKeys refuses any key of a decoded [sandbox] table that the spec does not define,
-// for loaders that decode into a map first. A misspelt "netwrok = false" must fail rather
+// CheckKeys refuses any key of a decoded [sandbox] table that docs/lev-security.md
+// ("Sandboxes") does not define, for loaders that decode into a map first. A misspelt "netwrok = false" must fail rather
 // than leave the sandbox looser than the file reads.
 func CheckKeys(table map[string]any) error {
 	var bad []string

@@ -37,8 +37,8 @@ var builtin = map[string]Class{
 	"list_dir":   {Known: true},
 	"write_file": {Known: true},
 	"edit_file":  {Known: true},
-	// The families below are the spec's ("the file, context, todo, sub-agent and interaction
-	// tools are not gated"); lev offers none of them yet, so no call can reach these rows
+	// The families below are the ones docs/lev-security.md ("Which tools are gated") lists
+	// as not gated; lev offers none of them yet, so no call can reach these rows
 	// until the pipeline registers the tool.
 	// Context tools.
 	"context_evict":  {Known: true},

@@ -15,7 +15,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
-// Laundering suite (issue 10, lev item 4): data keeps the highest label it ever had
+// Laundering suite (docs/lev-security.md, "Labels persist where data is stored"): data keeps the highest label it ever had
 // wherever it is stored. A run that read Private data through a grant stores it (in its
 // own run records, or in a workdir file via write_file); a later run with no grant reads it
 // back and tries to publish it with submit_output. Each attack row has a control row of
