@@ -373,7 +373,8 @@ func (p *Pipeline) execute(ctx context.Context, c *Call) *Result {
 	return res
 }
 
-// env strips variables a tool's child process must never see.
+// scrubEnv returns a copy of env without the variables named in drop (exact names, as
+// the child process would look them up); env itself is left as it was.
 func scrubEnv(env []string, drop ...string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
