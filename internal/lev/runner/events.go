@@ -166,3 +166,17 @@ func resultOutputEvent(out json.RawMessage) events.Event {
 	}
 	return ev
 }
+
+// startEvents opens the run's events log for this leg and writes its run_start.
+func (e *Engine) startEvents(r *run, how string) error {
+	if err := e.openEvents(r); err != nil {
+		return fmt.Errorf("run %s: %w", r.rec.ID, err)
+	}
+	r.emit(e, events.Event{Type: events.RunStart, Agent: r.rec.Agent, Status: events.Status(StatusRunning), Message: how + " in " + r.rec.Workdir})
+	if err := r.evErr(); err != nil {
+		e.closeEvents(r)
+		return fmt.Errorf("run %s: %w", r.rec.ID, err)
+	}
+	r.rec.FirstEvent = r.ev.Last()
+	return nil
+}
