@@ -1,6 +1,9 @@
 // Package capread reads remote peers through lev's fixed size caps. They are constants,
 // not configuration: every well-formed reply is far below them, and a knob that only
 // matters under attack would be a knob for the attacker.
+//
+// It owns those caps and the error a reply past one gets. It must not make them
+// configurable, and nothing in lev may read a remote body except through it.
 package capread
 
 import (

@@ -1,5 +1,10 @@
-// Package cli holds lev's cobra commands, one file per command. Commands parse flags, load
-// config and hand over to the packages that do the work.
+// Package cli holds lev's cobra commands, one file per command. Each parses its flags
+// (into an options struct where a command has several), loads the config and calls a run
+// function that hands over to the domain packages.
+//
+// It owns flags, output formats and exit statuses (internal/exitcode: a plain error exits
+// 2, and only another status is wrapped). It must not hold domain logic (policy
+// evaluation, run driving, fencing), and no cobra or flag code lives outside it.
 package cli
 
 import (

@@ -1,6 +1,10 @@
 // Package daemon is lev serve: the HTTP API over the run engine, on loopback by default,
 // every route but /api/health behind a bearer token. It also has the client lev's other
 // commands use, and the logic that starts the daemon when it is not running.
+//
+// It owns the HTTP surface and its token check. It must not drive runs or decide tool
+// calls itself (the runner and the pipeline do), and must not answer any route but
+// /api/health without the bearer token.
 package daemon
 
 import (

@@ -7,6 +7,9 @@
 // channel it closes (never a send), so a reader that stalls (a dead SSE client, a full TCP
 // window) never holds the run; each reader tails the file at its own pace and misses
 // nothing.
+//
+// It owns the event type, the log and the tail. It must not let a reader hold the run: the
+// engine never waits on one.
 package events
 
 import (

@@ -1,6 +1,10 @@
 // Package levconfig loads the user's lev config.toml (strict: unknown keys and bad values
 // name the key and line) and watches it, keeping the last good version when a reload
 // fails.
+//
+// It owns config.toml's schema, loading and reloading. It must not apply what the config
+// says (the runner, the pipeline and the gate do), and must never replace a good config
+// with one that failed to load.
 package levconfig
 
 import (

@@ -6,6 +6,9 @@
 //
 // Paths are made absolute and symlink-resolved once, when the set is built; files are
 // also remembered by device and inode, so a hard link made elsewhere is still lev's file.
+//
+// It only answers; the pipeline, workfs and the sandbox's mask enforce the answer. It must
+// not let a grant open anything but run records, and then only for reading.
 package levstate
 
 import (

@@ -13,6 +13,9 @@
 //  6. observe:    the gate sees the result (so taint can label what was read)
 //
 // A refusal at any step stops the call there and says which step refused it and why.
+//
+// It owns that order and the built-in tools. It must not be bypassed: nothing else in lev
+// calls a tool, and no step may be skipped or reordered for any tool, built-in or MCP.
 package pipeline
 
 import (

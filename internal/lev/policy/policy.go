@@ -1,6 +1,11 @@
 // Package policy is the user's taint policy: what the gate does when an outbound tool is
 // about to carry data above its clearance. It reads a TOML file of allowlist entries and
 // expression rules (github.com/expr-lang/expr), and implements taint.Policy.
+//
+// It owns the policy file (resolution, parsing, evaluation in Decide) and what `lev
+// policy` lists, adds and dry-runs. It must not parse flags or print for a command
+// (internal/lev/cli does), and must not gate live calls itself (taintgate plugs it into
+// the pipeline).
 package policy
 
 import (

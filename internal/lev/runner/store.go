@@ -10,6 +10,11 @@
 //	runs/<id>/stages/<n>/messages.json  the stage's conversation so far
 //	runs/<id>/stages/<n>/tool_calls.jsonl  one line per tool call, with its pipeline trail
 //	runs/<id>/stages/<n>/taint_audit.json  written by the taint gate, if any (docs/lev-security.md)
+//
+// It owns a run's lifecycle (spawn, drive, resume, stop) and its records. It must not
+// decide a tool call itself: every call goes through the pipeline (permission, fence,
+// taint gate, sandbox), and a run is admitted only under the blueprint and config it was
+// checked against.
 package runner
 
 import (

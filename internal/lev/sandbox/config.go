@@ -1,4 +1,9 @@
 // Package sandbox runs lev's tool commands in a container, a namespace, or on the host.
+//
+// It owns the [sandbox] settings (validation, Merge), the executors and the Manager of a
+// run's warm containers. It must not decide whether a command may run (the pipeline's
+// permission and taint steps do that), and must never loosen what the user set: a
+// blueprint's [sandbox] only tightens it.
 package sandbox
 
 import (

@@ -7,6 +7,9 @@
 // MCP tool names of the form mcp__SERVER__TOOL. MCP tools do not exist in lev yet; when
 // they do, each is offered, permitted, gated and recorded under exactly that name, so a
 // permission written for one today applies to it then, and no check needs loosening.
+//
+// It owns the list of valid names. It must not accept a name that nothing would ever
+// match.
 package toolnames
 
 import (

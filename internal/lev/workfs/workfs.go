@@ -2,6 +2,9 @@
 // writes) leave it only through the read-path fence. Every decision is made on the
 // symlink-resolved real path, and re-checked on the opened file descriptor so a symlink
 // swapped in between the check and the open cannot widen it.
+//
+// It owns that confinement for lev's file tools. It must not decide on a path as written,
+// and must never let a write leave the workdir.
 package workfs
 
 import (

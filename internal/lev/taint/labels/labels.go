@@ -20,6 +20,9 @@
 //
 // What is not tracked: bytes a shell command copies or transforms into a new file; the
 // shell runs outside lev's file tools (see docs/lev-security.md, residuals).
+//
+// It owns the label store file and its lookups. It must not keep labels anywhere an
+// agent's tools can write.
 package labels
 
 import (
