@@ -142,25 +142,7 @@ prompt = "write and read back"
 tools = ["write_file", "read_file", "submit_output"]
 `
 
-const helloScript = `
-[[rule]]
-turn = 1
-[[rule.call]]
-tool = "write_file"
-args = '{"path": "note.txt", "content": "hello from the jail"}'
-
-[[rule]]
-turn = 2
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "note.txt"}'
-
-[[rule]]
-turn = 3
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "{{last}}"}'
-`
+var helloScript = modelScript("hello-script.toml")
 
 // TestBinaryNoSetupInTheJailEnv runs the built lev with exactly the environment lever
 // gives its container and nothing else set up: lev serve listens on the unix socket only
@@ -352,3 +334,13 @@ func regexpRunID(t *testing.T, s string) string {
 }
 
 var _ = strconv.Itoa
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format), read once when the test binary starts.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

@@ -29,23 +29,7 @@ tools = ["read_file", "shell", "submit_output"]
 // turn 1 reads a granted Private file; turn 2's shell asks permission (answered yes) and
 // then the taint gate (Private data, shell may send it off: answered deny); turn 3's
 // final answer goes through the gate too (answered once) so the run completes.
-const gateScript = `
-[[rule]]
-turn = 1
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "HOME/secret/key.txt"}'
-
-[[rule]]
-turn = 2
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo leaked"}'
-
-[[rule]]
-turn = 3
-text = "done"
-`
+var gateScript = modelScript("gate-script.toml")
 
 // ptyOutput collects what the terminal shows and lets the test wait for the n-th
 // occurrence of a prompt.

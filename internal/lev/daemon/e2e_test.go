@@ -33,51 +33,7 @@ prompt = "Review the upper-cased file."
 tools = ["read_file", "submit_output"]
 `
 
-const workScript = `
-[[rule]]
-stage = "work"
-turn = 1
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "notes.txt"}'
-
-[[rule]]
-stage = "work"
-turn = 2
-last_contains = "hello from notes"
-[[rule.call]]
-tool = "write_file"
-args = '{"path": "out/out.txt", "content": "{{last}} processed"}'
-
-[[rule]]
-stage = "work"
-turn = 3
-[[rule.call]]
-tool = "shell"
-args = '{"command": "tr a-z A-Z < out/out.txt > upper.txt && cat upper.txt"}'
-
-[[rule]]
-stage = "work"
-turn = 4
-last_contains = "HELLO FROM NOTES PROCESSED"
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": {"shell": "{{last}}"}}'
-
-[[rule]]
-stage = "review"
-turn = 1
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "upper.txt"}'
-
-[[rule]]
-stage = "review"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "reviewed: {{last}}"}'
-`
+var workScript = modelScript("work-script.toml")
 
 const token = "test-token-0123456789abcdef"
 

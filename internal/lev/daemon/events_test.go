@@ -27,21 +27,7 @@ prompt = "work"
 tools = ["shell", "submit_output"]
 `
 
-const liveScript = `
-[[rule]]
-stage = "work"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "i=0; while [ ! -e release ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo released"}'
-
-[[rule]]
-stage = "work"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "{{last}}"}'
-`
+var liveScript = modelScript("live-script.toml")
 
 // collect streams a run's events into a channel until the stream ends.
 func collect(ctx context.Context, c *Client, id string, after int64) (<-chan events.Event, <-chan error) {
@@ -384,4 +370,14 @@ func TestEventsUnwritableFailsTheResume(t *testing.T) {
 		t.Fatalf("control: the resumed leg starts at %d, the file ended at %d", res.FirstEvent, before)
 	}
 	e.client.Wait(ctx, rec.ID, 20*time.Millisecond)
+}
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format), read once when the test binary starts.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -19,31 +19,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
-const runScript = `
-[[rule]]
-stage = "build"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "hostname > stage1.txt; id -u >> stage1.txt; grep -E \"^(CapEff|NoNewPrivs)\" /proc/self/status >> stage1.txt; cat /proc/net/dev | grep -c : >> stage1.txt; cat input.txt >> stage1.txt"}'
-
-[[rule]]
-stage = "build"
-turn = 2
-text = "built"
-
-[[rule]]
-stage = "test"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "hostname > stage2.txt"}'
-
-[[rule]]
-stage = "test"
-turn = 2
-text = "tested"
-`
+var runScript = modelScript("run-script.toml")
 
 // TestLevRunInRootlessPodman: a real lev run (runner engine, scripted provider, pipeline,
 // the registered sandbox executor) whose shell calls go to rootless podman as the
@@ -112,4 +88,14 @@ network = false
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("containers left after the run: %q %v", out, err)
 	}
+}
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format), read once when the test binary starts.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -3,7 +3,6 @@ package sandboxexec
 import (
 	"context"
 	"encoding/json"
-	"github.com/lever-jail/lever/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/testutil"
 
 	"github.com/lever-jail/lever/internal/lev/bench"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
@@ -91,21 +92,7 @@ func startBench(t *testing.T) benchFixture {
 	return f
 }
 
-const benchScript = `
-[[rule]]
-stage = "one"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "cat SHADOW/where > seen.txt; echo made-in-bench > made.txt; cat made.txt"}'
-
-[[rule]]
-stage = "one"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "done"}'
-`
+var benchScript = modelScript("bench-script.toml")
 
 const benchBlueprint = `name = "bb"
 version = "1.0.0"
@@ -271,4 +258,14 @@ func TestOptionsFromEnvBench(t *testing.T) {
 	if o, err := OptionsFromEnv(); err != nil || o.BenchSocket != "/run/lever-bench/exec.sock" {
 		t.Fatalf("%+v %v", o, err)
 	}
+}
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format), read once when the test binary starts.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -50,35 +50,7 @@ func setup(t *testing.T) string {
 	return dir
 }
 
-const script = `
-[[rule]]
-stage = "one"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo -n $(hostname) > host1.txt; grep -E \"^(CapEff|NoNewPrivs)\" /proc/self/status; cat from-host.txt"}'
-
-[[rule]]
-stage = "one"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "one"}'
-
-[[rule]]
-stage = "two"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo -n $(hostname) > host2.txt"}'
-
-[[rule]]
-stage = "two"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "two"}'
-`
+var script = modelScript("exec-script.toml")
 
 func runAgent(t *testing.T, dir, cfgExtra, bp string) (*runner.Record, string, error) {
 	t.Helper()
