@@ -235,15 +235,7 @@ func TestBinaryDaemonStopsOnSIGTERMDuringAStuckCall(t *testing.T) {
 	}
 	bin := buildLev(t)
 	d := startDaemon(t, bin, "[tool_permissions]\nshell = \"allow\"\n")
-	mustWrite(t, d.scriptFile, `[[rule]]
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '''{"command": "touch started; setsid sh -c 'echo $$ > stuck.pid; exec sleep 600'", "timeout_seconds": 3600}'''
-[[rule]]
-turn = 2
-text = "done"
-`)
+	mustWrite(t, d.scriptFile, modelScript("stuck-call-script.toml"))
 	mustWrite(t, filepath.Join(d.levHome, "agents", "stuck.toml"), "name = \"stuck\"\nversion = \"1\"\n[stages.s]\ntools = [\"shell\"]\n")
 	ctx := context.Background()
 	rec, err := d.client.Spawn(ctx, runner.Spec{Agent: "stuck", Workdir: d.wd})

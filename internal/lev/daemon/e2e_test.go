@@ -385,18 +385,7 @@ func TestReloadOnChange(t *testing.T) {
 func TestInteractiveAsk(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, `
-[[rule]]
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo asked-and-ran"}'
-[[rule]]
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "{{last}}"}'
-`)
+	write(t, script, modelScript("interactive-ask-script.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "asker.toml"), "name = \"asker\"\nversion = \"1\"\n[stages.s]\ntools = [\"shell\", \"submit_output\"]\n")
 	ctx := context.Background()
