@@ -96,7 +96,7 @@ func eventLine(ev *events.Event) string {
 			s += ": " + oneLine(ev.Error, 300)
 		}
 	default:
-		s = ev.Type
+		s = string(ev.Type)
 	}
 	return fmt.Sprintf("lev: %s #%d %s", ev.Time.Format("15:04:05.000"), ev.ID, s)
 }

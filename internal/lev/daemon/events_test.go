@@ -121,7 +121,7 @@ func TestEventsLiveInOrderAndResumable(t *testing.T) {
 		if ev.ID != int64(i+1) || ev.Run != rec.ID {
 			t.Fatalf("event %d has id %d run %s: a gap or a duplicate in %+v", i, ev.ID, ev.Run, seen)
 		}
-		types = append(types, ev.Type)
+		types = append(types, string(ev.Type))
 	}
 	want := "run_start,stage_start,turn,tool_call,tool_result,turn,tool_call,tool_result,stage_end,result,run_end"
 	if strings.Join(types, ",") != want {

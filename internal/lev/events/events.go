@@ -25,27 +25,33 @@ import (
 	"time"
 )
 
+// Type is what an event is about.
+type Type string
+
 // Event types.
 const (
-	RunStart   = "run_start"
-	StageStart = "stage_start"
-	StageEnd   = "stage_end"
-	Turn       = "turn"
-	ToolCall   = "tool_call"
-	ToolResult = "tool_result"
-	Ask        = "ask"
-	AnswerT    = "answer"
-	Gate       = "gate"
-	Result     = "result"
-	RunEnd     = "run_end"
+	RunStart   Type = "run_start"
+	StageStart Type = "stage_start"
+	StageEnd   Type = "stage_end"
+	Turn       Type = "turn"
+	ToolCall   Type = "tool_call"
+	ToolResult Type = "tool_result"
+	Ask        Type = "ask"
+	AnswerT    Type = "answer"
+	Gate       Type = "gate"
+	Result     Type = "result"
+	RunEnd     Type = "run_end"
 )
 
-// Decisions, on tool_call and gate events.
+// Decision is how a tool call fared in the pipeline, on tool_call and gate events.
+type Decision string
+
+// Decisions.
 const (
-	Allowed = "allowed" // passed every step with nobody asked
-	Asked   = "asked"   // the permission was ask and a person said yes
-	Refused = "refused" // a step refused it (Step says which)
-	Gated   = "gated"   // the taint gate put it to a person, who let it through
+	Allowed Decision = "allowed" // passed every step with nobody asked
+	Asked   Decision = "asked"   // the permission was ask and a person said yes
+	Refused Decision = "refused" // a step refused it (Step says which)
+	Gated   Decision = "gated"   // the taint gate put it to a person, who let it through
 )
 
 // Status is the state an event reports. run_start, stage_end, run_end and result carry
@@ -73,7 +79,7 @@ type Event struct {
 	ID   int64     `json:"id"`
 	Time time.Time `json:"time"`
 	Run  string    `json:"run"`
-	Type string    `json:"type"`
+	Type Type      `json:"type"`
 
 	Agent      string          `json:"agent,omitempty"`
 	Stage      string          `json:"stage,omitempty"`
@@ -83,7 +89,7 @@ type Event struct {
 	Call       string          `json:"call,omitempty"`  // the tool call's id
 	Tool       string          `json:"tool,omitempty"`
 	Args       json.RawMessage `json:"args,omitempty"`
-	Decision   string          `json:"decision,omitempty"`
+	Decision   Decision        `json:"decision,omitempty"`
 	Step       string          `json:"step,omitempty"`
 	Source     string          `json:"source,omitempty"`
 	Question   string          `json:"question,omitempty"`
