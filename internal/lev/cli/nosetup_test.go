@@ -142,8 +142,6 @@ prompt = "write and read back"
 tools = ["write_file", "read_file", "submit_output"]
 `
 
-var helloScript = modelScript("hello-script.toml")
-
 // TestBinaryNoSetupInTheJailEnv runs the built lev with exactly the environment lever
 // gives its container and nothing else set up: lev serve listens on the unix socket only
 // (mode 0600, no TCP port: a control daemon given a TCP address shows the check sees
@@ -156,7 +154,7 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	}
 	bin := buildLev(t)
 	j := newJailEnv(t)
-	mustWrite(t, j.script, helloScript)
+	mustWrite(t, j.script, modelScript("hello-script.toml"))
 	mustWrite(t, filepath.Join(j.runLever, "agents", "hello.toml"), hello)
 	srv := serveWith(t, bin, j.env, "unix:"+j.sock)
 
@@ -336,7 +334,8 @@ func regexpRunID(t *testing.T, s string) string {
 var _ = strconv.Itoa
 
 // modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
-// format), read once when the test binary starts.
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
 func modelScript(name string) string {
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

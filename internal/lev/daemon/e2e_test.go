@@ -33,8 +33,6 @@ prompt = "Review the upper-cased file."
 tools = ["read_file", "submit_output"]
 `
 
-var workScript = modelScript("work-script.toml")
-
 const token = "test-token-0123456789abcdef"
 
 type env struct {
@@ -102,7 +100,7 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 func TestDaemonEndToEnd(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, workScript)
+	write(t, script, modelScript("work-script.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "worker.toml"), workBlueprint)
 	write(t, filepath.Join(e.wd, "notes.txt"), "hello from notes")

@@ -27,8 +27,6 @@ prompt = "work"
 tools = ["shell", "submit_output"]
 `
 
-var liveScript = modelScript("live-script.toml")
-
 // collect streams a run's events into a channel until the stream ends.
 func collect(ctx context.Context, c *Client, id string, after int64) (<-chan events.Event, <-chan error) {
 	ch, errc := make(chan events.Event, 1024), make(chan error, 1)
@@ -63,7 +61,7 @@ func readFileEvents(t *testing.T, path string) []events.Event {
 func TestEventsLiveInOrderAndResumable(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, liveScript)
+	write(t, script, modelScript("live-script.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "live.toml"), liveBlueprint)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -373,7 +371,8 @@ func TestEventsUnwritableFailsTheResume(t *testing.T) {
 }
 
 // modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
-// format), read once when the test binary starts.
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
 func modelScript(name string) string {
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

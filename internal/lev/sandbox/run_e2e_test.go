@@ -19,8 +19,6 @@ import (
 	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
-var runScript = modelScript("run-script.toml")
-
 // TestLevRunInRootlessPodman: a real lev run (runner engine, scripted provider, pipeline,
 // the registered sandbox executor) whose shell calls go to rootless podman as the
 // unprivileged test user: both stages (identical settings) share one hardened container
@@ -32,7 +30,7 @@ func TestLevRunInRootlessPodman(t *testing.T) {
 	os.WriteFile(filepath.Join(wd, "input.txt"), []byte("from the host\n"), 0o644)
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
-	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(runScript), 0o644)
+	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(modelScript("run-script.toml")), 0o644)
 	os.WriteFile(filepath.Join(dir, "agents", "builder.toml"), []byte(`name = "builder"
 version = "1.0.0"
 [sandbox]
@@ -91,7 +89,8 @@ network = false
 }
 
 // modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
-// format), read once when the test binary starts.
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
 func modelScript(name string) string {
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

@@ -92,8 +92,6 @@ func startBench(t *testing.T) benchFixture {
 	return f
 }
 
-var benchScript = modelScript("bench-script.toml")
-
 const benchBlueprint = `name = "bb"
 version = "1.0.0"
 [stages.one]
@@ -108,7 +106,7 @@ func runThrough(t *testing.T, f benchFixture, cfgExtra string) (*runner.Record, 
 	os.MkdirAll(wd, 0o755)
 	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
 	os.WriteFile(filepath.Join(dir, "agents", "bb.toml"), []byte(benchBlueprint), 0o644)
-	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(strings.ReplaceAll(benchScript, "SHADOW", f.shadow)), 0o644)
+	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(strings.ReplaceAll(modelScript("bench-script.toml"), "SHADOW", f.shadow)), 0o644)
 	sc, _ := json.Marshal(filepath.Join(dir, "script.toml"))
 	cfg, err := levconfig.Parse(filepath.Join(dir, "config.toml"), []byte("[provider]\nkind = \"scripted\"\nscript = "+string(sc)+"\n[tool_permissions]\nshell = \"allow\"\n"+cfgExtra))
 	if err != nil {
@@ -261,7 +259,8 @@ func TestOptionsFromEnvBench(t *testing.T) {
 }
 
 // modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
-// format), read once when the test binary starts.
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
 func modelScript(name string) string {
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {

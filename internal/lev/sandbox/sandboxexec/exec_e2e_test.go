@@ -50,8 +50,6 @@ func setup(t *testing.T) string {
 	return dir
 }
 
-var script = modelScript("exec-script.toml")
-
 func runAgent(t *testing.T, dir, cfgExtra, bp string) (*runner.Record, string, error) {
 	t.Helper()
 	wd := filepath.Join(dir, "wd")
@@ -59,7 +57,7 @@ func runAgent(t *testing.T, dir, cfgExtra, bp string) (*runner.Record, string, e
 	os.WriteFile(filepath.Join(wd, "from-host.txt"), []byte("host file"), 0o644)
 	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
 	os.WriteFile(filepath.Join(dir, "agents", "sbx.toml"), []byte(bp), 0o644)
-	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(script), 0o644)
+	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(modelScript("exec-script.toml")), 0o644)
 	sc, _ := json.Marshal(filepath.Join(dir, "script.toml"))
 	cfg, err := levconfig.Parse(filepath.Join(dir, "config.toml"), []byte("[provider]\nkind = \"scripted\"\nscript = "+string(sc)+"\n[tool_permissions]\nshell = \"allow\"\n"+cfgExtra))
 	if err != nil {
