@@ -280,7 +280,7 @@ func readLastID(t *testing.T, p string) int64 {
 func TestEventsAuth(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, "[[rule]]\nturn = 1\ntext = \"hi\"\n")
+	write(t, script, modelScript("say-hi.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "hi.toml"), "name = \"hi\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = []\n")
 	rec, err := e.client.Spawn(context.Background(), runner.Spec{Agent: "hi", Workdir: e.wd})
@@ -333,7 +333,7 @@ func TestEventsAuth(t *testing.T) {
 func TestEventsUnwritableFailsTheResume(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"read_file\"\nargs = '{\"path\": \"x.txt\"}'\n")
+	write(t, script, modelScript("read-x-then-nothing.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "one.toml"), "name = \"one\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = [\"read_file\"]\n")
 	ctx := context.Background()
