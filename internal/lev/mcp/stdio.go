@@ -167,7 +167,7 @@ func (w *stdioWriter) Close() error                { return w.t.close() }
 // close follows the MCP specification's stdio shutdown (close stdin, wait, then kill), bounded by
 // closeGrace, and kills the whole process group so no grandchild outlives the session.
 func (t *stdioTransport) close() error {
-	// The spec's grace is for a server that works: none before the handshake completed
+	// The MCP specification's grace is for a server that works: none before the handshake completed
 	// (a server that failed it), none past a cap.
 	grace := closeGrace
 	if !t.ready.Load() || t.fault.get() != nil {

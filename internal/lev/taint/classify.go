@@ -165,8 +165,9 @@ type ResultInfo struct {
 	// ThroughGrant: the read resolved outside the workdir and was let through by a
 	// declared and granted [read_paths] entry.
 	ThroughGrant bool
-	// AgentHasGrant: the agent has at least one active read-path grant. The spec classifies
-	// the read tools Private for such an agent, whatever path a given read hit.
+	// AgentHasGrant: the agent has at least one active read-path grant. For such an agent
+	// the read tools are Private, whatever path a given read hit (docs/lev-security.md,
+	// "Labels come from the runtime only").
 	AgentHasGrant bool
 }
 

@@ -201,7 +201,7 @@ func TestLaunderingThroughStorage(t *testing.T) {
 			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`, stateRefused: true},
 		{name: "control: a file beside lev's state in the same workdir reads", src: secretPath, readerWD: "root",
 			readTool: "read_file", readArgs: `{"path": "home/proj/readme.txt"}`},
-		// The spec's planner: the user grants the runs directory explicitly. The record
+		// The planner of docs/lev.md ("lev's own state"): the user grants the runs directory explicitly. The record
 		// reads, and what it holds is Private (its run's label, and a granted read).
 		{name: "run record read through a granted [read_paths] entry is Private", src: secretPath, readerWD: "root", readerGrant: true,
 			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`, blocked: true},
