@@ -1,4 +1,6 @@
-// Command lev is the agent runtime: lev serve, run, resume, ps, validate, policy.
+// Command lev is the agent runtime: lev serve, run, resume, ps, validate, policy. It owns
+// nothing but the process: every command, its flags and its exit status live in
+// internal/lev/cli, so this file must stay the one call into it.
 package main
 
 import (

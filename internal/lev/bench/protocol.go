@@ -11,6 +11,10 @@
 // is its EOF); stderr is kept up to stderr_max and dropped. The client keeps its side open while the command runs: the server reads it the
 // whole time, and a client that goes away (or writes anything more) gets its command's
 // process group killed.
+//
+// It owns the protocol, the client and the server. It must not run a command for anyone
+// but the peer on the socket, and the workbench side must hold nothing of lev's (token,
+// keys, state).
 package bench
 
 import (

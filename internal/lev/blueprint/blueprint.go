@@ -1,5 +1,9 @@
 // Package blueprint loads lev agent blueprints: one strict TOML file per agent. Unknown
 // keys and bad values fail the load with an error naming the key and its line.
+//
+// It owns the blueprint schema, loading and validation. It must not grant anything: a
+// blueprint declares (read paths, MCP servers, permissions it tightens) and only the
+// user's config.toml grants.
 package blueprint
 
 import (

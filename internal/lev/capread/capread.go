@@ -1,6 +1,9 @@
 // Package capread reads remote peers through lev's fixed size caps. They are constants,
 // not configuration: every well-formed reply is far below them, and a knob that only
 // matters under attack would be a knob for the attacker.
+//
+// It owns those caps and the error a reply past one gets. It must not make them
+// configurable, and nothing in lev may read a remote body except through it.
 package capread
 
 import (
@@ -21,7 +24,7 @@ const (
 	MCPLineCap = 1 << 20
 )
 
-// CapError is a read past a cap. Its message is the spec's: "response body exceeded 64 MiB
+// CapError is a read past a cap. Its message is the one docs/lev.md ("Providers and caps") shows: "response body exceeded 64 MiB
 // from api.openai.com".
 type CapError struct {
 	What string // "response body", "stream frame", "line"

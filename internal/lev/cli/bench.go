@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/bench"
 )
 
@@ -36,7 +37,7 @@ never see the socket's directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if socket == "" {
-				return &ExitError{Code: 2, Err: errors.New("bench serve: --socket PATH is required")}
+				return errors.New("bench serve: --socket PATH is required")
 			}
 			logger := log.New(cmd.ErrOrStderr(), "lev bench: ", log.LstdFlags|log.LUTC)
 			if inner {
@@ -61,7 +62,7 @@ func benchOuter(socket string, logger *log.Logger) error {
 	s := &bench.Server{Socket: socket, Logf: logger.Printf}
 	ln, err := s.Listen()
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return err
 	}
 	defer os.Remove(socket)
 	ul := ln.(*net.UnixListener)
@@ -102,7 +103,7 @@ func benchOuter(socket string, logger *log.Logger) error {
 	err = child.Wait()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return &ExitError{Code: 1, Err: fmt.Errorf("bench serve: the serving process ended: %v", err)}
+		return exitcode.New(1, fmt.Errorf("bench serve: the serving process ended: %v", err))
 	}
 	return err
 }
@@ -114,14 +115,14 @@ func benchInner(socket string, logger *log.Logger) error {
 	ln, err := net.FileListener(f)
 	f.Close()
 	if err != nil {
-		return &ExitError{Code: 2, Err: fmt.Errorf("bench serve --inner: no listening socket on fd 3: %w", err)}
+		return fmt.Errorf("bench serve --inner: no listening socket on fd 3: %w", err)
 	}
 	if err := bench.Hide(filepath.Dir(socket)); err != nil {
-		return &ExitError{Code: 2, Err: fmt.Errorf("bench serve: %w", err)}
+		return fmt.Errorf("bench serve: %w", err)
 	}
 	uid, gid, err := bench.OuterIDs()
 	if err != nil {
-		return &ExitError{Code: 2, Err: fmt.Errorf("bench serve: %w", err)}
+		return fmt.Errorf("bench serve: %w", err)
 	}
 	s := &bench.Server{Socket: socket, Logf: logger.Printf, CommandUID: uid, CommandGID: gid, CommandIDs: true}
 	return benchServe(s, ln, logger)

@@ -31,7 +31,7 @@ tools = ["read_file"]
 tools = ["submit_output"]
 `
 
-// TestValidateReport: the spec's output, character for character.
+// TestValidateReport: the output docs/lev.md shows, character for character.
 func TestValidateReport(t *testing.T) {
 	bp, err := blueprint.Parse("/agents/cto.toml", []byte(ctoBlueprint), pipeline.Known)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/events"
 	"github.com/lever-jail/lever/internal/lev/runner"
@@ -65,7 +66,7 @@ func eventLine(ev *events.Event) string {
 		}
 	case events.ToolResult:
 		s = fmt.Sprintf("tool %s: %s, %d bytes in %.0fms", ev.Tool, ev.Status, ev.Bytes, ev.DurationMS)
-		if ev.Status == "error" && ev.Message != "" {
+		if ev.Status == events.StatusError && ev.Message != "" {
 			s += ": " + oneLine(ev.Message, 160)
 		}
 	case events.Ask:
@@ -87,7 +88,7 @@ func eventLine(ev *events.Event) string {
 	case events.Result:
 		s = fmt.Sprintf("result: %d bytes", ev.Bytes)
 	case events.RunEnd:
-		s = "run " + ev.Status
+		s = "run " + string(ev.Status)
 		if ev.Step != "" {
 			s += " at " + ev.Step
 		}
@@ -95,7 +96,7 @@ func eventLine(ev *events.Event) string {
 			s += ": " + oneLine(ev.Error, 300)
 		}
 	default:
-		s = ev.Type
+		s = string(ev.Type)
 	}
 	return fmt.Sprintf("lev: %s #%d %s", ev.Time.Format("15:04:05.000"), ev.ID, s)
 }
@@ -163,7 +164,7 @@ func follow(ctx context.Context, c *daemon.Client, p *prompter, rec *runner.Reco
 	}
 	final, err := c.Wait(ctx, rec.ID, 200*time.Millisecond)
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return err
 	}
 	return report(final, asJSON, stdout)
 }
@@ -176,9 +177,9 @@ func report(rec *runner.Record, asJSON bool, stdout io.Writer) error {
 		}
 		return nil
 	case runner.StatusRefused:
-		return &ExitError{Code: 1, Err: fmt.Errorf("run %s refused: %s", rec.ID, rec.Error)}
+		return exitcode.New(1, fmt.Errorf("run %s refused: %s", rec.ID, rec.Error))
 	}
-	return &ExitError{Code: 1, Err: fmt.Errorf("run %s %s: %s", rec.ID, rec.Status, rec.Error)}
+	return exitcode.New(1, fmt.Errorf("run %s %s: %s", rec.ID, rec.Status, rec.Error))
 }
 
 // runErr turns an API error about a run into the one-line error and exit code the
@@ -186,7 +187,7 @@ func report(rec *runner.Record, asJSON bool, stdout io.Writer) error {
 func runErr(id string, err error) error {
 	var ae *daemon.APIError
 	if errors.As(err, &ae) && ae.Code == 404 {
-		return &ExitError{Code: 2, Err: fmt.Errorf("no run %q (lev ps lists the runs)", id)}
+		return fmt.Errorf("no run %q (lev ps lists the runs)", id)
 	}
-	return &ExitError{Code: 2, Err: fmt.Errorf("run %s: %w", id, err)}
+	return fmt.Errorf("run %s: %w", id, err)
 }

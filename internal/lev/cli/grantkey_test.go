@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestGrantsKeyedOnInstallName (issue 10, lev item 7) drives the real lev binary: config
+// TestGrantsKeyedOnInstallName (docs/lev.md, "Blueprints from the tree") drives the real lev binary: config
 // grants ~/docs to [agent_read_paths.cto]. A blueprint installed as evil (agents/evil.toml,
 // or agents/evil/blueprint.toml) that calls itself "cto" is refused, by lev run and lev
 // validate, naming the file; the same blueprint installed as cto (the control) reads the

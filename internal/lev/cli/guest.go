@@ -17,7 +17,7 @@ func newGuestCmd() *cobra.Command {
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := guestside.Serve(args[0], cmd.InOrStdin(), cmd.OutOrStdout()); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			return nil
 		},

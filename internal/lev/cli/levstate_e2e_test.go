@@ -143,7 +143,7 @@ func TestContainerSandboxHidesLevState(t *testing.T) {
 	t.Run("a script seed runs in the container", func(t *testing.T) {
 		b := newBox(t, bin, "lev", sbx, engineEnv...)
 		mustWrite(t, filepath.Join(b.wd, "seed.sh"), "touch marker; printf 'pid1='; cat /proc/1/cmdline")
-		mustWrite(t, b.script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"submit_output\"\nargs = '{\"output\": \"{{last}}\"}'\n")
+		mustWrite(t, b.script, modelScript("submit-last.toml"))
 		b.agent("seeder", "name = \"seeder\"\nversion = \"1\"\n[[seeds]]\nscript = \"seed.sh\"\n[stages.s]\ntools = [\"submit_output\"]\n")
 		out, stderr, code := b.lev("run", "seeder", "--workdir", b.wd)
 		if _, err := os.Stat(filepath.Join(b.wd, "marker")); err != nil || code != 0 || !strings.Contains(out, "pid1=sleep") {

@@ -144,7 +144,7 @@ func TestSeedScriptsAnswerToShell(t *testing.T) {
 			}
 			b := newBox(t, bin, "lev", tc.config)
 			mustWrite(t, filepath.Join(b.wd, "seed.sh"), "touch marker; printf 'seeded '; awk 'NR>2 {print $1}' /proc/net/dev | tr '\\n' ' '")
-			mustWrite(t, b.script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"submit_output\"\nargs = '{\"output\": \"{{last}}\"}'\n")
+			mustWrite(t, b.script, modelScript("submit-last.toml"))
 			bpSandbox := ""
 			if strings.Contains(tc.name, "blueprint's own sandbox") {
 				bpSandbox = "[sandbox]\nkind = \"namespace\"\nnetwork = false\n"

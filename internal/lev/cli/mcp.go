@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,14 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/lev/levconfig"
-	"github.com/lever-jail/lever/internal/lev/mcp"
 	"github.com/lever-jail/lever/internal/lev/mcp/mcprun"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
-	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
-	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
-	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
 func newMCPCmd() *cobra.Command {
@@ -41,15 +35,25 @@ type mcpServerInfo struct {
 	Clearance      string   `json:"clearance,omitempty"`
 	Agents         []string `json:"agents"` // nil in JSON as null: every installed agent
 	AgentsText     string   `json:"-"`
-	State          string   `json:"state"` // ok | failed | not started
+	State          mcpState `json:"state"`
 	Error          string   `json:"error,omitempty"`
 	Tools          []string `json:"tools,omitempty"`
 	Refused        []string `json:"refused,omitempty"`
 	StartMS        float64  `json:"start_ms,omitempty"`
 }
 
+// mcpState is what `lev mcp list` found of a server: started and listed its tools, failed
+// to, or not asked (--no-start).
+type mcpState string
+
+const (
+	mcpOK         mcpState = "ok"
+	mcpFailed     mcpState = "failed"
+	mcpNotStarted mcpState = "not started"
+)
+
 func describeServer(s *levconfig.MCPServer) mcpServerInfo {
-	info := mcpServerInfo{Name: s.Name, Transport: s.Transport(), Classification: s.Classification, Clearance: s.Clearance, Agents: s.Agents, State: "not started"}
+	info := mcpServerInfo{Name: s.Name, Transport: s.Transport(), Classification: s.Classification, Clearance: s.Clearance, Agents: s.Agents, State: mcpNotStarted}
 	if s.Stdio() {
 		info.Target = strings.Join(append([]string{s.Command}, s.Args...), " ")
 	} else {
@@ -98,13 +102,13 @@ func newMCPListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			var x runner.MaskedExecutor
 			var wd string
 			if !noStart {
 				if x, wd, err = mcpSandbox(cfg); err != nil {
-					return &ExitError{Code: 2, Err: err}
+					return err
 				}
 				defer x.Close()
 			}
@@ -117,9 +121,9 @@ func newMCPListCmd() *cobra.Command {
 					sess, tools, err := mcprun.Connect(cmd.Context(), s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x})
 					info.StartMS = float64(time.Since(start).Microseconds()) / 1000
 					if err != nil {
-						info.State, info.Error = "failed", err.Error()
+						info.State, info.Error = mcpFailed, err.Error()
 					} else {
-						info.State = "ok"
+						info.State = mcpOK
 						for _, t := range tools {
 							if pt, err := mcprun.Tool(sess, s, t); err != nil {
 								info.Refused = append(info.Refused, err.Error())
@@ -170,160 +174,4 @@ func newMCPListCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	cmd.Flags().BoolVar(&noStart, "no-start", false, "do not start the servers (no state, no tools)")
 	return cmd
-}
-
-func newMCPTestCmd() *cobra.Command {
-	var argsJSON string
-	var asJSON, allow, yolo bool
-	cmd := &cobra.Command{
-		Use:   "test SERVER [TOOL --args JSON]",
-		Short: "Start one configured server and list its tools; with TOOL, call it through the pipeline (permission, gate), printing each decision",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			s := cfg.MCP.Servers[args[0]]
-			if s == nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("config.toml has no [mcp.servers.%s] (lev mcp list shows the servers)", args[0])}
-			}
-			if len(args) == 1 && cmd.Flags().Changed("args") {
-				return &ExitError{Code: 2, Err: errors.New("--args needs a TOOL")}
-			}
-			x, wd, err := mcpSandbox(cfg)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			defer x.Close()
-			rep := &mcpTestReport{Server: s.Name}
-			w := cmd.OutOrStdout()
-			say := func(format string, a ...any) {
-				if !asJSON {
-					fmt.Fprintf(w, format+"\n", a...)
-				}
-			}
-			defer func() {
-				if asJSON {
-					json.NewEncoder(w).Encode(rep)
-				}
-			}()
-			var requests []mcp.Request
-			start := time.Now()
-			sess, tools, err := mcprun.Connect(cmd.Context(), s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x,
-				OnRequest: func(q mcp.Request) { requests = append(requests, q) }})
-			rep.StartMS = float64(time.Since(start).Microseconds()) / 1000
-			if err != nil {
-				rep.Error = err.Error()
-				say("✗ %s: %v", s.Name, err)
-				return &ExitError{Code: 1, Err: fmt.Errorf("MCP server %s failed", s.Name)}
-			}
-			defer sess.Close()
-			say("✓ %s started (%s) in %.0f ms", s.Name, s.Transport(), rep.StartMS)
-			byName := map[string]*pipeline.Tool{}
-			for _, t := range tools {
-				pt, err := mcprun.Tool(sess, s, t)
-				if err != nil {
-					rep.Refused = append(rep.Refused, err.Error())
-					say("  refused: %v", err)
-					continue
-				}
-				byName[pt.Name] = pt
-				rep.Tools = append(rep.Tools, pt.Name)
-				say("  %s", pt.Name)
-			}
-			if len(args) == 1 {
-				return nil
-			}
-			name := args[1]
-			if !strings.HasPrefix(name, toolnames.MCPPrefix) {
-				name = toolnames.MCPName(s.Name, name)
-			}
-			if byName[name] == nil {
-				rep.Error = fmt.Sprintf("%s offers no tool %s", s.Name, name)
-				say("✗ %s", rep.Error)
-				return &ExitError{Code: 1, Err: errors.New(rep.Error)}
-			}
-			call, res, err := mcpTestCall(cmd.Context(), cfg, wd, byName, name, argsJSON, allow, yolo)
-			if err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-			rep.Call = &mcpTestCallReport{Tool: name, Args: call.ArgsJSON(), Permission: string(call.Permission), PermissionSource: call.PermissionSource,
-				Gate: call.Gate, Refusal: res.Refusal, IsError: res.IsError, Result: res.Content}
-			for _, q := range requests {
-				rep.Requests = append(rep.Requests, q.Method)
-			}
-			if !asJSON {
-				say("call %s %s", name, call.ArgsJSON())
-				if call.Permission != "" {
-					say("  permission: %s (%s)", call.Permission, call.PermissionSource)
-				}
-				if call.Gate != nil {
-					say("  gate: %s (%s)", map[bool]string{true: "allowed", false: "blocked"}[call.Gate.Allow], strings.TrimSpace(call.Gate.Source+" "+call.Gate.Reason))
-				}
-				for _, q := range requests {
-					say("  server request %s: %s", q.Method, map[bool]string{true: "answered", false: "refused"}[q.Answered])
-				}
-				switch {
-				case res.Refusal != nil:
-					say("  refused at %s: %s", res.Refusal.Step, res.Refusal.Msg)
-				case res.IsError:
-					say("  error: %s", res.Content)
-				default:
-					say("  result: %s", res.Content)
-				}
-			}
-			if res.Refusal != nil || res.IsError {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%s did not succeed", name)}
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&argsJSON, "args", "{}", "the tool's arguments, a JSON object")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON report")
-	cmd.Flags().BoolVar(&allow, "allow", false, "lift the tool's ask permission, as lev run --allow TOOL would (never a deny)")
-	cmd.Flags().BoolVar(&yolo, "yolo", false, "run as lev run --yolo would: every ask allowed, the gate's AutoBlock waived and audited")
-	return cmd
-}
-
-type mcpTestReport struct {
-	Server   string             `json:"server"`
-	StartMS  float64            `json:"start_ms"`
-	Tools    []string           `json:"tools,omitempty"`
-	Refused  []string           `json:"refused,omitempty"`
-	Error    string             `json:"error,omitempty"`
-	Call     *mcpTestCallReport `json:"call,omitempty"`
-	Requests []string           `json:"server_requests,omitempty"`
-}
-
-type mcpTestCallReport struct {
-	Tool             string             `json:"tool"`
-	Args             json.RawMessage    `json:"args"`
-	Permission       string             `json:"permission,omitempty"`
-	PermissionSource string             `json:"permission_source,omitempty"`
-	Gate             *pipeline.Decision `json:"gate,omitempty"`
-	Refusal          *pipeline.Refusal  `json:"refusal,omitempty"`
-	IsError          bool               `json:"is_error,omitempty"`
-	Result           string             `json:"result"`
-}
-
-// mcpTestCall puts one call through the pipeline a run would build from config.toml (no
-// blueprint: its permissions and taint settings are the user's), headless, with the run's
-// taint gate writing its audit to a scratch directory.
-func mcpTestCall(ctx context.Context, cfg *levconfig.Config, wd string, tools map[string]*pipeline.Tool, name, argsJSON string, allow, yolo bool) (*pipeline.Call, *pipeline.Result, error) {
-	scratch, err := os.MkdirTemp("", "lev-mcp-test-")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer os.RemoveAll(scratch)
-	gate, err := taintgate.New(&pipeline.RunEnv{RunID: "lev-mcp-test", Workdir: wd, RunDir: scratch, Config: cfg, Yolo: yolo})
-	if err != nil {
-		return nil, nil, fmt.Errorf("taint gate: %w", err)
-	}
-	p := &pipeline.Pipeline{Tools: tools, Gate: gate,
-		Perms: &pipeline.Permissions{User: cfg.Perms, Yolo: yolo, Allow: map[string]bool{name: allow}}}
-	st := pipeline.Stage{Name: "mcp-test", Tools: []string{name}, Dir: filepath.Join(scratch, "stages", "0")}
-	os.MkdirAll(st.Dir, 0o700)
-	c, res := p.Handle(ctx, st, provider.ToolCall{ID: "test-1", Name: name, Args: json.RawMessage(argsJSON)})
-	return c, res, nil
 }

@@ -110,7 +110,7 @@ func readCalls(t *testing.T, runDir string) []callLine {
 // node and symlinks to them (and to /dev/zero) inside its workdir. Every call is refused
 // promptly with the reason (before the fix, write_file on the FIFO blocked the run
 // forever); the same tools on a regular file and a directory work (positive controls).
-// The run's taint_audit.json shows the gate the binary wires ran (issue 10, item 10).
+// The run's taint_audit.json shows the gate the binary wires ran (docs/lev.md, "Wiring").
 func TestBinaryFileToolsRefuseNonRegularFiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -235,15 +235,7 @@ func TestBinaryDaemonStopsOnSIGTERMDuringAStuckCall(t *testing.T) {
 	}
 	bin := buildLev(t)
 	d := startDaemon(t, bin, "[tool_permissions]\nshell = \"allow\"\n")
-	mustWrite(t, d.scriptFile, `[[rule]]
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '''{"command": "touch started; setsid sh -c 'echo $$ > stuck.pid; exec sleep 600'", "timeout_seconds": 3600}'''
-[[rule]]
-turn = 2
-text = "done"
-`)
+	mustWrite(t, d.scriptFile, modelScript("stuck-call-script.toml"))
 	mustWrite(t, filepath.Join(d.levHome, "agents", "stuck.toml"), "name = \"stuck\"\nversion = \"1\"\n[stages.s]\ntools = [\"shell\"]\n")
 	ctx := context.Background()
 	rec, err := d.client.Spawn(ctx, runner.Spec{Agent: "stuck", Workdir: d.wd})

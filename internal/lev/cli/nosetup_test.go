@@ -142,26 +142,6 @@ prompt = "write and read back"
 tools = ["write_file", "read_file", "submit_output"]
 `
 
-const helloScript = `
-[[rule]]
-turn = 1
-[[rule.call]]
-tool = "write_file"
-args = '{"path": "note.txt", "content": "hello from the jail"}'
-
-[[rule]]
-turn = 2
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "note.txt"}'
-
-[[rule]]
-turn = 3
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "{{last}}"}'
-`
-
 // TestBinaryNoSetupInTheJailEnv runs the built lev with exactly the environment lever
 // gives its container and nothing else set up: lev serve listens on the unix socket only
 // (mode 0600, no TCP port: a control daemon given a TCP address shows the check sees
@@ -174,7 +154,7 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	}
 	bin := buildLev(t)
 	j := newJailEnv(t)
-	mustWrite(t, j.script, helloScript)
+	mustWrite(t, j.script, modelScript("hello-script.toml"))
 	mustWrite(t, filepath.Join(j.runLever, "agents", "hello.toml"), hello)
 	srv := serveWith(t, bin, j.env, "unix:"+j.sock)
 
@@ -352,3 +332,14 @@ func regexpRunID(t *testing.T, s string) string {
 }
 
 var _ = strconv.Itoa
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}

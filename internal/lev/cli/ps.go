@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 func newPsCmd() *cobra.Command {
@@ -22,7 +24,7 @@ func newPsCmd() *cobra.Command {
 			}
 			recs, err := c.List(ctx)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			if asJSON {
 				// One object per run, the fields a script wants; the full record is
@@ -60,14 +62,14 @@ func newPsCmd() *cobra.Command {
 }
 
 type psRow struct {
-	ID        string    `json:"id"`
-	Agent     string    `json:"agent"`
-	Status    string    `json:"status"`
-	Stage     int       `json:"stage"`
-	StageName string    `json:"stage_name,omitempty"`
-	Stages    int       `json:"stages"`
-	Workdir   string    `json:"workdir"`
-	Created   time.Time `json:"created"`
-	Updated   time.Time `json:"updated"`
-	Error     string    `json:"error,omitempty"`
+	ID        string        `json:"id"`
+	Agent     string        `json:"agent"`
+	Status    runner.Status `json:"status"`
+	Stage     int           `json:"stage"`
+	StageName string        `json:"stage_name,omitempty"`
+	Stages    int           `json:"stages"`
+	Workdir   string        `json:"workdir"`
+	Created   time.Time     `json:"created"`
+	Updated   time.Time     `json:"updated"`
+	Error     string        `json:"error,omitempty"`
 }

@@ -29,24 +29,6 @@ tools = ["read_file", "shell", "submit_output"]
 // turn 1 reads a granted Private file; turn 2's shell asks permission (answered yes) and
 // then the taint gate (Private data, shell may send it off: answered deny); turn 3's
 // final answer goes through the gate too (answered once) so the run completes.
-const gateScript = `
-[[rule]]
-turn = 1
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "HOME/secret/key.txt"}'
-
-[[rule]]
-turn = 2
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo leaked"}'
-
-[[rule]]
-turn = 3
-text = "done"
-`
-
 // ptyOutput collects what the terminal shows and lets the test wait for the n-th
 // occurrence of a prompt.
 type ptyOutput struct {
@@ -87,7 +69,7 @@ func TestBinaryRunOnATerminalAnswersAskAndGate(t *testing.T) {
 	j := newJailEnv(t)
 	home := j.root // HOME in the jail env
 	mustWrite(t, filepath.Join(home, "secret", "key.txt"), "s3cr3t")
-	mustWrite(t, j.script, strings.ReplaceAll(gateScript, "HOME", home))
+	mustWrite(t, j.script, strings.ReplaceAll(modelScript("gate-script.toml"), "HOME", home))
 	mustWrite(t, filepath.Join(j.runLever, "config.toml"), "[agent_read_paths.gate]\nallow = [\"~/secret\"]\n")
 	mustWrite(t, filepath.Join(j.runLever, "agents", "gate.toml"), gateBlueprint)
 	serveWith(t, bin, j.env, "unix:"+j.sock)

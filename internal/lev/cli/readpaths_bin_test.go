@@ -13,7 +13,7 @@ import (
 
 // TestReadPathAttacksBinary drives the built lev through `lev validate` and `lev run`
 // with blueprints whose [read_paths] entries were read one way when granting and another
-// when enforcing (issue 10, lev item 5). Each attack reads a file the user never meant to
+// when enforcing (docs/lev.md, "The read-path fence"). Each attack reads a file the user never meant to
 // open; each has a positive control in the same daemon that reads through a sound entry,
 // so a refusal is the fence's doing and not a broken setup.
 func TestReadPathAttacksBinary(t *testing.T) {

@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/daemon"
+	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 func newResultCmd() *cobra.Command {
@@ -35,7 +37,7 @@ func newResultCmd() *cobra.Command {
 				}
 				res = &daemon.Result{ID: rec.ID, Status: rec.Status, Error: rec.Error}
 				if res.Error == "" {
-					res.Error = "run is " + rec.Status + "; no result yet"
+					res.Error = "run is " + string(rec.Status) + "; no result yet"
 				}
 			}
 			if asJSON {
@@ -44,11 +46,11 @@ func newResultCmd() *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
-			} else if res.Status == "completed" {
+			} else if res.Status == runner.StatusCompleted {
 				fmt.Fprintln(cmd.OutOrStdout(), string(res.Output))
 			}
-			if res.Status != "completed" {
-				return &ExitError{Code: 1, Err: fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error)}
+			if res.Status != runner.StatusCompleted {
+				return exitcode.New(1, fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error))
 			}
 			return nil
 		},

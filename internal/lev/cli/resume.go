@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 )
 
@@ -21,7 +22,7 @@ func newResumeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			ctx := cmd.Context()
 			if ctx == nil {
@@ -29,16 +30,16 @@ func newResumeCmd() *cobra.Command {
 			}
 			c, err := connect(ctx, cfg, true, cmd.ErrOrStderr())
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
-			interactive := !headless && !detach && isTerminal(os.Stdin)
+			interactive := !headless && !detach && hostterm.IsTerminal(os.Stdin)
 			rec, err := c.Resume(ctx, args[0], interactive)
 			if err != nil {
 				var ae *daemon.APIError
 				if errors.As(err, &ae) && ae.Code == 404 {
 					return runErr(args[0], err)
 				}
-				return &ExitError{Code: 2, Err: fmt.Errorf("resuming %s: %w", args[0], err)}
+				return fmt.Errorf("resuming %s: %w", args[0], err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "lev: resumed run %s at stage %d\n", rec.ID, rec.Stage)
 			warnUngranted(cmd.ErrOrStderr(), rec)

@@ -1,10 +1,14 @@
-// Package cli holds lev's cobra commands, one file per command. Commands parse flags, load
-// config and hand over to the packages that do the work.
+// Package cli holds lev's cobra commands, one file per command. Each parses its flags
+// (into an options struct where a command has several), loads the config and calls a run
+// function that hands over to the domain packages.
+//
+// It owns flags, output formats and exit statuses (internal/exitcode: a plain error exits
+// 2, and only another status is wrapped). It must not hold domain logic (policy
+// evaluation, run driving, fencing), and no cobra or flag code lives outside it.
 package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,19 +17,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/version"
 )
-
-// ExitError carries an exit code out of a command.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
 
 // NewRoot builds lev's command tree.
 func NewRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -56,15 +52,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(stderr, "lev:", err)
-		var ee *ExitError
-		if errors.As(err, &ee) {
-			return ee.Code
-		}
-		return 2
+	err := root.Execute()
+	if msg := exitcode.Message(err); msg != "" {
+		fmt.Fprintln(stderr, "lev:", msg)
 	}
-	return 0
+	return exitcode.Of(err)
 }
 
 func loadConfig() (*levconfig.Config, error) {
@@ -88,7 +80,7 @@ func newClient(cfg *levconfig.Config, token string) (*daemon.Client, error) {
 func daemonClient(cmd *cobra.Command) (context.Context, *daemon.Client, error) {
 	cfg, err := loadConfig()
 	if err != nil {
-		return nil, nil, &ExitError{Code: 2, Err: err}
+		return nil, nil, err
 	}
 	ctx := cmd.Context()
 	if ctx == nil {
@@ -96,7 +88,7 @@ func daemonClient(cmd *cobra.Command) (context.Context, *daemon.Client, error) {
 	}
 	c, err := connect(ctx, cfg, false, cmd.ErrOrStderr())
 	if err != nil {
-		return nil, nil, &ExitError{Code: 2, Err: err}
+		return nil, nil, err
 	}
 	return ctx, c, nil
 }

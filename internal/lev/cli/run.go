@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/runner"
@@ -30,12 +31,12 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			if len(args) == 1 {
 				spec.Agent = args[0]
 			} else if spec.Agent = os.Getenv("LEV_BLUEPRINT"); spec.Agent == "" {
-				return &ExitError{Code: 2, Err: fmt.Errorf("lev run: name an agent (a blueprint name or .toml path), or set LEV_BLUEPRINT")}
+				return fmt.Errorf("lev run: name an agent (a blueprint name or .toml path), or set LEV_BLUEPRINT")
 			}
 			if strings.HasSuffix(spec.Agent, ".toml") || strings.ContainsRune(spec.Agent, '/') {
 				// The daemon resolves names from its own directory, not ours.
@@ -50,18 +51,18 @@ used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 				return err
 			}
 			// Somebody is there to answer ask prompts when stdin is a terminal.
-			spec.Interactive = !headless && !detach && isTerminal(os.Stdin)
+			spec.Interactive = !headless && !detach && hostterm.IsTerminal(os.Stdin)
 			ctx := cmd.Context()
 			if ctx == nil {
 				ctx = context.Background()
 			}
 			c, err := connect(ctx, cfg, true, cmd.ErrOrStderr())
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			rec, err := c.Spawn(ctx, spec)
 			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("spawning %s: %w", spec.Agent, err)}
+				return fmt.Errorf("spawning %s: %w", spec.Agent, err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "lev: run %s of %s in %s\n", rec.ID, rec.Agent, rec.Workdir)
 			warnUngranted(cmd.ErrOrStderr(), rec)

@@ -32,7 +32,7 @@ func newServeCmd() *cobra.Command {
 			logger := log.New(cmd.ErrOrStderr(), "lev: ", log.LstdFlags|log.LUTC)
 			w, err := levconfig.NewWatcher(levconfig.Path(), logger.Printf)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			cfg := w.Current()
 			if listen == "" {
@@ -43,19 +43,19 @@ func newServeCmd() *cobra.Command {
 			}
 			token, err := daemon.ReadToken(tokenFile)
 			if err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("refusing to start without a bearer token: %w", err)}
+				return fmt.Errorf("refusing to start without a bearer token: %w", err)
 			}
 			// The token file this daemon uses is lev's state for every run, wherever
 			// --token-file put it.
 			if err := levstate.Register(tokenFile, "the daemon's bearer token"); err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("token file: %w", err)}
+				return fmt.Errorf("token file: %w", err)
 			}
 			if err := daemon.CheckListen(listen, allowRemote); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			ln, err := daemon.Listen(listen)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			// The pid file lets scripts (and tests) stop a daemon that lev run started.
 			pidFile := filepath.Join(levconfig.Home(), "daemon.pid")
@@ -75,7 +75,7 @@ func newServeCmd() *cobra.Command {
 				NewExecutor: sandboxexec.Factory,
 			}
 			if err := eng.Validate(); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			eng.Recover()
 			srv := &daemon.Server{Engine: eng, Watcher: w, Token: token, Log: logger.Printf}

@@ -22,7 +22,7 @@ func TestBlueprintSeedCannotReadLevHome(t *testing.T) {
 	bp := func(seed string) string {
 		return "name = \"shipper\"\nversion = \"1\"\n[[seeds]]\nfile = \"blueprint:" + seed + "\"\n[stages.probe]\ntools = [\"submit_output\"]\n"
 	}
-	mustWrite(t, b.script, "[[rule]]\nstage = \"probe\"\nturn = 1\n[[rule.call]]\ntool = \"submit_output\"\nargs = '{\"output\": \"submitted\"}'\n")
+	mustWrite(t, b.script, modelScript("submit-submitted.toml"))
 	mustWrite(t, filepath.Join(b.home, "agents", "shipper", "notes.md"), "shipped notes")
 	mustWrite(t, filepath.Join(b.home, "agents", "shipper", "blueprint.toml"), bp("notes.md"))
 	// Start the daemon (and its log) with the control run.

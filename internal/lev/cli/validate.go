@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
@@ -22,11 +23,11 @@ func newValidateCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig()
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			bp, err := loadForValidate(args[0])
 			if bp == nil && err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return err
 			}
 			if err == nil {
 				// What depends on the home (an entry spelling it, or a parent of it,
@@ -35,13 +36,13 @@ func newValidateCmd() *cobra.Command {
 			}
 			if err != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
-				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}
+				return exitcode.New(1, fmt.Errorf("blueprint %s is invalid", args[0]))
 			}
 			if bp.Foreign {
 				// No install name to check: it has none.
 			} else if err := blueprint.Install(agentsDir(), bp); err != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
-				return &ExitError{Code: 1, Err: fmt.Errorf("blueprint %s is invalid", args[0])}
+				return exitcode.New(1, fmt.Errorf("blueprint %s is invalid", args[0]))
 			}
 			fmt.Fprint(cmd.OutOrStdout(), ValidateReport(bp, cfg))
 			return nil
@@ -49,8 +50,8 @@ func newValidateCmd() *cobra.Command {
 	}
 }
 
-// ValidateReport is lev validate's output for a valid blueprint: the spec's checks and
-// notes, comparing patterns (not paths on disk) against the config's grants.
+// ValidateReport is lev validate's output for a valid blueprint: the checks and
+// notes docs/lev.md ("The read-path fence") lists, comparing patterns (not paths on disk) against the config's grants.
 func ValidateReport(bp *blueprint.Blueprint, cfg *levconfig.Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "✓ Blueprint '%s' is valid.\n", bp.Name)

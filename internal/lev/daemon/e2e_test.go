@@ -33,52 +33,6 @@ prompt = "Review the upper-cased file."
 tools = ["read_file", "submit_output"]
 `
 
-const workScript = `
-[[rule]]
-stage = "work"
-turn = 1
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "notes.txt"}'
-
-[[rule]]
-stage = "work"
-turn = 2
-last_contains = "hello from notes"
-[[rule.call]]
-tool = "write_file"
-args = '{"path": "out/out.txt", "content": "{{last}} processed"}'
-
-[[rule]]
-stage = "work"
-turn = 3
-[[rule.call]]
-tool = "shell"
-args = '{"command": "tr a-z A-Z < out/out.txt > upper.txt && cat upper.txt"}'
-
-[[rule]]
-stage = "work"
-turn = 4
-last_contains = "HELLO FROM NOTES PROCESSED"
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": {"shell": "{{last}}"}}'
-
-[[rule]]
-stage = "review"
-turn = 1
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "upper.txt"}'
-
-[[rule]]
-stage = "review"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "reviewed: {{last}}"}'
-`
-
 const token = "test-token-0123456789abcdef"
 
 type env struct {
@@ -146,7 +100,7 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 func TestDaemonEndToEnd(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, workScript)
+	write(t, script, modelScript("work-script.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "worker.toml"), workBlueprint)
 	write(t, filepath.Join(e.wd, "notes.txt"), "hello from notes")
@@ -429,18 +383,7 @@ func TestReloadOnChange(t *testing.T) {
 func TestInteractiveAsk(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, `
-[[rule]]
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo asked-and-ran"}'
-[[rule]]
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "{{last}}"}'
-`)
+	write(t, script, modelScript("interactive-ask-script.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "asker.toml"), "name = \"asker\"\nversion = \"1\"\n[stages.s]\ntools = [\"shell\", \"submit_output\"]\n")
 	ctx := context.Background()

@@ -27,22 +27,6 @@ prompt = "work"
 tools = ["shell", "submit_output"]
 `
 
-const liveScript = `
-[[rule]]
-stage = "work"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "i=0; while [ ! -e release ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; echo released"}'
-
-[[rule]]
-stage = "work"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "{{last}}"}'
-`
-
 // collect streams a run's events into a channel until the stream ends.
 func collect(ctx context.Context, c *Client, id string, after int64) (<-chan events.Event, <-chan error) {
 	ch, errc := make(chan events.Event, 1024), make(chan error, 1)
@@ -77,7 +61,7 @@ func readFileEvents(t *testing.T, path string) []events.Event {
 func TestEventsLiveInOrderAndResumable(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, liveScript)
+	write(t, script, modelScript("live-script.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "live.toml"), liveBlueprint)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -135,13 +119,13 @@ func TestEventsLiveInOrderAndResumable(t *testing.T) {
 		if ev.ID != int64(i+1) || ev.Run != rec.ID {
 			t.Fatalf("event %d has id %d run %s: a gap or a duplicate in %+v", i, ev.ID, ev.Run, seen)
 		}
-		types = append(types, ev.Type)
+		types = append(types, string(ev.Type))
 	}
 	want := "run_start,stage_start,turn,tool_call,tool_result,turn,tool_call,tool_result,stage_end,result,run_end"
 	if strings.Join(types, ",") != want {
 		t.Fatalf("events\n got %s\nwant %s", strings.Join(types, ","), want)
 	}
-	if end := seen[len(seen)-1]; end.Status != runner.StatusCompleted {
+	if end := seen[len(seen)-1]; end.Status != events.Status(runner.StatusCompleted) {
 		t.Fatalf("run_end %+v", end)
 	}
 	if res := seen[len(seen)-2]; !strings.Contains(string(res.Output), "released") {
@@ -296,7 +280,7 @@ func readLastID(t *testing.T, p string) int64 {
 func TestEventsAuth(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, "[[rule]]\nturn = 1\ntext = \"hi\"\n")
+	write(t, script, modelScript("say-hi.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "hi.toml"), "name = \"hi\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = []\n")
 	rec, err := e.client.Spawn(context.Background(), runner.Spec{Agent: "hi", Workdir: e.wd})
@@ -349,7 +333,7 @@ func TestEventsAuth(t *testing.T) {
 func TestEventsUnwritableFailsTheResume(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"read_file\"\nargs = '{\"path\": \"x.txt\"}'\n")
+	write(t, script, modelScript("read-x-then-nothing.toml"))
 	e := start(t, scriptedConfig(script))
 	write(t, filepath.Join(e.levHome, "agents", "one.toml"), "name = \"one\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = [\"read_file\"]\n")
 	ctx := context.Background()
@@ -384,4 +368,15 @@ func TestEventsUnwritableFailsTheResume(t *testing.T) {
 		t.Fatalf("control: the resumed leg starts at %d, the file ended at %d", res.FirstEvent, before)
 	}
 	e.client.Wait(ctx, rec.ID, 20*time.Millisecond)
+}
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -75,7 +75,7 @@ func TestRecordsSurviveMalformedOutputAndFailedWrites(t *testing.T) {
 	cases := []struct {
 		name    string
 		turns   []reply
-		status  string
+		status  runner.Status
 		errWant []string // in the run's error (and, for failed writes, the daemon log)
 		logWant string   // in the daemon log
 		// files the record must hold afterwards (relative to the run dir)

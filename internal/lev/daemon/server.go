@@ -1,6 +1,10 @@
 // Package daemon is lev serve: the HTTP API over the run engine, on loopback by default,
 // every route but /api/health behind a bearer token. It also has the client lev's other
 // commands use, and the logic that starts the daemon when it is not running.
+//
+// It owns the HTTP surface and its token check. It must not drive runs or decide tool
+// calls itself (the runner and the pipeline do), and must not answer any route but
+// /api/health without the bearer token.
 package daemon
 
 import (
@@ -102,7 +106,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 // Result is GET /api/agents/{id}/result.
 type Result struct {
 	ID     string          `json:"id"`
-	Status string          `json:"status"`
+	Status runner.Status   `json:"status"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
 }
@@ -118,7 +122,7 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 	if rec.Status != runner.StatusCompleted {
 		code = http.StatusConflict
 		if res.Error == "" {
-			res.Error = "run is " + rec.Status + "; no result yet"
+			res.Error = "run is " + string(rec.Status) + "; no result yet"
 		}
 	}
 	writeJSON(w, code, res)

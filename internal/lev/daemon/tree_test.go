@@ -54,11 +54,11 @@ func TestTreeBlueprintOnlyTightens(t *testing.T) {
 		name, config, bp, script string
 		tool                     string
 		treeWant, agentsWant     func(c treeCall) bool
-		treeStatus, agentStatus  string
+		treeStatus, agentStatus  runner.Status
 	}{
 		{name: "web_fetch pre-allowed by the blueprint",
 			bp:     "name = \"cto\"\nversion = \"1\"\n[tool_permissions]\nweb_fetch = \"allow\"\n[stages.s]\nprompt = \"p\"\ntools = [\"web_fetch\"]\n",
-			script: "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"web_fetch\"\nargs = '{\"url\": \"http://127.0.0.1:1/x\"}'\n[[rule]]\nturn = 2\ntext = \"done\"\n",
+			script: modelScript("web-fetch-then-done.toml"),
 			tool:   "web_fetch",
 			treeWant: func(c treeCall) bool {
 				return c.Permission == "ask" && c.Refusal != nil && c.Refusal.Step == "permission"
@@ -69,7 +69,7 @@ func TestTreeBlueprintOnlyTightens(t *testing.T) {
 		{name: "grant by the install name it calls itself",
 			config: "[agent_read_paths.cto]\nallow = [\"~/secret\"]\n",
 			bp:     "name = \"cto\"\nversion = \"1\"\n[read_paths]\nallow = [\"~/secret\"]\n[stages.s]\nprompt = \"p\"\ntools = [\"read_file\"]\n",
-			script: "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"read_file\"\nargs = '{\"path\": \"HOME/secret/key.txt\"}'\n[[rule]]\nturn = 2\ntext = \"done\"\n",
+			script: modelScript("read-home-secret-then-done.toml"),
 			tool:   "read_file",
 			treeWant: func(c treeCall) bool {
 				return c.Refusal != nil && c.Refusal.Step == "fence" && c.Refusal.Code == "outside-workdir" && !strings.Contains(c.Result, "s3cr3t")
@@ -79,7 +79,7 @@ func TestTreeBlueprintOnlyTightens(t *testing.T) {
 		{name: "allow_blueprint_read_paths",
 			config: "[security]\nallow_blueprint_read_paths = true\n",
 			bp:     "name = \"cto\"\nversion = \"1\"\n[read_paths]\nallow = [\"~/secret\"]\n[stages.s]\nprompt = \"p\"\ntools = [\"read_file\"]\n",
-			script: "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"read_file\"\nargs = '{\"path\": \"HOME/secret/key.txt\"}'\n[[rule]]\nturn = 2\ntext = \"done\"\n",
+			script: modelScript("read-home-secret-then-done.toml"),
 			tool:   "read_file",
 			treeWant: func(c treeCall) bool {
 				return c.Refusal != nil && c.Refusal.Step == "fence" && c.Refusal.Code == "outside-workdir" && !strings.Contains(c.Result, "s3cr3t")
@@ -89,7 +89,7 @@ func TestTreeBlueprintOnlyTightens(t *testing.T) {
 		{name: "shell allow where the config says ask",
 			config: "[tool_permissions]\nshell = \"ask\"\n",
 			bp:     "name = \"cto\"\nversion = \"1\"\n[tool_permissions]\nshell = \"allow\"\n[stages.s]\nprompt = \"p\"\ntools = [\"shell\"]\n",
-			script: "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"shell\"\nargs = '{\"command\": \"echo ran\"}'\n[[rule]]\nturn = 2\ntext = \"done\"\n",
+			script: modelScript("shell-echo-then-done.toml"),
 			tool:   "shell",
 			treeWant: func(c treeCall) bool {
 				return c.Permission == "ask" && c.Refusal != nil && c.Refusal.Step == "permission"
@@ -150,7 +150,7 @@ func TestTreeBlueprintOnlyTightens(t *testing.T) {
 func TestTreeBlueprintFileAttacks(t *testing.T) {
 	root, _ := filepath.EvalSymlinks(t.TempDir())
 	script := filepath.Join(root, "script.toml")
-	write(t, script, "[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"read_file\"\nargs = '{\"path\": \"OUT/key.txt\"}'\n[[rule]]\nturn = 2\ntext = \"done\"\n")
+	write(t, script, modelScript("read-out-key-then-done.toml"))
 	e := start(t, scriptedConfig(script)+"[security]\nread_paths = [\"~/secret\"]\n")
 	outside := filepath.Join(root, "outside")
 	bp := "name = \"evil\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = [\"read_file\"]\n"
@@ -229,7 +229,7 @@ func TestTreeBlueprintFileAttacks(t *testing.T) {
 		write(t, file, orig)
 		write(t, filepath.Join(e.home, "secret", "key.txt"), "s3cr3t")
 		// No rule for turn 2: the run fails there, so it can be resumed.
-		write(t, script, strings.ReplaceAll("[[rule]]\nturn = 1\n[[rule.call]]\ntool = \"read_file\"\nargs = '{\"path\": \"OUT/key.txt\"}'\n", "OUT", filepath.Join(e.home, "secret")))
+		write(t, script, strings.ReplaceAll(modelScript("read-out-key-then-nothing.toml"), "OUT", filepath.Join(e.home, "secret")))
 		rec, err := e.client.Spawn(ctx, runner.Spec{Agent: "swap", Workdir: wd})
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,9 @@
 // channel it closes (never a send), so a reader that stalls (a dead SSE client, a full TCP
 // window) never holds the run; each reader tails the file at its own pace and misses
 // nothing.
+//
+// It owns the event type, the log and the tail. It must not let a reader hold the run: the
+// engine never waits on one.
 package events
 
 import (
@@ -22,27 +25,46 @@ import (
 	"time"
 )
 
+// Type is what an event is about.
+type Type string
+
 // Event types.
 const (
-	RunStart   = "run_start"
-	StageStart = "stage_start"
-	StageEnd   = "stage_end"
-	Turn       = "turn"
-	ToolCall   = "tool_call"
-	ToolResult = "tool_result"
-	Ask        = "ask"
-	AnswerT    = "answer"
-	Gate       = "gate"
-	Result     = "result"
-	RunEnd     = "run_end"
+	RunStart   Type = "run_start"
+	StageStart Type = "stage_start"
+	StageEnd   Type = "stage_end"
+	Turn       Type = "turn"
+	ToolCall   Type = "tool_call"
+	ToolResult Type = "tool_result"
+	Ask        Type = "ask"
+	AnswerT    Type = "answer"
+	Gate       Type = "gate"
+	Result     Type = "result"
+	RunEnd     Type = "run_end"
 )
 
-// Decisions, on tool_call and gate events.
+// Decision is how a tool call fared in the pipeline, on tool_call and gate events.
+type Decision string
+
+// Decisions.
 const (
-	Allowed = "allowed" // passed every step with nobody asked
-	Asked   = "asked"   // the permission was ask and a person said yes
-	Refused = "refused" // a step refused it (Step says which)
-	Gated   = "gated"   // the taint gate put it to a person, who let it through
+	Allowed Decision = "allowed" // passed every step with nobody asked
+	Asked   Decision = "asked"   // the permission was ask and a person said yes
+	Refused Decision = "refused" // a step refused it (Step says which)
+	Gated   Decision = "gated"   // the taint gate put it to a person, who let it through
+)
+
+// Status is the state an event reports. run_start, stage_end, run_end and result carry
+// the run's or the stage's status as run.json records it (runner.Status, which this
+// package cannot name: the runner imports it); tool_result carries one of the call
+// outcomes below.
+type Status string
+
+// Tool call outcomes, on tool_result events.
+const (
+	StatusOK      Status = "ok"      // the tool ran and reported success
+	StatusError   Status = "error"   // the tool ran and reported an error (Message says which)
+	StatusRefused Status = "refused" // a pipeline step refused it (Step says which)
 )
 
 // FileName is the events file in a run's record directory.
@@ -57,7 +79,7 @@ type Event struct {
 	ID   int64     `json:"id"`
 	Time time.Time `json:"time"`
 	Run  string    `json:"run"`
-	Type string    `json:"type"`
+	Type Type      `json:"type"`
 
 	Agent      string          `json:"agent,omitempty"`
 	Stage      string          `json:"stage,omitempty"`
@@ -67,7 +89,7 @@ type Event struct {
 	Call       string          `json:"call,omitempty"`  // the tool call's id
 	Tool       string          `json:"tool,omitempty"`
 	Args       json.RawMessage `json:"args,omitempty"`
-	Decision   string          `json:"decision,omitempty"`
+	Decision   Decision        `json:"decision,omitempty"`
 	Step       string          `json:"step,omitempty"`
 	Source     string          `json:"source,omitempty"`
 	Question   string          `json:"question,omitempty"`
@@ -76,7 +98,7 @@ type Event struct {
 	Message    string          `json:"message,omitempty"`
 	Bytes      int             `json:"bytes,omitempty"`
 	DurationMS float64         `json:"duration_ms,omitempty"`
-	Status     string          `json:"status,omitempty"`
+	Status     Status          `json:"status,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
 }

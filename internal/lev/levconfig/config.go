@@ -1,6 +1,10 @@
 // Package levconfig loads the user's lev config.toml (strict: unknown keys and bad values
 // name the key and line) and watches it, keeping the last good version when a reload
 // fails.
+//
+// It owns config.toml's schema, loading and reloading. It must not apply what the config
+// says (the runner, the pipeline and the gate do), and must never replace a good config
+// with one that failed to load.
 package levconfig
 
 import (
@@ -42,7 +46,7 @@ type Security struct {
 	ReadPaths               []string `toml:"read_paths"`
 	AllowBlueprintReadPaths bool     `toml:"allow_blueprint_read_paths"`
 	CredentialStore         string   `toml:"credential_store"`
-	// PolicyFile is the taint policy file (issue 6's policy package reads it).
+	// PolicyFile is the taint policy file (internal/lev/policy reads it; docs/lev-security.md, "The policy file").
 	PolicyFile string `toml:"policy_file"`
 }
 

@@ -38,7 +38,7 @@ type MCPServer struct {
 	HTTPTransport string `toml:"transport"`
 
 	// Classification is how the taint gate treats the server's tools: "" (unclassified:
-	// outbound with Public clearance, the spec's fail-closed default), "outbound" (with
+	// outbound with Public clearance, the fail-closed default of docs/lev-security.md), "outbound" (with
 	// Clearance), or "local" (cannot send data off the machine: not gated).
 	Classification string `toml:"classification"`
 	Clearance      string `toml:"clearance"`

@@ -6,6 +6,9 @@
 //
 // Paths are made absolute and symlink-resolved once, when the set is built; files are
 // also remembered by device and inode, so a hard link made elsewhere is still lev's file.
+//
+// It only answers; the pipeline, workfs and the sandbox's mask enforce the answer. It must
+// not let a grant open anything but run records, and then only for reading.
 package levstate
 
 import (
@@ -13,9 +16,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // Entry is one protected path: a file, or a directory and everything under it.
@@ -174,7 +178,7 @@ func (s *State) Covers(real string) (string, bool) {
 		return "", false
 	}
 	for _, e := range s.entries {
-		if within(real, e.Path) {
+		if fspath.Within(e.Path, real) {
 			return fmt.Sprintf("%s is %s", e.Path, e.What), true
 		}
 	}
@@ -207,15 +211,15 @@ func (s *State) SetRecords(dir string) error {
 
 // GrantableRead says whether real (an absolute, resolved path) lies in lev's run records
 // and in no other protected entry nested inside them: a read a declared and granted
-// [read_paths] entry may open (the spec's planner reading ~/.leviath/runs). Everything
+// [read_paths] entry may open (a planner reading ~/.leviath/runs; docs/lev.md, "lev's own state"). Everything
 // else lev holds (token, keys, config, policy, blueprints, labels) no grant opens, and no
 // write reaches records at all.
 func (s *State) GrantableRead(real string) bool {
-	if s == nil || s.records == "" || !within(real, s.records) {
+	if s == nil || s.records == "" || !fspath.Within(s.records, real) {
 		return false
 	}
 	for _, e := range s.entries {
-		if e.Path != s.records && within(e.Path, s.records) && within(real, e.Path) {
+		if e.Path != s.records && fspath.Within(s.records, e.Path) && fspath.Within(e.Path, real) {
 			return false
 		}
 	}
@@ -227,13 +231,9 @@ func (s *State) GrantableRead(real string) bool {
 func (s *State) Inside(dir string) []Entry {
 	var out []Entry
 	for _, e := range s.entries {
-		if within(e.Path, dir) {
+		if fspath.Within(dir, e.Path) {
 			out = append(out, e)
 		}
 	}
 	return out
-}
-
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir) && (dir == "/" || p[len(dir)] == '/')
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // Another mount of the same filesystem (a bind mount of the home directory elsewhere, a
@@ -75,7 +77,7 @@ func aliases(p string, mounts []mountInfo) []string {
 	var home *mountInfo
 	for i := range mounts {
 		m := &mounts[i]
-		if within(p, m.point) && (home == nil || len(m.point) >= len(home.point)) {
+		if fspath.Within(m.point, p) && (home == nil || len(m.point) >= len(home.point)) {
 			home = m
 		}
 	}
@@ -90,7 +92,7 @@ func aliases(p string, mounts []mountInfo) []string {
 	seen := map[string]bool{p: true}
 	var out []string
 	for _, m := range mounts {
-		if m.dev != home.dev || !within(fsPath, m.root) {
+		if m.dev != home.dev || !fspath.Within(m.root, fsPath) {
 			continue
 		}
 		r, err := filepath.Rel(m.root, fsPath)

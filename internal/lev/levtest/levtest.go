@@ -1,5 +1,7 @@
 // Package levtest has helpers for lev's tests: a throwaway CA with server and client
 // certificates, written to files the way lever hands them to lev in the jail.
+//
+// It is for tests only: no non-test file may import it.
 package levtest
 
 import (

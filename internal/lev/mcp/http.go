@@ -49,7 +49,7 @@ func newHTTP(srv Server, f *fault) (*httpTransport, error) {
 		return &httpTransport{
 			// The SDK's own event limit sits above FrameCap, so lev's cap (counted on the
 			// raw bytes, before the SDK buffers them) always fires first, with the
-			// spec's message.
+			// message docs/mcp.md gives.
 			inner: &sdk.SSEClientTransport{Endpoint: srv.URL, HTTPClient: client, MaxEventSize: 2 * capread.FrameCap},
 			base:  base,
 		}, nil

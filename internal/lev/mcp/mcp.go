@@ -4,8 +4,8 @@
 // are refused and reported, a stdio server gets only the environment it is given, and tool
 // names are checked so that mcp__SERVER__TOOL stays unambiguous.
 //
-// Nothing in lev uses this package yet: issue 14 offers its tools to agents through the
-// pipeline (permission, fence, taint gate, sandbox).
+// It must not decide what an agent may do: internal/lev/mcp/mcprun offers its tools to
+// agents through the pipeline (permission, fence, taint gate, sandbox; docs/mcp.md).
 package mcp
 
 import (
@@ -206,6 +206,9 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 
 	caps := &sdk.ClientCapabilities{}
 	if len(opts.Roots) > 0 {
+		// roots = true in config.toml asks for this; the SDK marks roots deprecated (SEP-2577)
+		// but keeps them working, and a server written against them still asks.
+		//lint:ignore SA1019 config.toml's roots = true is the user's choice (docs/mcp.md)
 		caps.RootsV2 = &sdk.RootCapabilities{}
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "lev", Version: "1"}, &sdk.ClientOptions{
@@ -217,6 +220,7 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
 	})
 	for _, r := range opts.Roots {
+		//lint:ignore SA1019 see RootsV2 above
 		client.AddRoots(&sdk.Root{URI: r})
 	}
 	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, len(opts.Roots) > 0, opts.OnServerRequest))

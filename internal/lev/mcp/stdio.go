@@ -21,8 +21,8 @@ import (
 // is read and dropped, so a chatty server never blocks on a full pipe.
 const stderrTail = 4 << 10
 
-// closeGrace is how long a stdio server has to exit after its stdin closes (the spec's
-// shutdown) before its process group is killed.
+// closeGrace is how long a stdio server has to exit after its stdin closes (the MCP
+// specification's stdio shutdown) before its process group is killed.
 const closeGrace = 2 * time.Second
 
 // stdioTransport runs a stdio server as a child in its own process group, with plain
@@ -164,10 +164,10 @@ type stdioWriter struct{ t *stdioTransport }
 func (w *stdioWriter) Write(p []byte) (int, error) { return w.t.stdin.Write(p) }
 func (w *stdioWriter) Close() error                { return w.t.close() }
 
-// close follows the spec's stdio shutdown (close stdin, wait, then kill), bounded by
+// close follows the MCP specification's stdio shutdown (close stdin, wait, then kill), bounded by
 // closeGrace, and kills the whole process group so no grandchild outlives the session.
 func (t *stdioTransport) close() error {
-	// The spec's grace is for a server that works: none before the handshake completed
+	// The MCP specification's grace is for a server that works: none before the handshake completed
 	// (a server that failed it), none past a cap.
 	grace := closeGrace
 	if !t.ready.Load() || t.fault.get() != nil {

@@ -18,7 +18,7 @@ var Defaults = map[string]blueprint.Permission{
 }
 
 // preAllowable are the tools a blueprint may loosen, and only when the user configured
-// neither... the spec's one narrow exception.
+// neither (docs/lev.md, "Blueprints": the one narrow exception).
 var preAllowable = map[string]bool{"web_search": true, "web_fetch": true}
 
 // Permissions resolves a tool's effective permission for one run.

@@ -13,6 +13,9 @@
 //  6. observe:    the gate sees the result (so taint can label what was read)
 //
 // A refusal at any step stops the call there and says which step refused it and why.
+//
+// It owns that order and the built-in tools. It must not be bypassed: nothing else in lev
+// calls a tool, and no step may be skipped or reordered for any tool, built-in or MCP.
 package pipeline
 
 import (
@@ -26,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
@@ -307,7 +311,7 @@ func (p *Pipeline) protects(real string) string {
 		if r, err := filepath.EvalSymlinks(prot); err == nil {
 			prot = r
 		}
-		if workfs.Within(real, prot) {
+		if fspath.Within(prot, real) {
 			return prot
 		}
 	}
@@ -372,7 +376,8 @@ func (p *Pipeline) execute(ctx context.Context, c *Call) *Result {
 	return res
 }
 
-// env strips variables a tool's child process must never see.
+// scrubEnv returns a copy of env without the variables named in drop (exact names, as
+// the child process would look them up); env itself is left as it was.
 func scrubEnv(env []string, drop ...string) []string {
 	out := env[:0:0]
 	for _, kv := range env {

@@ -11,7 +11,6 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
-	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
 func TestPermissions(t *testing.T) {
@@ -194,5 +193,3 @@ func BenchmarkPipeline(b *testing.B) {
 		})
 	}
 }
-
-var _ = workfs.Within

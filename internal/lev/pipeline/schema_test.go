@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"reflect"
+	"sort"
 	"testing"
 )
 
@@ -64,4 +65,14 @@ func sortedKeys(m map[string]string) []string {
 		}
 	}
 	return k
+}
+
+// Names lists the built-in tools (for the tests: nothing in lev needs the list).
+func Names() []string {
+	var n []string
+	for k := range registry {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/provider"
@@ -56,23 +55,32 @@ func (t *Tool) Deadline(a Args) time.Duration {
 // (readFileArgs, fetchArgs, ...; ObjectArgs for a tool with no Go type).
 type Args interface{ validate() error }
 
-// ObjectArgs are the arguments of a tool with no Go argument type (an MCP tool, when lev
-// has them): a JSON object decoded with the same strictness, no key repeated in any case.
+// ObjectArgs are the arguments of a tool with no Go argument type (an MCP server's tool,
+// made by NewExternalTool): a JSON object decoded with the same strictness, no key
+// repeated in any case.
 type ObjectArgs map[string]any
 
+// validate makes ObjectArgs an Args; an object has nothing more to check than its strict
+// decoding, so nothing calls it.
 func (ObjectArgs) validate() error { return nil }
 
-// DecodeArgs decodes raw for tool, strictly: a built-in's own argument type, else
-// ObjectArgs. It is the one decoder of tool arguments; nothing else reads raw arguments.
-func DecodeArgs(tool string, raw json.RawMessage) (Args, error) {
-	if t := registry[tool]; t != nil {
-		return t.parse(raw)
-	}
+// decodeObject is the decoder of every tool that is not built in.
+func decodeObject(raw json.RawMessage) (Args, error) {
 	m, err := strictjson.Object(raw)
 	if err != nil {
 		return nil, err
 	}
 	return ObjectArgs(m), nil
+}
+
+// DecodeArgs decodes raw by tool name with the decoder the offer step uses for that tool
+// (a built-in's own argument type, else an external tool's ObjectArgs), for code that
+// holds a name rather than a *Tool (the tests of the decoders and of the gate).
+func DecodeArgs(tool string, raw json.RawMessage) (Args, error) {
+	if t := registry[tool]; t != nil {
+		return t.parse(raw)
+	}
+	return decodeObject(raw)
 }
 
 // Output limits what one tool result puts in the model's context.
@@ -103,16 +111,6 @@ func Lookup(name string) *Tool { return registry[name] }
 
 // Known reports whether name is a built-in tool (blueprint validation uses it).
 func Known(name string) bool { return registry[name] != nil }
-
-// Names lists the built-in tools.
-func Names() []string {
-	var n []string
-	for k := range registry {
-		n = append(n, k)
-	}
-	sort.Strings(n)
-	return n
-}
 
 // Specs are the offers for the model, in the order of names.
 func Specs(names []string) []provider.ToolSpec {
@@ -156,13 +154,7 @@ func NewExternalTool(name, description string, class Class, schema json.RawMessa
 	}
 	return &Tool{
 		Name: name, Description: description, Class: class, Schema: schema,
-		parse: func(raw json.RawMessage) (Args, error) {
-			m, err := strictjson.Object(raw)
-			if err != nil {
-				return nil, err
-			}
-			return ObjectArgs(m), nil
-		},
+		parse:    decodeObject,
 		run:      func(ctx context.Context, _ *Pipeline, c *Call) (*Result, error) { return run(ctx, c.Args.(ObjectArgs)) },
 		deadline: func(Args) time.Duration { return deadline },
 	}, nil

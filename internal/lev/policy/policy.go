@@ -1,6 +1,11 @@
 // Package policy is the user's taint policy: what the gate does when an outbound tool is
 // about to carry data above its clearance. It reads a TOML file of allowlist entries and
 // expression rules (github.com/expr-lang/expr), and implements taint.Policy.
+//
+// It owns the policy file (resolution, parsing, evaluation in Decide) and what `lev
+// policy` lists, adds and dry-runs. It must not parse flags or print for a command
+// (internal/lev/cli does), and must not gate live calls itself (taintgate plugs it into
+// the pipeline).
 package policy
 
 import (
@@ -63,7 +68,7 @@ type Policy struct {
 }
 
 // hostTargeted tools have a host as their target, which is matched lower-case.
-var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true, "http_request": true}
+var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true}
 
 // Resolve is the one resolution of the taint policy file, used by live runs (the taint
 // gate, and the file tools' write protection) and by `lev policy` alike:
@@ -292,7 +297,7 @@ func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 			continue
 		}
 		return taint.PolicyDecision{Verdict: taint.VerdictAllow, Rule: fmt.Sprintf("allow[%d]", i),
-			Reason: fmt.Sprintf("allow[%d] lets %s send up to %s to %q", i, a.Tool, p.max[i], orAny(a.Target))}
+			Reason: fmt.Sprintf("allow[%d] lets %s send up to %s to %q", i, a.Tool, p.max[i], DisplayTarget(a.Target))}
 	}
 	if allow != nil {
 		return *allow
@@ -307,7 +312,8 @@ func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 	return taint.PolicyDecision{Verdict: p.def, Reason: fmt.Sprintf("%s; the default is %s", why, p.def)}
 }
 
-func orAny(s string) string {
+// DisplayTarget is how an allowlist target reads back: empty matches any target, shown as "*".
+func DisplayTarget(s string) string {
 	if s == "" {
 		return "*"
 	}
@@ -340,16 +346,6 @@ func Glob(pattern, s string) bool {
 		px++
 	}
 	return px == len(pattern)
-}
-
-// Encode renders f as TOML (used by `lev policy add` to check the file it will write).
-func Encode(f File) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := toml.NewEncoder(&buf)
-	if err := enc.Encode(f); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 var strictness = map[taint.Verdict]int{taint.VerdictAllow: 0, taint.VerdictAsk: 1, taint.VerdictDeny: 2}

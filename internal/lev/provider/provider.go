@@ -1,6 +1,10 @@
 // Package provider talks to models: an OpenAI-compatible chat-completions client, an
 // Anthropic Messages client, and a scripted provider for offline runs and tests. Every
 // remote reply is read through capread's fixed caps.
+//
+// It owns the model APIs' wire formats. It must not run tools or know their permissions
+// (tool calls go back to the runner, which puts each through the pipeline), and must not
+// read a reply except through capread.
 package provider
 
 import (

@@ -246,17 +246,7 @@ func writePEM(t *testing.T, p, typ string, der []byte) {
 func TestScriptedMatchesRequestContents(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "s.toml")
-	os.WriteFile(p, []byte(`
-[[rule]]
-stage = "a"
-last_contains = "secret"
-text = "saw it"
-[[rule]]
-stage = "a"
-[[rule.call]]
-tool = "read_file"
-args = '{"path": "{{last}}"}'
-`), 0o644)
+	os.WriteFile(p, []byte(modelScript("request-contents-script.toml")), 0o644)
 	s, err := LoadScripted(p)
 	if err != nil {
 		t.Fatal(err)
@@ -276,4 +266,13 @@ args = '{"path": "{{last}}"}'
 	if _, err := LoadScripted(p); err == nil || !strings.Contains(err.Error(), "s.toml:2") {
 		t.Fatalf("bad script: %v", err)
 	}
+}
+
+// modelScript is a scripted model's rules from testdata/NAME.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

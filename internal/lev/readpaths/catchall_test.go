@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// TestParseRefuses: every finding of issue 10 item 5 and its variants, refused when the
+// TestParseRefuses: every spelling docs/lev.md ("The read-path fence") refuses, and its variants, refused when the
 // blueprint or config is parsed, with the exact message (which names the entry).
 func TestParseRefuses(t *testing.T) {
 	const (

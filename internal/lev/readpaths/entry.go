@@ -2,7 +2,7 @@
 // declares, the grants in the user's config.toml, and matching a symlink-resolved real path
 // against the entries that are both declared and granted.
 //
-// Entry syntax (spec, "Reading outside the workdir"):
+// Entry syntax (docs/lev.md, "The read-path fence"):
 //
 //	"~/.leviath/runs"          exact path: grants its whole subtree
 //	"../shared-docs"           relative: resolved against the run's workdir
@@ -12,6 +12,9 @@
 // Every entry has ONE canonical form, computed by Parse. Granting compares canonical forms
 // (Key) and enforcement compiles the canonical form, never the text as written, so a
 // spelling cannot be read one way when granting and another way when reading.
+//
+// It owns the entry syntax, the canonical form and the matching. It must not judge a path
+// as written: callers (workfs) hand it the symlink-resolved real path.
 package readpaths
 
 import (

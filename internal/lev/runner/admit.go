@@ -23,8 +23,8 @@ import (
 // agent writes, or be edited after the run began) and the config's hash at spawn and at
 // each resume.
 //
-// The config is read live on resume, on purpose: the spec has a grant added to
-// config.toml after a refusal apply when the refused run is resumed. That is safe only
+// The config is read live on resume, on purpose: a grant added to
+// config.toml after a refusal applies when the refused run is resumed (docs/lev.md, "Resume"). That is safe only
 // because config.toml is lev's own state: no tool reads or writes it (levstate), a shell
 // never sees it (masked), and a run cannot work in a directory inside lev's home. So the
 // config a resume reads was written by the user, not by an agent; the hashes in the
@@ -206,7 +206,7 @@ func (e *Engine) protected(cfg *levconfig.Config, bpFile, workdir string) (*levs
 	if err != nil {
 		return nil, err
 	}
-	// Run records are the one part of lev's state the spec lets a user open to an agent
+	// Run records are the one part of lev's state a user may open to an agent
 	// (a planner reading past runs through a granted [read_paths] entry); they stay
 	// read-only and carry their runs' taint labels.
 	if err := st.SetRecords(e.Store.Dir); err != nil {

@@ -9,7 +9,7 @@ import (
 
 // gateAnswer puts a plain final answer through the taint gate as the submit_output it
 // stands for: it becomes the stage's output, and for the last stage the result served by
-// GET /api/agents/{id}/result, so it leaves the machine the same way (issue 6). It returns
+// GET /api/agents/{id}/result, so it leaves the machine the same way (docs/lev-security.md, "Which tools are gated"). It returns
 // the refusal when the gate blocks it; the gate has audited the decision either way. The
 // error is a failure to record the refusal.
 func (e *Engine) gateAnswer(ctx context.Context, r *run, pst pipeline.Stage, ss *stageState, text string) (*pipeline.Refusal, error) {

@@ -33,7 +33,7 @@ func TestRunOutcomes(t *testing.T) {
 		name   string
 		bp     string
 		prov   provider.Provider
-		status string
+		status Status
 		want   string
 	}{
 		{"turn limit", "name = \"a\"\nversion = \"1\"\n[stages.s]\ntools = [\"list_dir\"]\nmax_turns = 3\n", loop, StatusFailed, "stage s: no output after 3 turns"},

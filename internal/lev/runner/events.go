@@ -139,9 +139,9 @@ func gateEvent(c *pipeline.Call) (events.Event, bool) {
 // resultEvent is a tool call's outcome.
 func resultEvent(c *pipeline.Call, res *pipeline.Result) events.Event {
 	ev := events.Event{Type: events.ToolResult, Stage: c.Stage.Name, StageIndex: intp(c.Stage.Index), Call: c.ID, Tool: c.Tool,
-		Bytes: len(res.Content), DurationMS: float64(res.Duration.Microseconds()) / 1000, Status: "ok"}
+		Bytes: len(res.Content), DurationMS: float64(res.Duration.Microseconds()) / 1000, Status: events.StatusOK}
 	if res.IsError {
-		ev.Status = "error"
+		ev.Status = events.StatusError
 		msg := res.Content
 		if len(msg) > events.MaxArgs {
 			msg = msg[:events.MaxArgs] + "…"
@@ -149,7 +149,7 @@ func resultEvent(c *pipeline.Call, res *pipeline.Result) events.Event {
 		ev.Message = msg
 	}
 	if res.Refusal != nil {
-		ev.Status, ev.Step = "refused", res.Refusal.Step
+		ev.Status, ev.Step = events.StatusRefused, res.Refusal.Step
 	}
 	return ev
 }
@@ -158,11 +158,25 @@ func resultEvent(c *pipeline.Call, res *pipeline.Result) events.Event {
 const MaxEventOutput = 16 << 10
 
 func resultOutputEvent(out json.RawMessage) events.Event {
-	ev := events.Event{Type: events.Result, Bytes: len(out), Status: StatusCompleted}
+	ev := events.Event{Type: events.Result, Bytes: len(out), Status: events.Status(StatusCompleted)}
 	if len(out) <= MaxEventOutput {
 		ev.Output = out
 	} else {
 		ev.Message = fmt.Sprintf("%d bytes: lev result RUN prints it", len(out))
 	}
 	return ev
+}
+
+// startEvents opens the run's events log for this leg and writes its run_start.
+func (e *Engine) startEvents(r *run, how string) error {
+	if err := e.openEvents(r); err != nil {
+		return fmt.Errorf("run %s: %w", r.rec.ID, err)
+	}
+	r.emit(e, events.Event{Type: events.RunStart, Agent: r.rec.Agent, Status: events.Status(StatusRunning), Message: how + " in " + r.rec.Workdir})
+	if err := r.evErr(); err != nil {
+		e.closeEvents(r)
+		return fmt.Errorf("run %s: %w", r.rec.ID, err)
+	}
+	r.rec.FirstEvent = r.ev.Last()
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/levstate"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/provider"
@@ -217,8 +218,8 @@ func (s shipped) Covers(real string) (string, bool) {
 		return s.p.Covers(real)
 	}
 	for _, e := range st.Entries() {
-		exempt := s.agents != "" && workfs.Within(s.dir, s.agents) && workfs.Within(s.dir, e.Path)
-		if workfs.Within(real, e.Path) && !exempt {
+		exempt := s.agents != "" && fspath.Within(s.agents, s.dir) && fspath.Within(e.Path, s.dir)
+		if fspath.Within(e.Path, real) && !exempt {
 			return fmt.Sprintf("%s is %s", e.Path, e.What), true
 		}
 	}

@@ -9,7 +9,12 @@
 //	runs/<id>/stages/<n>/stage.json     stage n (0-based): status, output, pending calls
 //	runs/<id>/stages/<n>/messages.json  the stage's conversation so far
 //	runs/<id>/stages/<n>/tool_calls.jsonl  one line per tool call, with its pipeline trail
-//	runs/<id>/stages/<n>/taint_audit.json  written by the taint gate (issue 6), if any
+//	runs/<id>/stages/<n>/taint_audit.json  written by the taint gate, if any (docs/lev-security.md)
+//
+// It owns a run's lifecycle (spawn, drive, resume, stop) and its records. It must not
+// decide a tool call itself: every call goes through the pipeline (permission, fence,
+// taint gate, sandbox), and a run is admitted only under the blueprint and config it was
+// checked against.
 package runner
 
 import (
@@ -31,14 +36,19 @@ import (
 	"github.com/lever-jail/lever/internal/lev/provider"
 )
 
-// Run statuses.
+// Status is a run's or a stage's state, as run.json and stage.json record it.
+type Status string
+
+// Run and stage statuses. A run is running from the moment it is spawned; only a stage
+// that has not started yet is pending.
 const (
-	StatusRunning   = "running"
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
+	StatusPending   Status = "pending"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
 	// StatusRefused: stopped on a read a config grant would allow; lev resume picks the
 	// grant up once it is in config.toml.
-	StatusRefused = "refused"
+	StatusRefused Status = "refused"
 )
 
 // Record is run.json.
@@ -54,7 +64,7 @@ type Record struct {
 	// Interactive: ask prompts wait in Question for an answer over the API.
 	Interactive bool              `json:"interactive,omitempty"`
 	Question    *Question         `json:"question,omitempty"`
-	Status      string            `json:"status"`
+	Status      Status            `json:"status"`
 	Error       string            `json:"error,omitempty"`
 	Refusal     *pipeline.Refusal `json:"refusal,omitempty"`
 	Stage       int               `json:"stage"` // the current (or last) stage
@@ -80,7 +90,7 @@ type Record struct {
 // StageRecord is one stage's summary in run.json (and its stage.json).
 type StageRecord struct {
 	Name      string              `json:"name"`
-	Status    string              `json:"status"` // pending | running | completed | failed | refused
+	Status    Status              `json:"status"`
 	Turns     int                 `json:"turns"`
 	ToolCalls int                 `json:"tool_calls"`
 	Output    json.RawMessage     `json:"output,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/bench"
 )
 
@@ -46,7 +47,7 @@ func (b *benchExec) Run(ctx context.Context, c Command) (Result, error) {
 		// The workbench mounts the agent's part of the tree and nothing of lev's, so the
 		// mask has nothing to hide there; but lev's state inside the tree would be in the
 		// workbench too, and no mount there hides it.
-		if within(filepath.Clean(p), b.workdir) {
+		if fspath.Within(b.workdir, filepath.Clean(p)) {
 			return Result{}, fmt.Errorf("lev's state %s lies in the workdir %s, which the workbench shares: refusing to run commands there (keep LEV_HOME and lev's settings out of the tree)", p, b.workdir)
 		}
 	}

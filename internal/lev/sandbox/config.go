@@ -1,4 +1,9 @@
 // Package sandbox runs lev's tool commands in a container, a namespace, or on the host.
+//
+// It owns the [sandbox] settings (validation, Merge), the executors and the Manager of a
+// run's warm containers. It must not decide whether a command may run (the pipeline's
+// permission and taint steps do that), and must never loosen what the user set: a
+// blueprint's [sandbox] only tightens it.
 package sandbox
 
 import (
@@ -42,8 +47,8 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return fmt.Sprintf("sandbox key %q: %s", e.Key, e.Msg) }
 
-// CheckKeys refuses any key of a decoded [sandbox] table that the spec does not define,
-// for loaders that decode into a map first. A misspelt "netwrok = false" must fail rather
+// CheckKeys refuses any key of a decoded [sandbox] table that docs/lev-security.md
+// ("Sandboxes") does not define, for loaders that decode into a map first. A misspelt "netwrok = false" must fail rather
 // than leave the sandbox looser than the file reads.
 func CheckKeys(table map[string]any) error {
 	var bad []string

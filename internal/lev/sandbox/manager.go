@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // Options are the host-side settings of sandboxes. They come from the user's config, never
@@ -315,13 +317,13 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 		return nil, err
 	}
 	for _, p := range mask {
-		if within(p, s.Workdir) && !maskedAbove(p, mask) && !exists(p) {
+		if fspath.Within(s.Workdir, p) && !maskedAbove(p, mask) && !exists(p) {
 			// Nothing to mount over, and the container shares the workdir read-write: a
 			// command could create it (a worker's config.toml, a policy file) and choose
 			// what a later run loads.
 			return nil, fmt.Errorf("lev's state %s lies in the workdir but does not exist yet, so the container cannot be kept from creating it; create it before the run (or use kind = \"none\"/\"namespace\", which keep its directory read-only)", p)
 		}
-		if within(p, s.Workdir) && !maskedAbove(p, mask) && exists(p) {
+		if fspath.Within(s.Workdir, p) && !maskedAbove(p, mask) && exists(p) {
 			if strings.ContainsAny(p, ":,\n") {
 				return nil, fmt.Errorf("lev's state %q is in the workdir and its name cannot be masked in a container mount", p)
 			}
@@ -335,7 +337,7 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 			if err != nil {
 				src = filepath.Clean(mt.Src)
 			}
-			if within(p, src) || within(src, p) {
+			if fspath.Within(src, p) || fspath.Within(p, src) {
 				return nil, fmt.Errorf("sandbox mount %s would expose lev's own state %s to the container; mount something that neither holds nor lies in it", mt.String(), p)
 			}
 		}
@@ -429,11 +431,6 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
-// within reports whether p lies in (or is) dir; both clean absolute paths.
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir) && (dir == "/" || p[len(dir)] == '/')
-}
-
 var (
 	emptyOnce sync.Once
 	emptyPath string
@@ -455,7 +452,7 @@ func emptyDir() (string, error) {
 // maskedAbove reports whether another mask entry holds p (hiding that one hides p).
 func maskedAbove(p string, mask []string) bool {
 	for _, q := range mask {
-		if q != p && within(p, q) {
+		if q != p && fspath.Within(q, p) {
 			return true
 		}
 	}
@@ -474,7 +471,7 @@ func maskPins(workdir string, mask []string) []string {
 	var out []string
 	for _, p := range mask {
 		var chain []string
-		for d := filepath.Dir(p); within(d, workdir) && d != workdir && !seen[d]; d = filepath.Dir(d) {
+		for d := filepath.Dir(p); fspath.Within(workdir, d) && d != workdir && !seen[d]; d = filepath.Dir(d) {
 			seen[d] = true
 			chain = append(chain, d)
 		}

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // Masking hides lev's own state (its home, token, keys, config) from commands that share
@@ -175,7 +177,7 @@ func outermost(mask []string) []string {
 	for i, p := range mask {
 		inner := false
 		for j, q := range mask {
-			if i != j && within(p, q) && (p != q || j < i) {
+			if i != j && fspath.Within(q, p) && (p != q || j < i) {
 				inner = true
 				break
 			}

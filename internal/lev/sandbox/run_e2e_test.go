@@ -19,32 +19,6 @@ import (
 	"github.com/lever-jail/lever/internal/lev/taint/taintgate"
 )
 
-const runScript = `
-[[rule]]
-stage = "build"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "hostname > stage1.txt; id -u >> stage1.txt; grep -E \"^(CapEff|NoNewPrivs)\" /proc/self/status >> stage1.txt; cat /proc/net/dev | grep -c : >> stage1.txt; cat input.txt >> stage1.txt"}'
-
-[[rule]]
-stage = "build"
-turn = 2
-text = "built"
-
-[[rule]]
-stage = "test"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "hostname > stage2.txt"}'
-
-[[rule]]
-stage = "test"
-turn = 2
-text = "tested"
-`
-
 // TestLevRunInRootlessPodman: a real lev run (runner engine, scripted provider, pipeline,
 // the registered sandbox executor) whose shell calls go to rootless podman as the
 // unprivileged test user: both stages (identical settings) share one hardened container
@@ -56,7 +30,7 @@ func TestLevRunInRootlessPodman(t *testing.T) {
 	os.WriteFile(filepath.Join(wd, "input.txt"), []byte("from the host\n"), 0o644)
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
-	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(runScript), 0o644)
+	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(modelScript("run-script.toml")), 0o644)
 	os.WriteFile(filepath.Join(dir, "agents", "builder.toml"), []byte(`name = "builder"
 version = "1.0.0"
 [sandbox]
@@ -112,4 +86,15 @@ network = false
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("containers left after the run: %q %v", out, err)
 	}
+}
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -8,6 +8,9 @@
 // against the target type: every object key must be spelled exactly as a field's json
 // name, no key may repeat (exactly, or after Unicode case folding, which is what a
 // case-insensitive reader would merge), and nothing may follow the value.
+//
+// It owns that one strict decode. It must not grow a lenient mode: a second reading of the
+// same bytes is the bug it exists to prevent.
 package strictjson
 
 import (

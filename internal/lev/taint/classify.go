@@ -29,7 +29,6 @@ var builtin = map[string]Class{
 	"web_fetch":     {Outbound: true, Clearance: DefaultClearance, Known: true},
 	"http_get":      {Outbound: true, Clearance: DefaultClearance, Known: true},
 	"http_post":     {Outbound: true, Clearance: DefaultClearance, Known: true},
-	"http_request":  {Outbound: true, Clearance: DefaultClearance, Known: true},
 	"submit_output": {Outbound: true, Clearance: DefaultClearance, Known: true},
 
 	// File tools: confined to the workdir (and read paths) by the pipeline, never gated.
@@ -38,8 +37,9 @@ var builtin = map[string]Class{
 	"list_dir":   {Known: true},
 	"write_file": {Known: true},
 	"edit_file":  {Known: true},
-	"glob":       {Known: true},
-	"grep":       {Known: true},
+	// The families below are the ones docs/lev-security.md ("Which tools are gated") lists
+	// as not gated; lev offers none of them yet, so no call can reach these rows
+	// until the pipeline registers the tool.
 	// Context tools.
 	"context_evict":  {Known: true},
 	"context_pin":    {Known: true},
@@ -165,14 +165,15 @@ type ResultInfo struct {
 	// ThroughGrant: the read resolved outside the workdir and was let through by a
 	// declared and granted [read_paths] entry.
 	ThroughGrant bool
-	// AgentHasGrant: the agent has at least one active read-path grant. The spec classifies
-	// the read tools Private for such an agent, whatever path a given read hit.
+	// AgentHasGrant: the agent has at least one active read-path grant. For such an agent
+	// the read tools are Private, whatever path a given read hit (docs/lev-security.md,
+	// "Labels come from the runtime only").
 	AgentHasGrant bool
 }
 
-var readTools = map[string]bool{"read_file": true, "read_files": true, "list_dir": true, "glob": true, "grep": true}
+var readTools = map[string]bool{"read_file": true, "read_files": true, "list_dir": true}
 
-var fromOutside = map[string]bool{"web_search": true, "web_fetch": true, "http_get": true, "http_post": true, "http_request": true}
+var fromOutside = map[string]bool{"web_search": true, "web_fetch": true, "http_get": true, "http_post": true}
 
 // ResultLevel is the label the runtime gives a tool's result when it enters the context.
 // Reads through a grant (and any read by an agent holding a grant) are Private; workdir

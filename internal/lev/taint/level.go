@@ -3,6 +3,10 @@
 // The runtime alone assigns labels: an entry's level comes from where the runtime got the
 // bytes (a read through a granted path, a web page, the user's task), never from anything a
 // model wrote, so an agent cannot relabel its own data.
+//
+// It owns the levels, the tool classification and the gate's decision (Gate.Check). It
+// must not take a label from anything a model wrote, and does not know the pipeline:
+// taintgate plugs it in.
 package taint
 
 import (

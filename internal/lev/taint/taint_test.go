@@ -127,7 +127,7 @@ func TestResultLevel(t *testing.T) {
 		want Level
 	}{
 		{"read_file", ResultInfo{ThroughGrant: true, AgentHasGrant: true}, Private},
-		{"read_file", ResultInfo{AgentHasGrant: true}, Private}, // spec: read tools Private for an agent with a grant
+		{"read_file", ResultInfo{AgentHasGrant: true}, Private}, // docs/lev-security.md: read tools Private for an agent with a grant
 		{"read_file", ResultInfo{}, Internal},
 		{"list_dir", ResultInfo{ThroughGrant: true}, Private},
 		{"web_fetch", ResultInfo{}, Public},

@@ -20,7 +20,7 @@ func Target(tool string, args map[string]any) string {
 		return ""
 	}
 	switch tool {
-	case "web_fetch", "http_get", "http_post", "http_request":
+	case "web_fetch", "http_get", "http_post":
 		return HostOf(str("url"))
 	case "web_search":
 		return str("query")

@@ -1,6 +1,9 @@
 // Package tomlx decodes lev's TOML files strictly: an unknown key or a value of the wrong
 // type is an error naming the file, the key and its line, and validation errors raised
 // after decoding can name the line of the key they are about.
+//
+// It owns strict decoding and line lookup. It must not judge what a value means: each
+// file's own package validates its keys.
 package tomlx
 
 import (

@@ -3,10 +3,13 @@
 // `shel = "deny"` denies nothing while the user believes shell is off.
 //
 // Valid names are the built-in tools (Builtin, kept equal to the pipeline's registry plus
-// the tools the spec names that lev does not offer yet, by a test in package pipeline) and
+// the tools docs/lev.md names that lev does not offer yet, by a test in package pipeline) and
 // MCP tool names of the form mcp__SERVER__TOOL. MCP tools do not exist in lev yet; when
 // they do, each is offered, permitted, gated and recorded under exactly that name, so a
 // permission written for one today applies to it then, and no check needs loosening.
+//
+// It owns the list of valid names. It must not accept a name that nothing would ever
+// match.
 package toolnames
 
 import (

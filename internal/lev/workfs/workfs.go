@@ -2,6 +2,9 @@
 // writes) leave it only through the read-path fence. Every decision is made on the
 // symlink-resolved real path, and re-checked on the opened file descriptor so a symlink
 // swapped in between the check and the open cannot widen it.
+//
+// It owns that confinement for lev's file tools. It must not decide on a path as written,
+// and must never let a write leave the workdir.
 package workfs
 
 import (
@@ -13,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
 )
 
@@ -46,12 +50,6 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string { return r.Msg }
-
-// IsNotGranted reports whether err is a refusal a config grant would lift.
-func IsNotGranted(err error) bool {
-	var r *Refusal
-	return errors.As(err, &r) && r.Code == CodeNotGranted
-}
 
 // FS is one run's view of the filesystem.
 type FS struct {
@@ -123,11 +121,6 @@ type Access struct {
 	Entry   string // the granting entry when Outside
 }
 
-// Within reports whether real lies in (or is) dir.
-func Within(real, dir string) bool {
-	return real == dir || strings.HasPrefix(real, dir) && (dir == "/" || real[len(dir)] == '/')
-}
-
 func (f *FS) abs(p string) string {
 	if filepath.IsAbs(p) {
 		return filepath.Clean(p)
@@ -161,7 +154,7 @@ func (f *FS) ResolveRead(tool, p string) (Access, error) {
 	if err := f.fence(tool, real, a.Abs, p); err != nil {
 		return a, err
 	}
-	if !Within(real, f.Workdir) {
+	if !fspath.Within(f.Workdir, real) {
 		a.Outside = true
 		a.Entry = f.Fence.Match(real).Entry.Raw
 	}
@@ -231,7 +224,7 @@ func (f *FS) fence(tool, real, abs, given string) error {
 	if err := f.protected(tool, given, real, nil, true); err != nil {
 		return err
 	}
-	if Within(real, f.Workdir) {
+	if fspath.Within(f.Workdir, real) {
 		return nil
 	}
 	what := given
@@ -272,7 +265,7 @@ func (f *FS) ResolveWrite(tool, p string) (Access, error) {
 		return &Refusal{Code: CodeWriteOutside, Path: p, Real: real,
 			Msg: fmt.Sprintf("%s: refused: %s is outside the workdir; writes never leave the workdir, whatever [read_paths] grants", tool, what)}
 	}
-	if !Within(a.Abs, f.Workdir) || a.Abs == f.Workdir {
+	if !fspath.Within(f.Workdir, a.Abs) || a.Abs == f.Workdir {
 		return a, refuse(a.Abs)
 	}
 	// Walk up to the deepest existing ancestor and resolve it.
@@ -291,7 +284,7 @@ func (f *FS) ResolveWrite(tool, p string) (Access, error) {
 			Msg: fmt.Sprintf("%s: refused: %s goes through a symlink that does not resolve; writes never follow one out of the workdir", tool, p)}
 	}
 	a.Real = filepath.Join(real, rest)
-	if !Within(a.Real, f.Workdir) || a.Real == f.Workdir {
+	if !fspath.Within(f.Workdir, a.Real) || a.Real == f.Workdir {
 		return a, refuse(a.Real)
 	}
 	if err := f.protectedWrite(tool, a); err != nil {

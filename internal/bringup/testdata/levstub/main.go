@@ -26,11 +26,9 @@ import (
 	"syscall"
 
 	"github.com/lever-jail/lever/internal/lev/cli"
-	"github.com/lever-jail/lever/internal/lev/policy"
 )
 
 func main() {
-	cli.PolicyCommand = policy.NewCommand
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "__probe" {
 		os.Exit(probe(args[1:]))

@@ -35,7 +35,6 @@ type world struct {
 	home    string
 	levHome string
 	wd      string
-	node    string
 	client  *daemon.Client
 	eng     *runner.Engine
 	cfgFile string

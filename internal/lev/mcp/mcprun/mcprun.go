@@ -4,6 +4,9 @@
 // same steps as a built-in (offer and strict decode, permission, fence, taint gate,
 // execution under a deadline, observe). A stdio server is started through the run's
 // executor, so it runs in the run's sandbox with lev's state masked, like a shell command.
+//
+// It owns the step from a granted server to pipeline tools. It must not offer a tool
+// outside the pipeline, nor start a server the user's config does not grant.
 package mcprun
 
 import (

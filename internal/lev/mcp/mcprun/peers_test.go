@@ -62,7 +62,7 @@ tools = ["mcp__every__*", "submit_output"]
 // pipeline; the results are in tool_calls.jsonl and run.json lists the server's tools.
 // The server is classified outbound with internal clearance, so the gate lets the task's
 // Internal data through; the control row leaves it unclassified: the same calls are gated
-// (AutoBlock headless), as the spec's fail-closed default says.
+// (AutoBlock headless), as the fail-closed default of docs/lev-security.md says.
 func TestRealEverythingThroughARun(t *testing.T) {
 	node, dir := nodePath(t), npmDir(t)
 	script := calls1("s", [2]string{"mcp__every__echo", `{"message": "hello lev"}`}, [2]string{"mcp__every__get-sum", `{"a": 2, "b": 40}`})

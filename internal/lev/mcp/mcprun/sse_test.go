@@ -97,8 +97,8 @@ func hostileSSE(t testing.TB, mode string, n int, endpoint func(base string) str
 }
 
 // TestHostileSSEServers: lev speaks the HTTP+SSE transport (transport = "sse") to hostile
-// servers through a real daemon's run. One event past 8 MiB is refused with the spec's
-// message and drops the session (a 7 MiB one passes: the control); a server announcing
+// servers through a real daemon's run. One event past 8 MiB is refused with the
+// message docs/mcp.md shows and drops the session (a 7 MiB one passes: the control); a server announcing
 // its message endpoint at another origin is refused before lev sends it anything (its
 // own origin, spelled absolutely or in upper case, is the control); a server that never
 // answers a call, or never announces its endpoint, hits the deadline. The record stays whole; the heap stays near the cap.

@@ -3,7 +3,6 @@ package sandboxexec
 import (
 	"context"
 	"encoding/json"
-	"github.com/lever-jail/lever/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/testutil"
 
 	"github.com/lever-jail/lever/internal/lev/bench"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
@@ -91,22 +92,6 @@ func startBench(t *testing.T) benchFixture {
 	return f
 }
 
-const benchScript = `
-[[rule]]
-stage = "one"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "cat SHADOW/where > seen.txt; echo made-in-bench > made.txt; cat made.txt"}'
-
-[[rule]]
-stage = "one"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "done"}'
-`
-
 const benchBlueprint = `name = "bb"
 version = "1.0.0"
 [stages.one]
@@ -121,7 +106,7 @@ func runThrough(t *testing.T, f benchFixture, cfgExtra string) (*runner.Record, 
 	os.MkdirAll(wd, 0o755)
 	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
 	os.WriteFile(filepath.Join(dir, "agents", "bb.toml"), []byte(benchBlueprint), 0o644)
-	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(strings.ReplaceAll(benchScript, "SHADOW", f.shadow)), 0o644)
+	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(strings.ReplaceAll(modelScript("bench-script.toml"), "SHADOW", f.shadow)), 0o644)
 	sc, _ := json.Marshal(filepath.Join(dir, "script.toml"))
 	cfg, err := levconfig.Parse(filepath.Join(dir, "config.toml"), []byte("[provider]\nkind = \"scripted\"\nscript = "+string(sc)+"\n[tool_permissions]\nshell = \"allow\"\n"+cfgExtra))
 	if err != nil {
@@ -271,4 +256,15 @@ func TestOptionsFromEnvBench(t *testing.T) {
 	if o, err := OptionsFromEnv(); err != nil || o.BenchSocket != "/run/lever-bench/exec.sock" {
 		t.Fatalf("%+v %v", o, err)
 	}
+}
+
+// modelScript is a scripted model's rules from testdata/NAME (the provider's TOML script
+// format). Read when a test asks, never at init: some test binaries re-run themselves as
+// helpers from another directory.
+func modelScript(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -5,6 +5,10 @@
 // keys over it) merged with the user's config.toml [sandbox] by sandbox.Merge: the
 // blueprint tightens, never loosens, and never picks the engine. Every stage's sandbox is
 // checked when the run spawns, so on_unavailable = "error" fails the spawn with the reason.
+//
+// It owns the step from a stage's merged [sandbox] to the Executor the pipeline's shell
+// uses. It must not register itself by import side effect, and must not run a command
+// anywhere but the sandbox that merge chose (or fail the spawn).
 package sandboxexec
 
 import (

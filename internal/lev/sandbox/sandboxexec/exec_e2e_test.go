@@ -50,36 +50,6 @@ func setup(t *testing.T) string {
 	return dir
 }
 
-const script = `
-[[rule]]
-stage = "one"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo -n $(hostname) > host1.txt; grep -E \"^(CapEff|NoNewPrivs)\" /proc/self/status; cat from-host.txt"}'
-
-[[rule]]
-stage = "one"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "one"}'
-
-[[rule]]
-stage = "two"
-turn = 1
-[[rule.call]]
-tool = "shell"
-args = '{"command": "echo -n $(hostname) > host2.txt"}'
-
-[[rule]]
-stage = "two"
-turn = 2
-[[rule.call]]
-tool = "submit_output"
-args = '{"output": "two"}'
-`
-
 func runAgent(t *testing.T, dir, cfgExtra, bp string) (*runner.Record, string, error) {
 	t.Helper()
 	wd := filepath.Join(dir, "wd")
@@ -87,7 +57,7 @@ func runAgent(t *testing.T, dir, cfgExtra, bp string) (*runner.Record, string, e
 	os.WriteFile(filepath.Join(wd, "from-host.txt"), []byte("host file"), 0o644)
 	os.MkdirAll(filepath.Join(dir, "agents"), 0o755)
 	os.WriteFile(filepath.Join(dir, "agents", "sbx.toml"), []byte(bp), 0o644)
-	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(script), 0o644)
+	os.WriteFile(filepath.Join(dir, "script.toml"), []byte(modelScript("exec-script.toml")), 0o644)
 	sc, _ := json.Marshal(filepath.Join(dir, "script.toml"))
 	cfg, err := levconfig.Parse(filepath.Join(dir, "config.toml"), []byte("[provider]\nkind = \"scripted\"\nscript = "+string(sc)+"\n[tool_permissions]\nshell = \"allow\"\n"+cfgExtra))
 	if err != nil {

@@ -1,5 +1,7 @@
 // Package sbxtest builds what the sandbox end-to-end tests need: a container image made
 // locally from Debian's busybox-static (nothing is pulled).
+//
+// It is for tests only: no non-test file may import it.
 package sbxtest
 
 import (

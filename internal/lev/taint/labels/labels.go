@@ -20,6 +20,9 @@
 //
 // What is not tracked: bytes a shell command copies or transforms into a new file; the
 // shell runs outside lev's file tools (see docs/lev-security.md, residuals).
+//
+// It owns the label store file and its lookups. It must not keep labels anywhere an
+// agent's tools can write.
 package labels
 
 import (
@@ -31,6 +34,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
@@ -264,20 +268,20 @@ func (s *Store) Tree(dir string, contents bool) (taint.Level, error) {
 	l := taint.Public
 	if !contents {
 		for _, e := range st.Files {
-			if e.Path != "" && within(e.Path, dir) && e.Path != dir {
+			if e.Path != "" && fspath.Within(dir, e.Path) && e.Path != dir {
 				l = taint.Max(l, e.Level)
 			}
 		}
 		return l, nil
 	}
-	if s.Runs != "" && within(clean(s.Runs), dir) {
+	if s.Runs != "" && fspath.Within(dir, clean(s.Runs)) {
 		// lev's runs directory lies inside dir (a jail's tree holds LEV_HOME): every run's
 		// records are reachable. lev's other state (token, config) is guarded by the
 		// write/read protection, not by a label: it holds no run's data.
 		l = taint.Max(l, s.allRuns(st))
 	}
 	for _, e := range st.Files {
-		if e.Path != "" && within(e.Path, dir) {
+		if e.Path != "" && fspath.Within(dir, e.Path) {
 			l = taint.Max(l, e.Level)
 		}
 	}
@@ -286,7 +290,7 @@ func (s *Store) Tree(dir string, contents bool) (taint.Level, error) {
 
 // stateLevel labels a path inside lev's own state.
 func (s *Store) stateLevel(st *state, path string) (taint.Level, bool) {
-	if s.Runs != "" && within(path, clean(s.Runs)) {
+	if s.Runs != "" && fspath.Within(clean(s.Runs), path) {
 		rel, _ := filepath.Rel(clean(s.Runs), path)
 		id, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
 		if l, ok := st.Runs[id]; ok && id != "." && l.Valid() {
@@ -298,7 +302,7 @@ func (s *Store) stateLevel(st *state, path string) (taint.Level, bool) {
 		return taint.Private, true // an unlabelled run: fail closed
 	}
 	for _, d := range s.State {
-		if d != "" && within(path, clean(d)) {
+		if d != "" && fspath.Within(clean(d), path) {
 			return taint.Private, true
 		}
 	}
@@ -338,13 +342,4 @@ func clean(p string) string {
 		return r
 	}
 	return filepath.Clean(p)
-}
-
-// within reports whether p is dir or below it (both clean, absolute).
-func within(p, dir string) bool {
-	p, dir = filepath.Clean(p), filepath.Clean(dir)
-	if p == dir {
-		return true
-	}
-	return strings.HasPrefix(p, strings.TrimSuffix(dir, string(filepath.Separator))+string(filepath.Separator))
 }

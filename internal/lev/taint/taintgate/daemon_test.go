@@ -15,7 +15,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
-// TestNobodyToAskThroughTheDaemon: the spec's "when there is nobody to ask" rows, measured
+// TestNobodyToAskThroughTheDaemon: the "nobody to ask" rows of docs/lev-security.md ("The gate"), measured
 // against a real daemon on loopback: a granted (Private) read flowing into submit_output.
 // Headless, the result is withheld and an AutoBlock recorded; with --yolo, the result
 // (secret included) is served by GET /api/agents/{id}/result and the audit holds the

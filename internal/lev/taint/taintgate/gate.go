@@ -8,6 +8,9 @@
 // entries) is compared with each outbound tool's clearance before it fires; the policy
 // (the user's policy file, config.toml's and the blueprint's [taint_tracking]) decides
 // what happens above it, and every decision lands in stages/<n>/taint_audit.json.
+//
+// It owns the per-run gate state and its audit file. It must not label a result from its
+// content, only from where the runtime got it.
 package taintgate
 
 import (

@@ -15,7 +15,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
-// Laundering suite (issue 10, lev item 4): data keeps the highest label it ever had
+// Laundering suite (docs/lev-security.md, "Labels persist where data is stored"): data keeps the highest label it ever had
 // wherever it is stored. A run that read Private data through a grant stores it (in its
 // own run records, or in a workdir file via write_file); a later run with no grant reads it
 // back and tries to publish it with submit_output. Each attack row has a control row of
@@ -201,7 +201,7 @@ func TestLaunderingThroughStorage(t *testing.T) {
 			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`, stateRefused: true},
 		{name: "control: a file beside lev's state in the same workdir reads", src: secretPath, readerWD: "root",
 			readTool: "read_file", readArgs: `{"path": "home/proj/readme.txt"}`},
-		// The spec's planner: the user grants the runs directory explicitly. The record
+		// The planner of docs/lev.md ("lev's own state"): the user grants the runs directory explicitly. The record
 		// reads, and what it holds is Private (its run's label, and a granted read).
 		{name: "run record read through a granted [read_paths] entry is Private", src: secretPath, readerWD: "root", readerGrant: true,
 			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`, blocked: true},

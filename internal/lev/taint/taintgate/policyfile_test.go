@@ -1,9 +1,7 @@
 package taintgate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,18 +67,19 @@ func TestPolicyFileResolvedOnceForTestAndLiveRuns(t *testing.T) {
 			os.WriteFile(cfgFile, []byte(cfg), 0o600)
 			t.Setenv("LEV_CONFIG", cfgFile)
 
-			// lev policy test, as the CLI runs it (no --policy).
-			cmd := policy.NewCommand()
-			var out bytes.Buffer
-			cmd.SetOut(&out)
-			cmd.SetErr(&out)
-			cmd.SetArgs([]string{"test", "http_post", "--target", "127.0.0.1", "--taint", "private", "--json"})
-			if err := cmd.ExecuteContext(context.Background()); err != nil {
-				t.Fatalf("lev policy test: %v\n%s", err, out.String())
+			// lev policy test, as the CLI runs it (no --policy): the default file, loaded
+			// as a live run loads it, then the dry run (internal/lev/cli's runPolicyTest).
+			polFile, err := policy.DefaultPath()
+			if err != nil {
+				t.Fatal(err)
 			}
-			var dry policy.DryRunResult
-			if err := json.Unmarshal(out.Bytes(), &dry); err != nil {
-				t.Fatalf("%v\n%s", err, out.String())
+			pol, _, err := policy.LoadAsLive(polFile)
+			if err != nil {
+				t.Fatalf("lev policy test: %v", err)
+			}
+			dry, err := pol.DryRun(context.Background(), "http_post", "127.0.0.1", taint.Private)
+			if err != nil {
+				t.Fatalf("lev policy test: %v", err)
 			}
 			testAllows := dry.Modes["headless"].Allowed
 

@@ -1,8 +1,10 @@
 package policy
 
+// What `lev policy` shows and changes: the listing, an allowlist entry added in place, and
+// the dry run of the gate. The command itself (flags, output choice) is in internal/lev/cli.
+
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -11,52 +13,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
-
-// NewCommand builds `lev policy` (list, add, test). lev's root adds it as is.
-func NewCommand() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "policy",
-		Short: "Show, extend and dry-run the taint policy",
-		Long: `The taint policy decides what happens when an outbound tool (shell, web_search,
-web_fetch, the HTTP tools, submit_output, any unclassified MCP or script tool) is about to
-carry data more sensitive than its clearance: allow, deny, or ask.`,
-		SilenceUsage: true,
-	}
-	cmd.PersistentFlags().StringVar(&path, "policy", "", "policy file (default: the one live runs use: $LEV_POLICY, else config.toml [security] policy_file, else $LEV_HOME/policy.toml, ~/.leviath/policy.toml)")
-	file := func() (string, error) {
-		if path != "" {
-			return path, nil
-		}
-		return DefaultPath()
-	}
-	cmd.AddCommand(newListCmd(file), newAddCmd(file), newTestCmd(file))
-	return cmd
-}
-
-func newListCmd(file func() (string, error)) *cobra.Command {
-	return &cobra.Command{
-		Use:   "list",
-		Short: "List the outbound tools' clearances, the allowlist and the rules",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := file()
-			if err != nil {
-				return err
-			}
-			p, err := Load(f)
-			if err != nil {
-				return err
-			}
-			return p.List(cmd.OutOrStdout())
-		},
-	}
-}
 
 // List prints the policy the way `lev policy list` shows it.
 func (p *Policy) List(w io.Writer) error {
@@ -88,7 +47,7 @@ func (p *Policy) List(w io.Writer) error {
 		fmt.Fprintln(w, "  (none)")
 	}
 	for i, a := range p.File.Allow {
-		fmt.Fprintf(w, "  allow[%d] %s --target %q --max-sensitivity %s\n", i, a.Tool, orAny(a.Target), p.max[i])
+		fmt.Fprintf(w, "  allow[%d] %s --target %q --max-sensitivity %s\n", i, a.Tool, DisplayTarget(a.Target), p.max[i])
 	}
 	fmt.Fprintln(w, "rules:")
 	if len(p.File.Rules) == 0 {
@@ -98,32 +57,6 @@ func (p *Policy) List(w io.Writer) error {
 		fmt.Fprintf(w, "  %s: %s when %s\n", p.ruleName(i), r.Action, r.When)
 	}
 	return nil
-}
-
-func newAddCmd(file func() (string, error)) *cobra.Command {
-	var target, maxS string
-	c := &cobra.Command{
-		Use:   "add <tool> --target PATTERN --max-sensitivity LEVEL",
-		Short: "Add an allowlist entry",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := file()
-			if err != nil {
-				return err
-			}
-			idx, err := AddAllow(f, AllowEntry{Tool: args[0], Target: target, MaxSensitivity: maxS})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "added allow[%d] to %s: %s may send up to %s to %q\n",
-				idx, f, args[0], strings.ToLower(maxS), orAny(target))
-			return nil
-		},
-	}
-	c.Flags().StringVar(&target, "target", "", `target pattern, * globs (e.g. "*.example.com"); empty matches any target`)
-	c.Flags().StringVar(&maxS, "max-sensitivity", "", "highest label the tool may carry there: public, internal or private")
-	_ = c.MarkFlagRequired("max-sensitivity")
-	return c
 }
 
 // AddAllow appends an [[allow]] entry to the policy file at path, keeping the file's text
@@ -171,60 +104,27 @@ func AddAllow(path string, a AllowEntry) (int, error) {
 	return len(p.File.Allow) - 1, nil
 }
 
-func newTestCmd(file func() (string, error)) *cobra.Command {
-	var target, level string
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "test <tool> --target T [--taint LEVEL]",
-		Short: "Dry-run the taint gate for one call and say why",
-		Long: `Runs the gate's own decision code for one call, as interactive, headless and --yolo runs
-would see it, without running anything. --taint defaults to private: what the tool would do
-with data read through a granted read path.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := file()
-			if err != nil {
-				return err
-			}
-			p, err := Load(f)
-			if err != nil {
-				return err
-			}
-			// Live runs also apply config.toml's [taint_tracking]; so does the dry run.
-			note := ""
-			if cfg, err := levconfig.Load(levconfig.Path()); err == nil && cfg.TaintTracking != nil {
-				if p, err = p.ApplyTaintTracking(cfg.TaintTracking, false); err != nil {
-					return fmt.Errorf("%s [taint_tracking]: %w", cfg.File, err)
-				}
-				note = "config.toml [taint_tracking] applied (" + cfg.File + ")"
-				if e := cfg.TaintTracking.Enabled; e != nil && !*e {
-					note += "; NOTE: enabled = false there, so live runs skip the gate unless a blueprint turns it on"
-				}
-			}
-			l, err := taint.ParseLevel(level)
-			if err != nil {
-				return fmt.Errorf("--taint: %w", err)
-			}
-			res, err := p.DryRun(cmd.Context(), args[0], target, l)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
-			}
-			res.Print(cmd.OutOrStdout())
-			if note != "" {
-				fmt.Fprintln(cmd.OutOrStdout(), note)
-			}
-			return nil
-		},
+// LoadAsLive loads the policy file at path and applies config.toml's [taint_tracking] to
+// it the way a live run's gate does, so a dry run shows what a run would do. note says
+// what was applied ("" when config.toml sets no [taint_tracking] or does not load: a
+// config that does not load fails the live run itself, not the dry run).
+func LoadAsLive(path string) (p *Policy, note string, err error) {
+	p, err = Load(path)
+	if err != nil {
+		return nil, "", err
 	}
-	c.Flags().StringVar(&target, "target", "", "the call's target: host for web/HTTP tools, command line for shell")
-	c.Flags().StringVar(&level, "taint", "private", "label of the data in context: public, internal or private")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the audit records each mode would write")
-	return c
+	cfg, err := levconfig.Load(levconfig.Path())
+	if err != nil || cfg.TaintTracking == nil {
+		return p, "", nil
+	}
+	if p, err = p.ApplyTaintTracking(cfg.TaintTracking, false); err != nil {
+		return nil, "", fmt.Errorf("%s [taint_tracking]: %w", cfg.File, err)
+	}
+	note = "config.toml [taint_tracking] applied (" + cfg.File + ")"
+	if e := cfg.TaintTracking.Enabled; e != nil && !*e {
+		note += "; NOTE: enabled = false there, so live runs skip the gate unless a blueprint turns it on"
+	}
+	return p, note, nil
 }
 
 // DryRunResult is what `lev policy test` reports: per mode, the gate's outcome and the

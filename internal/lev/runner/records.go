@@ -1,0 +1,102 @@
+package runner
+
+// A run's per-stage records: tool_calls.jsonl, mcp_requests.jsonl and stage.json.
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"time"
+
+	"github.com/lever-jail/lever/internal/lev/mcp"
+	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/provider"
+	"github.com/lever-jail/lever/internal/lev/workfs"
+)
+
+// mcpRequest is one mcp_requests.jsonl line: a request an MCP server sent to lev.
+type mcpRequest struct {
+	Time     time.Time       `json:"time"`
+	Server   string          `json:"server"`
+	Method   string          `json:"method"`
+	Params   json.RawMessage `json:"params,omitempty"`
+	Decision string          `json:"decision"` // refused | answered
+}
+
+func mcpRequestRecord(q mcp.Request) mcpRequest {
+	d := "refused"
+	if q.Answered {
+		d = "answered"
+	}
+	params := q.Params
+	if len(params) > 4096 || !json.Valid(params) {
+		params, _ = json.Marshal(string(params[:min(len(params), 4096)]))
+	}
+	return mcpRequest{Time: time.Now().UTC(), Server: q.Server, Method: q.Method, Params: params, Decision: d}
+}
+
+// callRecord is one tool_calls.jsonl line.
+type callRecord struct {
+	Time             time.Time          `json:"time"`
+	ID               string             `json:"id"`
+	Tool             string             `json:"tool"`
+	Args             json.RawMessage    `json:"args"`
+	Permission       string             `json:"permission,omitempty"`
+	PermissionSource string             `json:"permission_source,omitempty"`
+	Reads            []workfs.Access    `json:"reads,omitempty"`
+	Writes           []workfs.Access    `json:"writes,omitempty"`
+	Targets          []string           `json:"targets,omitempty"`
+	Gate             *pipeline.Decision `json:"gate,omitempty"`
+	Refusal          *pipeline.Refusal  `json:"refusal,omitempty"`
+	IsError          bool               `json:"is_error,omitempty"`
+	Result           string             `json:"result"`
+	DurationMS       float64            `json:"duration_ms"`
+}
+
+func (e *Engine) record(r *run, ss *stageState, c *pipeline.Call, res *pipeline.Result) error {
+	if err := e.labelRun(r); err != nil {
+		return err
+	}
+	out := res.Content
+	if len(out) > 4096 {
+		out = out[:4096] + "…"
+	}
+	// The decoded arguments the tool acted on (raw bytes, as a string, only for a call
+	// refused before they decoded).
+	args := c.ArgsJSON()
+	cr := callRecord{Time: time.Now().UTC(), ID: c.ID, Tool: c.Tool, Args: args, Permission: string(c.Permission),
+		PermissionSource: c.PermissionSource, Reads: c.Reads, Writes: c.Writes, Targets: c.Targets, Gate: c.Gate,
+		Refusal: res.Refusal, IsError: res.IsError, Result: out, DurationMS: float64(res.Duration.Microseconds()) / 1000}
+	return appendJSONL(filepath.Join(ss.dir, "tool_calls.jsonl"), cr)
+}
+
+// saveStage writes the stage's conversation and stage.json, labelled first.
+func (e *Engine) saveStage(r *run, ss *stageState) error {
+	if err := e.labelRun(r); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(ss.dir, "messages.json"), ss.messages); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(ss.dir, "stage.json"), ss.rec)
+}
+
+// recordableCalls makes a model's tool calls storable: arguments that are not JSON (a
+// model's malformed output) are kept as a JSON string of the raw text, so messages.json
+// and stage.json can still be written and the pipeline refuses the call as bad arguments.
+func recordableCalls(calls []provider.ToolCall) []provider.ToolCall {
+	for i, tc := range calls {
+		if !json.Valid(tc.Args) {
+			calls[i].Args, _ = json.Marshal(string(tc.Args))
+		}
+	}
+	return calls
+}
+
+// gateErr is a gate's failure to write its own record (taint_state.json): the run's taint
+// would be lost on resume, so the run stops.
+func gateErr(g pipeline.Gate) error {
+	if e, ok := g.(interface{ Err() error }); ok {
+		return e.Err()
+	}
+	return nil
+}
