@@ -116,7 +116,7 @@ func benchEnv(env []string) []string {
 	}
 	// The tree's owner is rarely the workbench's uid, and git refuses such a repository
 	// unless it is marked safe in command-scope config (the same variables the workbench
-	// container carries for lever shell: internal/jail BenchGitEnv). The tree is the agent's.
+	// container carries for lever shell: internal/containers BenchGitEnv). The tree is the agent's.
 	return append(out, benchPath, "HOME=/tmp", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*")
 }
 
