@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/containers"
-	"github.com/lever-jail/lever/internal/guest"
 )
 
 func changedSteps(res *Result) []string {
@@ -78,15 +77,6 @@ func TestWarmUpOneGuestCall(t *testing.T) {
 	if st := j.in.StatusAfter(context.Background(), res); !st.Egress.Verified || strings.Join(j.r.Names(), ",") != "observe,egress-apply,snapshot,observe" {
 		t.Errorf("status after a repair: verified %v, guest calls %v", st.Egress.Verified, j.r.Names())
 	}
-}
-
-func guestEnv(c guest.Cmd, name string) string {
-	for _, a := range c.Argv {
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // TestStepSkipRules: each row breaks exactly one thing in a healthy jail. The step that
