@@ -75,7 +75,7 @@ lint:
 	@echo "deadcode -test -tags $(E2E_TAGS) ./..."; out=$$($(LINT_TOOL) deadcode -test -tags $(E2E_TAGS) ./...) || exit 1; \
 		if [ -n "$$out" ]; then echo "deadcode: unreachable functions (delete them, or use them):"; echo "$$out"; exit 1; fi
 	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is not installed (Debian package shellcheck)"; exit 1; }
-	find cmd internal -name '*.sh' -print0 | xargs -0 shellcheck -S warning
+	find cmd internal scripts templates -name '*.sh' -print0 | xargs -0 shellcheck -S warning .ci/run
 
 # A few seconds of coverage-guided fuzzing of the lever.yaml loader (its seed corpus in
 # internal/config/testdata/fuzz also runs with every plain `go test`).

@@ -98,7 +98,6 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 cp -r examples/hello "$WORK/project"
 chmod -R a+rwX "$WORK/project"; chmod 755 "$WORK"
 keyfile=${LEVER_API_KEY_FILE:-}
-upstream_args=()
 if [ -z "$keyfile" ]; then
 	keyfile=$WORK/api-key
 	echo "sk-quickstart-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$keyfile"

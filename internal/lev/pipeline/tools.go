@@ -60,17 +60,22 @@ type Args interface{ validate() error }
 // repeated in any case.
 type ObjectArgs map[string]any
 
-// validate makes ObjectArgs an Args; an object has nothing more to check than its strict
-// decoding, so nothing calls it.
+// validate: an object has nothing more to check than its strict decoding; the server's
+// own input schema is the server's to enforce.
 func (ObjectArgs) validate() error { return nil }
 
-// decodeObject is the decoder of every tool that is not built in.
+// decodeObject is the decoder of every tool that is not built in. Like strict it ends in
+// validate, so every Args passes the same two stages whatever its type.
 func decodeObject(raw json.RawMessage) (Args, error) {
 	m, err := strictjson.Object(raw)
 	if err != nil {
 		return nil, err
 	}
-	return ObjectArgs(m), nil
+	args := ObjectArgs(m)
+	if err := args.validate(); err != nil {
+		return nil, err
+	}
+	return args, nil
 }
 
 // DecodeArgs decodes raw by tool name with the decoder the offer step uses for that tool
