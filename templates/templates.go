@@ -1,5 +1,7 @@
 // Package templates holds the guest templates lever ships, embedded in the binary so that
-// what is reviewed in the repository is exactly what lever renders.
+// what is reviewed in the repository is exactly what lever renders. It holds bytes only:
+// filling a template in and checking the result belong to the backend that uses it
+// (internal/backend/lima), never here.
 package templates
 
 import _ "embed"

@@ -1,5 +1,6 @@
 // Command lever is the host operator: it builds the jail, its egress firewall and the
-// broker, and starts lev inside it.
+// broker, and starts lev inside it. Every command, its flags and its exit status live in
+// internal/cli, so this file must stay the one call into it.
 package main
 
 import (

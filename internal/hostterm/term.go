@@ -1,7 +1,8 @@
 // Package hostterm answers one question about the host: is this writer a terminal? The
 // ioctl that asks differs per kernel (TCGETS on Linux, TIOCGETA on the BSDs and macOS), so
 // the request number sits behind a build-tagged file pair and everything else lives here,
-// where the Linux tests exercise it.
+// where the Linux tests exercise it. It only asks: it must not write to a terminal or
+// change its modes (raw mode for `lever shell` belongs to the command that needs it).
 package hostterm
 
 import (
