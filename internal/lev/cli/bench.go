@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -18,14 +19,19 @@ import (
 	"github.com/lever-jail/lever/internal/lev/bench"
 )
 
+// benchServeOptions is `lev bench serve --socket PATH`.
+type benchServeOptions struct {
+	Socket string
+	Inner  bool // this process is the serving one benchOuter started
+}
+
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "The workbench: where an agent's shell commands run, apart from lev",
 		Args:  cobra.NoArgs,
 	}
-	var socket string
-	var inner bool
+	opts := &benchServeOptions{}
 	serve := &cobra.Command{
 		Use:   "serve --socket PATH",
 		Short: "Run commands for lev over a unix socket (the workbench container's entrypoint)",
@@ -36,21 +42,25 @@ goes away; with the network off, in a new network namespace, or not at all. The 
 never see the socket's directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if socket == "" {
-				return errors.New("bench serve: --socket PATH is required")
-			}
-			logger := log.New(cmd.ErrOrStderr(), "lev bench: ", log.LstdFlags|log.LUTC)
-			if inner {
-				return benchInner(socket, logger)
-			}
-			return benchOuter(socket, logger)
+			return runBenchServe(opts, cmd.ErrOrStderr())
 		},
 	}
-	serve.Flags().StringVar(&socket, "socket", "", "the unix socket to listen on (absolute path; its directory must exist)")
-	serve.Flags().BoolVar(&inner, "inner", false, "internal: the serving process, started by lev bench serve itself")
+	serve.Flags().StringVar(&opts.Socket, "socket", "", "the unix socket to listen on (absolute path; its directory must exist)")
+	serve.Flags().BoolVar(&opts.Inner, "inner", false, "internal: the serving process, started by lev bench serve itself")
 	serve.Flags().MarkHidden("inner")
 	cmd.AddCommand(serve)
 	return cmd
+}
+
+func runBenchServe(opts *benchServeOptions, stderr io.Writer) error {
+	if opts.Socket == "" {
+		return errors.New("bench serve: --socket PATH is required")
+	}
+	logger := log.New(stderr, "lev bench: ", log.LstdFlags|log.LUTC)
+	if opts.Inner {
+		return benchInner(opts.Socket, logger)
+	}
+	return benchOuter(opts.Socket, logger)
 }
 
 // benchOuter makes the socket, then serves from a second process that is root of a user
@@ -77,6 +87,8 @@ func benchOuter(socket string, logger *log.Logger) error {
 		return fmt.Errorf("bench serve: finding lev's own binary: %w", err)
 	}
 	child := exec.Command(self, "bench", "serve", "--inner", "--socket", socket)
+	// lev's own descriptors, not the command's writers: a writer that is not a file would
+	// put a copying goroutine in this process between the server and its log.
 	child.Stdout, child.Stderr = os.Stdout, os.Stderr
 	child.ExtraFiles = []*os.File{f}
 	child.SysProcAttr = bench.InnerAttr()

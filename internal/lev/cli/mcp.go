@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,85 +95,103 @@ func mcpSandbox(cfg *levconfig.Config) (runner.MaskedExecutor, string, error) {
 	return x, wd, nil
 }
 
+// mcpListOptions is `lev mcp list`.
+type mcpListOptions struct {
+	JSON, NoStart bool
+}
+
 func newMCPListCmd() *cobra.Command {
-	var asJSON, noStart bool
+	opts := &mcpListOptions{}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List config.toml's MCP servers: transport, classification, which agents may use them; started (as a run would start them) to list their tools",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
-			}
-			var x runner.MaskedExecutor
-			var wd string
-			if !noStart {
-				if x, wd, err = mcpSandbox(cfg); err != nil {
-					return err
-				}
-				defer x.Close()
-			}
-			var out []mcpServerInfo
-			for _, name := range cfg.MCPServerNames() {
-				s := cfg.MCP.Servers[name]
-				info := describeServer(s)
-				if !noStart {
-					start := time.Now()
-					sess, tools, err := mcprun.Connect(cmd.Context(), s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x})
-					info.StartMS = float64(time.Since(start).Microseconds()) / 1000
-					if err != nil {
-						info.State, info.Error = mcpFailed, err.Error()
-					} else {
-						info.State = mcpOK
-						for _, t := range tools {
-							if pt, err := mcprun.Tool(sess, s, t); err != nil {
-								info.Refused = append(info.Refused, err.Error())
-							} else {
-								info.Tools = append(info.Tools, pt.Name)
-							}
-						}
-						sess.Close()
-					}
-				}
-				out = append(out, info)
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				if out == nil {
-					out = []mcpServerInfo{}
-				}
-				return json.NewEncoder(w).Encode(out)
-			}
-			if len(out) == 0 {
-				fmt.Fprintln(w, "no MCP servers in config.toml (add [mcp.servers.NAME] tables)")
-				return nil
-			}
-			for _, s := range out {
-				fmt.Fprintf(w, "%s (%s: %s)\n", s.Name, s.Transport, s.Target)
-				cl := s.Classification
-				if s.Clearance != "" {
-					cl += ", clearance " + s.Clearance
-				}
-				fmt.Fprintf(w, "  classification: %s\n  agents: %s\n  state: %s", cl, s.AgentsText, s.State)
-				if s.Error != "" {
-					fmt.Fprintf(w, ": %s", s.Error)
-				}
-				if s.StartMS > 0 {
-					fmt.Fprintf(w, " (%.0f ms)", s.StartMS)
-				}
-				fmt.Fprintln(w)
-				if len(s.Tools) > 0 {
-					fmt.Fprintf(w, "  tools: %s\n", strings.Join(s.Tools, ", "))
-				}
-				for _, r := range s.Refused {
-					fmt.Fprintf(w, "  refused: %s\n", r)
-				}
-			}
-			return nil
+			return runMCPList(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	cmd.Flags().BoolVar(&noStart, "no-start", false, "do not start the servers (no state, no tools)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print a JSON array")
+	cmd.Flags().BoolVar(&opts.NoStart, "no-start", false, "do not start the servers (no state, no tools)")
 	return cmd
+}
+
+func runMCPList(ctx context.Context, opts *mcpListOptions, stdout io.Writer) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	var x runner.MaskedExecutor
+	var wd string
+	if !opts.NoStart {
+		if x, wd, err = mcpSandbox(cfg); err != nil {
+			return err
+		}
+		defer x.Close()
+	}
+	var out []mcpServerInfo
+	for _, name := range cfg.MCPServerNames() {
+		s := cfg.MCP.Servers[name]
+		info := describeServer(s)
+		if !opts.NoStart {
+			probeServer(ctx, &info, s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x})
+		}
+		out = append(out, info)
+	}
+	if opts.JSON {
+		if out == nil {
+			out = []mcpServerInfo{}
+		}
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	printServers(stdout, out)
+	return nil
+}
+
+// probeServer starts s as a run would and records in info how that went and which of its
+// tools a run would be offered.
+func probeServer(ctx context.Context, info *mcpServerInfo, s *levconfig.MCPServer, env mcprun.Env) {
+	start := time.Now()
+	sess, tools, err := mcprun.Connect(ctx, s, env)
+	info.StartMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		info.State, info.Error = mcpFailed, err.Error()
+		return
+	}
+	info.State = mcpOK
+	for _, t := range tools {
+		if pt, err := mcprun.Tool(sess, s, t); err != nil {
+			info.Refused = append(info.Refused, err.Error())
+		} else {
+			info.Tools = append(info.Tools, pt.Name)
+		}
+	}
+	sess.Close()
+}
+
+func printServers(w io.Writer, out []mcpServerInfo) {
+	if len(out) == 0 {
+		fmt.Fprintln(w, "no MCP servers in config.toml (add [mcp.servers.NAME] tables)")
+		return
+	}
+	for _, s := range out {
+		fmt.Fprintf(w, "%s (%s: %s)\n", s.Name, s.Transport, s.Target)
+		cl := s.Classification
+		if s.Clearance != "" {
+			cl += ", clearance " + s.Clearance
+		}
+		fmt.Fprintf(w, "  classification: %s\n  agents: %s\n  state: %s", cl, s.AgentsText, s.State)
+		if s.Error != "" {
+			fmt.Fprintf(w, ": %s", s.Error)
+		}
+		if s.StartMS > 0 {
+			fmt.Fprintf(w, " (%.0f ms)", s.StartMS)
+		}
+		fmt.Fprintln(w)
+		if len(s.Tools) > 0 {
+			fmt.Fprintf(w, "  tools: %s\n", strings.Join(s.Tools, ", "))
+		}
+		for _, r := range s.Refused {
+			fmt.Fprintf(w, "  refused: %s\n", r)
+		}
+	}
 }

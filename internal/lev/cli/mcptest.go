@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,118 +26,142 @@ import (
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
+// mcpTestOptions is `lev mcp test SERVER [TOOL --args JSON]`.
+type mcpTestOptions struct {
+	Server, Tool string
+	// HasTool is set when a TOOL argument was given, even an empty one.
+	HasTool bool
+	Args    string
+	// ArgsSet is set when --args was given, even as its default: without a TOOL it is an
+	// error.
+	ArgsSet           bool
+	JSON, Allow, Yolo bool
+}
+
 func newMCPTestCmd() *cobra.Command {
-	var argsJSON string
-	var asJSON, allow, yolo bool
+	opts := &mcpTestOptions{}
 	cmd := &cobra.Command{
 		Use:   "test SERVER [TOOL --args JSON]",
 		Short: "Start one configured server and list its tools; with TOOL, call it through the pipeline (permission, gate), printing each decision",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
+			opts.Server, opts.HasTool, opts.ArgsSet = args[0], len(args) == 2, cmd.Flags().Changed("args")
+			if opts.HasTool {
+				opts.Tool = args[1]
 			}
-			s := cfg.MCP.Servers[args[0]]
-			if s == nil {
-				return fmt.Errorf("config.toml has no [mcp.servers.%s] (lev mcp list shows the servers)", args[0])
-			}
-			if len(args) == 1 && cmd.Flags().Changed("args") {
-				return errors.New("--args needs a TOOL")
-			}
-			x, wd, err := mcpSandbox(cfg)
-			if err != nil {
-				return err
-			}
-			defer x.Close()
-			rep := &mcpTestReport{Server: s.Name}
-			w := cmd.OutOrStdout()
-			say := func(format string, a ...any) {
-				if !asJSON {
-					fmt.Fprintf(w, format+"\n", a...)
-				}
-			}
-			defer func() {
-				if asJSON {
-					json.NewEncoder(w).Encode(rep)
-				}
-			}()
-			var requests []mcp.Request
-			start := time.Now()
-			sess, tools, err := mcprun.Connect(cmd.Context(), s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x,
-				OnRequest: func(q mcp.Request) { requests = append(requests, q) }})
-			rep.StartMS = float64(time.Since(start).Microseconds()) / 1000
-			if err != nil {
-				rep.Error = err.Error()
-				say("✗ %s: %v", s.Name, err)
-				return exitcode.New(1, fmt.Errorf("MCP server %s failed", s.Name))
-			}
-			defer sess.Close()
-			say("✓ %s started (%s) in %.0f ms", s.Name, s.Transport(), rep.StartMS)
-			byName := map[string]*pipeline.Tool{}
-			for _, t := range tools {
-				pt, err := mcprun.Tool(sess, s, t)
-				if err != nil {
-					rep.Refused = append(rep.Refused, err.Error())
-					say("  refused: %v", err)
-					continue
-				}
-				byName[pt.Name] = pt
-				rep.Tools = append(rep.Tools, pt.Name)
-				say("  %s", pt.Name)
-			}
-			if len(args) == 1 {
-				return nil
-			}
-			name := args[1]
-			if !strings.HasPrefix(name, toolnames.MCPPrefix) {
-				name = toolnames.MCPName(s.Name, name)
-			}
-			if byName[name] == nil {
-				rep.Error = fmt.Sprintf("%s offers no tool %s", s.Name, name)
-				say("✗ %s", rep.Error)
-				return exitcode.New(1, errors.New(rep.Error))
-			}
-			call, res, err := mcpTestCall(cmd.Context(), cfg, wd, byName, name, argsJSON, allow, yolo)
-			if err != nil {
-				return err
-			}
-			rep.Call = &mcpTestCallReport{Tool: name, Args: call.ArgsJSON(), Permission: string(call.Permission), PermissionSource: call.PermissionSource,
-				Gate: call.Gate, Refusal: res.Refusal, IsError: res.IsError, Result: res.Content}
-			for _, q := range requests {
-				rep.Requests = append(rep.Requests, q.Method)
-			}
-			if !asJSON {
-				say("call %s %s", name, call.ArgsJSON())
-				if call.Permission != "" {
-					say("  permission: %s (%s)", call.Permission, call.PermissionSource)
-				}
-				if call.Gate != nil {
-					say("  gate: %s (%s)", map[bool]string{true: "allowed", false: "blocked"}[call.Gate.Allow], strings.TrimSpace(call.Gate.Source+" "+call.Gate.Reason))
-				}
-				for _, q := range requests {
-					say("  server request %s: %s", q.Method, map[bool]string{true: "answered", false: "refused"}[q.Answered])
-				}
-				switch {
-				case res.Refusal != nil:
-					say("  refused at %s: %s", res.Refusal.Step, res.Refusal.Msg)
-				case res.IsError:
-					say("  error: %s", res.Content)
-				default:
-					say("  result: %s", res.Content)
-				}
-			}
-			if res.Refusal != nil || res.IsError {
-				return exitcode.New(1, fmt.Errorf("%s did not succeed", name))
-			}
-			return nil
+			return runMCPTest(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&argsJSON, "args", "{}", "the tool's arguments, a JSON object")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON report")
-	cmd.Flags().BoolVar(&allow, "allow", false, "lift the tool's ask permission, as lev run --allow TOOL would (never a deny)")
-	cmd.Flags().BoolVar(&yolo, "yolo", false, "run as lev run --yolo would: every ask allowed, the gate's AutoBlock waived and audited")
+	cmd.Flags().StringVar(&opts.Args, "args", "{}", "the tool's arguments, a JSON object")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print a JSON report")
+	cmd.Flags().BoolVar(&opts.Allow, "allow", false, "lift the tool's ask permission, as lev run --allow TOOL would (never a deny)")
+	cmd.Flags().BoolVar(&opts.Yolo, "yolo", false, "run as lev run --yolo would: every ask allowed, the gate's AutoBlock waived and audited")
 	return cmd
+}
+
+func runMCPTest(ctx context.Context, opts *mcpTestOptions, stdout io.Writer) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	s := cfg.MCP.Servers[opts.Server]
+	if s == nil {
+		return fmt.Errorf("config.toml has no [mcp.servers.%s] (lev mcp list shows the servers)", opts.Server)
+	}
+	if !opts.HasTool && opts.ArgsSet {
+		return errors.New("--args needs a TOOL")
+	}
+	x, wd, err := mcpSandbox(cfg)
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	rep := &mcpTestReport{Server: s.Name}
+	say := func(format string, a ...any) {
+		if !opts.JSON {
+			fmt.Fprintf(stdout, format+"\n", a...)
+		}
+	}
+	// The report says how far the test got, whichever way it ends.
+	defer func() {
+		if opts.JSON {
+			json.NewEncoder(stdout).Encode(rep)
+		}
+	}()
+	var requests []mcp.Request
+	start := time.Now()
+	sess, tools, err := mcprun.Connect(ctx, s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x,
+		OnRequest: func(q mcp.Request) { requests = append(requests, q) }})
+	rep.StartMS = float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		rep.Error = err.Error()
+		say("✗ %s: %v", s.Name, err)
+		return exitcode.New(1, fmt.Errorf("MCP server %s failed", s.Name))
+	}
+	defer sess.Close()
+	say("✓ %s started (%s) in %.0f ms", s.Name, s.Transport(), rep.StartMS)
+	byName := map[string]*pipeline.Tool{}
+	for _, t := range tools {
+		pt, err := mcprun.Tool(sess, s, t)
+		if err != nil {
+			rep.Refused = append(rep.Refused, err.Error())
+			say("  refused: %v", err)
+			continue
+		}
+		byName[pt.Name] = pt
+		rep.Tools = append(rep.Tools, pt.Name)
+		say("  %s", pt.Name)
+	}
+	if !opts.HasTool {
+		return nil
+	}
+	name := opts.Tool
+	if !strings.HasPrefix(name, toolnames.MCPPrefix) {
+		name = toolnames.MCPName(s.Name, name)
+	}
+	if byName[name] == nil {
+		rep.Error = fmt.Sprintf("%s offers no tool %s", s.Name, name)
+		say("✗ %s", rep.Error)
+		return exitcode.New(1, errors.New(rep.Error))
+	}
+	call, res, err := mcpTestCall(ctx, cfg, wd, byName, name, opts.Args, opts.Allow, opts.Yolo)
+	if err != nil {
+		return err
+	}
+	rep.Call = &mcpTestCallReport{Tool: name, Args: call.ArgsJSON(), Permission: string(call.Permission), PermissionSource: call.PermissionSource,
+		Gate: call.Gate, Refusal: res.Refusal, IsError: res.IsError, Result: res.Content}
+	for _, q := range requests {
+		rep.Requests = append(rep.Requests, q.Method)
+	}
+	if !opts.JSON {
+		sayCall(say, name, call, res, requests)
+	}
+	if res.Refusal != nil || res.IsError {
+		return exitcode.New(1, fmt.Errorf("%s did not succeed", name))
+	}
+	return nil
+}
+
+// sayCall is the readable account of the call: each decision on its way, then its outcome.
+func sayCall(say func(string, ...any), name string, call *pipeline.Call, res *pipeline.Result, requests []mcp.Request) {
+	say("call %s %s", name, call.ArgsJSON())
+	if call.Permission != "" {
+		say("  permission: %s (%s)", call.Permission, call.PermissionSource)
+	}
+	if call.Gate != nil {
+		say("  gate: %s (%s)", map[bool]string{true: "allowed", false: "blocked"}[call.Gate.Allow], strings.TrimSpace(call.Gate.Source+" "+call.Gate.Reason))
+	}
+	for _, q := range requests {
+		say("  server request %s: %s", q.Method, map[bool]string{true: "answered", false: "refused"}[q.Answered])
+	}
+	switch {
+	case res.Refusal != nil:
+		say("  refused at %s: %s", res.Refusal.Step, res.Refusal.Msg)
+	case res.IsError:
+		say("  error: %s", res.Content)
+	default:
+		say("  result: %s", res.Content)
+	}
 }
 
 type mcpTestReport struct {

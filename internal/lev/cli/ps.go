@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -11,54 +13,63 @@ import (
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
+// psOptions is `lev ps`.
+type psOptions struct {
+	JSON bool
+}
+
 func newPsCmd() *cobra.Command {
-	var asJSON bool
+	opts := &psOptions{}
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, c, err := daemonClient(cmd)
-			if err != nil {
-				return err
-			}
-			recs, err := c.List(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				// One object per run, the fields a script wants; the full record is
-				// GET /api/agents/{id}.
-				out := make([]psRow, 0, len(recs))
-				for _, r := range recs {
-					row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error}
-					if r.Stage < len(r.Stages) {
-						row.StageName = r.Stages[r.Stage].Name
-					}
-					row.Stages = len(r.Stages)
-					out = append(out, row)
-				}
-				b, err := json.Marshal(out)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
-				return nil
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tSTAGE\tCREATED\tWORKDIR")
-			for _, r := range recs {
-				stage := "-"
-				if r.Stage < len(r.Stages) {
-					stage = fmt.Sprintf("%d/%d %s", r.Stage+1, len(r.Stages), r.Stages[r.Stage].Name)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Agent, r.Status, stage, r.Created.Format("2006-01-02 15:04:05"), r.Workdir)
-			}
-			return tw.Flush()
+			return runPs(cmdContext(cmd), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the runs as a JSON array")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the runs as a JSON array")
 	return cmd
+}
+
+func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error {
+	c, err := daemonClient(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	recs, err := c.List(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		// One object per run, the fields a script wants; the full record is
+		// GET /api/agents/{id}.
+		out := make([]psRow, 0, len(recs))
+		for _, r := range recs {
+			row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error}
+			if r.Stage < len(r.Stages) {
+				row.StageName = r.Stages[r.Stage].Name
+			}
+			row.Stages = len(r.Stages)
+			out = append(out, row)
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tSTAGE\tCREATED\tWORKDIR")
+	for _, r := range recs {
+		stage := "-"
+		if r.Stage < len(r.Stages) {
+			stage = fmt.Sprintf("%d/%d %s", r.Stage+1, len(r.Stages), r.Stages[r.Stage].Name)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Agent, r.Status, stage, r.Created.Format("2006-01-02 15:04:05"), r.Workdir)
+	}
+	return tw.Flush()
 }
 
 type psRow struct {

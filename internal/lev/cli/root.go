@@ -1,6 +1,7 @@
-// Package cli holds lev's cobra commands, one file per command. Each parses its flags
-// (into an options struct where a command has several), loads the config and calls a run
-// function that hands over to the domain packages.
+// Package cli holds lev's cobra commands, one file per command, in internal/cli's shape
+// (gh's pkg/cmd): an options struct, a constructor that binds flags and arguments to it,
+// and a run function, given the command's writers, that loads the config and hands over to
+// the domain packages; so a command's logic reads without cobra in the way.
 //
 // It owns flags, output formats and exit statuses (internal/exitcode: a plain error exits
 // 2, and only another status is wrapped). It must not hold domain logic (policy
@@ -74,23 +75,23 @@ func newClient(cfg *levconfig.Config, token string) (*daemon.Client, error) {
 	return daemon.NewClient(cfg.Daemon.Listen, token)
 }
 
+// cmdContext is cmd's context; cobra leaves it nil when a command runs outside Execute.
+func cmdContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
 // daemonClient is the opening of every command that asks a running daemon (ps, logs,
-// result, resume): the config, the command's context, and a client for a daemon that must
-// already be up (exit 2 otherwise, naming where it was looked for).
-func daemonClient(cmd *cobra.Command) (context.Context, *daemon.Client, error) {
+// result): the config and a client for a daemon that must already be up (exit 2
+// otherwise, naming where it was looked for).
+func daemonClient(ctx context.Context, stderr io.Writer) (*daemon.Client, error) {
 	cfg, err := loadConfig()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	c, err := connect(ctx, cfg, false, cmd.ErrOrStderr())
-	if err != nil {
-		return nil, nil, err
-	}
-	return ctx, c, nil
+	return connect(ctx, cfg, false, stderr)
 }
 
 // connect returns a client for a running daemon; with start, it starts one if none answers.

@@ -17,9 +17,17 @@ import (
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
+// runOptions is `lev run [agent]`.
+type runOptions struct {
+	Spec runner.Spec
+	// Named is set when an agent argument was given, even an empty one: only a missing
+	// argument falls back to $LEV_BLUEPRINT.
+	Named                  bool
+	Detach, Headless, JSON bool
+}
+
 func newRunCmd() *cobra.Command {
-	var spec runner.Spec
-	var detach, headless, asJSON bool
+	opts := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [agent]",
 		Short: "Spawn a run on the daemon (starting it if needed) and wait for its result",
@@ -29,62 +37,72 @@ The agent is a blueprint name or a path to its .toml file. Without one, $LEV_BLU
 used: inside a lever jail it names lever.yaml's lev.blueprint.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
-			}
 			if len(args) == 1 {
-				spec.Agent = args[0]
-			} else if spec.Agent = os.Getenv("LEV_BLUEPRINT"); spec.Agent == "" {
-				return fmt.Errorf("lev run: name an agent (a blueprint name or .toml path), or set LEV_BLUEPRINT")
+				opts.Spec.Agent, opts.Named = args[0], true
 			}
-			if strings.HasSuffix(spec.Agent, ".toml") || strings.ContainsRune(spec.Agent, '/') {
-				// The daemon resolves names from its own directory, not ours.
-				if spec.Agent, err = filepath.Abs(spec.Agent); err != nil {
-					return err
-				}
-			}
-			if spec.Workdir == "" {
-				spec.Workdir, _ = os.Getwd()
-			}
-			if spec.Workdir, err = filepath.Abs(spec.Workdir); err != nil {
-				return err
-			}
-			// Somebody is there to answer ask prompts when stdin is a terminal.
-			spec.Interactive = !headless && !detach && hostterm.IsTerminal(os.Stdin)
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			c, err := connect(ctx, cfg, true, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			rec, err := c.Spawn(ctx, spec)
-			if err != nil {
-				return fmt.Errorf("spawning %s: %w", spec.Agent, err)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "lev: run %s of %s in %s\n", rec.ID, rec.Agent, rec.Workdir)
-			warnUngranted(cmd.ErrOrStderr(), rec)
-			if detach {
-				fmt.Fprintln(cmd.OutOrStdout(), rec.ID)
-				return nil
-			}
-			var p *prompter
-			if spec.Interactive {
-				p = &prompter{c: c, in: bufio.NewReader(os.Stdin), out: cmd.ErrOrStderr()}
-			}
-			return follow(ctx, c, p, rec, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runRun(cmdContext(cmd), opts, cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().StringVar(&spec.Workdir, "workdir", "", "the run's workdir (default: the current directory)")
-	cmd.Flags().BoolVar(&spec.Yolo, "yolo", false, "run unattended: every ask permission becomes allow (deny stays deny)")
-	cmd.Flags().StringArrayVar(&spec.Allow, "allow", nil, "turn this tool's ask permission into allow (repeatable; never lifts deny)")
-	cmd.Flags().StringVar(&spec.Input, "input", "", "the task, appended to the first stage's prompt")
-	cmd.Flags().BoolVar(&detach, "detach", false, "print the run id and return without waiting")
-	cmd.Flags().BoolVar(&headless, "headless", false, "do not ask on the terminal: ask permissions are refusals")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print every event as a JSON line on stdout (instead of readable lines on stderr and the result on stdout)")
+	cmd.Flags().StringVar(&opts.Spec.Workdir, "workdir", "", "the run's workdir (default: the current directory)")
+	cmd.Flags().BoolVar(&opts.Spec.Yolo, "yolo", false, "run unattended: every ask permission becomes allow (deny stays deny)")
+	cmd.Flags().StringArrayVar(&opts.Spec.Allow, "allow", nil, "turn this tool's ask permission into allow (repeatable; never lifts deny)")
+	cmd.Flags().StringVar(&opts.Spec.Input, "input", "", "the task, appended to the first stage's prompt")
+	cmd.Flags().BoolVar(&opts.Detach, "detach", false, "print the run id and return without waiting")
+	cmd.Flags().BoolVar(&opts.Headless, "headless", false, "do not ask on the terminal: ask permissions are refusals")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print every event as a JSON line on stdout (instead of readable lines on stderr and the result on stdout)")
 	return cmd
+}
+
+func runRun(ctx context.Context, opts *runOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	spec := opts.Spec
+	if !opts.Named {
+		if spec.Agent = os.Getenv("LEV_BLUEPRINT"); spec.Agent == "" {
+			return fmt.Errorf("lev run: name an agent (a blueprint name or .toml path), or set LEV_BLUEPRINT")
+		}
+	}
+	if strings.HasSuffix(spec.Agent, ".toml") || strings.ContainsRune(spec.Agent, '/') {
+		// The daemon resolves names from its own directory, not ours.
+		if spec.Agent, err = filepath.Abs(spec.Agent); err != nil {
+			return err
+		}
+	}
+	if spec.Workdir == "" {
+		spec.Workdir, _ = os.Getwd()
+	}
+	if spec.Workdir, err = filepath.Abs(spec.Workdir); err != nil {
+		return err
+	}
+	// Somebody is there to answer ask prompts when stdin is a terminal.
+	spec.Interactive = !opts.Headless && !opts.Detach && isTerminal(stdin)
+	c, err := connect(ctx, cfg, true, stderr)
+	if err != nil {
+		return err
+	}
+	rec, err := c.Spawn(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("spawning %s: %w", spec.Agent, err)
+	}
+	fmt.Fprintf(stderr, "lev: run %s of %s in %s\n", rec.ID, rec.Agent, rec.Workdir)
+	warnUngranted(stderr, rec)
+	if opts.Detach {
+		fmt.Fprintln(stdout, rec.ID)
+		return nil
+	}
+	var p *prompter
+	if spec.Interactive {
+		p = &prompter{c: c, in: bufio.NewReader(stdin), out: stderr}
+	}
+	return follow(ctx, c, p, rec, opts.JSON, stdout, stderr)
+}
+
+// isTerminal is hostterm's question asked of stdin: only a file can be a terminal.
+func isTerminal(stdin io.Reader) bool {
+	f, ok := stdin.(*os.File)
+	return ok && hostterm.IsTerminal(f)
 }
 
 // warnUngranted surfaces declared-but-ungranted read paths before the run hits them.

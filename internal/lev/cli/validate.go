@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,45 +10,55 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/exitcode"
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/readpaths"
 )
 
+// validateOptions is `lev validate <agent>`.
+type validateOptions struct {
+	Agent string
+}
+
 func newValidateCmd() *cobra.Command {
+	opts := &validateOptions{}
 	return &cobra.Command{
 		Use:   "validate <agent>",
 		Short: "Check a blueprint against your config: errors, and which read paths are granted",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
-			}
-			bp, err := loadForValidate(args[0])
-			if bp == nil && err != nil {
-				return err
-			}
-			if err == nil {
-				// What depends on the home (an entry spelling it, or a parent of it,
-				// absolutely) is refused here as the run would refuse it.
-				err = readpaths.Check(bp.Declared, pipeline.UserHome())
-			}
-			if err != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
-				return exitcode.New(1, fmt.Errorf("blueprint %s is invalid", args[0]))
-			}
-			if bp.Foreign {
-				// No install name to check: it has none.
-			} else if err := blueprint.Install(agentsDir(), bp); err != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "✗ Blueprint '%s' is invalid: %v\n", args[0], err)
-				return exitcode.New(1, fmt.Errorf("blueprint %s is invalid", args[0]))
-			}
-			fmt.Fprint(cmd.OutOrStdout(), ValidateReport(bp, cfg))
-			return nil
+			opts.Agent = args[0]
+			return runValidate(opts, cmd.OutOrStdout())
 		},
 	}
+}
+
+func runValidate(opts *validateOptions, stdout io.Writer) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	bp, err := loadForValidate(opts.Agent)
+	if bp == nil && err != nil {
+		return err
+	}
+	if err == nil {
+		// What depends on the home (an entry spelling it, or a parent of it,
+		// absolutely) is refused here as the run would refuse it.
+		err = readpaths.Check(bp.Declared, pipeline.UserHome())
+	}
+	if err == nil && !bp.Foreign {
+		// A foreign blueprint has no install name to check.
+		err = blueprint.Install(agentsDir(), bp)
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "✗ Blueprint '%s' is invalid: %v\n", opts.Agent, err)
+		return exitcode.New(1, fmt.Errorf("blueprint %s is invalid", opts.Agent))
+	}
+	fmt.Fprint(stdout, ValidateReport(bp, cfg))
+	return nil
 }
 
 // ValidateReport is lev validate's output for a valid blueprint: the checks and
@@ -177,8 +188,11 @@ func loadForValidate(agent string) (*blueprint.Blueprint, error) {
 	return bp, nil
 }
 
+// inTree reports whether file is in the tree of wd, as written or once symlinks are
+// resolved: either way it is somebody else's, read through ReadTree's checks and made
+// foreign, never trusted as a path the user named.
 func inTree(file, wd string) bool {
-	if af, err := filepath.Abs(file); err == nil && (af == wd || strings.HasPrefix(af, wd+string(filepath.Separator))) {
+	if af, err := filepath.Abs(file); err == nil && fspath.Within(wd, af) {
 		return true
 	}
 	rf, err := filepath.EvalSymlinks(file)
@@ -189,5 +203,5 @@ func inTree(file, wd string) bool {
 	if err != nil {
 		return false
 	}
-	return rf == rw || strings.HasPrefix(rf, rw+string(filepath.Separator))
+	return fspath.Within(rw, rf)
 }
