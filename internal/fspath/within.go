@@ -1,6 +1,6 @@
 // Package fspath holds the one answer to "is this path inside that directory", which the
-// config checks, the containers' mount plan, teardown and lev's fence all ask. It compares
-// paths as written (after lexical cleaning) and never touches the file system: callers
+// config checks, the containers' mount plan, teardown, lev's fence and lev's blueprint
+// checks (is this blueprint file in the run's tree?) all ask. It compares paths as written (after lexical cleaning) and never touches the file system: callers
 // resolve symlinks first when the answer must hold against them.
 package fspath
 

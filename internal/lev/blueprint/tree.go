@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // TreeDir is where a project keeps its own blueprints, relative to the run's workdir:
@@ -64,7 +65,7 @@ func ReadTree(workdir, file string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blueprint %s: locating the opened file: %w", file, err)
 	}
-	if real != realWD && !strings.HasPrefix(real, realWD+string(filepath.Separator)) {
+	if !fspath.Within(realWD, real) {
 		return nil, fmt.Errorf("blueprint %s resolves to %s, outside the workdir %s: a blueprint in the tree must be a regular file in the tree", file, real, realWD)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFile+1))

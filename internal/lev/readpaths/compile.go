@@ -7,6 +7,8 @@ import (
 	"regexp/syntax"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/lever-jail/lever/internal/fspath"
 )
 
 // bound is one entry compiled against a home and workdir.
@@ -210,7 +212,7 @@ func (b bound) checkBreadth(e Entry, home string, checkHome bool) error {
 		return fmt.Errorf("a catch-all %s is refused: it has no fixed directory before its first wildcard, so it can match paths anywhere under / (start it with a literal directory, e.g. /data/archives/ or ~/docs/)", kind)
 	case checkHome && b.dir == home:
 		return fmt.Errorf("it reaches the whole home directory; name a directory inside it, e.g. ~/docs")
-	case checkHome && strings.HasPrefix(home, b.dir+"/"):
+	case checkHome && fspath.Within(b.dir, home):
 		return fmt.Errorf("it reaches %s, which contains the home directory %s; name a directory inside the home, e.g. ~/docs", b.dir, home)
 	case b.open && strings.Count(b.dir, "/") < 2:
 		return fmt.Errorf("it reaches the top-level directory %s as a whole or by pattern; a subtree or pattern must be rooted at least two directories deep (e.g. %s/<name>)", b.dir, b.dir)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/levstate"
@@ -140,7 +141,7 @@ func inWorkdir(file, dir string) bool {
 	}
 	af, err1 := filepath.Abs(file)
 	ad, err2 := filepath.Abs(dir)
-	if err1 == nil && err2 == nil && (af == ad || strings.HasPrefix(af, ad+string(filepath.Separator))) {
+	if err1 == nil && err2 == nil && fspath.Within(ad, af) {
 		return true
 	}
 	rf, err := filepath.EvalSymlinks(file)
@@ -151,7 +152,7 @@ func inWorkdir(file, dir string) bool {
 	if err != nil {
 		return false
 	}
-	return rf == rd || strings.HasPrefix(rf, rd+string(filepath.Separator))
+	return fspath.Within(rd, rf)
 }
 
 // protected is lev's own state for a run under cfg: no tool reads or writes any of it.
