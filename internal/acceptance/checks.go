@@ -98,11 +98,14 @@ type Measured struct {
 	// (probes.Scan.RootOnly).
 	RootOnlyFiles int
 	RootOnlyBytes int64
-	ScanScope     string
-	ScanErr       string
-	LogHits       []string
-	EnvHits       []string
-	WholeGuest    bool // the scan covered the whole guest filesystem
+	// OverCap is how many files the search left unread because they are larger than its
+	// per-file cap. Any is a failure: an agent can park the key in a large sparse file.
+	OverCap    int
+	ScanScope  string
+	ScanErr    string
+	LogHits    []string
+	EnvHits    []string
+	WholeGuest bool // the scan covered the whole guest filesystem
 }
 
 // ContainerInfo is what the podman side reports per container.
@@ -314,6 +317,8 @@ func Evaluate(e Expect, m Measured) []Result {
 		add("no-api-key", "no API key is readable in the guest", Fail, "found in: "+strings.Join(where, ", "))
 	case m.Scanned == 0:
 		add("no-api-key", "no API key is readable in the guest", Fail, "nothing was scanned")
+	case m.OverCap > 0:
+		add("no-api-key", "no API key is readable in the guest", Fail, fmt.Sprintf("%d files larger than the search's %d MiB per-file cap were not searched: the key could be in them", m.OverCap, ScanMaxMiB))
 	default:
 		d := fmt.Sprintf("searched %s (%d files, %s in %.1f s): not found", scope, m.Scanned, humanBytes(m.ScannedBytes), float64(m.ScanMS)/1000)
 		if m.RootOnlyFiles > 0 {
@@ -408,3 +413,7 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// ScanMaxMiB is the key search's per-file read cap. A file over it is not read, and
+// no-api-key fails rather than pass without it (see Measured.OverCap).
+const ScanMaxMiB = 256

@@ -121,6 +121,9 @@ func TestEvaluateEachAttackFailsItsCheck(t *testing.T) {
 			e.DevSubstrate = true
 			m.Procs[0].Cgroup, m.Procs[0].PidsMax, m.Procs[0].MemoryMax = "v1", "", ""
 		}, NA},
+		{"a file over the read cap is a failure, not a pass", "no-api-key", "1 files larger than the search's 256 MiB", func(e *Expect, m *Measured) {
+			m.OverCap = 1
+		}, Fail},
 		{"key in a file", "no-api-key", "/proc/42/root/lever/leak.txt", func(e *Expect, m *Measured) {
 			m.ScanHits = []string{"/proc/42/root/lever/leak.txt"}
 		}, Fail},

@@ -98,7 +98,7 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 	}
 	scope := []string{"lev's containers (their whole view, environment and command lines)"}
 	if len(secret) > 0 {
-		sc := &Scan{Patterns: probes.Patterns(secret), MaxMiB: 256}
+		sc := &Scan{Patterns: probes.Patterns(secret), MaxMiB: ScanMaxMiB}
 		if e.DevSubstrate {
 			// The netns guest is the host: a whole-guest search would find the key file
 			// itself. Each container's whole view is searched (the tree, lev home, bench
@@ -179,6 +179,7 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 	m.Procs = resp.Procs
 	m.Scanned, m.ScannedBytes, m.ScanMS = resp.Scanned, resp.ScannedBytes, resp.ScanMS
 	m.RootOnlyFiles, m.RootOnlyBytes = resp.RootOnlyFiles, resp.RootOnlyBytes
+	m.OverCap = resp.Skipped
 	for _, h := range resp.Found {
 		where := h.Where
 		if h.Spelling != "raw" {

@@ -135,8 +135,12 @@ func (e *Engine) findBlueprint(rec *Record) (file, origin string, data []byte, e
 
 // inWorkdir: file lies in dir, as spelled or by its real path. As spelled matters too: a
 // link in the tree to a file elsewhere was put there by whoever writes the tree.
+//
+// A workdir of "/" contains no blueprint: were it to, every blueprint (the user's own,
+// $LEV_BLUEPRINT) would count as part of the tree and lose its protection from the run's
+// own writes, so a run started from / could rewrite what later runs trust.
 func inWorkdir(file, dir string) bool {
-	if dir == "" {
+	if dir == "" || filepath.Clean(dir) == string(filepath.Separator) {
 		return false
 	}
 	af, err1 := filepath.Abs(file)
