@@ -61,6 +61,7 @@ type Instance struct {
 	settingsHash string
 	// levBin/levDigest are the lev binary layered into the workbench.
 	levBin    string
+	arch      string // the guest's architecture (GOARCH spelling); "" when unknown
 	levDigest string
 	levErr    error
 	// tarballDigest is lev.base_tarball's digest (tarballErr: why there is none).
@@ -122,7 +123,7 @@ func New(o Options) (*Instance, error) {
 		}
 		return nil, err
 	}
-	in.source = src
+	in.source, in.arch = src, arch
 	switch src.Kind {
 	case levimage.Built:
 		im, err := levimage.Build(levimage.Spec{LevBinary: src.Path, Arch: arch})

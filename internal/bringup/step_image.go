@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/lever-jail/lever/internal/levimage"
@@ -16,7 +17,7 @@ import (
 // afterwards. Skipped (no guest call, no image write) when the observation found both.
 var imageStep = Step{
 	ID:    StepImage,
-	Needs: []string{"Podman", "StatusSum", "ImageRef"},
+	Needs: []string{"Podman", "UID", "StatusSum", "ImageRef"},
 	Gives: []string{"ImageRef", "BenchRef", "StatusSum"},
 	// The slowest step of a cold up (the workbench: read the guest's packages, tar them,
 	// load): it starts once podman is reached and runs beside broker and enrol, which
@@ -41,67 +42,87 @@ var imageStep = Step{
 			return Done{Facts: f}, fmt.Errorf("no connection to the run user's podman")
 		}
 		t0 := time.Now()
-		ch1, d1, f, err := in.stepLevImage(f.Podman, f)
+		levRef, ch1, d1, f, err := in.stepLevImage(f.Podman, f)
 		if err != nil {
 			return Done{Facts: f}, err
 		}
 		if ch1 {
 			d1 += " in " + round(time.Since(t0))
 		}
-		ch2, d2, f, err := in.ensureBench(ctx, f.Podman, f)
+		ch2, d2, bench, f, err := in.ensureBench(ctx, f.Podman, f)
 		if err != nil {
 			return Done{Facts: f}, fmt.Errorf("workbench: %w", err)
 		}
-		return Done{Changed: ch1 || ch2, Detail: d1 + "; " + d2, Facts: f}, nil
+		var parts []string
+		for _, d := range []string{d1, d2} {
+			if d != "" {
+				parts = append(parts, d)
+			}
+		}
+		// What is built from lever's own lev and the guest's own files is built in the
+		// guest, both images in one helper call.
+		if levRef != "" || bench != nil {
+			built, err := in.buildInGuest(ctx, f.Podman, f.UID, levRef, bench)
+			if err != nil {
+				if bench != nil {
+					err = fmt.Errorf("workbench: %w", err)
+				}
+				return Done{Facts: f}, err
+			}
+			if bench != nil {
+				f.BenchRef = bench.ref
+			}
+			parts = append(parts, built...)
+		}
+		return Done{Changed: ch1 || ch2 || levRef != "" || bench != nil, Detail: strings.Join(parts, "; "), Facts: f}, nil
 	},
 }
 
-// stepLevImage makes the lev image present; the facts it returns name it.
-func (in *Instance) stepLevImage(c Images, f Facts) (bool, string, Facts, error) {
+// stepLevImage makes the lev image present: a configured one is checked, a tarball is
+// loaded from the host; lever's own (built from lev) is returned as levRef for the
+// guest to build when podman lacks it. The facts it returns name the image.
+func (in *Instance) stepLevImage(c Images, f Facts) (levRef string, changed bool, detail string, _ Facts, _ error) {
 	switch in.source.Kind {
 	case levimage.Configured:
 		ok, err := c.ImageExists(in.imageRef)
 		if err != nil {
-			return false, "", f, err
+			return "", false, "", f, err
 		}
 		if !ok {
-			return false, "", f, fmt.Errorf("lev.image %s is not in the run user's podman (no registry is used); load it or set lev.image_tarball", in.imageRef)
+			return "", false, "", f, fmt.Errorf("lev.image %s is not in the run user's podman (no registry is used); load it or set lev.image_tarball", in.imageRef)
 		}
-		return false, in.imageRef + " present", f, nil
+		return "", false, in.imageRef + " present", f, nil
 	case levimage.Tarball:
 		data, err := os.ReadFile(in.source.Path)
 		if err != nil {
-			return false, "", f, err
+			return "", false, "", f, err
 		}
 		sum := sha256.Sum256(data)
 		marker := filepath.Join(in.cfg.StateDir(), "guest", fmt.Sprintf("image-%x.ref", sum[:8]))
 		if ref, err := os.ReadFile(marker); err == nil {
 			if ok, _ := c.ImageExists(string(ref)); ok {
 				f.ImageRef = string(ref)
-				return false, f.ImageRef + " present", f, nil
+				return "", false, f.ImageRef + " present", f, nil
 			}
 		}
 		names, err := c.LoadArchive(data)
 		if err != nil {
-			return false, "", f, err
+			return "", false, "", f, err
 		}
 		if len(names) == 0 {
-			return false, "", f, fmt.Errorf("lev.image_tarball %s loaded no image", in.source.Path)
+			return "", false, "", f, fmt.Errorf("lev.image_tarball %s loaded no image", in.source.Path)
 		}
 		f.ImageRef = names[0]
 		os.MkdirAll(filepath.Dir(marker), 0o700)
 		os.WriteFile(marker, []byte(f.ImageRef), 0o600)
-		return true, "loaded " + f.ImageRef, f, nil
+		return "", true, "loaded " + f.ImageRef, f, nil
 	}
 	ok, err := c.ImageExists(in.imageRef)
 	if err != nil {
-		return false, "", f, err
+		return "", false, "", f, err
 	}
 	if ok {
-		return false, in.imageRef + " present", f, nil
+		return "", false, in.imageRef + " present", f, nil
 	}
-	if _, err := c.LoadArchive(in.image.Archive); err != nil {
-		return false, "", f, err
-	}
-	return true, fmt.Sprintf("built and loaded %s (%d KiB)", in.imageRef, len(in.image.Archive)>>10), f, nil
+	return in.imageRef, false, "", f, nil
 }

@@ -1,24 +1,18 @@
 package bringup
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/guest/guesttest"
 )
 
-// TestBuildDebianBenchRefusals: what the guest's package read returns decides before any
+// TestPlanDebianBenchRefusals: what the guest's package read returns decides before any
 // image is touched (the client is nil here: reaching it would panic).
-func TestBuildDebianBenchRefusals(t *testing.T) {
+func TestPlanDebianBenchRefusals(t *testing.T) {
 	secs := func(statussum string, names ...string) guesttest.Reply {
 		return guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
 			all := map[string]guesttest.Sec{"arch": {Out: "amd64"}, "statussum": {Out: statussum},
@@ -58,7 +52,7 @@ func TestBuildDebianBenchRefusals(t *testing.T) {
 					}
 				}()
 			}
-			_, _, facts, err := in.buildDebianBench(context.Background(), nil, Facts{}, time.Now())
+			_, facts, err := in.planDebianBench(context.Background(), nil, Facts{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err %v, want %q", err, tc.want)
 			}
@@ -72,62 +66,3 @@ func TestBuildDebianBenchRefusals(t *testing.T) {
 	}
 }
 
-// TestGuestTarNamesAreNeverOptions runs the guest tar command (GNU tar, as in the guest)
-// on a list whose first name is a tar option allowed in file lists: "--recursion" would
-// turn recursion back on, so a planned directory would bring everything under it (files
-// the plan left out: secrets, documentation). Each name is archived as a file and nothing
-// else is. The control row drops --verbatim-files-from and shows the same list does leak.
-func TestGuestTarNamesAreNeverOptions(t *testing.T) {
-	if _, err := exec.LookPath("tar"); err != nil {
-		t.Skip("no tar")
-	}
-	for _, tc := range []struct {
-		name   string
-		unsafe bool
-	}{{"lever's argv", false}, {"without --verbatim-files-from (control)", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			os.MkdirAll(filepath.Join(root, "sub"), 0o755)
-			for _, n := range []string{"--recursion", "plain", "sub/secret"} {
-				os.WriteFile(filepath.Join(root, n), []byte("x"), 0o644)
-			}
-			names := []string{"--recursion", "sub", "plain"}
-			argv := guestTarArgv(root)
-			if tc.unsafe {
-				var a []string
-				for _, x := range argv {
-					if x != "--verbatim-files-from" {
-						a = append(a, x)
-					}
-				}
-				argv = a
-			}
-			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Stdin = strings.NewReader(strings.Join(names, "\n") + "\n")
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("tar: %v", err)
-			}
-			listed := map[string]bool{}
-			tr := tar.NewReader(bytes.NewReader(out))
-			for {
-				h, err := tr.Next()
-				if err != nil {
-					break
-				}
-				listed[strings.TrimSuffix(h.Name, "/")] = true
-			}
-			if leaked := listed["sub/secret"]; leaked != tc.unsafe {
-				t.Fatalf("sub/secret archived = %v, want %v (archive %v)", leaked, tc.unsafe, listed)
-			}
-			if tc.unsafe {
-				return
-			}
-			for _, n := range names {
-				if !listed[n] {
-					t.Errorf("%q not archived as a file (archive has %v)", n, listed)
-				}
-			}
-		})
-	}
-}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/lever-jail/lever/internal/guestside/enrol"
+	"github.com/lever-jail/lever/internal/guestside/imagebuild"
 	"github.com/lever-jail/lever/internal/guestside/probes"
 )
 
@@ -26,6 +27,8 @@ const Command = "__guest"
 const (
 	ModeProbe = "probe" // acceptance: network probes, process inspection, key search
 	ModeEnrol = "enrol" // bring-up: lev homes, enrolment, lev settings
+	// ModeImages builds lever's images in the guest and loads them there.
+	ModeImages = "images"
 )
 
 // Serve runs one helper mode with its request on r and its answer on w.
@@ -35,8 +38,10 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 		return probes.Serve(r, w)
 	case ModeEnrol:
 		return enrol.Serve(r, w)
+	case ModeImages:
+		return imagebuild.Serve(r, w)
 	}
-	return fmt.Errorf("unknown guest helper mode %q (want %s or %s)", mode, ModeProbe, ModeEnrol)
+	return fmt.Errorf("unknown guest helper mode %q (want %s, %s or %s)", mode, ModeProbe, ModeEnrol, ModeImages)
 }
 
 // Argv is how the host starts helper mode in the guest with lev, the Linux lev binary
@@ -46,7 +51,7 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 // file, so nothing has to be installed in the guest and what runs is exactly the binary
 // lever checked.
 func Argv(lev string, inPlace bool, mode string) (argv []string, stdinPrefix []byte, err error) {
-	if mode != ModeProbe && mode != ModeEnrol {
+	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
 		return nil, nil, fmt.Errorf("unknown guest helper mode %q", mode)
 	}
 	if inPlace {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/brokerclient"
 	"github.com/lever-jail/lever/internal/fspath"
+	"github.com/lever-jail/lever/internal/guestside/runas"
 	"github.com/lever-jail/lever/internal/levsettings"
 )
 
@@ -96,7 +97,7 @@ func Serve(r io.Reader, w io.Writer) error {
 	// write or chown any file in the guest, so the helper sheds root before it touches
 	// the filesystem or the network: all it needs is the jail's network namespace, which
 	// it is already in.
-	if err := becomeUser(req.UID); err != nil {
+	if err := runas.Become(req.UID); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -300,35 +301,6 @@ func writeSettings(dir string, b *levsettings.Bundle, hash string) error {
 		return fmt.Errorf("settings: %w", err)
 	}
 	return writeFileAtomic(filepath.Join(dir, levsettings.FileHash), []byte(hash+"\n"))
-}
-
-// becomeUser drops root for good: supplementary groups, then gid, then uid (Go applies
-// each to every thread). Already running as uid is fine; running as anyone else is not.
-func becomeUser(uid int) error {
-	if os.Geteuid() == uid {
-		return nil
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("enrolment helper runs as uid %d, neither root nor the run user %d", os.Geteuid(), uid)
-	}
-	u, err := user.LookupId(strconv.Itoa(uid))
-	if err != nil {
-		return fmt.Errorf("looking up the run user %d: %w", uid, err)
-	}
-	gid, err := strconv.Atoi(u.Gid)
-	if err != nil {
-		return fmt.Errorf("run user %d has a bad gid %q", uid, u.Gid)
-	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return fmt.Errorf("dropping supplementary groups: %w", err)
-	}
-	if err := syscall.Setgid(gid); err != nil {
-		return fmt.Errorf("switching to gid %d: %w", gid, err)
-	}
-	if err := syscall.Setuid(uid); err != nil {
-		return fmt.Errorf("switching to uid %d: %w", uid, err)
-	}
-	return nil
 }
 
 // writeFileAtomic writes through a fresh temp file (O_EXCL: never an existing file or a

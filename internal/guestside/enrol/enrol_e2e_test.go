@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/lever-jail/lever/internal/guestside/runas"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
@@ -18,7 +19,7 @@ func TestEnrolHelperShedsRoot(t *testing.T) {
 	if os.Getenv("LVTB_BECOME") != "" {
 		// Child: become the user, then try what a planted symlink would make root do.
 		uid, _ := strconv.Atoi(os.Getenv("LVTB_BECOME"))
-		if err := becomeUser(uid); err != nil {
+		if err := runas.Become(uid); err != nil {
 			os.Exit(3)
 		}
 		if err := writeFileAtomic(os.Getenv("LVTB_TARGET"), []byte("pwned")); err == nil {
@@ -65,11 +66,11 @@ func TestEnrolHelperShedsRoot(t *testing.T) {
 		t.Fatalf("planted symlink still in place")
 	}
 
-	// After becomeUser the helper cannot write where only root can.
+	// After runas.Become the helper cannot write where only root can.
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestEnrolHelperShedsRoot$")
 	cmd.Env = append(os.Environ(), "LVTB_BECOME="+uid, "LVTB_TARGET="+filepath.Join(rootDir, "new"))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("child after becomeUser: %v: %s", err, out)
+		t.Fatalf("child after runas.Become: %v: %s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(rootDir, "new")); err == nil {
 		t.Fatalf("helper wrote into a root-only dir after shedding root")

@@ -14,12 +14,13 @@ type guestOptions struct {
 }
 
 // newGuestCmd is lever's guest-side helpers, served by lev because lev is the binary lever
-// has for the guest's OS and architecture: lever runs `lev __guest probe` (acceptance) and
-// `lev __guest enrol` (bring-up) as root in the guest with the request on stdin.
+// has for the guest's OS and architecture: lever runs `lev __guest probe` (acceptance),
+// `lev __guest enrol` and `lev __guest images` (bring-up) as root in the guest with the
+// request on stdin.
 func newGuestCmd() *cobra.Command {
 	opts := &guestOptions{}
 	return &cobra.Command{
-		Use:    guestside.Command + " " + guestside.ModeProbe + "|" + guestside.ModeEnrol,
+		Use:    guestside.Command + " " + guestside.ModeProbe + "|" + guestside.ModeEnrol + "|" + guestside.ModeImages,
 		Short:  "lever's guest-side helpers (lever runs them in the guest; not for people)",
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),

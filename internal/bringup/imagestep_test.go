@@ -1,0 +1,192 @@
+package bringup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guest/guesttest"
+	"github.com/lever-jail/lever/internal/guestside"
+	"github.com/lever-jail/lever/internal/guestside/imagebuild"
+	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levimage/levtest"
+)
+
+// builtJail is healthyJail with lever's own lev image (built from a static lev) and the
+// default workbench (from the guest's Debian packages), neither in podman yet.
+func builtJail(t *testing.T) (*tjail, string) {
+	t.Helper()
+	j := healthyJail(t)
+	lev := levtest.Binary(t, "linux", runtime.GOARCH)
+	im, err := levimage.Build(levimage.Spec{LevBinary: lev, Arch: runtime.GOARCH})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := j.in
+	in.cfg.Lev.Image, in.cfg.Lev.BaseImage = "", ""
+	in.source = levimage.Source{Kind: levimage.Built, Path: lev}
+	in.image, in.imageRef, in.levBin, in.arch, in.levErr = im, im.Ref, lev, runtime.GOARCH, nil
+	if in.levDigest, err = levimage.FileDigest(lev); err != nil {
+		t.Fatal(err)
+	}
+	j.pod.images = map[string]bool{}
+	return j, levimage.WorkbenchRef(baseDebian, strings.Repeat("5", 64), in.levDigest)
+}
+
+// gatherReply is a dpkg database holding each workbench package, one file each.
+func gatherReply(guest.Cmd) []guesttest.Sec {
+	var status, lists strings.Builder
+	for _, w := range levimage.WorkbenchPackages {
+		p := strings.Split(w, "|")[0]
+		fmt.Fprintf(&status, "Package: %s\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1\n\n", p)
+		fmt.Fprintf(&lists, "/var/lib/dpkg/info/%s.list:/usr\n/var/lib/dpkg/info/%s.list:/usr/bin\n/var/lib/dpkg/info/%s.list:/usr/bin/%s\n", p, p, p, p)
+	}
+	return []guesttest.Sec{{Name: "arch", Out: "amd64"}, {Name: "statussum", Out: strings.Repeat("5", 64)},
+		{Name: "status", Out: status.String()}, {Name: "lists", Out: lists.String()}, {Name: "rootlinks"},
+		{Name: "altlinks"}, {Name: "certs"}, {Name: "end"}}
+}
+
+// TestImageStepBuildsInGuest: lever's lev image and the default workbench are built by
+// ONE guest helper call (lev __guest images), never loaded over the podman socket: the
+// request carries the refs the host computed and exactly the planned paths, and the step
+// fails, naming the cause, when the helper fails, answers nonsense, or leaves podman
+// without a tag it was to load.
+func TestImageStepBuildsInGuest(t *testing.T) {
+	cases := []struct {
+		name  string
+		reply func(j *tjail, req imagebuild.Request) (guest.Result, error)
+		want  string // "" = success
+	}{
+		{"success", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
+			j.pod.mu.Lock()
+			j.pod.images[req.LevRef], j.pod.images[req.BenchRef] = true, true
+			j.pod.mu.Unlock()
+			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{req.LevRef}, ArchiveBytes: 4 << 20},
+				Bench: &imagebuild.Loaded{Names: []string{req.BenchRef}, ArchiveBytes: 150 << 20, Layer: levimage.LayerStats{Entries: 42, Stripped: 3}}})
+			return guest.Result{Stdout: b}, nil
+		}, ""},
+		{"helper fails", func(*tjail, imagebuild.Request) (guest.Result, error) {
+			return guest.Result{ExitCode: 1, Stderr: []byte("making the workbench layer: reading /usr/bin/git: input/output error")}, nil
+		}, "exited 1: making the workbench layer: reading /usr/bin/git: input/output error"},
+		{"guest unreachable", func(*tjail, imagebuild.Request) (guest.Result, error) {
+			return guest.Result{}, errors.New("ssh: connection reset")
+		}, "connection reset"},
+		{"answer is not the helper's", func(*tjail, imagebuild.Request) (guest.Result, error) {
+			return guest.Result{Stdout: []byte("Welcome to Debian\n")}, nil
+		}, "reading the guest's image helper"},
+		{"podman lacks the workbench after the load", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
+			j.pod.mu.Lock()
+			j.pod.images[req.LevRef] = true
+			j.pod.mu.Unlock()
+			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{req.LevRef}}, Bench: &imagebuild.Loaded{Names: []string{"localhost/other:1"}}})
+			return guest.Result{Stdout: b}, nil
+		}, "podman has no " + levimage.WorkbenchRepo},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j, benchRef := builtJail(t)
+			var got *imagebuild.Request
+			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
+			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
+				var req imagebuild.Request
+				if err := json.Unmarshal(c.Stdin, &req); err != nil {
+					t.Fatalf("the helper's request is not JSON: %v", err)
+				}
+				if c.As != guest.Root {
+					t.Errorf("the image helper runs as %v, want root (it reads the package files)", c.As)
+				}
+				got = &req
+				return tc.reply(j, req)
+			})
+			f := Facts{UID: testUID, Podman: j.pod, StatusSum: strings.Repeat("5", 64)}
+			d, err := imageStep.Run(context.Background(), j.in, Observed{}, f)
+			if n := strings.Join(j.r.Names(), ","); n != "gather,images" {
+				t.Errorf("guest calls %s, want gather,images", n)
+			}
+			if got == nil {
+				t.Fatal("no image helper call")
+			}
+			if !got.Lev || got.LevRef != j.in.imageRef || got.Arch != runtime.GOARCH || !got.Bench || got.BenchRef != benchRef ||
+				got.Root != "/" || got.UID != testUID || got.Socket != fmt.Sprintf("/run/user/%d/podman/podman.sock", testUID) || got.DpkgArch != "amd64" {
+				t.Errorf("request %+v", *got)
+			}
+			if !strings.Contains(strings.Join(got.Paths, " "), "usr/bin/git") || len(got.Paths) != len(levimage.WorkbenchPackages)+2 {
+				t.Errorf("planned paths %v", got.Paths)
+			}
+			if j.pod.writes != 0 {
+				t.Errorf("%d image writes over the podman socket, want 0 (the guest loads them)", j.pod.writes)
+			}
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err %v, want %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Changed || d.Facts.BenchRef != benchRef || !strings.Contains(d.Detail, "built and loaded "+j.in.imageRef+" in the guest") ||
+				!strings.Contains(d.Detail, "workbench "+benchRef+" built in the guest from 14 of its packages (42 files, 150 MiB archive, 3 setuid/setgid bits cleared") {
+				t.Errorf("done %+v", d)
+			}
+		})
+	}
+}
+
+// TestImageStepSkipsWhatIsPresent: with the lev image present only the workbench is built
+// (and the reverse); with both present the step makes no guest call at all.
+func TestImageStepSkipsWhatIsPresent(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		lev, bench bool
+		calls      string
+		wantLev    bool
+		wantBench  bool
+	}{
+		{"nothing present", false, false, "gather,images", true, true},
+		{"lev image present", true, false, "gather,images", false, true},
+		{"workbench present", false, true, "images", true, false},
+		{"both present", true, true, "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j, benchRef := builtJail(t)
+			j.pod.images[j.in.imageRef], j.pod.images[benchRef] = tc.lev, tc.bench
+			var req imagebuild.Request
+			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
+			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
+				json.Unmarshal(c.Stdin, &req)
+				resp := imagebuild.Response{}
+				j.pod.mu.Lock()
+				if req.Lev {
+					j.pod.images[req.LevRef] = true
+					resp.Lev = &imagebuild.Loaded{}
+				}
+				if req.Bench {
+					j.pod.images[req.BenchRef] = true
+					resp.Bench = &imagebuild.Loaded{}
+				}
+				j.pod.mu.Unlock()
+				b, _ := json.Marshal(resp)
+				return guest.Result{Stdout: b}, nil
+			})
+			d, err := imageStep.Run(context.Background(), j.in, Observed{}, Facts{UID: testUID, Podman: j.pod, StatusSum: strings.Repeat("5", 64)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Join(j.r.Names(), ","); n != tc.calls {
+				t.Errorf("guest calls %q, want %q", n, tc.calls)
+			}
+			if req.Lev != tc.wantLev || req.Bench != tc.wantBench {
+				t.Errorf("asked the guest for lev %v, workbench %v; want %v, %v", req.Lev, req.Bench, tc.wantLev, tc.wantBench)
+			}
+			if d.Changed != (tc.wantLev || tc.wantBench) || d.Facts.BenchRef != benchRef {
+				t.Errorf("done %+v", d)
+			}
+		})
+	}
+}
