@@ -98,9 +98,14 @@ type Measured struct {
 	// (probes.Scan.RootOnly).
 	RootOnlyFiles int
 	RootOnlyBytes int64
-	// OverCap is how many files the search left unread because they are larger than its
-	// per-file cap. Any is a failure: an agent can park the key in a large sparse file.
-	OverCap    int
+	// OverCap is how many files the search left unread because they hold more data than
+	// its per-file cap (a sparse file's holes do not count). Any is a failure: the key
+	// could be in one.
+	OverCap int
+	// Changed is how many files the search listed but did not read because, by the time
+	// a reader opened them, they were gone or no longer a regular file (probes.Stats). It
+	// is reported, not failed: a live guest deletes files during any search.
+	Changed    int
 	ScanScope  string
 	ScanErr    string
 	LogHits    []string
@@ -318,11 +323,14 @@ func Evaluate(e Expect, m Measured) []Result {
 	case m.Scanned == 0:
 		add("no-api-key", "no API key is readable in the guest", Fail, "nothing was scanned")
 	case m.OverCap > 0:
-		add("no-api-key", "no API key is readable in the guest", Fail, fmt.Sprintf("%d files larger than the search's %d MiB per-file cap were not searched: the key could be in them", m.OverCap, ScanMaxMiB))
+		add("no-api-key", "no API key is readable in the guest", Fail, fmt.Sprintf("%d files holding more data than the search's %d MiB per-file cap were not searched: the key could be in them", m.OverCap, ScanMaxMiB))
 	default:
 		d := fmt.Sprintf("searched %s (%d files, %s in %.1f s): not found", scope, m.Scanned, humanBytes(m.ScannedBytes), float64(m.ScanMS)/1000)
 		if m.RootOnlyFiles > 0 {
 			d += fmt.Sprintf("; %d files (%s) in root-only package trees (%s) not read: only root can write them", m.RootOnlyFiles, humanBytes(m.RootOnlyBytes), strings.Join(RootOnlyTrees, ", "))
+		}
+		if m.Changed > 0 {
+			d += fmt.Sprintf("; %d files gone or no longer regular files when read (not read)", m.Changed)
 		}
 		if !m.WholeGuest {
 			d += "; the development substrate shares the host's filesystem, so the whole-guest search does not apply"
@@ -414,6 +422,7 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// ScanMaxMiB is the key search's per-file read cap. A file over it is not read, and
-// no-api-key fails rather than pass without it (see Measured.OverCap).
+// ScanMaxMiB is the key search's per-file read cap, on the data a file holds (a sparse
+// file's holes are not read). A file over it is not read, and no-api-key fails rather
+// than pass without it (see Measured.OverCap).
 const ScanMaxMiB = 256

@@ -47,6 +47,19 @@ func TestEvaluateAllPass(t *testing.T) {
 	}
 }
 
+// TestEvaluateChangedFilesReported: files that vanished or stopped being regular between
+// the search's walk and its read are named in the detail and do not fail the check (a
+// live guest deletes files during any search; the search reads every other path to the
+// same inode, and never follows what a path was swapped for).
+func TestEvaluateChangedFilesReported(t *testing.T) {
+	e, m := good()
+	m.Changed = 3
+	s, d := statusOf(Evaluate(e, m), "no-api-key")
+	if s != Pass || !strings.Contains(d, "3 files gone or no longer regular files when read") {
+		t.Fatalf("no-api-key: %s %q, want PASS naming the 3 changed files", s, d)
+	}
+}
+
 // Each case breaks one property; exactly that check must fail, naming why.
 func TestEvaluateEachAttackFailsItsCheck(t *testing.T) {
 	cases := []struct {
@@ -121,7 +134,7 @@ func TestEvaluateEachAttackFailsItsCheck(t *testing.T) {
 			e.DevSubstrate = true
 			m.Procs[0].Cgroup, m.Procs[0].PidsMax, m.Procs[0].MemoryMax = "v1", "", ""
 		}, NA},
-		{"a file over the read cap is a failure, not a pass", "no-api-key", "1 files larger than the search's 256 MiB", func(e *Expect, m *Measured) {
+		{"a file over the read cap is a failure, not a pass", "no-api-key", "1 files holding more data than the search's 256 MiB", func(e *Expect, m *Measured) {
 			m.OverCap = 1
 		}, Fail},
 		{"key in a file", "no-api-key", "/proc/42/root/lever/leak.txt", func(e *Expect, m *Measured) {

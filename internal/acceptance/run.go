@@ -179,7 +179,7 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 	m.Procs = resp.Procs
 	m.Scanned, m.ScannedBytes, m.ScanMS = resp.Scanned, resp.ScannedBytes, resp.ScanMS
 	m.RootOnlyFiles, m.RootOnlyBytes = resp.RootOnlyFiles, resp.RootOnlyBytes
-	m.OverCap = resp.Skipped
+	m.OverCap, m.Changed = resp.Skipped, resp.Changed
 	for _, h := range resp.Found {
 		where := h.Where
 		if h.Spelling != "raw" {

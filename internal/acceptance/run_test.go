@@ -28,7 +28,7 @@ func (r *recorder) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 	if i := bytes.LastIndex(c.Stdin, []byte(`{"probes"`)); i >= 0 {
 		_ = json.Unmarshal(c.Stdin[i:], &req)
 	}
-	resp := Response{RunUID: -1, Scanned: 3, ScannedBytes: 4096, RootOnlyFiles: 7, RootOnlyBytes: 3 << 20, Probed: probes.Aim(req.Probes, "", ""),
+	resp := Response{RunUID: -1, Scanned: 3, ScannedBytes: 4096, RootOnlyFiles: 7, RootOnlyBytes: 3 << 20, Changed: 2, Probed: probes.Aim(req.Probes, "", ""),
 		Snapshot: &guest.CarriedAnswer{Stderr: "no iptables here", RC: 1}}
 	b, _ := json.Marshal(resp)
 	return guest.Result{Stdout: b}, nil
@@ -74,7 +74,8 @@ func TestRunSendsLevForGuestAndNoKey(t *testing.T) {
 			d = x.Detail
 		}
 	}
-	if !strings.Contains(d, "3 files, 4.0 KiB") || !strings.Contains(d, "7 files (3.0 MiB) in root-only package trees") {
+	if !strings.Contains(d, "3 files, 4.0 KiB") || !strings.Contains(d, "7 files (3.0 MiB) in root-only package trees") ||
+		!strings.Contains(d, "2 files gone or no longer regular files when read") {
 		t.Fatalf("no-api-key detail %q does not print what was read and what was left unread", d)
 	}
 	// A VM is searched whole; only the package-managed trees are root-only, never a place

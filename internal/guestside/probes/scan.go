@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Scan is a search of the guest for a secret that does not send the secret there. For
@@ -94,10 +97,16 @@ type Hit struct {
 // Stats is what a Search found and read. RootOnlyFiles and RootOnlyBytes are the files
 // in Scan.RootOnly trees left unread because only root could have written them.
 type Stats struct {
-	Found         []Hit
-	Files         int
-	Bytes         int64
-	Skipped       int
+	Found []Hit
+	Files int
+	Bytes int64 // data read: a sparse file's holes are not read, nor counted
+	// Skipped: files holding more data than Scan.MaxMiB, left unread.
+	Skipped int
+	// Changed: files (walked, or in Scan.Files) that were gone, could not be opened or
+	// read, or were no longer a regular file when a reader came to them: not read. A live
+	// guest deletes files all the time; a path an agent swapped for a FIFO, a device or a
+	// symlink in that window lands here too, instead of hanging the search or steering it.
+	Changed       int
 	RootOnlyFiles int
 	RootOnlyBytes int64
 }
@@ -137,8 +146,29 @@ func Patterns(secret []byte) []Pattern {
 // chunk is how much of a file one read takes.
 const chunk = 1 << 20
 
+// beforeOpen, when set (only by tests), runs in a reader between the walk listing a path
+// and the reader opening it: the window in which an agent can unlink, rename or swap it.
+var beforeOpen func(path string)
+
+// lseek finds a file's data extents; a variable so that a test can stand in a filesystem
+// without SEEK_DATA.
+var lseek = unix.Seek
+
+// devIno names an inode: what is read once however many paths reach it.
+type devIno struct{ dev, ino uint64 }
+
 // Search reads every file the Scan names, in parallel (one reader per CPU), and reports
 // where a spelling of the secret was found.
+//
+// The walk only lists paths; a reader opens each later, so whatever the walk saw may have
+// changed by then. Nothing the walk saw is trusted: the reader opens the path without
+// following a symlink or blocking (a FIFO's open would wait for a writer forever) and
+// judges the open file itself (fstat): only a regular file is read, anything else is
+// counted in Changed. A file reached at several paths (hard links, a tree mounted in every
+// container, a bind mount seen from the guest and from a container) is read once, by the
+// first reader that holds it open, and reported under every path: deduplicating when the
+// walk sees a path would let an agent that unlinks that one path before it is opened hide
+// every other link to the same inode.
 func Search(s Scan) Stats {
 	var st Stats
 	if len(s.Patterns) == 0 {
@@ -150,9 +180,25 @@ func Search(s Scan) Stats {
 		maxLen = max(maxLen, p.Len)
 		hex.Decode(digests[i][:], []byte(p.SHA256))
 	}
-	type item struct{ path, where string }
+	limit := int64(s.MaxMiB) << 20
+	if limit <= 0 {
+		limit = 256 << 20
+	}
+	// walked: a file the walk listed, whose inode is read once under all its paths. The
+	// environment and command line of processes are not: procfs may reuse inode numbers.
+	// proc: one of those, which a kernel thread (no environment) or a process that has
+	// exited fails to open or read: that is not a changed file, and is not counted.
+	type item struct {
+		path, where  string
+		walked, proc bool
+	}
 	items := make(chan item, 256)
 	var mu sync.Mutex
+	// claimed: inodes a reader has open (and so will read whatever happens to their
+	// paths); aliases: their other paths; hit: the spelling found in each.
+	claimed := map[devIno]bool{}
+	aliases := map[devIno][]string{}
+	hit := map[devIno]string{}
 	var wg sync.WaitGroup
 	for w := 0; w < max(runtime.NumCPU(), 2); w++ {
 		wg.Add(1)
@@ -160,39 +206,74 @@ func Search(s Scan) Stats {
 			defer wg.Done()
 			m := &matcher{pats: s.Patterns, digests: digests, maxLen: maxLen, buf: make([]byte, chunk+maxLen)}
 			for it := range items {
-				spelling, n, ok := m.file(it.path)
-				mu.Lock()
-				if ok {
-					st.Files++
-					st.Bytes += n
+				if beforeOpen != nil {
+					beforeOpen(it.path)
 				}
-				if spelling != "" {
-					st.Found = append(st.Found, Hit{Where: it.where, Spelling: spelling})
+				f, fst, err := openRegular(it.path)
+				if err != nil {
+					// Nothing claimed: another path to the same inode is still read.
+					if !it.proc {
+						mu.Lock()
+						st.Changed++
+						mu.Unlock()
+					}
+					continue
+				}
+				k := devIno{uint64(fst.Dev), uint64(fst.Ino)}
+				if it.walked {
+					mu.Lock()
+					if claimed[k] {
+						aliases[k] = append(aliases[k], it.where)
+						mu.Unlock()
+						f.Close()
+						continue
+					}
+					claimed[k] = true
+					mu.Unlock()
+				}
+				r := m.file(f, fst.Size, fst.Blocks, limit)
+				f.Close()
+				mu.Lock()
+				switch {
+				case r.spelling != "":
+					st.Files++
+					st.Bytes += r.n
+					st.Found = append(st.Found, Hit{Where: it.where, Spelling: r.spelling})
+					if it.walked {
+						hit[k] = r.spelling
+					}
+				case r.err != nil:
+					// Unread: a path to the same inode that comes later is read instead
+					// (the paths recorded as its aliases meanwhile are reported if it
+					// holds the key).
+					if !it.proc {
+						st.Changed++
+					}
+					if it.walked {
+						delete(claimed, k)
+					}
+				case r.over:
+					st.Skipped++
+				default:
+					st.Files++
+					st.Bytes += r.n
 				}
 				mu.Unlock()
 			}
 		}()
 	}
 	for _, f := range s.Files {
-		items <- item{f, f}
+		items <- item{f, f, false, false}
 	}
 	for _, pid := range procsToSearch(s) {
 		p := "/proc/" + strconv.Itoa(pid)
-		items <- item{p + "/environ", "environment of pid " + strconv.Itoa(pid)}
-		items <- item{p + "/cmdline", "command line of pid " + strconv.Itoa(pid)}
-	}
-	limit := int64(s.MaxMiB) << 20
-	if limit <= 0 {
-		limit = 256 << 20
+		items <- item{p + "/environ", "environment of pid " + strconv.Itoa(pid), false, true}
+		items <- item{p + "/cmdline", "command line of pid " + strconv.Itoa(pid), false, true}
 	}
 	prune := map[string]bool{}
 	for _, p := range s.Prune {
 		prune[filepath.Clean(p)] = true
 	}
-	// A file reached twice (the tree mounted in every container, a bind mount seen from
-	// the guest and from a container) is read once and reported under every path.
-	type devIno struct{ dev, ino uint64 }
-	first := map[devIno]string{}
 	// nonRoot: for each directory inside a RootOnly tree, whether a non-root user could
 	// have written below it (it or a directory above it, up to the tree's top, is owned
 	// by one or group/world-writable). A directory absent here is not in such a tree.
@@ -201,7 +282,6 @@ func Search(s Scan) Stats {
 	for _, p := range s.RootOnly {
 		rootOnly[filepath.Clean(p)] = true
 	}
-	aliases := map[string][]string{}
 	roots := append([]string(nil), s.Roots...)
 	for _, pid := range s.TmpfsOf {
 		roots = append(roots, memoryMounts(pid)...)
@@ -226,44 +306,67 @@ func Search(s Scan) Stats {
 			if !d.Type().IsRegular() {
 				return nil
 			}
-			info, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			if dirOpen, inTree := nonRoot[filepath.Dir(filepath.Clean(p))]; inTree && !dirOpen && !nonRootWritable(info) {
-				mu.Lock()
-				st.RootOnlyFiles++
-				st.RootOnlyBytes += info.Size()
-				mu.Unlock()
-				return nil
-			}
-			if sys, ok := info.Sys().(*syscall.Stat_t); ok {
-				k := devIno{uint64(sys.Dev), uint64(sys.Ino)}
-				if f, ok := first[k]; ok {
-					aliases[f] = append(aliases[f], p)
+			// Only a RootOnly tree needs the file's owner and mode here; everything
+			// else about the file is judged by the reader on the file it opens.
+			if dirOpen, inTree := nonRoot[filepath.Dir(filepath.Clean(p))]; inTree && !dirOpen {
+				info, err := d.Info()
+				if err != nil {
 					return nil
 				}
-				first[k] = p
+				if !nonRootWritable(info) {
+					mu.Lock()
+					st.RootOnlyFiles++
+					st.RootOnlyBytes += info.Size()
+					mu.Unlock()
+					return nil
+				}
 			}
-			if info.Size() > limit {
-				mu.Lock()
-				st.Skipped++
-				mu.Unlock()
-				return nil
-			}
-			items <- item{p, p}
+			items <- item{p, p, true, false}
 			return nil
 		})
 	}
 	close(items)
 	wg.Wait()
-	for _, h := range st.Found {
-		for _, a := range aliases[h.Where] {
-			st.Found = append(st.Found, Hit{Where: a, Spelling: h.Spelling})
+	for k, sp := range hit {
+		for _, a := range aliases[k] {
+			st.Found = append(st.Found, Hit{Where: a, Spelling: sp})
 		}
 	}
 	sort.Slice(st.Found, func(i, j int) bool { return st.Found[i].Where < st.Found[j].Where })
 	return st
+}
+
+// errNotRegular: the path no longer names a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens path for reading only if it is still a regular file. O_NOFOLLOW: a
+// symlink put where a file was is not followed (to /dev/zero, a FIFO, or anywhere the
+// search was not asked to look). O_NONBLOCK: opening a FIFO returns at once instead of
+// waiting for a writer; a regular file's reads ignore the flag. O_NOCTTY: a terminal
+// opened here does not become the helper's. The type is judged on the open file, so a
+// path swapped after this cannot change what is read.
+func openRegular(path string) (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, st, err
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, st, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, st, errNotRegular
+	}
+	return os.NewFile(uintptr(fd), path), st, nil
 }
 
 type matcher struct {
@@ -273,25 +376,110 @@ type matcher struct {
 	buf     []byte
 }
 
-// file searches one file chunk by chunk, carrying the last maxLen-1 bytes into the next
-// chunk so that a spelling across a chunk boundary is found. ok is false when the file
-// could not be opened.
-func (m *matcher) file(path string) (spelling string, n int64, ok bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, false
+// result is what reading one file gave: the spelling found (if any), the data bytes
+// read, whether the file holds more data than the cap (and so was not searched whole),
+// and a read error.
+type result struct {
+	spelling string
+	n        int64
+	over     bool
+	err      error
+}
+
+// file searches an open regular file of the given size and allocated 512-byte blocks,
+// reading at most limit bytes of data.
+//
+// A file with as many blocks as its size is dense: it is read from the start to its
+// end, as it was before holes were looked for (and a file grown past the cap while read
+// is over it). One with fewer has holes (or is compressed): only its data extents are
+// read, found with SEEK_DATA and SEEK_HOLE, and the cap counts those bytes, so a 1 GiB
+// sparse file holding the key in 4 KiB is searched in 4 KiB rather than skipped. A hole
+// reads as zeros, in which no spelling (printable text) can lie, so nothing is carried
+// from one extent into the next. A filesystem that cannot tell where the data is reads
+// as dense.
+func (m *matcher) file(f *os.File, size, blocks, limit int64) result {
+	var ext [][2]int64
+	if blocks*512 < size {
+		var over, ok bool
+		ext, over, ok = dataExtents(int(f.Fd()), limit)
+		if over {
+			return result{over: true}
+		}
+		if !ok {
+			ext = nil
+		} else if len(ext) == 0 {
+			return result{}
+		}
 	}
-	defer f.Close()
-	keep := 0
-	for {
-		r, err := io.ReadFull(f, m.buf[keep:])
-		n += int64(r)
-		data := m.buf[:keep+r]
-		if sp := m.search(data); sp != "" {
-			return sp, n, true
+	whole := ext == nil
+	if whole {
+		if size > limit {
+			return result{over: true}
+		}
+		// One byte past the cap tells a file that grew over it while read.
+		ext = [][2]int64{{0, limit + 1}}
+	}
+	var r result
+	for _, e := range ext {
+		sp, n, err := m.section(io.NewSectionReader(f, e[0], e[1]-e[0]))
+		r.n += n
+		if sp != "" {
+			r.spelling = sp
+			return r
 		}
 		if err != nil {
-			return "", n, true
+			r.err = err
+			return r
+		}
+	}
+	r.over = whole && r.n > limit
+	return r
+}
+
+// dataExtents lists the [start, end) ranges of a file's data, from SEEK_DATA and
+// SEEK_HOLE. over: more than limit bytes of data (enumeration stops there). ok is false
+// when the filesystem cannot say (no SEEK_DATA: EINVAL; or an answer that does not move
+// forward, as a no-op llseek gives): the caller reads the file whole.
+func dataExtents(fd int, limit int64) (ext [][2]int64, over, ok bool) {
+	var total int64
+	for off := int64(0); ; {
+		start, err := lseek(fd, off, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			return ext, false, true // no data at or after off
+		}
+		if err != nil || start < off {
+			return nil, false, false
+		}
+		end, err := lseek(fd, start, unix.SEEK_HOLE)
+		if err != nil || end <= start {
+			return nil, false, false
+		}
+		if total += end - start; total > limit {
+			return nil, true, true
+		}
+		ext = append(ext, [2]int64{start, end})
+		off = end
+	}
+}
+
+// section searches r chunk by chunk, carrying the last maxLen-1 bytes into the next chunk
+// so that a spelling across a chunk boundary is found. err is a read error (not the end).
+// Each read takes exactly one chunk, so the boundaries fall at multiples of chunk from
+// the start, where the tests put a spelling across one.
+func (m *matcher) section(r io.Reader) (spelling string, n int64, err error) {
+	keep := 0
+	for {
+		k, err := io.ReadFull(r, m.buf[keep:keep+chunk])
+		n += int64(k)
+		data := m.buf[:keep+k]
+		if sp := m.search(data); sp != "" {
+			return sp, n, nil
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return "", n, nil
+		}
+		if err != nil {
+			return "", n, err
 		}
 		keep = min(m.maxLen-1, len(data))
 		copy(m.buf, data[len(data)-keep:])

@@ -62,11 +62,13 @@ type Response struct {
 	RunUID  int    `json:"run_uid"`
 	FindErr string `json:"find_error,omitempty"`
 	// Found is where the secret was found (empty: nowhere searched); Scanned and
-	// ScannedBytes what was read, Skipped the files over the size cap.
+	// ScannedBytes what was read, Skipped the files holding more data than the cap,
+	// Changed the files gone or no longer regular when a reader came to them (Stats).
 	Found        []Hit `json:"found"`
 	Scanned      int   `json:"scanned_files"`
 	ScannedBytes int64 `json:"scanned_bytes"`
 	Skipped      int   `json:"skipped_files"`
+	Changed      int   `json:"changed_files"`
 	// RootOnlyFiles/RootOnlyBytes: files in Scan.RootOnly trees not read (root-written).
 	RootOnlyFiles int   `json:"root_only_files,omitempty"`
 	RootOnlyBytes int64 `json:"root_only_bytes,omitempty"`
@@ -118,7 +120,7 @@ func Serve(r io.Reader, w io.Writer) error {
 	if req.Scan != nil {
 		start := time.Now()
 		st := Search(req.Scan.withContainers(pids))
-		resp.Found, resp.Scanned, resp.ScannedBytes, resp.Skipped = st.Found, st.Files, st.Bytes, st.Skipped
+		resp.Found, resp.Scanned, resp.ScannedBytes, resp.Skipped, resp.Changed = st.Found, st.Files, st.Bytes, st.Skipped, st.Changed
 		resp.RootOnlyFiles, resp.RootOnlyBytes = st.RootOnlyFiles, st.RootOnlyBytes
 		resp.ScanMS = time.Since(start).Milliseconds()
 	}
