@@ -65,4 +65,3 @@ func TestPlanDebianBenchRefusals(t *testing.T) {
 		})
 	}
 }
-
