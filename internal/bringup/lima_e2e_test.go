@@ -277,6 +277,17 @@ lev:
 	if code != 0 || !strings.Contains(out, "lever-"+name+"-manager running") {
 		t.Fatalf("cold up: exit %d", code)
 	}
+	// LEVER_TEST_HOLD=<file>: keep the fresh jail up for a person's measurements until
+	// that file exists (then the test goes on, and cleans up, as usual).
+	if hold := os.Getenv("LEVER_TEST_HOLD"); hold != "" {
+		t.Logf("HOLD: the VM waits for %s; reach it with: ip netns exec %s runuser -u %s -- ssh -F %s/.lima/%s/ssh.config lima-%s", hold, e.ns, e.user, e.home, e.vm, e.vm)
+		for {
+			if _, err := os.Stat(hold); err == nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+	}
 	// Acceptance runs once, after the agent's run: its whole-filesystem key scan is the
 	// slowest step under TCG (~4 MB/s), and after the run is when a leaked key would show.
 
