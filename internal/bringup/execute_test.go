@@ -357,31 +357,3 @@ func TestImageOverlapsBrokerAndEnrol(t *testing.T) {
 		}
 	}
 }
-
-// TestLevContainersStartTogether: the lev step creates every planned container at once
-// (here: the manager, a worker and their benches, each held until all four are being
-// created). Positive control: the barrier fails a creation that waits alone, so a step
-// that made them one after another fails the up.
-func TestLevContainersStartTogether(t *testing.T) {
-	for _, together := range []int{4, 5} {
-		j := healthyJail(t)
-		j.pod.containers = map[string]containers.State{}
-		j.pod.together = together
-		res, err := j.in.Execute(context.Background())
-		if together == 5 { // one more than there are: nobody gets through
-			if err == nil || !strings.Contains(err.Error(), "not created together") {
-				t.Fatalf("control: %v", err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("%v\n%s", err, j.out)
-		}
-		if got := strings.Join(changedSteps(res), ","); got != StepLev {
-			t.Errorf("changed %s", got)
-		}
-		if len(j.pod.containers) != 4 {
-			t.Errorf("%d containers", len(j.pod.containers))
-		}
-	}
-}

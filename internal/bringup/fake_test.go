@@ -114,11 +114,6 @@ type fakePodman struct {
 	dials      int
 	// layered, when set, is closed at the first LayerLev (the workbench being built)
 	layered chan struct{}
-	// together, when set, holds each container's creation until that many are being
-	// created at once (or fails it after 2 s)
-	together int
-	arrived  int
-	allIn    chan struct{}
 }
 
 func (p *fakePodman) Dial(_ context.Context, uid int) (Podman, error) {
@@ -192,9 +187,6 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before fun
 	if err := before(ct); err != nil {
 		return "", fmt.Errorf("not starting container %s: %w", ct.Name, err)
 	}
-	if err := p.barrier(); err != nil {
-		return "", err
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fail == "ensure" {
@@ -202,29 +194,6 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before fun
 	}
 	p.containers[ct.Name] = containers.State{Name: ct.Name, Running: p.fail != "exits", Status: "exited", ExitCode: 1}
 	return containers.Created, nil
-}
-
-func (p *fakePodman) barrier() error {
-	p.mu.Lock()
-	if p.together == 0 {
-		p.mu.Unlock()
-		return nil
-	}
-	if p.allIn == nil {
-		p.allIn = make(chan struct{})
-	}
-	p.arrived++
-	if p.arrived == p.together {
-		close(p.allIn)
-	}
-	ch := p.allIn
-	p.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-time.After(2 * time.Second):
-		return errors.New("barrier: the containers were not created together")
-	}
 }
 
 func (p *fakePodman) Inspect(name string) (*containers.State, error) {

@@ -39,7 +39,8 @@ type Dialer interface {
 type podmanClient struct{ *containers.Client }
 
 func (p podmanClient) EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error) {
-	return p.Client.EnsureChecked(ct, fresh, beforeStart)
+	p.Client.BeforeStart = beforeStart
+	return p.Client.Ensure(ct, fresh)
 }
 
 // socketDialer connects to the run user's podman socket: in place on the netns substrate,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/tail"
@@ -52,30 +51,17 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 		return false, "", err
 	}
 	before := func(ct containers.Container) error { return in.checkMountSources(ctx, ct) }
-	// The containers do not depend on each other at creation (lev reaches its bench's
-	// socket when it runs a tool), so they are made and started at once: under TCG each
-	// start is seconds of podman, conmon and the runtime, most of it not serialised.
-	changes := make([]containers.Change, len(cs))
-	errs := make([]error, len(cs))
-	var wg sync.WaitGroup
-	for i, ct := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			changes[i], errs[i] = c.EnsureContainer(ct, in.opts.Fresh, before)
-		}()
-	}
-	wg.Wait()
 	changed := false
 	var parts []string
-	for i, ct := range cs {
-		if errs[i] != nil {
-			return false, "", errs[i] // the first in the plan's order
+	for _, ct := range cs {
+		ch, err := c.EnsureContainer(ct, in.opts.Fresh, before)
+		if err != nil {
+			return false, "", err
 		}
-		if changes[i] != containers.Unchanged {
+		if ch != containers.Unchanged {
 			changed = true
 		}
-		parts = append(parts, ct.Name+" "+string(changes[i]))
+		parts = append(parts, ct.Name+" "+string(ch))
 	}
 	// A stopped-then-started container may exit at once (bad config): report it.
 	for _, ct := range cs {

@@ -18,6 +18,10 @@ import (
 type Client struct {
 	ctx context.Context
 	URI string
+	// BeforeStart, when set, is called right before a container is created or started
+	// (never on the unchanged path). Podman resolves bind-mount sources at every start,
+	// and the in-tree sources are writable by the agents: bring-up checks them here.
+	BeforeStart func(Container) error
 	// imageWrites counts image loads and builds through this client (a warm bring-up
 	// makes none; tests assert it).
 	imageWrites atomic.Int64
@@ -67,14 +71,6 @@ const (
 // spec-hash label matches is only started if stopped (so lever stop + up keeps it, and its
 // create-time devices); one with another hash, or any container under fresh, is replaced.
 func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
-	return c.EnsureChecked(ct, fresh, nil)
-}
-
-// EnsureChecked is Ensure with before, when not nil, called right before the container is
-// created or started (never on the unchanged path). Podman resolves bind-mount sources at
-// every start, and the in-tree sources are writable by the agents: bring-up checks them
-// there. Safe to call for several containers at once.
-func (c *Client) EnsureChecked(ct Container, fresh bool, before func(Container) error) (Change, error) {
 	ins, err := c.inspect(ct.Name)
 	if err != nil {
 		return "", err
@@ -85,7 +81,7 @@ func (c *Client) EnsureChecked(ct Container, fresh bool, before func(Container) 
 			if ins.State != nil && ins.State.Running {
 				return Unchanged, nil
 			}
-			if err := beforeStart(ct, before); err != nil {
+			if err := c.beforeStart(ct); err != nil {
 				return "", err
 			}
 			err := podcontainers.Start(c.ctx, ct.Name, nil)
@@ -105,7 +101,7 @@ func (c *Client) EnsureChecked(ct Container, fresh bool, before func(Container) 
 		}
 		change = Recreated
 	}
-	if err := beforeStart(ct, before); err != nil {
+	if err := c.beforeStart(ct); err != nil {
 		return "", err
 	}
 	if _, err := podcontainers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
@@ -117,11 +113,11 @@ func (c *Client) EnsureChecked(ct Container, fresh bool, before func(Container) 
 	return change, nil
 }
 
-func beforeStart(ct Container, before func(Container) error) error {
-	if before == nil {
+func (c *Client) beforeStart(ct Container) error {
+	if c.BeforeStart == nil {
 		return nil
 	}
-	if err := before(ct); err != nil {
+	if err := c.BeforeStart(ct); err != nil {
 		return fmt.Errorf("not starting container %s: %w", ct.Name, err)
 	}
 	return nil
