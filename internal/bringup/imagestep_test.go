@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func builtJail(t *testing.T) (*tjail, string) {
 		t.Fatal(err)
 	}
 	j.pod.images = map[string]bool{}
-	return j, levimage.WorkbenchRef(baseDebian, strings.Repeat("5", 64), in.levDigest)
+	return j, in.benchTree(levimage.WorkbenchRef(baseDebian, strings.Repeat("5", 64), in.levDigest))
 }
 
 // gatherReply is a dpkg database holding each workbench package, one file each.
@@ -51,11 +52,11 @@ func gatherReply(guest.Cmd) []guesttest.Sec {
 		{Name: "altlinks"}, {Name: "certs"}, {Name: "end"}}
 }
 
-// TestImageStepBuildsInGuest: lever's lev image and the default workbench are built by
-// ONE guest helper call (lev __guest images), never loaded over the podman socket: the
-// request carries the refs the host computed and exactly the planned paths, and the step
-// fails, naming the cause, when the helper fails, answers nonsense, or leaves podman
-// without a tag it was to load.
+// TestImageStepBuildsInGuest: lever's lev image and the default workbench's tree are made
+// by ONE guest helper call (lev __guest images), never loaded over the podman socket: the
+// request carries the lev ref and the tree the host computed and exactly the planned
+// paths, and the step fails, naming the cause, when the helper fails, answers nonsense,
+// or leaves podman without the lev image it was to load.
 func TestImageStepBuildsInGuest(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -64,10 +65,10 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 	}{
 		{"success", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
 			j.pod.mu.Lock()
-			j.pod.images[req.LevRef], j.pod.images[req.BenchRef] = true, true
+			j.pod.images[req.LevRef] = true
 			j.pod.mu.Unlock()
 			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{req.LevRef}, ArchiveBytes: 4 << 20},
-				Bench: &imagebuild.Loaded{Names: []string{req.BenchRef}, ArchiveBytes: 150 << 20, Layer: levimage.LayerStats{Entries: 42, Stripped: 3}}})
+				Bench: &imagebuild.BenchTree{RootDirStats: levimage.RootDirStats{Entries: 42, Linked: 30, Copied: 2, Stripped: 1}}})
 			return guest.Result{Stdout: b}, nil
 		}, ""},
 		{"helper fails", func(*tjail, imagebuild.Request) (guest.Result, error) {
@@ -79,13 +80,17 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 		{"answer is not the helper's", func(*tjail, imagebuild.Request) (guest.Result, error) {
 			return guest.Result{Stdout: []byte("Welcome to Debian\n")}, nil
 		}, "reading the guest's image helper"},
-		{"podman lacks the workbench after the load", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
+		{"podman lacks the lev image after the load", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
+			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{"localhost/other:1"}}, Bench: &imagebuild.BenchTree{}})
+			return guest.Result{Stdout: b}, nil
+		}, "podman has no " + levimage.Repo},
+		{"no word of the workbench", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
 			j.pod.mu.Lock()
 			j.pod.images[req.LevRef] = true
 			j.pod.mu.Unlock()
-			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{req.LevRef}}, Bench: &imagebuild.Loaded{Names: []string{"localhost/other:1"}}})
+			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{req.LevRef}}})
 			return guest.Result{Stdout: b}, nil
-		}, "podman has no " + levimage.WorkbenchRepo},
+		}, "did not make the workbench's tree"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,8 +116,8 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 			if got == nil {
 				t.Fatal("no image helper call")
 			}
-			if !got.Lev || got.LevRef != j.in.imageRef || got.Arch != runtime.GOARCH || !got.Bench || got.BenchRef != benchRef ||
-				got.Root != "/" || got.UID != testUID || got.Socket != fmt.Sprintf("/run/user/%d/podman/podman.sock", testUID) || got.DpkgArch != "amd64" {
+			if !got.Lev || got.LevRef != j.in.imageRef || got.Arch != runtime.GOARCH || got.BenchDir != benchRef ||
+				got.Root != "/" || got.UID != testUID || got.Socket != fmt.Sprintf("/run/user/%d/podman/podman.sock", testUID) {
 				t.Errorf("request %+v", *got)
 			}
 			if !strings.Contains(strings.Join(got.Paths, " "), "usr/bin/git") || len(got.Paths) != len(levimage.WorkbenchPackages)+2 {
@@ -131,7 +136,7 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !d.Changed || d.Facts.BenchRef != benchRef || !strings.Contains(d.Detail, "built and loaded "+j.in.imageRef+" in the guest") ||
-				!strings.Contains(d.Detail, "workbench "+benchRef+" built in the guest from 14 of its packages (42 files, 150 MiB archive, 3 setuid/setgid bits cleared") {
+				!strings.Contains(d.Detail, "workbench "+benchRef+" made in the guest from 14 of its packages (42 entries: 30 files linked to the guest's own, 2 copied, 1 setuid/setgid bits or capabilities dropped") {
 				t.Errorf("done %+v", d)
 			}
 		})
@@ -155,7 +160,8 @@ func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, benchRef := builtJail(t)
-			j.pod.images[j.in.imageRef], j.pod.images[benchRef] = tc.lev, tc.bench
+			j.pod.images[j.in.imageRef] = tc.lev
+			obs := Observed{BenchTrees: map[string]bool{filepath.Base(benchRef): tc.bench}}
 			var req imagebuild.Request
 			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
 			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
@@ -166,23 +172,22 @@ func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 					j.pod.images[req.LevRef] = true
 					resp.Lev = &imagebuild.Loaded{}
 				}
-				if req.Bench {
-					j.pod.images[req.BenchRef] = true
-					resp.Bench = &imagebuild.Loaded{}
+				if req.BenchDir != "" {
+					resp.Bench = &imagebuild.BenchTree{RootDirStats: levimage.RootDirStats{Entries: 1}}
 				}
 				j.pod.mu.Unlock()
 				b, _ := json.Marshal(resp)
 				return guest.Result{Stdout: b}, nil
 			})
-			d, err := imageStep.Run(context.Background(), j.in, Observed{}, Facts{UID: testUID, Podman: j.pod, StatusSum: strings.Repeat("5", 64)})
+			d, err := imageStep.Run(context.Background(), j.in, obs, Facts{UID: testUID, Podman: j.pod, StatusSum: strings.Repeat("5", 64)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if n := strings.Join(j.r.Names(), ","); n != tc.calls {
 				t.Errorf("guest calls %q, want %q", n, tc.calls)
 			}
-			if req.Lev != tc.wantLev || req.Bench != tc.wantBench {
-				t.Errorf("asked the guest for lev %v, workbench %v; want %v, %v", req.Lev, req.Bench, tc.wantLev, tc.wantBench)
+			if req.Lev != tc.wantLev || (req.BenchDir != "") != tc.wantBench {
+				t.Errorf("asked the guest for lev %v, workbench %q; want %v, %v", req.Lev, req.BenchDir, tc.wantLev, tc.wantBench)
 			}
 			if d.Changed != (tc.wantLev || tc.wantBench) || d.Facts.BenchRef != benchRef {
 				t.Errorf("done %+v", d)

@@ -55,9 +55,12 @@ type Observed struct {
 	Settings     map[string]bool
 	ImagePresent bool
 	ImageRef     string
-	// BenchPresent: the workbench image (BenchRef, content-addressed) is in podman.
+	// BenchPresent: the workbench (BenchRef, content-addressed) is there: its image in
+	// podman, or the default workbench's tree among BenchTrees.
 	BenchPresent bool
 	BenchRef     string
+	// BenchTrees are the default workbench's trees in the guest (their names).
+	BenchTrees map[string]bool
 	// Containers: name -> ContainerRunning or ContainerStopped; absent when podman has no
 	// such container. A changed spec hash is not seen here: the lev step's Ensure compares
 	// it and recreates.
@@ -71,11 +74,11 @@ type Observed struct {
 // egress, the egress snapshot (containment check included) in the same call.
 func (in *Instance) observeScript(withEgress bool) (guest.Script, guest.Cmd) {
 	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
-	var env []string
+	env := []string{"LEVER_BENCH_TREES=" + in.benchTreeRoot()}
 	if withEgress {
 		req := in.Spec.SnapshotRequest()
 		parts = append(parts, guest.SnapshotParts(req)...)
-		env = guest.SnapshotEnv(req)
+		env = append(env, guest.SnapshotEnv(req)...)
 	}
 	sc := guest.NewScript(append(parts, "exit 0")...)
 	args := append([]string{in.provP.WithDefaults().Stamp, in.RunUser, in.levHomeRoot()}, in.Agents()...)
@@ -93,7 +96,7 @@ func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ct
 func (in *Instance) ObserveWithEgress(ctx context.Context) Observed { return in.observe(ctx, true) }
 
 func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
-	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef}
+	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef, BenchTrees: map[string]bool{}}
 	o.Facts.ImageRef = in.imageRef
 	sc, cmd := in.observeScript(withEgress)
 	res, err := in.Runner.Run(ctx, cmd)
@@ -113,6 +116,9 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 	o.ServiceUp = strings.TrimSpace(secs["podman"].Out) == "up"
 	if sum := strings.TrimSpace(secs["statussum"].Out); len(sum) == 64 {
 		o.Facts.StatusSum = sum
+	}
+	for _, t := range strings.Fields(secs["benchtrees"].Out) {
+		o.BenchTrees[t] = true
 	}
 	caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
 	for _, a := range in.Agents() {
@@ -146,7 +152,7 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 			}
 			if ref, err := in.benchKnownRef(c, o.Facts); err == nil && ref != "" {
 				o.BenchRef = ref
-				o.BenchPresent, _ = c.ImageExists(ref)
+				o.BenchPresent, _ = in.benchPresent(c, o, ref)
 			}
 			if cs, err := c.List(in.cfg.Name); err == nil {
 				for _, s := range cs {

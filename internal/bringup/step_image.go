@@ -37,7 +37,7 @@ var imageStep = Step{
 			return ActionCreate, "load " + o.ImageRef + " and the workbench"
 		}
 	},
-	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {
+	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		if f.Podman == nil {
 			return Done{Facts: f}, fmt.Errorf("no connection to the run user's podman")
 		}
@@ -49,7 +49,7 @@ var imageStep = Step{
 		if ch1 {
 			d1 += " in " + round(time.Since(t0))
 		}
-		ch2, d2, bench, f, err := in.ensureBench(ctx, f.Podman, f)
+		ch2, d2, bench, f, err := in.ensureBench(ctx, f.Podman, obs, f)
 		if err != nil {
 			return Done{Facts: f}, fmt.Errorf("workbench: %w", err)
 		}

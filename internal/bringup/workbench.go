@@ -2,9 +2,13 @@ package bringup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -34,9 +38,56 @@ func (in *Instance) benchBase() string {
 	return baseDebian
 }
 
+// benchTreeRoot is where the default workbench's trees live in the guest: beside the lev
+// homes (the instance's state dir on the netns substrate, /var/lib/lever/<name> on a
+// VM), root's.
+func (in *Instance) benchTreeRoot() string {
+	return filepath.Join(filepath.Dir(in.levHomeRoot()), "workbench")
+}
+
+// benchTree is the default workbench's tree for a content-addressed tag: named by the
+// tag's hex and the bench containers' mount destinations (made in it: the runtime cannot
+// make them in a root-owned tree, so a worker added later needs a tree with its dir), so a
+// warm bring-up finds it by name.
+func (in *Instance) benchTree(ref string) string {
+	h := sha256.Sum256([]byte(strings.Join(in.benchMounts(), "\n")))
+	return filepath.Join(in.benchTreeRoot(), ref[strings.LastIndexByte(ref, ':')+1:]+"-"+hex.EncodeToString(h[:4]))
+}
+
+// benchMounts are the planned bench containers' mount destinations, sorted.
+func (in *Instance) benchMounts() []string {
+	seen := map[string]bool{containers.TreeDir: true, containers.BenchMount: true}
+	if cs, err := in.Containers(Facts{UID: 1}); err == nil {
+		for _, c := range cs {
+			if c.Role != containers.Bench {
+				continue
+			}
+			for _, m := range c.Mounts {
+				seen[m.Dest] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// benchPresent: the workbench ref names is there: a tree the observation listed, or an
+// image in podman.
+func (in *Instance) benchPresent(c Images, obs Observed, ref string) (bool, error) {
+	if filepath.IsAbs(ref) {
+		return obs.BenchTrees[filepath.Base(ref)], nil
+	}
+	return c.ImageExists(ref)
+}
+
 // benchKnownRef is the workbench's content-addressed ref when it can be computed without
 // a guest call: from the base image's ID, the tarball's digest, or the dpkg status digest
-// the observe call read. "" when it cannot (yet).
+// the observe call read (the default workbench's ref is its tree's path). "" when it
+// cannot (yet).
 func (in *Instance) benchKnownRef(c Images, f Facts) (string, error) {
 	if in.levDigest == "" {
 		return "", in.levErr
@@ -57,7 +108,7 @@ func (in *Instance) benchKnownRef(c Images, f Facts) (string, error) {
 	if f.StatusSum == "" {
 		return "", nil
 	}
-	return levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest), nil
+	return in.benchTree(levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest)), nil
 }
 
 // ensureBench makes the workbench image present: present (no build, no guest call),
@@ -65,14 +116,14 @@ func (in *Instance) benchKnownRef(c Images, f Facts) (string, error) {
 // (one guest call reads dpkg's database) and returned for the guest to build
 // (buildInGuest). The facts it returns carry the workbench's ref (and the package-state
 // digest it read).
-func (in *Instance) ensureBench(ctx context.Context, c Images, f Facts) (bool, string, *benchPlan, Facts, error) {
+func (in *Instance) ensureBench(ctx context.Context, c Images, obs Observed, f Facts) (bool, string, *benchPlan, Facts, error) {
 	t0 := time.Now()
 	ref, err := in.benchKnownRef(c, f)
 	if err != nil {
 		return false, "", nil, f, err
 	}
 	if ref != "" {
-		if ok, err := c.ImageExists(ref); err != nil {
+		if ok, err := in.benchPresent(c, obs, ref); err != nil {
 			return false, "", nil, f, err
 		} else if ok {
 			f.BenchRef = ref
@@ -124,17 +175,16 @@ func (in *Instance) layerLev(c Images, baseID, ref string) error {
 		map[string]string{containers.LabelRole: "bench"}, nil)
 }
 
-// benchPlan is a default workbench to build in the guest: the planned files and the tag.
+// benchPlan is a default workbench to make in the guest: the planned files and the tree
+// (its ref).
 type benchPlan struct {
 	ref      string
 	paths    []string
 	packages int
-	dpkgArch string
 }
 
 // planDebianBench reads the guest's dpkg database (one call) and plans the workbench's
-// files on the host. A nil plan means the tag it computed is already in podman (another
-// instance built it, or provisioning changed nothing that matters).
+// files on the host.
 func (in *Instance) planDebianBench(ctx context.Context, c Images, f Facts) (*benchPlan, Facts, error) {
 	sc := debroot.Gather()
 	res, err := in.Runner.Run(ctx, sc.Cmd(nil))
@@ -156,32 +206,28 @@ func (in *Instance) planDebianBench(ctx context.Context, c Images, f Facts) (*be
 		return nil, f, err
 	}
 	f.StatusSum = gin.StatusSum
-	ref := levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest)
-	// Provisioning may have just installed what made the status change: the tag may
-	// exist all the same (another instance built it).
-	if ok, err := c.ImageExists(ref); err == nil && ok {
-		f.BenchRef = ref
-		return nil, f, nil
-	}
+	// The tree may be there all the same (an earlier up built it and provisioning changed
+	// nothing it is made from): the helper then finds it whole and makes nothing.
 	plan, err := debroot.Resolve(gin, levimage.WorkbenchPackages)
 	if err != nil {
 		return nil, f, fmt.Errorf("planning the workbench: %w", err)
 	}
-	return &benchPlan{ref: ref, paths: plan.Paths, packages: len(plan.Packages), dpkgArch: gin.Arch}, f, nil
+	return &benchPlan{ref: in.benchTree(levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest)), paths: plan.Paths, packages: len(plan.Packages)}, f, nil
 }
 
 // buildInGuest is the image step's one helper call (`lev __guest images`): the lev image
-// (levRef, when not "") and the planned workbench (when bench is not nil) are built in
-// the guest, from the helper's own lev and the guest's own files, and loaded into the run
-// user's podman there; the host then checks podman holds the tags it computed. It returns
-// a line per image built.
+// (levRef, when not "") is built in the guest from the helper's own lev and loaded into
+// the run user's podman there (the host then checks podman holds the tag it computed),
+// and the planned workbench's tree (when bench is not nil) is made from the guest's own
+// files. It returns a line per thing made.
 func (in *Instance) buildInGuest(ctx context.Context, c Images, uid int, levRef string, bench *benchPlan) ([]string, error) {
 	req := imagebuild.Request{UID: uid, Socket: containers.SocketPath(uid)}
 	if levRef != "" {
 		req.Lev, req.LevRef, req.Arch = true, levRef, in.arch
 	}
 	if bench != nil {
-		req.Bench, req.BenchRef, req.Root, req.Paths, req.DpkgArch = true, bench.ref, "/", bench.paths, bench.dpkgArch
+		req.BenchDir, req.Root, req.Paths = bench.ref, "/", bench.paths
+		req.Mounts = in.benchMounts()
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -217,19 +263,24 @@ func (in *Instance) buildInGuest(ctx context.Context, c Images, uid int, levRef 
 	if bench != nil {
 		b := resp.Bench
 		if b == nil {
-			return nil, fmt.Errorf("the guest's image helper did not load the workbench")
+			return nil, fmt.Errorf("the guest's image helper did not make the workbench's tree")
 		}
-		if ok, err := c.ImageExists(bench.ref); err != nil || !ok {
-			return nil, fmt.Errorf("the guest's image helper loaded %v but podman has no %s (%v)", b.Names, bench.ref, err)
+		if b.Entries == 0 {
+			lines = append(lines, "workbench "+bench.ref+" present")
+		} else {
+			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped; %s; helper call %s)",
+				bench.ref, bench.packages, b.Entries, b.Linked, b.Copied, b.Stripped, round(b.Build), round(call)))
 		}
-		lines = append(lines, fmt.Sprintf("workbench %s built in the guest from %d of its packages (%d files, %d MiB archive, %d setuid/setgid bits cleared; build %s, load %s; helper call %s)%s",
-			bench.ref, bench.packages, b.Layer.Entries, b.ArchiveBytes>>20, b.Layer.Stripped, round(b.Build), round(b.Load), round(call), in.benchSize(c, bench.ref)))
 	}
 	return lines, nil
 }
 
-// benchSize is ", N MiB" as podman reports the image (empty when it cannot say).
+// benchSize is ", N MiB" as podman reports the image (empty when it cannot say, or the
+// workbench is a tree).
 func (in *Instance) benchSize(c Images, ref string) string {
+	if filepath.IsAbs(ref) {
+		return ""
+	}
 	info, err := c.Image(ref)
 	if err != nil || info.Size <= 0 {
 		return ""

@@ -96,6 +96,9 @@ type Container struct {
 	Name  string `json:"name"`
 	Role  Role   `json:"role"`
 	Image string `json:"image"`
+	// Rootfs, instead of Image: a root-owned directory tree run as an overlaid root file
+	// system (the default workbench, levimage.MakeRootDir).
+	Rootfs string `json:"rootfs,omitempty"`
 	// Entrypoint, when set, replaces the image's ENTRYPOINT (a user's base image must not
 	// decide what the workbench runs).
 	Entrypoint []string          `json:"entrypoint,omitempty"`
@@ -131,7 +134,9 @@ type WorkerSpec struct {
 type Params struct {
 	Instance string
 	Image    string
-	// BenchImage is the workbench image every agent's bench container runs.
+	// BenchImage is the workbench every agent's bench container runs: an image, or the
+	// absolute path of the default workbench's tree (levimage.MakeRootDir), which runs
+	// as an overlaid root file system.
 	BenchImage string
 	// TreeSource is the tree's path in the guest (default /lever; on the netns substrate,
 	// whose guest shares the host's filesystem, the tree's host path). Containers always
@@ -287,8 +292,14 @@ func bench(lev Container, p Params, tree []Mount) Container {
 	if w := lev.Env["LEVER_WORKER"]; w != "" {
 		env["LEVER_WORKER"] = w
 	}
+	image, rootfs := p.BenchImage, ""
+	if path.IsAbs(p.BenchImage) {
+		// a tree has no image config: what the workbench image's config said is set here
+		image, rootfs = "", p.BenchImage
+		env["SSL_CERT_DIR"] = "/etc/ssl/certs"
+	}
 	return Container{
-		Name: BenchName(lev.Name), Role: Bench, Image: p.BenchImage,
+		Name: BenchName(lev.Name), Role: Bench, Image: image, Rootfs: rootfs,
 		Entrypoint: []string{"/lev"},
 		Command:    []string{"bench", "serve", "--socket", BenchSocket},
 		Env:        env, WorkDir: lev.WorkDir,

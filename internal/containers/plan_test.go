@@ -306,3 +306,46 @@ func TestPlanTreeContainmentSiblings(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanBenchTree: a workbench given as a tree (an absolute path) runs it as an
+// overlaid root file system, with the image config's environment set in the container;
+// an image ref stays an image. The lev containers are images either way.
+func TestPlanBenchTree(t *testing.T) {
+	for _, tc := range []struct {
+		bench             string
+		wantImg, wantRoot string
+	}{
+		{"/var/lib/lever/demo/workbench/0123456789ab", "", "/var/lib/lever/demo/workbench/0123456789ab"},
+		{"localhost/lever/workbench:0123456789ab", "localhost/lever/workbench:0123456789ab", ""}, // control
+	} {
+		p := planParams()
+		p.BenchImage = tc.bench
+		cs, err := Plan(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			if c.Role != Bench {
+				if c.Image != p.Image || c.Rootfs != "" {
+					t.Errorf("%s: image %q rootfs %q", c.Name, c.Image, c.Rootfs)
+				}
+				continue
+			}
+			if c.Image != tc.wantImg || c.Rootfs != tc.wantRoot {
+				t.Errorf("%s: image %q rootfs %q, want %q %q", c.Name, c.Image, c.Rootfs, tc.wantImg, tc.wantRoot)
+			}
+			s := Spec(c)
+			if tc.wantRoot != "" {
+				if s.Rootfs != tc.wantRoot || s.RootfsOverlay == nil || !*s.RootfsOverlay || s.Image != "" || c.Env["SSL_CERT_DIR"] != "/etc/ssl/certs" {
+					t.Errorf("%s: spec rootfs %q overlay %v image %q env %v", c.Name, s.Rootfs, s.RootfsOverlay, s.Image, c.Env)
+				}
+				// the hardening is the image's: read-only root, no capabilities, keep-id
+				if !*s.ReadOnlyFilesystem || s.CapDrop[0] != "ALL" || !*s.NoNewPrivileges || s.UserNS.NSMode != "keep-id" {
+					t.Errorf("%s: hardening lost on a tree root", c.Name)
+				}
+			} else if s.Rootfs != "" || s.Image != tc.wantImg {
+				t.Errorf("%s: spec rootfs %q image %q", c.Name, s.Rootfs, s.Image)
+			}
+		}
+	}
+}

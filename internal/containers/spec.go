@@ -12,6 +12,13 @@ import (
 // kept as the container's user, and only the planned mounts.
 func Spec(c Container) *specgen.SpecGenerator {
 	s := specgen.NewSpecGenerator(c.Image, false)
+	if c.Rootfs != "" {
+		// The tree is root's and shared by every agent: each container gets its own
+		// overlay on it, and its writes (there are none: the root is read-only) would go
+		// to the container's upper dir, never into the tree.
+		s = specgen.NewSpecGenerator(c.Rootfs, true)
+		s.RootfsOverlay = &[]bool{true}[0]
+	}
 	s.Name = c.Name
 	s.Labels = map[string]string{}
 	for k, v := range c.Labels {

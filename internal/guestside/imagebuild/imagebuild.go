@@ -1,11 +1,12 @@
 // Package imagebuild is the guest side of bring-up's image step: started as root in the
-// guest as `lev __guest images`, it builds lever's images where they will run and loads
-// them into the run user's podman there, so their bytes never cross the guest link (under
-// qemu's TCG the workbench's 150 MiB took over a minute to pack, copy out over ssh and
-// load back in over the forwarded socket). The lev image is built from the helper's own
-// executable, which is exactly the lev binary lever checked and sent; the workbench from
-// the guest's own package files, as the host planned them. The images are the same bytes
-// the host would build (levimage's reproducible assembly), and the host checks the tags.
+// guest as `lev __guest images`, it makes what lever's containers run from where they run,
+// so nothing large crosses the guest link. The lev image is built from the helper's own
+// executable, which is exactly the lev binary lever checked and sent (levimage's
+// reproducible assembly: the host checks the tag), and loaded into the run user's podman
+// there. The default workbench is not an image at all: a directory tree of the guest's own
+// package files as the host planned them (levimage.MakeRootDir), which podman runs as an
+// overlaid root file system; under qemu's TCG, packing, loading and ID-mapping its 150 MiB
+// as an image took two minutes.
 //
 // It must not import the podman bindings, a backend or anything host-only: lev links it.
 package imagebuild
@@ -21,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lever-jail/lever/internal/guestside/runas"
@@ -39,29 +41,35 @@ type Request struct {
 	Lev    bool   `json:"lev,omitempty"`
 	Arch   string `json:"arch,omitempty"`
 	LevRef string `json:"lev_ref,omitempty"`
-	// Bench: build the default workbench from these paths (debroot.Plan.Paths, relative
-	// to Root) and load it tagged BenchRef.
-	Bench    bool     `json:"bench,omitempty"`
-	BenchRef string   `json:"bench_ref,omitempty"`
-	DpkgArch string   `json:"dpkg_arch,omitempty"` // dpkg's architecture, as the gather read it
-	Root     string   `json:"root,omitempty"`
-	Paths    []string `json:"paths,omitempty"`
+	// BenchDir: make the default workbench's tree there (absolute; its parent must be
+	// root's, made by the helper when missing) from these paths (debroot.Plan.Paths,
+	// relative to Root).
+	BenchDir string `json:"bench_dir,omitempty"`
+	// Mounts are the bench containers' mount destinations, made in the tree.
+	Mounts []string `json:"mounts,omitempty"`
+	Root   string   `json:"root,omitempty"`
+	Paths  []string `json:"paths,omitempty"`
 }
 
 // Response is the helper's answer on stdout.
 type Response struct {
-	Lev   *Loaded `json:"lev,omitempty"`
-	Bench *Loaded `json:"bench,omitempty"`
+	Lev   *Loaded    `json:"lev,omitempty"`
+	Bench *BenchTree `json:"bench,omitempty"`
 }
 
 // Loaded is one image built and loaded.
 type Loaded struct {
-	Names        []string            `json:"names"`
-	ArchiveBytes int                 `json:"archive_bytes"`
-	Layer        levimage.LayerStats `json:"layer"` // the workbench's base layer
+	Names        []string `json:"names"`
+	ArchiveBytes int      `json:"archive_bytes"`
 	// Build and Load are how long each part took in the guest.
 	Build time.Duration `json:"build_ns"`
 	Load  time.Duration `json:"load_ns"`
+}
+
+// BenchTree is the workbench's tree made (or found whole: no entries).
+type BenchTree struct {
+	levimage.RootDirStats
+	Build time.Duration `json:"build_ns"`
 }
 
 // Serve reads a Request on r, builds and loads what it asks for and writes a Response.
@@ -73,12 +81,12 @@ func Serve(r io.Reader, w io.Writer) error {
 		return fmt.Errorf("reading the image request: %w", err)
 	}
 	switch {
-	case !req.Lev && !req.Bench:
+	case !req.Lev && req.BenchDir == "":
 		return fmt.Errorf("image request asks for no image")
-	case req.Bench && (req.Root == "" || len(req.Paths) == 0 || req.BenchRef == ""):
-		return fmt.Errorf("image request: a workbench needs a root, paths and a ref")
-	case req.Bench && !filepath.IsAbs(req.Root):
-		return fmt.Errorf("image request: the workbench's root must be absolute, not %q", req.Root)
+	case req.BenchDir != "" && (req.Root == "" || len(req.Paths) == 0):
+		return fmt.Errorf("image request: a workbench needs a root and paths")
+	case req.BenchDir != "" && (!filepath.IsAbs(req.Root) || !filepath.IsAbs(req.BenchDir) || filepath.Clean(req.BenchDir) != req.BenchDir):
+		return fmt.Errorf("image request: the workbench's root %q and dir %q must be clean absolute paths", req.Root, req.BenchDir)
 	case req.Lev && req.LevRef == "":
 		return fmt.Errorf("image request: the lev image needs its ref")
 	}
@@ -86,59 +94,77 @@ func Serve(r io.Reader, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("finding the helper's own binary: %w", err)
 	}
-	// Build while still root: the package files are root's to read, as the guest's tar
-	// read them before.
-	type built struct {
-		im    *levimage.Image
-		st    levimage.LayerStats
-		build time.Duration
-	}
-	var lev, bench *built
-	if req.Lev {
+	var resp Response
+	// The tree while still root: the package files are root's to read and link, and the
+	// tree is root's, out of the run user's reach.
+	if req.BenchDir != "" {
 		t0 := time.Now()
-		im, err := levimage.Build(levimage.Spec{LevBinary: self, Arch: req.Arch})
-		if err != nil {
+		if err := rootOwnedDirs(filepath.Dir(req.BenchDir)); err != nil {
 			return err
 		}
-		if im.Ref != req.LevRef {
-			return fmt.Errorf("the lev image built in the guest is %s, but lever expects %s: the helper is not the lev lever built the image from", im.Ref, req.LevRef)
-		}
-		lev = &built{im: im, build: time.Since(t0)}
-	}
-	if req.Bench {
-		t0 := time.Now()
-		layer, st, err := levimage.LayerFromFS(req.Root, req.Paths)
+		st, err := levimage.MakeRootDir(req.Root, req.Paths, self, req.BenchDir, req.Mounts)
 		if err != nil {
-			return fmt.Errorf("making the workbench layer: %w", err)
+			return fmt.Errorf("making the workbench tree %s: %w", req.BenchDir, err)
 		}
-		im, err := levimage.BuildWorkbench(self, layer, req.BenchRef, req.DpkgArch)
-		if err != nil {
-			return err
-		}
-		bench = &built{im: im, st: st, build: time.Since(t0)}
+		resp.Bench = &BenchTree{RootDirStats: st, Build: time.Since(t0)}
 	}
+	if !req.Lev {
+		return json.NewEncoder(w).Encode(resp)
+	}
+	t0 := time.Now()
+	im, err := levimage.Build(levimage.Spec{LevBinary: self, Arch: req.Arch})
+	if err != nil {
+		return err
+	}
+	if im.Ref != req.LevRef {
+		return fmt.Errorf("the lev image built in the guest is %s, but lever expects %s: the helper is not the lev lever built the image from", im.Ref, req.LevRef)
+	}
+	build := time.Since(t0)
 	// The socket lives in the run user's runtime dir, which that user controls (a
 	// symlink there could point root's connection at rootful podman): connect as them.
 	if err := runas.Become(req.UID); err != nil {
 		return err
 	}
-	var resp Response
-	for _, b := range []struct {
-		in  *built
-		out **Loaded
-	}{{lev, &resp.Lev}, {bench, &resp.Bench}} {
-		if b.in == nil {
+	t0 = time.Now()
+	names, err := load(req.Socket, im.Archive)
+	if err != nil {
+		return err
+	}
+	resp.Lev = &Loaded{Names: names, ArchiveBytes: len(im.Archive), Build: build, Load: time.Since(t0)}
+	return json.NewEncoder(w).Encode(resp)
+}
+
+// rootOwnedDirs makes dir (and what is missing above it) as root, mode 0755, and refuses
+// a path on which anyone but root could rename, replace or write: every existing
+// component must be a directory (not a symlink) owned by root and writable by no one else
+// (a sticky directory such as /tmp may be, as its entries are safe from others).
+func rootOwnedDirs(dir string) error {
+	cur := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
+		if part == "" {
 			continue
 		}
-		t0 := time.Now()
-		names, err := load(req.Socket, b.in.im.Archive)
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if os.IsNotExist(err) {
+			if err := os.Mkdir(cur, 0o755); err != nil {
+				return fmt.Errorf("making %s: %w", cur, err)
+			}
+			if err := os.Chmod(cur, 0o755); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		*b.out = &Loaded{Names: names, ArchiveBytes: len(b.in.im.Archive), Layer: b.in.st, Build: b.in.build, Load: time.Since(t0)}
-		b.in.im = nil // the archive can go before the next one is loaded
+		sys, _ := fi.Sys().(*syscall.Stat_t)
+		writable := fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0
+		if !fi.IsDir() || sys == nil || sys.Uid != 0 || writable {
+			return fmt.Errorf("the workbench's tree goes under %s, which is not a root-owned directory only root can write (mode %s): refusing", cur, fi.Mode())
+		}
 	}
-	return json.NewEncoder(w).Encode(resp)
+	return nil
 }
 
 // load posts a docker-archive to podman's image-load endpoint on the unix socket and

@@ -22,9 +22,10 @@ func TestServeRefusesBadRequests(t *testing.T) {
 	}{
 		{"not JSON", "lev", "reading the image request"},
 		{"unknown field", `{"uid":1,"recursive":true}`, `unknown field "recursive"`},
-		{"workbench without paths", `{"uid":1,"bench":true,"bench_ref":"x","root":"/"}`, "a workbench needs a root, paths and a ref"},
-		{"workbench without a ref", `{"uid":1,"bench":true,"root":"/","paths":["usr"]}`, "a workbench needs a root, paths and a ref"},
-		{"workbench with a relative root", `{"uid":1,"bench":true,"bench_ref":"x","root":"usr","paths":["bin"]}`, "root must be absolute"},
+		{"workbench without paths", `{"uid":1,"bench_dir":"/var/lib/lever/x/workbench/abc","root":"/"}`, "a workbench needs a root and paths"},
+		{"workbench without a root", `{"uid":1,"bench_dir":"/var/lib/lever/x/workbench/abc","paths":["usr"]}`, "a workbench needs a root and paths"},
+		{"workbench with a relative root", `{"uid":1,"bench_dir":"/var/lib/lever/x/workbench/abc","root":"usr","paths":["bin"]}`, "must be clean absolute paths"},
+		{"workbench dir that climbs", `{"uid":1,"bench_dir":"/var/lib/lever/../../etc","root":"/","paths":["bin"]}`, "must be clean absolute paths"},
 		{"lev without a ref", `{"uid":1,"lev":true,"arch":"amd64"}`, "the lev image needs its ref"},
 		{"nothing asked", `{"uid":1}`, "asks for no image"},
 	}
@@ -90,5 +91,47 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := load(filepath.Join(t.TempDir(), "none.sock"), nil); err == nil || !strings.Contains(err.Error(), "none.sock") {
 		t.Errorf("no listener: %v", err)
+	}
+}
+
+// The tree goes only under directories root owns and only root can write: a parent the
+// run user could rename or fill is refused before anything is made.
+func TestRootOwnedDirs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	base := t.TempDir() // under /tmp: sticky, so allowed
+	os.Chmod(base, 0o755)
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	other := filepath.Join(base, "other")
+	os.Mkdir(other, 0o755)
+	os.Chown(other, 1234, 1234)
+	link := filepath.Join(base, "link")
+	os.Symlink(base, link)
+	for _, tc := range []struct {
+		dir  string
+		want string
+	}{
+		{filepath.Join(open, "wb"), "not a root-owned directory only root can write"},
+		{filepath.Join(other, "wb"), "not a root-owned directory only root can write"},
+		{filepath.Join(link, "wb"), "not a root-owned directory only root can write"},
+		{filepath.Join(base, "made", "wb"), ""}, // control: made, root's, 0755
+	} {
+		err := rootOwnedDirs(tc.dir)
+		if tc.want == "" {
+			fi, serr := os.Stat(tc.dir)
+			if err != nil || serr != nil || fi.Mode().Perm() != 0o755 {
+				t.Errorf("%s: %v %v", tc.dir, err, serr)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.dir, err)
+		}
+		if _, err := os.Lstat(tc.dir); err == nil {
+			t.Errorf("%s was made", tc.dir)
+		}
 	}
 }

@@ -1,0 +1,261 @@
+package levimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// RootDirStats says how MakeRootDir made the workbench's tree.
+type RootDirStats struct {
+	Entries  int // paths made
+	Linked   int // regular files hard-linked to the guest's own
+	Copied   int // regular files copied (not linkable: see linkable)
+	Stripped int // of the copies, those whose setuid/setgid bits or capabilities were dropped
+}
+
+// MakeRootDir makes the default workbench as a directory tree at dir, for podman to run as
+// an overlaid root filesystem (--rootfs dir:O): no image is built, loaded or ID-mapped,
+// which under qemu's TCG cost minutes for the 150 MiB of packages. It holds exactly the
+// planned paths under root (debroot.Plan.Paths, parents first), by NormaliseLayer's rules
+// where a tree can follow them: directories made by root with their permission bits
+// (setuid/setgid dropped), symlinks re-made, regular files hard-linked to the guest's own
+// when they are root's, neither setuid, setgid, group- or world-writable nor carrying
+// file capabilities (the container cannot write them: they are root's and its root file
+// system is read-only), and otherwise copied with those bits and capabilities dropped;
+// device nodes, FIFOs and anything under a symlinked directory left out. lev's layer
+// (/lev, its passwd and group) goes on top, and the mount points podman needs in a
+// read-only root are made empty (podman's own, and the container's mount destinations,
+// mounts: the runtime cannot make them in a root-owned tree).
+//
+// It builds in a sibling temporary directory and renames it into place, so dir is whole
+// or absent; an existing dir is kept as it is (the name is content-addressed).
+func MakeRootDir(root string, paths []string, levBinary, dir string, mounts []string) (RootDirStats, error) {
+	var st RootDirStats
+	if _, err := os.Lstat(dir); err == nil {
+		return st, nil
+	}
+	tmp := filepath.Join(filepath.Dir(dir), ".build-"+filepath.Base(dir)+"-"+strconv.Itoa(os.Getpid()))
+	if err := os.RemoveAll(tmp); err != nil {
+		return st, err
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return st, fmt.Errorf("making the workbench dir: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	links := map[string]bool{}
+	for _, p := range paths {
+		name, err := cleanName(p)
+		if err != nil {
+			return st, err
+		}
+		if underLink(name, links) {
+			continue
+		}
+		src, dst := filepath.Join(root, name), filepath.Join(tmp, name)
+		info, err := os.Lstat(src)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // as tar's --ignore-failed-read
+			}
+			return st, err
+		}
+		switch {
+		case info.IsDir():
+			if err := os.Mkdir(dst, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return st, err
+			}
+			// chmod, not Mkdir's mode: the umask must not narrow it
+			if err := os.Chmod(dst, info.Mode().Perm()|info.Mode()&fs.ModeSticky); err != nil {
+				return st, err
+			}
+			if info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+				st.Stripped++
+			}
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(src)
+			if err != nil {
+				continue
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return st, err
+			}
+			links[name] = true
+		case info.Mode().IsRegular():
+			if linkable(src, info) {
+				if err := os.Link(src, dst); err == nil {
+					st.Linked++
+					st.Entries++
+					continue
+				}
+				// another file system, or the guest forbids it: copy
+			}
+			stripped, err := copyPlain(src, dst, info)
+			if err != nil {
+				return st, err
+			}
+			st.Copied++
+			if stripped {
+				st.Stripped++
+			}
+		default:
+			continue // devices, FIFOs, sockets
+		}
+		st.Entries++
+	}
+	if err := writeLevLayer(tmp, levBinary); err != nil {
+		return st, err
+	}
+	if err := mountPoints(tmp, mounts); err != nil {
+		return st, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, e := os.Lstat(dir); e == nil {
+			return st, nil // built beside us meanwhile
+		}
+		return st, fmt.Errorf("putting the workbench dir in place: %w", err)
+	}
+	ok = true
+	return st, nil
+}
+
+// linkable: a file the workbench may share with the guest by a hard link.
+func linkable(p string, info fs.FileInfo) bool {
+	sys, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || sys.Uid != 0 || sys.Gid != 0 || info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 || info.Mode().Perm()&0o022 != 0 {
+		return false
+	}
+	// file capabilities travel with the inode
+	if n, err := unix.Lgetxattr(p, "security.capability", nil); err == nil && n > 0 {
+		return false
+	}
+	return true
+}
+
+// copyPlain copies a regular file's contents to dst (a new file), owned by root with its
+// permission bits minus setuid, setgid and group/world write, and no extended attributes.
+// The source is opened without following a symlink or blocking on a FIFO and must still
+// be a regular file.
+func copyPlain(src, dst string, info fs.FileInfo) (stripped bool, err error) {
+	in, err := os.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return false, fmt.Errorf("copying %s: %w", src, err)
+	}
+	defer in.Close()
+	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false, fmt.Errorf("copying %s: it is no longer a regular file", src)
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false, err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return false, fmt.Errorf("copying %s: %w", src, err)
+	}
+	if err := out.Close(); err != nil {
+		return false, err
+	}
+	mode := info.Mode().Perm() &^ 0o022
+	if err := os.Chmod(dst, mode); err != nil {
+		return false, err
+	}
+	_, hadCap := unix.Lgetxattr(src, "security.capability", nil)
+	return info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 || hadCap == nil, nil
+}
+
+// writeLevLayer puts lev's layer (the lev image's only layer: /lev, a minimal passwd and
+// group, its directories) on top of the tree, replacing what is there as an upper layer
+// would.
+func writeLevLayer(dir, levBinary string) error {
+	layer, err := rootfs(Spec{LevBinary: levBinary})
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(bytes.NewReader(layer))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, path.Clean(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			mode := fs.FileMode(h.Mode).Perm()
+			if h.Mode&0o1000 != 0 {
+				mode |= fs.ModeSticky
+			}
+			if err := os.Chmod(p, mode); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			os.Remove(p)
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, tr); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+			if err := os.Chmod(p, fs.FileMode(h.Mode).Perm()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// mountPoints makes, where the packages did not, what the runtime mounts over in a
+// read-only root it cannot write: podman's generated /etc files, the kernel's file
+// systems, the tmpfs dirs, and the given mount destinations (absolute).
+func mountPoints(dir string, mounts []string) error {
+	for _, d := range append([]string{"proc", "sys", "dev", "run", "tmp", "etc"}, mounts...) {
+		name, err := cleanName(strings.TrimPrefix(d, "/"))
+		if err != nil {
+			return fmt.Errorf("mount point %q: %w", d, err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"etc/hostname", "etc/hosts", "etc/resolv.conf", "run/.containerenv"} {
+		p := filepath.Join(dir, f)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "etc/mtab")); err != nil {
+		if err := os.Symlink("/proc/mounts", filepath.Join(dir, "etc/mtab")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
