@@ -98,6 +98,8 @@ type Measured struct {
 	// (probes.Scan.RootOnly).
 	RootOnlyFiles int
 	RootOnlyBytes int64
+	// RootOnlyTrees are the trees those were in (RootOnlyTrees when not set).
+	RootOnlyTrees []string
 	// OverCap is how many files the search left unread because they hold more data than
 	// its per-file cap (a sparse file's holes do not count). Any is a failure: the key
 	// could be in one.
@@ -327,7 +329,11 @@ func Evaluate(e Expect, m Measured) []Result {
 	default:
 		d := fmt.Sprintf("searched %s (%d files, %s in %.1f s): not found", scope, m.Scanned, humanBytes(m.ScannedBytes), float64(m.ScanMS)/1000)
 		if m.RootOnlyFiles > 0 {
-			d += fmt.Sprintf("; %d files (%s) in root-only package trees (%s) not read: only root can write them", m.RootOnlyFiles, humanBytes(m.RootOnlyBytes), strings.Join(RootOnlyTrees, ", "))
+			trees := m.RootOnlyTrees
+			if len(trees) == 0 {
+				trees = RootOnlyTrees
+			}
+			d += fmt.Sprintf("; %d files (%s) in root-only package trees (%s) not read: only root can write them", m.RootOnlyFiles, humanBytes(m.RootOnlyBytes), strings.Join(trees, ", "))
 		}
 		if m.Changed > 0 {
 			d += fmt.Sprintf("; %d files gone or no longer regular files when read (not read)", m.Changed)

@@ -47,6 +47,10 @@ type Env struct {
 	// (netns substrate), so it runs in place instead of being sent.
 	HelperLev     string
 	HelperInPlace bool
+	// RootOnly are root-only trees of lever's own in a VM guest, searched like the
+	// package trees (RootOnlyTrees): the default workbench's trees, made by root of the
+	// guest's package files.
+	RootOnly []string
 }
 
 // Report is one acceptance run.
@@ -115,7 +119,8 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 			sc.Views = "memory"
 			sc.Roots = []string{"/", "/dev/shm"}
 			sc.Prune = []string{"/proc", "/sys", "/dev"}
-			sc.RootOnly = RootOnlyTrees
+			sc.RootOnly = append(append([]string(nil), RootOnlyTrees...), env.RootOnly...)
+			m.RootOnlyTrees = sc.RootOnly
 			sc.AllProcs = true
 			scope = []string{"the whole guest filesystem, every process's environment and command line, lev's containers' memory-backed mounts"}
 			m.WholeGuest = true

@@ -95,3 +95,30 @@ func TestRunSendsLevForGuestAndNoKey(t *testing.T) {
 		}
 	}
 }
+
+// The default workbench's trees (root's, made by lever's image helper from the guest's
+// package files) are searched like the package trees: the request names them as
+// root-only (the helper still reads any file in them a non-root user could have written)
+// and the report says they were among the trees left unread.
+func TestRunRootOnlyWorkbenchTrees(t *testing.T) {
+	arm := levtest.Binary(t, "linux", "arm64")
+	lev, _ := os.ReadFile(arm)
+	r := &recorder{}
+	rep, err := Run(context.Background(), Env{Instance: "t", Backend: "fakevm", Runner: r, Secrets: [][]byte{[]byte("sk-ant-api03-0123456789abcdef")},
+		HelperLev: arm, Expect: Expect{Targets: DefaultTargets()}, RootOnly: []string{"/var/lib/lever/t/workbench"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent Request
+	if err := json.Unmarshal(r.cmds[0].Stdin[len(lev):], &sent); err != nil || sent.Scan == nil {
+		t.Fatalf("request: %v", err)
+	}
+	if got := strings.Join(sent.Scan.RootOnly, ","); got != strings.Join(RootOnlyTrees, ",")+",/var/lib/lever/t/workbench" {
+		t.Fatalf("root-only trees %s", got)
+	}
+	for _, x := range rep.Results {
+		if x.ID == "no-api-key" && !strings.Contains(x.Detail, "/var/cache/apt, /var/lib/lever/t/workbench) not read") {
+			t.Errorf("no-api-key detail %q does not name the workbench's trees", x.Detail)
+		}
+	}
+}

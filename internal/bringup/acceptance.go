@@ -70,6 +70,9 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 			env.Secrets = [][]byte{trimKey(key)}
 		}
 	}
+	if !in.InPlace {
+		env.RootOnly = []string{in.benchTreeRoot()}
+	}
 	if in.InPlace {
 		// The netns guest is the host, searched only where the jail's run user keeps
 		// things: its home (container storage) and runtime dir.

@@ -196,6 +196,9 @@ func (c *Client) Inspect(name string) (*State, error) {
 		return nil, err
 	}
 	st := &State{Name: ins.Name, Image: ins.ImageName, EffCaps: ins.EffectiveCaps}
+	if st.Image == "" {
+		st.Image = ins.Rootfs // a tree root (the default workbench) has no image
+	}
 	if ins.Config != nil {
 		st.Role = ins.Config.Labels[LabelRole]
 		st.Hash = ins.Config.Labels[LabelSpecHash]
