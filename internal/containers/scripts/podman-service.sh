@@ -10,13 +10,16 @@ XDG_RUNTIME_DIR=/run/user/$uid
 export HOME XDG_RUNTIME_DIR
 sock=$XDG_RUNTIME_DIR/podman/podman.sock; pidf=$XDG_RUNTIME_DIR/podman/lever-service.pid
 cd "$HOME"
-if [ -S "$XDG_RUNTIME_DIR/systemd/private" ] && command -v systemctl >/dev/null; then
-	systemctl --user enable --now podman.socket >/dev/null 2>&1 && { echo ready; exit 0; }
-fi
 # alive: the recorded pid runs and is not a zombie (kill -0 succeeds on a zombie, and a
 # killed service's zombie lingers where init does not reap)
 alive() { [ -f "$1" ] || return 1; st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$1")/status" 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }
-if [ -S "$sock" ] && alive "$pidf"; then echo ready; exit 0; fi
+# Listening already: systemd's socket (no pid file of ours) or our detached service alive.
+# The observation's rule, checked first: a cold bring-up, whose observation could not
+# run, otherwise pays for `systemctl --user enable --now` (~3 s under TCG) to learn it.
+if [ -S "$sock" ] && { [ ! -f "$pidf" ] || alive "$pidf"; }; then echo ready; exit 0; fi
+if [ -S "$XDG_RUNTIME_DIR/systemd/private" ] && command -v systemctl >/dev/null; then
+	systemctl --user enable --now podman.socket >/dev/null 2>&1 && { echo ready; exit 0; }
+fi
 # a guest "reboot" (the netns substrate's stop) kills the rootless pause process but leaves
 # its pid file, which podman would then try to join
 pause=$XDG_RUNTIME_DIR/libpod/tmp/pause.pid
