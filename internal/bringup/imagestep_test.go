@@ -32,7 +32,7 @@ func builtJail(t *testing.T) (*tjail, string) {
 	in := j.in
 	in.cfg.Lev.Image, in.cfg.Lev.BaseImage = "", ""
 	in.source = levimage.Source{Kind: levimage.Built, Path: lev}
-	in.image, in.imageRef, in.levBin, in.arch, in.levErr = im, im.Ref, lev, runtime.GOARCH, nil
+	in.imageRef, in.levBin, in.levErr = im.Ref, lev, nil
 	if in.levDigest, err = levimage.FileDigest(lev); err != nil {
 		t.Fatal(err)
 	}
