@@ -71,7 +71,7 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 		}
 	}
 	if !in.InPlace {
-		env.RootOnly = []string{in.benchTreeRoot()}
+		env.RootOnly = []string{in.treesRoot()}
 	}
 	if in.InPlace {
 		// The netns guest is the host, searched only where the jail's run user keeps

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/levimage"
 )
 
 // managerKVM says whether the manager gets /dev/kvm: a backend that names the manager's
@@ -35,6 +36,9 @@ func (in *Instance) Containers(f Facts) ([]containers.Container, error) {
 	if image == "" {
 		image = in.imageRef
 	}
+	if in.source.Kind == levimage.Built {
+		image = in.levTree() // lever's own lev runs as a tree
+	}
 	bench := f.BenchRef
 	if bench == "" {
 		// No workbench ref: a caller that never ran the image step (unit tests, which
@@ -42,6 +46,11 @@ func (in *Instance) Containers(f Facts) ([]containers.Container, error) {
 		// stands in; it has no userland.
 		bench = image
 	}
+	return in.plan(f, image, bench)
+}
+
+// plan is Containers with the lev containers' image (or tree) and the workbench given.
+func (in *Instance) plan(f Facts, image, bench string) ([]containers.Container, error) {
 	p := containers.Params{
 		Instance: in.cfg.Name, Image: image, BenchImage: bench, TreeSource: in.TreeSrc,
 		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.managerKVM(),
@@ -76,7 +85,7 @@ func (in *Instance) Containers(f Facts) ([]containers.Container, error) {
 		// An image of the user's choosing for a lev container (it must hold /lev and be
 		// in the run user's podman already: no registry is used).
 		if img := in.containerImage(cs[i]); img != "" {
-			cs[i].Image = img
+			cs[i].UseImage(img)
 		}
 		if cs[i].Role == containers.Manager && in.cfg.Lev.Blueprint != "" {
 			// lev.blueprint is a path in the tree; `lev run` with no agent runs it.

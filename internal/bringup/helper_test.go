@@ -108,8 +108,9 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 				t.Fatalf("argv %q: want the sent lev started as `__guest enrol`", got)
 			}
 			if tc.image == "" {
-				if in.image == nil || !bytes.Contains(in.image.Archive, []byte(`"architecture":"`+tc.guestArch+`"`)) {
-					t.Fatalf("the lev image is not for %s", tc.guestArch)
+				// lev's tree is named by the lev image lever computes for the guest
+				if im, err := levimage.Build(levimage.Spec{LevBinary: tc.want, Arch: tc.guestArch}); err != nil || in.imageRef != im.Ref {
+					t.Fatalf("the lev image ref %s is not the one for %s (%v)", in.imageRef, tc.guestArch, err)
 				}
 			}
 		})

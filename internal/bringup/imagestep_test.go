@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/guest/guesttest"
 	"github.com/lever-jail/lever/internal/guestside"
@@ -31,7 +32,7 @@ func builtJail(t *testing.T) (*tjail, string) {
 	in := j.in
 	in.cfg.Lev.Image, in.cfg.Lev.BaseImage = "", ""
 	in.source = levimage.Source{Kind: levimage.Built, Path: lev}
-	in.image, in.imageRef, in.levBin, in.arch, in.levErr = im, im.Ref, lev, runtime.GOARCH, nil
+	in.imageRef, in.levBin, in.levErr = im.Ref, lev, nil
 	if in.levDigest, err = levimage.FileDigest(lev); err != nil {
 		t.Fatal(err)
 	}
@@ -52,43 +53,39 @@ func gatherReply(guest.Cmd) []guesttest.Sec {
 		{Name: "altlinks"}, {Name: "certs"}, {Name: "end"}}
 }
 
-// TestImageStepBuildsInGuest: lever's lev image and the default workbench's tree are made
-// by ONE guest helper call (lev __guest images), never loaded over the podman socket: the
-// request carries the lev ref and the tree the host computed and exactly the planned
-// paths, and the step fails, naming the cause, when the helper fails, answers nonsense,
-// or leaves podman without the lev image it was to load.
+// TestImageStepBuildsInGuest: lever's lev and the default workbench are trees made by
+// ONE guest helper call (lev __guest images), never images loaded over the podman
+// socket: the request names the trees the host computed, exactly the planned paths and
+// every mount destination of the containers that run each tree (a worker's dir among
+// them), and the step fails, naming the cause, when the helper fails, answers nonsense,
+// or leaves out a tree it was asked for.
 func TestImageStepBuildsInGuest(t *testing.T) {
+	ok := func(j *tjail, req imagebuild.Request) (guest.Result, error) {
+		b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.LevTree{},
+			Bench: &imagebuild.BenchTree{RootDirStats: levimage.RootDirStats{Entries: 42, Linked: 30, Copied: 2, Stripped: 1}}})
+		return guest.Result{Stdout: b}, nil
+	}
 	cases := []struct {
 		name  string
 		reply func(j *tjail, req imagebuild.Request) (guest.Result, error)
 		want  string // "" = success
 	}{
-		{"success", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
-			j.pod.mu.Lock()
-			j.pod.images[req.LevRef] = true
-			j.pod.mu.Unlock()
-			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{req.LevRef}, ArchiveBytes: 4 << 20},
-				Bench: &imagebuild.BenchTree{RootDirStats: levimage.RootDirStats{Entries: 42, Linked: 30, Copied: 2, Stripped: 1}}})
-			return guest.Result{Stdout: b}, nil
-		}, ""},
+		{"success", ok, ""},
 		{"helper fails", func(*tjail, imagebuild.Request) (guest.Result, error) {
-			return guest.Result{ExitCode: 1, Stderr: []byte("making the workbench layer: reading /usr/bin/git: input/output error")}, nil
-		}, "exited 1: making the workbench layer: reading /usr/bin/git: input/output error"},
+			return guest.Result{ExitCode: 1, Stderr: []byte("making the workbench tree: input/output error")}, nil
+		}, "exited 1: making the workbench tree: input/output error"},
 		{"guest unreachable", func(*tjail, imagebuild.Request) (guest.Result, error) {
 			return guest.Result{}, errors.New("ssh: connection reset")
 		}, "connection reset"},
 		{"answer is not the helper's", func(*tjail, imagebuild.Request) (guest.Result, error) {
 			return guest.Result{Stdout: []byte("Welcome to Debian\n")}, nil
 		}, "reading the guest's image helper"},
-		{"podman lacks the lev image after the load", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
-			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{"localhost/other:1"}}, Bench: &imagebuild.BenchTree{}})
+		{"no word of lev's tree", func(*tjail, imagebuild.Request) (guest.Result, error) {
+			b, _ := json.Marshal(imagebuild.Response{Bench: &imagebuild.BenchTree{}})
 			return guest.Result{Stdout: b}, nil
-		}, "podman has no " + levimage.Repo},
-		{"no word of the workbench", func(j *tjail, req imagebuild.Request) (guest.Result, error) {
-			j.pod.mu.Lock()
-			j.pod.images[req.LevRef] = true
-			j.pod.mu.Unlock()
-			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.Loaded{Names: []string{req.LevRef}}})
+		}, "did not make lev's tree"},
+		{"no word of the workbench", func(*tjail, imagebuild.Request) (guest.Result, error) {
+			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.LevTree{}})
 			return guest.Result{Stdout: b}, nil
 		}, "did not make the workbench's tree"},
 	}
@@ -116,15 +113,26 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 			if got == nil {
 				t.Fatal("no image helper call")
 			}
-			if !got.Lev || got.LevRef != j.in.imageRef || got.Arch != runtime.GOARCH || got.BenchDir != benchRef ||
-				got.Root != "/" || got.UID != testUID || got.Socket != fmt.Sprintf("/run/user/%d/podman/podman.sock", testUID) {
+			levTree := j.in.levTree()
+			if got.LevDir != levTree || got.BenchDir != benchRef || got.Root != "/" ||
+				filepath.Dir(levTree) != filepath.Dir(benchRef) || !strings.HasPrefix(filepath.Base(levTree), "lev-") || !strings.HasPrefix(filepath.Base(benchRef), "bench-") {
 				t.Errorf("request %+v", *got)
+			}
+			for _, want := range []string{"/lever/wa", "/run/lever", "/run/lever-bench"} {
+				if !contains(got.LevMounts, want) {
+					t.Errorf("lev's tree lacks the mount point %s: %v", want, got.LevMounts)
+				}
+			}
+			for _, want := range []string{"/lever", "/lever/wa", "/run/lever-bench"} {
+				if !contains(got.BenchMounts, want) {
+					t.Errorf("the workbench's tree lacks the mount point %s: %v", want, got.BenchMounts)
+				}
 			}
 			if !strings.Contains(strings.Join(got.Paths, " "), "usr/bin/git") || len(got.Paths) != len(levimage.WorkbenchPackages)+2 {
 				t.Errorf("planned paths %v", got.Paths)
 			}
 			if j.pod.writes != 0 {
-				t.Errorf("%d image writes over the podman socket, want 0 (the guest loads them)", j.pod.writes)
+				t.Errorf("%d image writes over the podman socket, want 0", j.pod.writes)
 			}
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -135,47 +143,55 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !d.Changed || d.Facts.BenchRef != benchRef || !strings.Contains(d.Detail, "built and loaded "+j.in.imageRef+" in the guest") ||
+			if !d.Changed || d.Facts.BenchRef != benchRef || !strings.Contains(d.Detail, "lev's tree "+levTree+" made in the guest") ||
 				!strings.Contains(d.Detail, "workbench "+benchRef+" made in the guest from 14 of its packages (42 entries: 30 files linked to the guest's own, 2 copied, 1 setuid/setgid bits or capabilities dropped") {
 				t.Errorf("done %+v", d)
+			}
+			// the containers run the trees
+			cs, err := j.in.Containers(d.Facts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				want := levTree
+				if c.Role == containers.Bench {
+					want = benchRef
+				}
+				if c.Rootfs != want || c.Image != "" {
+					t.Errorf("%s runs image %q rootfs %q, want the tree %s", c.Name, c.Image, c.Rootfs, want)
+				}
 			}
 		})
 	}
 }
 
-// TestImageStepSkipsWhatIsPresent: with the lev image present only the workbench is built
-// (and the reverse); with both present the step makes no guest call at all.
+// TestImageStepSkipsWhatIsPresent: with lev's tree listed only the workbench is made
+// (and the reverse); with both listed the step makes no guest call at all.
 func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		lev, bench bool
 		calls      string
-		wantLev    bool
-		wantBench  bool
 	}{
-		{"nothing present", false, false, "gather,images", true, true},
-		{"lev image present", true, false, "gather,images", false, true},
-		{"workbench present", false, true, "images", true, false},
-		{"both present", true, true, "", false, false},
+		{"nothing present", false, false, "gather,images"},
+		{"lev's tree present", true, false, "gather,images"},
+		{"workbench present", false, true, "images"},
+		{"both present", true, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, benchRef := builtJail(t)
-			j.pod.images[j.in.imageRef] = tc.lev
-			obs := Observed{BenchTrees: map[string]bool{filepath.Base(benchRef): tc.bench}}
+			obs := Observed{Trees: map[string]bool{filepath.Base(benchRef): tc.bench, filepath.Base(j.in.levTree()): tc.lev}}
 			var req imagebuild.Request
 			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
 			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
 				json.Unmarshal(c.Stdin, &req)
 				resp := imagebuild.Response{}
-				j.pod.mu.Lock()
-				if req.Lev {
-					j.pod.images[req.LevRef] = true
-					resp.Lev = &imagebuild.Loaded{}
+				if req.LevDir != "" {
+					resp.Lev = &imagebuild.LevTree{}
 				}
 				if req.BenchDir != "" {
 					resp.Bench = &imagebuild.BenchTree{RootDirStats: levimage.RootDirStats{Entries: 1}}
 				}
-				j.pod.mu.Unlock()
 				b, _ := json.Marshal(resp)
 				return guest.Result{Stdout: b}, nil
 			})
@@ -186,10 +202,10 @@ func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 			if n := strings.Join(j.r.Names(), ","); n != tc.calls {
 				t.Errorf("guest calls %q, want %q", n, tc.calls)
 			}
-			if req.Lev != tc.wantLev || (req.BenchDir != "") != tc.wantBench {
-				t.Errorf("asked the guest for lev %v, workbench %q; want %v, %v", req.Lev, req.BenchDir, tc.wantLev, tc.wantBench)
+			if (req.LevDir != "") == tc.lev || (req.BenchDir != "") == tc.bench && tc.calls != "" {
+				t.Errorf("asked the guest for lev %q, workbench %q (present: lev %v, workbench %v)", req.LevDir, req.BenchDir, tc.lev, tc.bench)
 			}
-			if d.Changed != (tc.wantLev || tc.wantBench) || d.Facts.BenchRef != benchRef {
+			if d.Changed != !(tc.lev && tc.bench) || d.Facts.BenchRef != benchRef {
 				t.Errorf("done %+v", d)
 			}
 		})

@@ -53,7 +53,6 @@ type Instance struct {
 	// imageRef is the lev image as configured or built (a tarball's loaded name is a
 	// fact of the image step).
 	imageRef string
-	image    *levimage.Image
 	source   levimage.Source
 	// settings are the user's lev settings (lev.config, lev.agents, lev.policy), read and
 	// validated on the host by New; settingsHash is their Hash.
@@ -61,7 +60,6 @@ type Instance struct {
 	settingsHash string
 	// levBin/levDigest are the lev binary layered into the workbench.
 	levBin    string
-	arch      string // the guest's architecture (GOARCH spelling); "" when unknown
 	levDigest string
 	levErr    error
 	// tarballDigest is lev.base_tarball's digest (tarballErr: why there is none).
@@ -123,14 +121,14 @@ func New(o Options) (*Instance, error) {
 		}
 		return nil, err
 	}
-	in.source, in.arch = src, arch
+	in.source = src
 	switch src.Kind {
 	case levimage.Built:
 		im, err := levimage.Build(levimage.Spec{LevBinary: src.Path, Arch: arch})
 		if err != nil {
 			return nil, err
 		}
-		in.image, in.imageRef = im, im.Ref
+		in.imageRef = im.Ref
 	case levimage.Configured:
 		in.imageRef = src.Ref
 	case levimage.Tarball:

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/pem"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -56,11 +57,11 @@ type Observed struct {
 	ImagePresent bool
 	ImageRef     string
 	// BenchPresent: the workbench (BenchRef, content-addressed) is there: its image in
-	// podman, or the default workbench's tree among BenchTrees.
+	// podman, or the default workbench's tree among Trees.
 	BenchPresent bool
 	BenchRef     string
-	// BenchTrees are the default workbench's trees in the guest (their names).
-	BenchTrees map[string]bool
+	// Trees are lever's trees in the guest (their names: lev's, the workbench's).
+	Trees map[string]bool
 	// Containers: name -> ContainerRunning or ContainerStopped; absent when podman has no
 	// such container. A changed spec hash is not seen here: the lev step's Ensure compares
 	// it and recreates.
@@ -74,7 +75,7 @@ type Observed struct {
 // egress, the egress snapshot (containment check included) in the same call.
 func (in *Instance) observeScript(withEgress bool) (guest.Script, guest.Cmd) {
 	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
-	env := []string{"LEVER_BENCH_TREES=" + in.benchTreeRoot()}
+	env := []string{"LEVER_TREES=" + in.treesRoot()}
 	if withEgress {
 		req := in.Spec.SnapshotRequest()
 		parts = append(parts, guest.SnapshotParts(req)...)
@@ -96,7 +97,7 @@ func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ct
 func (in *Instance) ObserveWithEgress(ctx context.Context) Observed { return in.observe(ctx, true) }
 
 func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
-	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef, BenchTrees: map[string]bool{}}
+	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef, Trees: map[string]bool{}}
 	o.Facts.ImageRef = in.imageRef
 	sc, cmd := in.observeScript(withEgress)
 	res, err := in.Runner.Run(ctx, cmd)
@@ -117,8 +118,8 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 	if sum := strings.TrimSpace(secs["statussum"].Out); len(sum) == 64 {
 		o.Facts.StatusSum = sum
 	}
-	for _, t := range strings.Fields(secs["benchtrees"].Out) {
-		o.BenchTrees[t] = true
+	for _, t := range strings.Fields(secs["trees"].Out) {
+		o.Trees[t] = true
 	}
 	caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
 	for _, a := range in.Agents() {
@@ -145,11 +146,14 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 	if o.ServiceUp && o.Facts.UID > 0 {
 		if c, err := in.podman.Dial(ctx, o.Facts.UID); err == nil {
 			o.Facts.Podman = c
-			if in.source.Kind != levimage.Tarball {
-				// built or configured: its ref is known (a tarball's name is known only
-				// once loaded, so the plan says it loads it; the image step finds it)
+			switch in.source.Kind {
+			case levimage.Built:
+				o.ImagePresent = o.Trees[filepath.Base(in.levTree())]
+			case levimage.Configured:
 				o.ImagePresent, _ = c.ImageExists(in.imageRef)
 			}
+			// (a tarball's name is known only once loaded, so the plan says it loads it;
+			// the image step finds it)
 			if ref, err := in.benchKnownRef(c, o.Facts); err == nil && ref != "" {
 				o.BenchRef = ref
 				o.BenchPresent, _ = in.benchPresent(c, o, ref)

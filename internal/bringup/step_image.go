@@ -42,7 +42,7 @@ var imageStep = Step{
 			return Done{Facts: f}, fmt.Errorf("no connection to the run user's podman")
 		}
 		t0 := time.Now()
-		levRef, ch1, d1, f, err := in.stepLevImage(f.Podman, f)
+		levDir, ch1, d1, f, err := in.stepLevImage(f.Podman, obs, f)
 		if err != nil {
 			return Done{Facts: f}, err
 		}
@@ -59,10 +59,10 @@ var imageStep = Step{
 				parts = append(parts, d)
 			}
 		}
-		// What is built from lever's own lev and the guest's own files is built in the
-		// guest, both images in one helper call.
-		if levRef != "" || bench != nil {
-			built, err := in.buildInGuest(ctx, f.Podman, f.UID, levRef, bench)
+		// lever's own lev and the default workbench are trees made in the guest, both in
+		// one helper call.
+		if levDir != "" || bench != nil {
+			made, err := in.buildInGuest(ctx, levDir, bench)
 			if err != nil {
 				if bench != nil {
 					err = fmt.Errorf("workbench: %w", err)
@@ -72,16 +72,16 @@ var imageStep = Step{
 			if bench != nil {
 				f.BenchRef = bench.ref
 			}
-			parts = append(parts, built...)
+			parts = append(parts, made...)
 		}
-		return Done{Changed: ch1 || ch2 || levRef != "" || bench != nil, Detail: strings.Join(parts, "; "), Facts: f}, nil
+		return Done{Changed: ch1 || ch2 || levDir != "" || bench != nil, Detail: strings.Join(parts, "; "), Facts: f}, nil
 	},
 }
 
 // stepLevImage makes the lev image present: a configured one is checked, a tarball is
-// loaded from the host; lever's own (built from lev) is returned as levRef for the
-// guest to build when podman lacks it. The facts it returns name the image.
-func (in *Instance) stepLevImage(c Images, f Facts) (levRef string, changed bool, detail string, _ Facts, _ error) {
+// loaded from the host; lever's own lev is a tree, returned as levDir for the guest to
+// make when the observation did not list it. The facts it returns name the image.
+func (in *Instance) stepLevImage(c Images, obs Observed, f Facts) (levDir string, changed bool, detail string, _ Facts, _ error) {
 	switch in.source.Kind {
 	case levimage.Configured:
 		ok, err := c.ImageExists(in.imageRef)
@@ -117,12 +117,9 @@ func (in *Instance) stepLevImage(c Images, f Facts) (levRef string, changed bool
 		os.WriteFile(marker, []byte(f.ImageRef), 0o600)
 		return "", true, "loaded " + f.ImageRef, f, nil
 	}
-	ok, err := c.ImageExists(in.imageRef)
-	if err != nil {
-		return "", false, "", f, err
+	dir := in.levTree()
+	if obs.Trees[filepath.Base(dir)] {
+		return "", false, "lev's tree " + dir + " present", f, nil
 	}
-	if ok {
-		return "", false, in.imageRef + " present", f, nil
-	}
-	return in.imageRef, false, "", f, nil
+	return dir, false, "", f, nil
 }

@@ -38,28 +38,34 @@ func (in *Instance) benchBase() string {
 	return baseDebian
 }
 
-// benchTreeRoot is where the default workbench's trees live in the guest: beside the lev
-// homes (the instance's state dir on the netns substrate, /var/lib/lever/<name> on a
-// VM), root's.
-func (in *Instance) benchTreeRoot() string {
-	return filepath.Join(filepath.Dir(in.levHomeRoot()), "workbench")
+// treesRoot is where lever's trees (lev's and the default workbench's, run as overlaid
+// root file systems) live in the guest: beside the lev homes (the instance's state dir on
+// the netns substrate, /var/lib/lever/<name> on a VM), root's.
+func (in *Instance) treesRoot() string {
+	return filepath.Join(filepath.Dir(in.levHomeRoot()), "trees")
 }
 
-// benchTree is the default workbench's tree for a content-addressed tag: named by the
-// tag's hex and the bench containers' mount destinations (made in it: the runtime cannot
-// make them in a root-owned tree, so a worker added later needs a tree with its dir), so a
-// warm bring-up finds it by name.
-func (in *Instance) benchTree(ref string) string {
-	h := sha256.Sum256([]byte(strings.Join(in.benchMounts(), "\n")))
-	return filepath.Join(in.benchTreeRoot(), ref[strings.LastIndexByte(ref, ':')+1:]+"-"+hex.EncodeToString(h[:4]))
+// tree is the tree of kind ("lev", "bench") for a content-addressed tag: named by the
+// tag's hex and the mount destinations of the containers that run it (made in it: the
+// runtime cannot make them in a root-owned tree, so a worker added later needs a tree
+// with its dir), so a warm bring-up finds it by name.
+func (in *Instance) tree(kind, ref string) string {
+	h := sha256.Sum256([]byte(strings.Join(in.treeMounts(kind), "\n")))
+	return filepath.Join(in.treesRoot(), kind+"-"+ref[strings.LastIndexByte(ref, ':')+1:]+"-"+hex.EncodeToString(h[:4]))
 }
 
-// benchMounts are the planned bench containers' mount destinations, sorted.
-func (in *Instance) benchMounts() []string {
+// benchTree is the default workbench's tree for its tag; levTree is lev's, for lever's
+// own lev image's tag.
+func (in *Instance) benchTree(ref string) string { return in.tree("bench", ref) }
+func (in *Instance) levTree() string             { return in.tree("lev", in.imageRef) }
+
+// treeMounts are the mount destinations of the planned containers that run a tree of
+// kind ("bench": the workbenches; "lev": the lev containers), sorted.
+func (in *Instance) treeMounts(kind string) []string {
 	seen := map[string]bool{containers.TreeDir: true, containers.BenchMount: true}
-	if cs, err := in.Containers(Facts{UID: 1}); err == nil {
+	if cs, err := in.plan(Facts{UID: 1}, "i", "b"); err == nil {
 		for _, c := range cs {
-			if c.Role != containers.Bench {
+			if (c.Role == containers.Bench) != (kind == "bench") {
 				continue
 			}
 			for _, m := range c.Mounts {
@@ -79,7 +85,7 @@ func (in *Instance) benchMounts() []string {
 // image in podman.
 func (in *Instance) benchPresent(c Images, obs Observed, ref string) (bool, error) {
 	if filepath.IsAbs(ref) {
-		return obs.BenchTrees[filepath.Base(ref)], nil
+		return obs.Trees[filepath.Base(ref)], nil
 	}
 	return c.ImageExists(ref)
 }
@@ -215,19 +221,17 @@ func (in *Instance) planDebianBench(ctx context.Context, c Images, f Facts) (*be
 	return &benchPlan{ref: in.benchTree(levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest)), paths: plan.Paths, packages: len(plan.Packages)}, f, nil
 }
 
-// buildInGuest is the image step's one helper call (`lev __guest images`): the lev image
-// (levRef, when not "") is built in the guest from the helper's own lev and loaded into
-// the run user's podman there (the host then checks podman holds the tag it computed),
-// and the planned workbench's tree (when bench is not nil) is made from the guest's own
-// files. It returns a line per thing made.
-func (in *Instance) buildInGuest(ctx context.Context, c Images, uid int, levRef string, bench *benchPlan) ([]string, error) {
-	req := imagebuild.Request{UID: uid, Socket: containers.SocketPath(uid)}
-	if levRef != "" {
-		req.Lev, req.LevRef, req.Arch = true, levRef, in.arch
+// buildInGuest is the image step's one helper call (`lev __guest images`): lev's tree
+// (levDir, when not "") from the helper's own lev, and the planned workbench's tree (when
+// bench is not nil) from the guest's own files, made where the containers run them. It
+// returns a line per tree.
+func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *benchPlan) ([]string, error) {
+	var req imagebuild.Request
+	if levDir != "" {
+		req.LevDir, req.LevMounts = levDir, in.treeMounts("lev")
 	}
 	if bench != nil {
-		req.BenchDir, req.Root, req.Paths = bench.ref, "/", bench.paths
-		req.Mounts = in.benchMounts()
+		req.BenchDir, req.BenchMounts, req.Root, req.Paths = bench.ref, in.treeMounts("bench"), "/", bench.paths
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -243,7 +247,7 @@ func (in *Instance) buildInGuest(ctx context.Context, c Images, uid int, levRef 
 	t0 := time.Now()
 	res, err := guest.RunOK(ctx, in.Runner, guest.Cmd{As: guest.Root, Argv: argv, Stdin: append(prefix, body...)})
 	if err != nil {
-		return nil, fmt.Errorf("building the images in the guest: %w", err)
+		return nil, fmt.Errorf("making lever's trees in the guest: %w", err)
 	}
 	var resp imagebuild.Response
 	if err := json.Unmarshal(res.Stdout, &resp); err != nil {
@@ -251,14 +255,11 @@ func (in *Instance) buildInGuest(ctx context.Context, c Images, uid int, levRef 
 	}
 	call := time.Since(t0)
 	var lines []string
-	if levRef != "" {
+	if levDir != "" {
 		if resp.Lev == nil {
-			return nil, fmt.Errorf("the guest's image helper did not load the lev image")
+			return nil, fmt.Errorf("the guest's image helper did not make lev's tree")
 		}
-		if ok, err := c.ImageExists(levRef); err != nil || !ok {
-			return nil, fmt.Errorf("the guest's image helper loaded %v but podman has no %s (%v)", resp.Lev.Names, levRef, err)
-		}
-		lines = append(lines, fmt.Sprintf("built and loaded %s in the guest (%d KiB; build %s, load %s)", levRef, resp.Lev.ArchiveBytes>>10, round(resp.Lev.Build), round(resp.Lev.Load)))
+		lines = append(lines, fmt.Sprintf("lev's tree %s made in the guest (%s)", levDir, round(resp.Lev.Build)))
 	}
 	if bench != nil {
 		b := resp.Bench
@@ -268,10 +269,11 @@ func (in *Instance) buildInGuest(ctx context.Context, c Images, uid int, levRef 
 		if b.Entries == 0 {
 			lines = append(lines, "workbench "+bench.ref+" present")
 		} else {
-			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped; %s; helper call %s)",
-				bench.ref, bench.packages, b.Entries, b.Linked, b.Copied, b.Stripped, round(b.Build), round(call)))
+			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped; %s)",
+				bench.ref, bench.packages, b.Entries, b.Linked, b.Copied, b.Stripped, round(b.Build)))
 		}
 	}
+	lines = append(lines, "helper call "+round(call))
 	return lines, nil
 }
 

@@ -84,6 +84,22 @@ func LevEnv(policy bool) map[string]string {
 	return env
 }
 
+// levTreeEnv is the lev image's environment (levimage.Build), set in a lev container
+// that runs lev's tree instead.
+var levTreeEnv = map[string]string{"PATH": "/", "HOME": "/tmp", "SSL_CERT_DIR": "/etc/ssl/certs"}
+
+// UseImage makes c run img instead of lev's tree or image: an image of the user's
+// choosing (manager.image, workers[].image) brings its own entrypoint and environment.
+func (c *Container) UseImage(img string) {
+	if c.Rootfs != "" {
+		for k := range levTreeEnv {
+			delete(c.Env, k)
+		}
+		c.Rootfs, c.Entrypoint = "", nil
+	}
+	c.Image = img
+}
+
 // Mount is one bind mount from the guest into a container.
 type Mount struct {
 	Source   string `json:"source"`
@@ -133,7 +149,9 @@ type WorkerSpec struct {
 // Params is everything Plan needs; the caller fills it from lever.yaml and the guest.
 type Params struct {
 	Instance string
-	Image    string
+	// Image is what the lev containers run: an image, or the absolute path of lev's tree
+	// (levimage.MakeLevRootDir), run as an overlaid root file system.
+	Image string
 	// BenchImage is the workbench every agent's bench container runs: an image, or the
 	// absolute path of the default workbench's tree (levimage.MakeRootDir), which runs
 	// as an overlaid root file system.
@@ -214,12 +232,21 @@ func Plan(p Params) ([]Container, error) {
 		if worker != "" {
 			env["LEVER_WORKER"] = worker
 		}
-		return Container{
+		c := Container{
 			Name: name, Role: role, Image: p.Image,
 			Command: append([]string(nil), p.Command...), Env: env, WorkDir: TreeDir,
 			PidsLimit: p.PidsLimit, MemoryBytes: p.MemoryBytes, Runtime: p.Runtime,
 			Labels: map[string]string{LabelInstance: p.Instance, LabelRole: string(role)},
 		}
+		if path.IsAbs(p.Image) {
+			// lever's lev as a tree (levimage.MakeLevRootDir): what the lev image's
+			// config said is set here
+			c.Image, c.Rootfs, c.Entrypoint = "", p.Image, []string{"/lev"}
+			for k, v := range levTreeEnv {
+				c.Env[k] = v
+			}
+		}
+		return c
 	}
 	// levMounts: the agent's part of the tree first (the bench copies exactly these), then
 	// lev's own dirs.

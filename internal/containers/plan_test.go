@@ -349,3 +349,34 @@ func TestPlanBenchTree(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanLevTree: lev's tree (an absolute path as the lev image) runs the lev containers
+// as an overlaid root with the lev image's entrypoint and environment; an image of the
+// user's choosing (UseImage) takes all of that back, so its own entrypoint and PATH rule.
+func TestPlanLevTree(t *testing.T) {
+	p := planParams()
+	p.Image = "/var/lib/lever/demo/trees/lev-0123456789ab-00000000"
+	cs, err := Plan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Role == Bench {
+			if c.Rootfs != "" || c.Image != p.BenchImage {
+				t.Errorf("%s: the bench runs %q/%q", c.Name, c.Image, c.Rootfs)
+			}
+			continue
+		}
+		s := Spec(c)
+		if c.Rootfs != p.Image || s.Rootfs != p.Image || s.Image != "" || strings.Join(c.Entrypoint, " ") != "/lev" || c.Env["PATH"] != "/" || c.Env["HOME"] != "/tmp" {
+			t.Errorf("%s: rootfs %q image %q entrypoint %v env %v", c.Name, s.Rootfs, s.Image, c.Entrypoint, c.Env)
+		}
+		if c.Env["LEV_TOKEN_FILE"] == "" {
+			t.Errorf("%s lost lev's own environment", c.Name)
+		}
+		c.UseImage("localhost/project/lev:1")
+		if c.Rootfs != "" || c.Image != "localhost/project/lev:1" || c.Entrypoint != nil || c.Env["PATH"] != "" || c.Env["LEV_TOKEN_FILE"] == "" {
+			t.Errorf("%s after UseImage: image %q rootfs %q entrypoint %v env %v", c.Name, c.Image, c.Rootfs, c.Entrypoint, c.Env)
+		}
+	}
+}

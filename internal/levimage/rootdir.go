@@ -43,22 +43,67 @@ type RootDirStats struct {
 // or absent; an existing dir is kept as it is (the name is content-addressed).
 func MakeRootDir(root string, paths []string, levBinary, dir string, mounts []string) (RootDirStats, error) {
 	var st RootDirStats
+	err := buildDir(dir, func(tmp string) error {
+		var err error
+		st, err = fillRootDir(tmp, root, paths)
+		if err != nil {
+			return err
+		}
+		if err := writeLevLayer(tmp, levBinary); err != nil {
+			return err
+		}
+		return mountPoints(tmp, mounts)
+	})
+	return st, err
+}
+
+// MakeLevRootDir makes lev's tree at dir: lev's layer alone (/lev, its passwd and group,
+// its directories: the lev image's only layer) and the mount points of the containers
+// that run it (absolute). Whole or absent, as MakeRootDir's; an existing dir is kept.
+func MakeLevRootDir(levBinary, dir string, mounts []string) error {
+	return buildDir(dir, func(tmp string) error {
+		if err := writeLevLayer(tmp, levBinary); err != nil {
+			return err
+		}
+		return mountPoints(tmp, mounts)
+	})
+}
+
+// buildDir fills a sibling temporary directory and renames it to dir, so dir is whole or
+// absent: a failure leaves nothing. An existing dir is kept as it is (the names are
+// content-addressed), and one another build put in place meanwhile wins.
+func buildDir(dir string, fill func(tmp string) error) error {
 	if _, err := os.Lstat(dir); err == nil {
-		return st, nil
+		return nil
 	}
 	tmp := filepath.Join(filepath.Dir(dir), ".build-"+filepath.Base(dir)+"-"+strconv.Itoa(os.Getpid()))
 	if err := os.RemoveAll(tmp); err != nil {
-		return st, err
+		return err
 	}
 	if err := os.Mkdir(tmp, 0o755); err != nil {
-		return st, fmt.Errorf("making the workbench dir: %w", err)
+		return fmt.Errorf("making %s: %w", tmp, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := fill(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		if _, e := os.Lstat(dir); e == nil {
+			return nil
 		}
-	}()
+		return fmt.Errorf("putting %s in place: %w", dir, err)
+	}
+	return nil
+}
+
+// fillRootDir makes the planned paths under tmp (MakeRootDir's rules).
+func fillRootDir(tmp, root string, paths []string) (RootDirStats, error) {
+	var st RootDirStats
 	links := map[string]bool{}
 	for _, p := range paths {
 		name, err := cleanName(p)
@@ -119,19 +164,6 @@ func MakeRootDir(root string, paths []string, levBinary, dir string, mounts []st
 		}
 		st.Entries++
 	}
-	if err := writeLevLayer(tmp, levBinary); err != nil {
-		return st, err
-	}
-	if err := mountPoints(tmp, mounts); err != nil {
-		return st, err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, e := os.Lstat(dir); e == nil {
-			return st, nil // built beside us meanwhile
-		}
-		return st, fmt.Errorf("putting the workbench dir in place: %w", err)
-	}
-	ok = true
 	return st, nil
 }
 

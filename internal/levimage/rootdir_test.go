@@ -169,3 +169,31 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// lev's tree holds lev's layer and the mount points, whole or not at all.
+func TestMakeLevRootDir(t *testing.T) {
+	lev := levtest.Binary(t, "linux", runtime.GOARCH)
+	dir := filepath.Join(t.TempDir(), "lev-abc")
+	if err := MakeLevRootDir(lev, dir, []string{"/run/lever", "/var/lib/lev", "/lever/work/a"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "lev")); !bytes.Equal(b, must(os.ReadFile(lev))) {
+		t.Error("/lev is not the helper's lev")
+	}
+	for _, p := range []string{"etc/passwd", "etc/group", "tmp", "run/lever", "var/lib/lev", "lever/work/a", "etc/resolv.conf", "proc"} {
+		if _, err := os.Lstat(filepath.Join(dir, p)); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "lev")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("/lev mode: %v %v", fi, err)
+	}
+	// a mount point that climbs out is refused and leaves nothing
+	bad := filepath.Join(filepath.Dir(dir), "lev-bad")
+	if err := MakeLevRootDir(lev, bad, []string{"/../../etc"}); err == nil {
+		t.Error("a mount point outside the tree was accepted")
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
+		t.Errorf("left behind: %v", ents)
+	}
+}

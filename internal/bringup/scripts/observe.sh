@@ -2,8 +2,8 @@
 # Bring-up's observation (Instance.Observe), read-only, in the sections format: the
 # provisioning stamp and boot id (read_stamp, provision/stamp.sh), the run user's uid,
 # whether its podman service is up, the guest's package-state digest (state_digest,
-# debroot/statedigest.sh: the default workbench's tag derives from it), the default
-# workbench's trees ($LEVER_BENCH_TREES), and per agent
+# debroot/statedigest.sh: the default workbench's tag derives from it), lever's trees
+# ($LEVER_TREES: lev's and the workbench's), and per agent
 # whether its lev home and bench dir exist, the hash of its pushed lev settings and its
 # client certificate. The egress snapshot (guest/scripts/snapshot.sh) may follow in the
 # same call.
@@ -20,9 +20,9 @@ podman_service() {
 }
 sec podman podman_service
 sec statussum state_digest
-# the default workbench's trees (made whole, then renamed into place: a listed one is whole)
-benchtrees() { [ ! -d "${LEVER_BENCH_TREES:-/nonexistent}" ] || ls -1 "$LEVER_BENCH_TREES"; }
-sec benchtrees benchtrees
+# lever's trees (made whole, then renamed into place: a listed one is whole)
+trees() { [ ! -d "${LEVER_TREES:-/nonexistent}" ] || ls -1 "$LEVER_TREES"; }
+sec trees trees
 if [ "$uid" != none ]; then
 	for a in "$@"; do
 		d=missing; [ -d "$levhome/$a" ] && [ -d "/run/user/$uid/lever/bench/$a" ] && d=ok

@@ -1,69 +1,57 @@
 // Package imagebuild is the guest side of bring-up's image step: started as root in the
-// guest as `lev __guest images`, it makes what lever's containers run from where they run,
-// so nothing large crosses the guest link. The lev image is built from the helper's own
-// executable, which is exactly the lev binary lever checked and sent (levimage's
-// reproducible assembly: the host checks the tag), and loaded into the run user's podman
-// there. The default workbench is not an image at all: a directory tree of the guest's own
-// package files as the host planned them (levimage.MakeRootDir), which podman runs as an
-// overlaid root file system; under qemu's TCG, packing, loading and ID-mapping its 150 MiB
-// as an image took two minutes.
+// guest as `lev __guest images`, it makes what lever's containers run, where they run,
+// as directory trees that podman runs as overlaid root file systems (--rootfs dir:O):
+// lev's tree (levimage.MakeLevRootDir: the helper's own executable, exactly the lev binary
+// lever checked and sent) and the default workbench's (levimage.MakeRootDir: the guest's
+// own package files as the host planned them). Nothing large crosses the guest link and
+// nothing is packed, loaded or ID-mapped: under qemu's TCG the images these replace took
+// two minutes to build and load.
 //
-// It must not import the podman bindings, a backend or anything host-only: lev links it.
+// It never talks to podman: the trees are root's, made as root under root-owned
+// directories, and the containers name them. It must not import the podman bindings, a
+// backend or anything host-only: lev links it.
 package imagebuild
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/lever-jail/lever/internal/guestside/runas"
 	"github.com/lever-jail/lever/internal/levimage"
 )
 
 // MaxRequest bounds the request (the workbench's path list is the bulk: ~10k paths).
 const MaxRequest = 32 << 20
 
-// Request is what the helper reads on stdin.
+// Request is what the helper reads on stdin. Every directory is absolute and clean; the
+// parent of each must be root's (made by the helper when missing).
 type Request struct {
-	UID    int    `json:"uid"`    // the run user, whose podman gets the images
-	Socket string `json:"socket"` // that user's podman socket in the guest
-	// Lev: build and load the lev image for Arch (GOARCH spelling), which must come out
-	// tagged LevRef.
-	Lev    bool   `json:"lev,omitempty"`
-	Arch   string `json:"arch,omitempty"`
-	LevRef string `json:"lev_ref,omitempty"`
-	// BenchDir: make the default workbench's tree there (absolute; its parent must be
-	// root's, made by the helper when missing) from these paths (debroot.Plan.Paths,
-	// relative to Root).
-	BenchDir string `json:"bench_dir,omitempty"`
-	// Mounts are the bench containers' mount destinations, made in the tree.
-	Mounts []string `json:"mounts,omitempty"`
-	Root   string   `json:"root,omitempty"`
-	Paths  []string `json:"paths,omitempty"`
+	// LevDir: make lev's tree there, with the lev containers' mount destinations.
+	LevDir    string   `json:"lev_dir,omitempty"`
+	LevMounts []string `json:"lev_mounts,omitempty"`
+	// BenchDir: make the default workbench's tree there from these paths
+	// (debroot.Plan.Paths, relative to Root), with the bench containers' mount
+	// destinations.
+	BenchDir    string   `json:"bench_dir,omitempty"`
+	BenchMounts []string `json:"bench_mounts,omitempty"`
+	Root        string   `json:"root,omitempty"`
+	Paths       []string `json:"paths,omitempty"`
 }
 
 // Response is the helper's answer on stdout.
 type Response struct {
-	Lev   *Loaded    `json:"lev,omitempty"`
+	Lev   *LevTree   `json:"lev,omitempty"`
 	Bench *BenchTree `json:"bench,omitempty"`
 }
 
-// Loaded is one image built and loaded.
-type Loaded struct {
-	Names        []string `json:"names"`
-	ArchiveBytes int      `json:"archive_bytes"`
-	// Build and Load are how long each part took in the guest.
+// LevTree is lev's tree made (or found whole).
+type LevTree struct {
 	Build time.Duration `json:"build_ns"`
-	Load  time.Duration `json:"load_ns"`
 }
 
 // BenchTree is the workbench's tree made (or found whole: no entries).
@@ -72,7 +60,7 @@ type BenchTree struct {
 	Build time.Duration `json:"build_ns"`
 }
 
-// Serve reads a Request on r, builds and loads what it asks for and writes a Response.
+// Serve reads a Request on r, makes what it asks for and writes a Response.
 func Serve(r io.Reader, w io.Writer) error {
 	var req Request
 	dec := json.NewDecoder(io.LimitReader(r, MaxRequest))
@@ -80,57 +68,43 @@ func Serve(r io.Reader, w io.Writer) error {
 	if err := dec.Decode(&req); err != nil {
 		return fmt.Errorf("reading the image request: %w", err)
 	}
+	clean := func(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
 	switch {
-	case !req.Lev && req.BenchDir == "":
-		return fmt.Errorf("image request asks for no image")
+	case req.LevDir == "" && req.BenchDir == "":
+		return fmt.Errorf("image request asks for nothing")
+	case req.LevDir != "" && !clean(req.LevDir):
+		return fmt.Errorf("image request: lev's tree %q must be a clean absolute path", req.LevDir)
 	case req.BenchDir != "" && (req.Root == "" || len(req.Paths) == 0):
 		return fmt.Errorf("image request: a workbench needs a root and paths")
-	case req.BenchDir != "" && (!filepath.IsAbs(req.Root) || !filepath.IsAbs(req.BenchDir) || filepath.Clean(req.BenchDir) != req.BenchDir):
+	case req.BenchDir != "" && (!clean(req.Root) || !clean(req.BenchDir)):
 		return fmt.Errorf("image request: the workbench's root %q and dir %q must be clean absolute paths", req.Root, req.BenchDir)
-	case req.Lev && req.LevRef == "":
-		return fmt.Errorf("image request: the lev image needs its ref")
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding the helper's own binary: %w", err)
 	}
 	var resp Response
-	// The tree while still root: the package files are root's to read and link, and the
-	// tree is root's, out of the run user's reach.
+	if req.LevDir != "" {
+		t0 := time.Now()
+		if err := rootOwnedDirs(filepath.Dir(req.LevDir)); err != nil {
+			return err
+		}
+		if err := levimage.MakeLevRootDir(self, req.LevDir, req.LevMounts); err != nil {
+			return fmt.Errorf("making lev's tree %s: %w", req.LevDir, err)
+		}
+		resp.Lev = &LevTree{Build: time.Since(t0)}
+	}
 	if req.BenchDir != "" {
 		t0 := time.Now()
 		if err := rootOwnedDirs(filepath.Dir(req.BenchDir)); err != nil {
 			return err
 		}
-		st, err := levimage.MakeRootDir(req.Root, req.Paths, self, req.BenchDir, req.Mounts)
+		st, err := levimage.MakeRootDir(req.Root, req.Paths, self, req.BenchDir, req.BenchMounts)
 		if err != nil {
 			return fmt.Errorf("making the workbench tree %s: %w", req.BenchDir, err)
 		}
 		resp.Bench = &BenchTree{RootDirStats: st, Build: time.Since(t0)}
 	}
-	if !req.Lev {
-		return json.NewEncoder(w).Encode(resp)
-	}
-	t0 := time.Now()
-	im, err := levimage.Build(levimage.Spec{LevBinary: self, Arch: req.Arch})
-	if err != nil {
-		return err
-	}
-	if im.Ref != req.LevRef {
-		return fmt.Errorf("the lev image built in the guest is %s, but lever expects %s: the helper is not the lev lever built the image from", im.Ref, req.LevRef)
-	}
-	build := time.Since(t0)
-	// The socket lives in the run user's runtime dir, which that user controls (a
-	// symlink there could point root's connection at rootful podman): connect as them.
-	if err := runas.Become(req.UID); err != nil {
-		return err
-	}
-	t0 = time.Now()
-	names, err := load(req.Socket, im.Archive)
-	if err != nil {
-		return err
-	}
-	resp.Lev = &Loaded{Names: names, ArchiveBytes: len(im.Archive), Build: build, Load: time.Since(t0)}
 	return json.NewEncoder(w).Encode(resp)
 }
 
@@ -161,43 +135,8 @@ func rootOwnedDirs(dir string) error {
 		sys, _ := fi.Sys().(*syscall.Stat_t)
 		writable := fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0
 		if !fi.IsDir() || sys == nil || sys.Uid != 0 || writable {
-			return fmt.Errorf("the workbench's tree goes under %s, which is not a root-owned directory only root can write (mode %s): refusing", cur, fi.Mode())
+			return fmt.Errorf("lever's trees go under %s, which is not a root-owned directory only root can write (mode %s): refusing", cur, fi.Mode())
 		}
 	}
 	return nil
-}
-
-// load posts a docker-archive to podman's image-load endpoint on the unix socket and
-// returns the names it loaded.
-func load(socket string, archive []byte) ([]string, error) {
-	c := &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-	}}
-	// v4.0.0: the oldest libpod API lever supports (Debian 12's podman 4.3 serves it;
-	// podman 5 still does).
-	resp, err := c.Post("http://podman/v4.0.0/libpod/images/load", "application/x-tar", bytes.NewReader(archive))
-	if err != nil {
-		return nil, fmt.Errorf("loading an image into the run user's podman at %s: %w", socket, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(body, &e) == nil && e.Message != "" {
-			return nil, fmt.Errorf("the run user's podman refused the image: %s", e.Message)
-		}
-		return nil, fmt.Errorf("the run user's podman refused the image: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	var out struct {
-		Names []string `json:"Names"`
-	}
-	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("reading podman's answer to the image load: %w (%q)", err, body)
-	}
-	return out.Names, nil
 }
