@@ -616,7 +616,7 @@ func overlapSorted(lines []string) []string {
 			start = i + 1
 			continue
 		}
-		if start >= 0 && strings.Contains(l, " env LEVER_IPT=") {
+		if start >= 0 && strings.Contains(l, " LEVER_IPT=") {
 			sort.Strings(out[start:i])
 			return out
 		}
