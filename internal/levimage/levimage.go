@@ -51,9 +51,6 @@ type Image struct {
 	Archive []byte
 }
 
-// ID is the image ID podman will report for it (the config digest's hex).
-func (im *Image) ID() string { return im.ConfigDigest[len("sha256:"):] }
-
 // CheckStatic refuses a lev binary that is not a static Linux ELF executable for the
 // guest's architecture arch (GOARCH spelling): the image has no libc or loader, so a
 // dynamic binary would fail only at container start, far from the cause, and a binary of
