@@ -269,8 +269,12 @@ func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *benc
 		if b.Entries == 0 {
 			lines = append(lines, "workbench "+bench.ref+" present")
 		} else {
-			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped; %s)",
-				bench.ref, bench.packages, b.Entries, b.Linked, b.Copied, b.Stripped, round(b.Build)))
+			refused := ""
+			if b.Refused > 0 {
+				refused = fmt.Sprintf(", %d left out (a user other than root could write them)", b.Refused)
+			}
+			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped%s; %s)",
+				bench.ref, bench.packages, b.Entries, b.Linked, b.Copied, b.Stripped, refused, round(b.Build)))
 		}
 	}
 	lines = append(lines, "helper call "+round(call))

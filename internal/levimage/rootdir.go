@@ -23,6 +23,7 @@ type RootDirStats struct {
 	Linked   int // regular files hard-linked to the guest's own
 	Copied   int // regular files copied (not linkable: see linkable)
 	Stripped int // of the copies, those whose setuid/setgid bits or capabilities were dropped
+	Refused  int // regular files left out: a user other than root could write them
 }
 
 // MakeRootDir makes the default workbench as a directory tree at dir, for podman to run as
@@ -80,14 +81,20 @@ func buildDir(dir string, fill func(tmp string) error) error {
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	// root's alone while it is filled: nobody else can reach into it before it is whole
+	if err := os.Mkdir(tmp, 0o700); err != nil {
 		return fmt.Errorf("making %s: %w", tmp, err)
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := fill(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
-	if err := fill(tmp); err != nil {
+	// On disk before its name says it is whole: a warm bring-up trusts a listed tree.
+	if err := syncDir(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
@@ -126,8 +133,10 @@ func fillRootDir(tmp, root string, paths []string) (RootDirStats, error) {
 			if err := os.Mkdir(dst, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				return st, err
 			}
-			// chmod, not Mkdir's mode: the umask must not narrow it
-			if err := os.Chmod(dst, info.Mode().Perm()|info.Mode()&fs.ModeSticky); err != nil {
+			// chmod, not Mkdir's mode: the umask must not narrow it. No group or world
+			// write and no sticky bit: only root writes a tree (a package's 1777 /tmp is a
+			// tmpfs in the containers anyway).
+			if err := os.Chmod(dst, info.Mode().Perm()&^0o022); err != nil {
 				return st, err
 			}
 			if info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
@@ -143,6 +152,13 @@ func fillRootDir(tmp, root string, paths []string) (RootDirStats, error) {
 			}
 			links[name] = true
 		case info.Mode().IsRegular():
+			if !rootWritesOnly(info) {
+				// Someone besides root could have written it, the key among anything:
+				// the key search reads a tree only where non-root users could write, so
+				// such a file stays out of the tree.
+				st.Refused++
+				continue
+			}
 			if linkable(src, info) {
 				if err := os.Link(src, dst); err == nil {
 					st.Linked++
@@ -165,6 +181,22 @@ func fillRootDir(tmp, root string, paths []string) (RootDirStats, error) {
 		st.Entries++
 	}
 	return st, nil
+}
+
+// rootWritesOnly: owned by root and writable by no group or other user.
+func rootWritesOnly(info fs.FileInfo) bool {
+	sys, ok := info.Sys().(*syscall.Stat_t)
+	return ok && sys.Uid == 0 && info.Mode().Perm()&0o022 == 0
+}
+
+// syncDir flushes the file system holding dir (the copies, the links, the directories).
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }
 
 // linkable: a file the workbench may share with the guest by a hard link.
@@ -235,11 +267,9 @@ func writeLevLayer(dir, levBinary string) error {
 			if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 				return err
 			}
-			mode := fs.FileMode(h.Mode).Perm()
-			if h.Mode&0o1000 != 0 {
-				mode |= fs.ModeSticky
-			}
-			if err := os.Chmod(p, mode); err != nil {
+			// as the package dirs: only root writes a tree (lev's 1777 /tmp is a tmpfs
+			// in the containers)
+			if err := os.Chmod(p, fs.FileMode(h.Mode).Perm()&^0o022); err != nil {
 				return err
 			}
 		case tar.TypeReg:

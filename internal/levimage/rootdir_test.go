@@ -35,6 +35,10 @@ func rootTree(t *testing.T) (string, []string) {
 	must(os.WriteFile(filepath.Join(root, "usr/bin/shared"), []byte("group-writable"), 0o664))
 	must(os.Chmod(filepath.Join(root, "usr/bin/shared"), 0o664))
 	must(os.WriteFile(filepath.Join(root, "usr/bin/ping"), []byte("ping"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "usr/bin/theirs"), []byte("another user's"), 0o755))
+	must(os.Chown(filepath.Join(root, "usr/bin/theirs"), 1234, 0))
+	must(os.MkdirAll(filepath.Join(root, "var/tmp"), 0o755))
+	must(os.Chmod(filepath.Join(root, "var/tmp"), 0o777|os.ModeSticky))
 	must(os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("guest's own passwd"), 0o644))
 	must(os.Symlink("../usr/bin/git", filepath.Join(root, "etc/git-link")))
 	must(os.Symlink("real", filepath.Join(root, "linkdir")))
@@ -43,7 +47,7 @@ func rootTree(t *testing.T) (string, []string) {
 	must(os.WriteFile(filepath.Join(root, "sub/secret"), []byte("not listed"), 0o600))
 	must(syscall.Mkfifo(filepath.Join(root, "etc/fifo"), 0o644))
 	paths := []string{"--recursion", "etc", "etc/fifo", "etc/git-link", "etc/gone", "etc/passwd", "linkdir", "linkdir/f", "sub",
-		"usr", "usr/bin", "usr/bin/git", "usr/bin/ping", "usr/bin/shared", "usr/bin/su", "usr/lib", "usr/lib/git-core", "usr/lib/git-core/git-add"}
+		"usr", "usr/bin", "usr/bin/git", "usr/bin/ping", "usr/bin/shared", "usr/bin/su", "usr/bin/theirs", "usr/lib", "usr/lib/git-core", "usr/lib/git-core/git-add", "var", "var/tmp"}
 	return root, paths
 }
 
@@ -79,8 +83,8 @@ func TestMakeRootDir(t *testing.T) {
 			t.Errorf("%s is not the guest's own file", p)
 		}
 	}
-	// copied, with setuid and group-write dropped
-	for p, want := range map[string]os.FileMode{"usr/bin/su": 0o755, "usr/bin/shared": 0o644} {
+	// copied, with setuid dropped
+	for p, want := range map[string]os.FileMode{"usr/bin/su": 0o755} {
 		fi, err := os.Lstat(filepath.Join(dir, p))
 		if err != nil {
 			t.Fatal(err)
@@ -99,8 +103,10 @@ func TestMakeRootDir(t *testing.T) {
 	if l, err := os.Readlink(filepath.Join(dir, "etc/git-link")); err != nil || l != "../usr/bin/git" {
 		t.Errorf("etc/git-link: %q %v", l, err)
 	}
-	// left out: FIFOs, what is under a symlinked dir, the unlisted, the vanished
-	for _, p := range []string{"etc/fifo", "real", "sub/secret", "etc/gone"} {
+	// left out: FIFOs, what is under a symlinked dir, the unlisted, the vanished, and what
+	// a user other than root could have written (the key search does not read a tree's
+	// root-only files)
+	for _, p := range []string{"etc/fifo", "real", "sub/secret", "etc/gone", "usr/bin/shared", "usr/bin/theirs"} {
 		if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
 			t.Errorf("%s is in the tree", p)
 		}
@@ -129,9 +135,16 @@ func TestMakeRootDir(t *testing.T) {
 	}
 	// linked: git and its hard link, --recursion, the guest's passwd (replaced later);
 	// copied: su, shared, ping (when it holds a capability)
-	want := RootDirStats{Entries: 15, Linked: 4, Copied: 3, Stripped: 2}
+	// only root writes a tree: a package's 1777 dir and lev's /tmp lose group/world write
+	// and the sticky bit
+	for _, p := range []string{"var/tmp", "tmp"} {
+		if fi, err := os.Lstat(filepath.Join(dir, p)); err != nil || fi.Mode() != os.ModeDir|0o755 {
+			t.Errorf("%s: %v %v, want drwxr-xr-x", p, fi.Mode(), err)
+		}
+	}
+	want := RootDirStats{Entries: 16, Linked: 4, Copied: 2, Stripped: 2, Refused: 2}
 	if !capped {
-		want = RootDirStats{Entries: 15, Linked: 5, Copied: 2, Stripped: 1}
+		want = RootDirStats{Entries: 16, Linked: 5, Copied: 1, Stripped: 1, Refused: 2}
 	}
 	if st != want {
 		t.Errorf("stats %+v, want %+v", st, want)

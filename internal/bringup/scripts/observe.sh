@@ -20,8 +20,9 @@ podman_service() {
 }
 sec podman podman_service
 sec statussum state_digest
-# lever's trees (made whole, then renamed into place: a listed one is whole)
-trees() { [ ! -d "${LEVER_TREES:-/nonexistent}" ] || ls -1 "$LEVER_TREES"; }
+# lever's trees (made whole, then renamed into place: a listed one is whole); only root's
+# directories count, whatever else appears there
+trees() { [ ! -d "${LEVER_TREES:-/nonexistent}" ] || find "$LEVER_TREES" -mindepth 1 -maxdepth 1 -type d -user 0 ! -name '.*' -printf '%f\n'; }
 sec trees trees
 if [ "$uid" != none ]; then
 	for a in "$@"; do

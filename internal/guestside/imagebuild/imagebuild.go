@@ -111,29 +111,37 @@ func Serve(r io.Reader, w io.Writer) error {
 // rootOwnedDirs makes dir (and what is missing above it) as root, mode 0755, and refuses
 // a path on which anyone but root could rename, replace or write: every existing
 // component must be a directory (not a symlink) owned by root and writable by no one else
-// (a sticky directory such as /tmp may be, as its entries are safe from others).
+// (a sticky directory such as /tmp may be on the way, as its entries are safe from
+// others; dir itself, where the trees' names are listed, may not).
 func rootOwnedDirs(dir string) error {
 	cur := "/"
-	for _, part := range strings.Split(strings.TrimPrefix(dir, "/"), "/") {
+	parts := strings.Split(strings.TrimPrefix(dir, "/"), "/")
+	for i, part := range parts {
 		if part == "" {
 			continue
 		}
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
 		if os.IsNotExist(err) {
-			if err := os.Mkdir(cur, 0o755); err != nil {
+			err = os.Mkdir(cur, 0o755)
+			if err == nil {
+				if err := os.Chmod(cur, 0o755); err != nil {
+					return err
+				}
+				continue
+			}
+			if !os.IsExist(err) {
 				return fmt.Errorf("making %s: %w", cur, err)
 			}
-			if err := os.Chmod(cur, 0o755); err != nil {
+			// made meanwhile (the enrol helper makes the instance's dir too): judge it
+			if fi, err = os.Lstat(cur); err != nil {
 				return err
 			}
-			continue
-		}
-		if err != nil {
+		} else if err != nil {
 			return err
 		}
 		sys, _ := fi.Sys().(*syscall.Stat_t)
-		writable := fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0
+		writable := fi.Mode().Perm()&0o022 != 0 && (fi.Mode()&os.ModeSticky == 0 || i == len(parts)-1)
 		if !fi.IsDir() || sys == nil || sys.Uid != 0 || writable {
 			return fmt.Errorf("lever's trees go under %s, which is not a root-owned directory only root can write (mode %s): refusing", cur, fi.Mode())
 		}

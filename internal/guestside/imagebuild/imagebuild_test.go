@@ -55,6 +55,9 @@ func TestRootOwnedDirs(t *testing.T) {
 	os.Chown(other, 1234, 1234)
 	link := filepath.Join(base, "link")
 	os.Symlink(base, link)
+	sticky := filepath.Join(base, "sticky")
+	os.Mkdir(sticky, 0o755)
+	os.Chmod(sticky, 0o777|os.ModeSticky)
 	for _, tc := range []struct {
 		dir  string
 		want string
@@ -62,6 +65,9 @@ func TestRootOwnedDirs(t *testing.T) {
 		{filepath.Join(open, "wb"), "not a root-owned directory only root can write"},
 		{filepath.Join(other, "wb"), "not a root-owned directory only root can write"},
 		{filepath.Join(link, "wb"), "not a root-owned directory only root can write"},
+		// sticky on the way is fine (the made row goes through /tmp), but not where the
+		// trees are listed: anyone could add a name there
+		{sticky, "not a root-owned directory only root can write"},
 		{filepath.Join(base, "made", "wb"), ""}, // control: made, root's, 0755
 	} {
 		err := rootOwnedDirs(tc.dir)
@@ -75,7 +81,7 @@ func TestRootOwnedDirs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v", tc.dir, err)
 		}
-		if _, err := os.Lstat(tc.dir); err == nil {
+		if _, err := os.Lstat(tc.dir); err == nil && tc.dir != sticky {
 			t.Errorf("%s was made", tc.dir)
 		}
 	}
