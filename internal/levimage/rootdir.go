@@ -189,16 +189,6 @@ func rootWritesOnly(info fs.FileInfo) bool {
 	return ok && sys.Uid == 0 && info.Mode().Perm()&0o022 == 0
 }
 
-// syncDir flushes the file system holding dir (the copies, the links, the directories).
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
-}
-
 // linkable: a file the workbench may share with the guest by a hard link.
 func linkable(p string, info fs.FileInfo) bool {
 	sys, ok := info.Sys().(*syscall.Stat_t)
