@@ -47,6 +47,9 @@ type Env struct {
 	// (netns substrate), so it runs in place instead of being sent.
 	HelperLev     string
 	HelperInPlace bool
+	// Helper, when set, runs the helper instead (bring-up's, which may have put lev in
+	// the guest's cache already); otherwise one is made from HelperLev and HelperInPlace.
+	Helper *guestside.Helper
 	// RootOnly are root-only trees of lever's own in a VM guest, searched like the
 	// package trees (RootOnlyTrees): the default workbench's trees, made by root of the
 	// guest's package files.
@@ -127,12 +130,15 @@ func Run(ctx context.Context, env Env) (*Report, error) {
 		}
 		req.Scan = sc
 	}
-	argv, prefix, err := guestside.Argv(env.HelperLev, env.HelperInPlace, guestside.ModeProbe)
-	if err != nil {
-		return nil, err
+	h := env.Helper
+	if h == nil {
+		h = &guestside.Helper{Lev: env.HelperLev, InPlace: env.HelperInPlace}
 	}
 	body, _ := json.Marshal(req)
-	res, err := guest.RunOK(ctx, env.Runner, guest.Cmd{As: guest.Root, Argv: argv, Stdin: append(prefix, body...)})
+	res, err := h.Run(ctx, env.Runner, guestside.ModeProbe, body)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("lev %s %s exited %d: %s", guestside.Command, guestside.ModeProbe, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("running the acceptance probes in the guest: %w", err)
 	}

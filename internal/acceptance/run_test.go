@@ -18,10 +18,22 @@ import (
 
 // recorder answers the helper with a canned answer (its egress snapshot failed), and
 // keeps every command.
-type recorder struct{ cmds []guest.Cmd }
+// With missing set, the guest has no cached lev until an install call brings it.
+type recorder struct {
+	cmds    []guest.Cmd
+	missing bool
+}
 
 func (r *recorder) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 	r.cmds = append(r.cmds, c)
+	script := strings.Join(c.Argv, " ")
+	if strings.Contains(script, "sha256sum -c") {
+		r.missing = false
+		return guest.Result{}, nil
+	}
+	if r.missing && strings.Contains(script, "no cached lev") {
+		return guest.Result{ExitCode: 113, Stderr: []byte("lever: no cached lev")}, nil
+	}
 	// The request follows lev's bytes on stdin; the probes are aimed as the real helper
 	// aims them when the snapshot names no alias.
 	var req Request
@@ -42,20 +54,26 @@ func TestRunSendsLevForGuestAndNoKey(t *testing.T) {
 	arm := levtest.Binary(t, "linux", "arm64")
 	lev, _ := os.ReadFile(arm)
 	key := []byte("sk-ant-api03-Zq8v1Lk2Wm3Xn4Yo5Zp6Aq7Br8Cs9Dt0Eu1Fv2Gw3Hx4Iy5Jz6")
-	r := &recorder{}
+	// a guest without lever's lev yet: the helper call finds none, lever installs the
+	// one it was given and calls again
+	r := &recorder{missing: true}
 	rep, err := Run(context.Background(), Env{Instance: "t", Backend: "fakevm", Runner: r, Secrets: [][]byte{key},
 		HelperLev: arm, Expect: Expect{Targets: DefaultTargets()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.cmds) != 1 {
-		t.Fatalf("%d guest calls, want 1 (the helper, carrying the snapshot)", len(r.cmds))
+	if len(r.cmds) != 3 {
+		t.Fatalf("%d guest calls, want 3 (the helper, the install of lev, the helper again)", len(r.cmds))
 	}
-	h := r.cmds[0]
-	if !bytes.HasPrefix(h.Stdin, lev) || !strings.HasSuffix(strings.Join(h.Argv, " "), `"$d/lev" __guest probe`) {
+	sum := sha256.Sum256(lev)
+	if !bytes.Equal(r.cmds[1].Stdin, lev) {
+		t.Fatalf("the install call carries %d bytes, not the arm64 lev's %d", len(r.cmds[1].Stdin), len(lev))
+	}
+	h := r.cmds[2]
+	if got := strings.Join(h.Argv, " "); !strings.Contains(got, "/lev-"+hex.EncodeToString(sum[:16])+";") || !strings.HasSuffix(got, `exec "$f" __guest probe`) {
 		t.Fatalf("helper call %q does not run the arm64 lev it was given", h.Argv)
 	}
-	req := h.Stdin[len(lev):]
+	req := h.Stdin
 	digest := sha256.Sum256(key)
 	if !bytes.Contains(req, []byte(hex.EncodeToString(digest[:]))) {
 		t.Fatal("the key's digest did not reach the helper: the search was not requested")
@@ -102,15 +120,17 @@ func TestRunSendsLevForGuestAndNoKey(t *testing.T) {
 // and the report says they were among the trees left unread.
 func TestRunRootOnlyWorkbenchTrees(t *testing.T) {
 	arm := levtest.Binary(t, "linux", "arm64")
-	lev, _ := os.ReadFile(arm)
 	r := &recorder{}
 	rep, err := Run(context.Background(), Env{Instance: "t", Backend: "fakevm", Runner: r, Secrets: [][]byte{[]byte("sk-ant-api03-0123456789abcdef")},
 		HelperLev: arm, Expect: Expect{Targets: DefaultTargets()}, RootOnly: []string{"/var/lib/lever/t/workbench"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(r.cmds) != 1 {
+		t.Fatalf("%d guest calls, want 1 (lev is in the guest's cache)", len(r.cmds))
+	}
 	var sent Request
-	if err := json.Unmarshal(r.cmds[0].Stdin[len(lev):], &sent); err != nil || sent.Scan == nil {
+	if err := json.Unmarshal(r.cmds[0].Stdin, &sent); err != nil || sent.Scan == nil {
 		t.Fatalf("request: %v", err)
 	}
 	if got := strings.Join(sent.Scan.RootOnly, ","); got != strings.Join(RootOnlyTrees, ",")+",/var/lib/lever/t/workbench" {

@@ -42,7 +42,7 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 	}
 	env := acceptance.Env{
 		Instance: in.cfg.Name, Backend: in.b.Name(), Runner: in.Runner, Egress: in.Spec,
-		HelperLev: in.levBin, HelperInPlace: in.InPlace,
+		HelperLev: in.levBin, HelperInPlace: in.InPlace, Helper: in.helper,
 		RunUser: in.RunUser, ContainerPrefix: strings.TrimSuffix(containers.ContainerName(in.cfg.Name, containers.Manager, ""), "manager"),
 		Podman: func(ctx context.Context, uid int) (acceptance.Containers, error) {
 			c, err := in.connect(ctx, uid)

@@ -2,12 +2,19 @@ package bringup
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/containers"
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guest/guesttest"
+	"github.com/lever-jail/lever/internal/guestside"
+	"github.com/lever-jail/lever/internal/guestside/imagebuild"
 )
 
 func changedSteps(res *Result) []string {
@@ -238,8 +245,9 @@ func TestColdUp(t *testing.T) {
 	if got := strings.Join(changedSteps(res), ","); got != strings.Join(stepIDs(), ",") {
 		t.Errorf("cold up changed %s, want every step\n%s", got, j.out)
 	}
-	want := "observe,snapshot,egress-apply,snapshot,stamp-read,provision,podman-service,enrol,mount-check,mount-check"
-	if got := strings.Join(j.r.Names(), ","); got != want || res.GuestCalls != 10 {
+	// no stamp read: a guest that did not answer the observation has just booted
+	want := "observe,snapshot,egress-apply,snapshot,provision,podman-service,enrol,mount-check,mount-check"
+	if got := strings.Join(j.r.Names(), ","); got != want || res.GuestCalls != 9 {
 		t.Errorf("cold guest calls (%d): %s\nwant %s", res.GuestCalls, got, want)
 	}
 	t.Logf("cold up on the fake: %d guest calls: %s", res.GuestCalls, strings.Join(j.r.Names(), ","))
@@ -281,10 +289,10 @@ func TestDryRunAndUpPrintTheSameSteps(t *testing.T) {
 // TestStepTable: the order docs/bringup.md gives (the guest, then egress before anything that
 // starts a process in it), each step complete, and Needs/Gives naming real Facts fields.
 func TestStepTable(t *testing.T) {
-	if got := strings.Join(stepIDs(), ","); got != "jail,egress,provision,podman,broker,enrol,image,lev" {
+	if got := strings.Join(stepIDs(), ","); got != "jail,egress,provision,broker,podman,enrol,image,lev" {
 		t.Fatalf("steps %s", got)
 	}
-	fields := map[string]bool{"UID": true, "AliasV4": true, "AliasV6": true, "StatusSum": true, "ImageRef": true, "BenchRef": true, "Podman": true}
+	fields := map[string]bool{"UID": true, "AliasV4": true, "AliasV6": true, "StatusSum": true, "ImageRef": true, "BenchRef": true, "Podman": true, "Broker": true}
 	given := map[string]bool{"UID": true, "StatusSum": true, "ImageRef": true, "Podman": true} // the observation's
 	for _, s := range Steps {
 		if s.Plan == nil || s.Run == nil {
@@ -310,50 +318,92 @@ func TestStepTable(t *testing.T) {
 	t.Logf("facts handed on: %v", keys)
 }
 
-// TestImageOverlapsBrokerAndEnrol: on a cold up the image step (the workbench build)
-// starts once podman is reached and runs beside the broker and enrol steps: here the
-// broker's start waits for the workbench to be layered, which only an overlapping image
-// step can do. Its line still prints in its place, its guest calls are its own, and the
-// lev step runs after it. Positive control: with Overlap off the same up fails at the
-// broker (nothing ran beside it).
-func TestImageOverlapsBrokerAndEnrol(t *testing.T) {
-	for _, overlap := range []bool{true, false} {
-		j := healthyJail(t)
-		j.cold()
-		j.pod.layered = make(chan struct{})
-		j.broker.gate = j.pod.layered
-		for i := range Steps {
-			if Steps[i].ID == StepImage {
-				old := Steps[i].Overlap
-				Steps[i].Overlap = overlap
-				defer func(i int) { Steps[i].Overlap = old }(i)
-			}
-		}
-		res, err := j.in.Execute(context.Background())
-		if !overlap {
-			if err == nil || !strings.Contains(err.Error(), "nothing ran beside") {
-				t.Fatalf("without overlap: %v", err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("%v\n%s", err, j.out)
-		}
-		lines := regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)`).FindAllStringSubmatch(j.out.String(), -1)
-		var ids []string
-		for _, m := range lines {
-			ids = append(ids, m[1])
-		}
-		if strings.Join(ids, ",") != strings.Join(stepIDs(), ",") {
-			t.Errorf("lines %v", ids)
-		}
-		for _, s := range res.Steps {
-			if (s.ID == StepImage && s.Calls != 0) || (s.ID == StepEnrol && s.Calls != 1) {
-				t.Errorf("%s counted %d guest calls", s.ID, s.Calls)
-			}
-		}
-		if res.facts.BenchRef == "" || !strings.Contains(j.out.String(), "workbench") {
-			t.Errorf("the image step's facts did not reach the lev step: %+v", res.facts)
+// TestOverlaps: on a cold up the steps that need nothing from the steps before them run
+// beside those steps. Each row makes a step wait (a gate) for something only an
+// overlapping step does; its positive control turns that step's Overlap off and the same
+// up fails at the gate. The lines still print in the table's order, each step's guest
+// calls are its own, and the lev step gets the image step's facts.
+//   - lever's trees: the image step starts once provisioning is done, beside the broker
+//     (the broker's start waits for the image helper's call);
+//   - a workbench on a user's base needs podman: the image step starts after the podman
+//     step, beside enrol (enrol's answer waits for the workbench's layering);
+//   - enrol needs the broker, not podman: it runs beside the podman step (the podman
+//     connection waits for enrol's answer).
+func TestOverlaps(t *testing.T) {
+	cases := []struct {
+		name  string
+		step  string // the step whose Overlap the control turns off
+		setup func(t *testing.T) *tjail
+		fails string // where the control fails
+	}{
+		{"trees: image beside broker", StepImage, func(t *testing.T) *tjail {
+			j, _ := builtJail(t)
+			j.cold()
+			j.pod.images = map[string]bool{}
+			made := make(chan struct{})
+			var once sync.Once
+			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
+			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
+				once.Do(func() { close(made) })
+				b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: &imagebuild.BenchTree{}})
+				return guest.Result{Stdout: b}, nil
+			})
+			j.broker.gate = made
+			return j
+		}, "broker: starting the broker: gate: nothing ran beside the broker's start"},
+		{"user base: image beside enrol", StepImage, func(t *testing.T) *tjail {
+			j := healthyJail(t)
+			j.cold()
+			j.pod.layered = make(chan struct{})
+			j.w.enrolGate = j.pod.layered
+			return j
+		}, "gate: nothing ran beside enrol"},
+		{"enrol beside podman", StepEnrol, func(t *testing.T) *tjail {
+			j := healthyJail(t)
+			j.cold()
+			j.w.enrolDone = make(chan struct{})
+			j.pod.dialGate = j.w.enrolDone
+			return j
+		}, "podman: no connection"},
+	}
+	for _, tc := range cases {
+		for _, overlap := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/overlap=%v", tc.name, overlap), func(t *testing.T) {
+				j := tc.setup(t)
+				for i := range Steps {
+					if Steps[i].ID == tc.step {
+						old := Steps[i].Overlap
+						Steps[i].Overlap = overlap
+						defer func(i int) { Steps[i].Overlap = old }(i)
+					}
+				}
+				res, err := j.in.Execute(context.Background())
+				if !overlap {
+					if err == nil || !strings.Contains(err.Error(), "gate: nothing ran beside") {
+						t.Fatalf("without overlap: %v, want a failure at the gate (%s)", err, tc.fails)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("%v\n%s", err, j.out)
+				}
+				lines := regexp.MustCompile(`(?m)^\[\d+/\d+\] (\S+)`).FindAllStringSubmatch(j.out.String(), -1)
+				var ids []string
+				for _, m := range lines {
+					ids = append(ids, m[1])
+				}
+				if strings.Join(ids, ",") != strings.Join(stepIDs(), ",") {
+					t.Errorf("lines %v", ids)
+				}
+				for _, s := range res.Steps {
+					if s.ID == StepEnrol && s.Calls != 1 {
+						t.Errorf("%s counted %d guest calls", s.ID, s.Calls)
+					}
+				}
+				if res.facts.BenchRef == "" {
+					t.Errorf("the image step's facts did not reach the lev step: %+v", res.facts)
+				}
+			})
 		}
 	}
 }

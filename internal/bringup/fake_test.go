@@ -58,6 +58,22 @@ type world struct {
 	certPEM       string
 	settingsHash  string
 	provisionHash string
+	// enrolGate, when set, holds the enrol helper's answer until it is closed (or fails
+	// it after 2 s); enrolled is closed once an enrol call has answered.
+	enrolGate, enrolDone chan struct{}
+}
+
+// waitGate waits for gate (nil: no wait), failing after 2 s with what did not run beside.
+func waitGate(gate chan struct{}, what string) error {
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-time.After(2 * time.Second):
+		return errors.New("gate: nothing ran beside " + what)
+	}
 }
 
 type fakeBackend struct {
@@ -114,9 +130,14 @@ type fakePodman struct {
 	dials      int
 	// layered, when set, is closed at the first LayerLev (the workbench being built)
 	layered chan struct{}
+	// dialGate, when set, holds Dial until it is closed (or fails it after 2 s)
+	dialGate chan struct{}
 }
 
 func (p *fakePodman) Dial(_ context.Context, uid int) (Podman, error) {
+	if err := waitGate(p.dialGate, "the podman connection"); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dials++
@@ -227,12 +248,8 @@ func (b *fakeBroker) Status() (*brokerctl.BrokerStatus, error) {
 
 func (b *fakeBroker) Start(_ context.Context, ips string) (*brokerctl.BrokerStatus, error) {
 	b.starts++
-	if b.gate != nil {
-		select {
-		case <-b.gate:
-		case <-time.After(2 * time.Second):
-			return nil, errors.New("gate: nothing ran beside the broker's start")
-		}
+	if err := waitGate(b.gate, "the broker's start"); err != nil {
+		return nil, err
 	}
 	if b.fail {
 		return nil, errors.New("port 7443 in use")
@@ -403,8 +420,15 @@ func (j *tjail) script() {
 		return []guesttest.Sec{{Name: "service", Out: "started"}}
 	})))
 	j.r.On("enrol", guesttest.Script(guestside.Command+"\x00"+guestside.ModeEnrol), failing("enrol", func(guest.Cmd) (guest.Result, error) {
+		if err := waitGate(w.enrolGate, "enrol"); err != nil {
+			return guest.Result{ExitCode: 1, Stderr: []byte(err.Error())}, nil
+		}
 		w.mu.Lock()
 		w.enrolled, w.settingsOK = true, true
+		if w.enrolDone != nil {
+			close(w.enrolDone)
+			w.enrolDone = nil
+		}
 		w.mu.Unlock()
 		return guest.Result{Stdout: []byte("enrolled u-manager\n")}, nil
 	}))

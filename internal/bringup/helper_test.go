@@ -3,6 +3,8 @@ package bringup
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -77,11 +79,22 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 			}
 			t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
 			t.Setenv(levimage.LevEnv, tc.lev)
-			in, err := New(Options{Cfg: cfg, Backend: vmBackend{arch: tc.guestArch, r: &guesttest.Runner{}}, Exe: self})
+			// a guest without lever's lev: the helper call asks for it, lever installs it
+			// (its bytes on stdin) and runs it again
+			r := (&guesttest.Runner{}).
+				On("cached", guesttest.Script("no cached lev"), guesttest.Exit(113, "lever: no cached lev")).
+				On("install", guesttest.Script("sha256sum -c"), guesttest.OK(""))
+			in, err := New(Options{Cfg: cfg, Backend: vmBackend{arch: tc.guestArch, r: r}, Exe: self})
 			var argv []string
 			var stdin []byte
 			if err == nil {
-				argv, stdin, err = in.helperArgv(guestside.ModeEnrol)
+				_, err = in.runHelper(context.Background(), guestside.ModeEnrol, []byte("{}"))
+				if calls := r.Calls(); len(calls) > 0 {
+					if err == nil || len(calls) != 3 || calls[1].Rule != "install" {
+						t.Fatalf("calls %v (%v): want cached, install, cached", r.Names(), err)
+					}
+					argv, stdin, err = calls[2].Argv(), calls[1].Cmd.Stdin, nil
+				}
 			}
 			if tc.want == "" {
 				if err == nil {
@@ -104,8 +117,10 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 			if bytes.Equal(stdin, selfBytes) {
 				t.Fatal("lever sent its own executable into the guest")
 			}
-			if got := strings.Join(argv, " "); !strings.HasPrefix(got, "/bin/sh -c ") || !strings.HasSuffix(got, `"$d/lev" __guest enrol`) || strings.Contains(got, self) {
-				t.Fatalf("argv %q: want the sent lev started as `__guest enrol`", got)
+			sum := sha256.Sum256(want)
+			if got := strings.Join(argv, " "); !strings.HasPrefix(got, "/bin/sh -c ") || !strings.Contains(got, "/var/lib/lever/bin/lev-"+hex.EncodeToString(sum[:16])+";") ||
+				!strings.HasSuffix(got, `exec "$f" __guest enrol`) || strings.Contains(got, self) {
+				t.Fatalf("argv %q: want the installed lev started as `__guest enrol`", got)
 			}
 			if tc.image == "" {
 				// lev's tree is named by the lev image lever computes for the guest

@@ -1,12 +1,24 @@
 package bringup
 
-import "github.com/lever-jail/lever/internal/guestside"
+import (
+	"context"
+	"fmt"
+	"strings"
 
-// helperArgv runs a guest-side helper mode (guestside.ModeEnrol, ModeProbe) with the lev
-// New chose for the guest's architecture; without one it fails with New's reason.
-func (in *Instance) helperArgv(mode string) ([]string, []byte, error) {
+	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside"
+)
+
+// runHelper runs a guest-side helper mode (guestside.ModeEnrol, ModeImages) as root with
+// the lev New chose for the guest's architecture, req on its stdin; without one it fails
+// with New's reason. A non-zero exit is an error carrying the helper's stderr.
+func (in *Instance) runHelper(ctx context.Context, mode string, req []byte) (guest.Result, error) {
 	if in.levErr != nil {
-		return nil, nil, in.levErr
+		return guest.Result{}, in.levErr
 	}
-	return guestside.Argv(in.levBin, in.InPlace, mode)
+	res, err := in.helper.Run(ctx, in.Runner, mode, req)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("lev %s %s exited %d: %s", guestside.Command, mode, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return res, err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/levimage"
 	"github.com/lever-jail/lever/internal/levsettings"
 	"github.com/lever-jail/lever/internal/provision"
@@ -61,7 +62,10 @@ type Instance struct {
 	// levBin/levDigest are the lev binary layered into the workbench.
 	levBin    string
 	levDigest string
-	levErr    error
+	// helper runs lev's guest-side modes with levBin (shared by the steps' copies of the
+	// Instance, so lev is installed in a VM guest once per bring-up at most).
+	helper *guestside.Helper
+	levErr error
 	// tarballDigest is lev.base_tarball's digest (tarballErr: why there is none).
 	tarballDigest string
 	tarballErr    error
@@ -150,6 +154,9 @@ func New(o Options) (*Instance, error) {
 	}
 	if in.levErr == nil {
 		in.levDigest, in.levErr = levimage.FileDigest(in.levBin)
+	}
+	if in.levErr == nil {
+		in.helper = &guestside.Helper{Lev: in.levBin, InPlace: in.InPlace}
 	}
 	if in.levErr != nil {
 		in.levErr = fmt.Errorf("the guest-side helpers and the workbench need a static Linux lev for the guest: %w", in.levErr)

@@ -44,6 +44,7 @@ func (h hostBroker) Stop(ctx context.Context) error {
 var brokerStep = Step{
 	ID:    StepBroker,
 	Needs: []string{"AliasV4", "AliasV6"},
+	Gives: []string{"Broker"},
 	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
 		case o.BrokerRunning && o.BrokerSANOK:
@@ -60,6 +61,7 @@ var brokerStep = Step{
 			return Done{Facts: f}, err
 		}
 		if bs.Running && bs.State != nil && contains(bs.State.SANIPs, f.AliasV4) {
+			f.Broker = bs.State.Listen
 			return Done{Detail: fmt.Sprintf("running (pid %d), certificate for %s until %s", bs.PID, f.AliasV4, bs.State.ServerCertNotAfter.Format(time.RFC3339)), Facts: f}, nil
 		}
 		what := "started"
@@ -81,6 +83,7 @@ var brokerStep = Step{
 		if bs.State != nil {
 			listen = bs.State.Listen
 		}
+		f.Broker = listen
 		return Done{Changed: true, Detail: fmt.Sprintf("%s (pid %d) on %s", what, bs.PID, listen), Facts: f}, nil
 	},
 }

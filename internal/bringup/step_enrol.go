@@ -13,17 +13,19 @@ import (
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/cap/ticket"
 	"github.com/lever-jail/lever/internal/containers"
-	"github.com/lever-jail/lever/internal/guest"
+
 	"github.com/lever-jail/lever/internal/guestside"
 )
 
 // enrolStep: every agent holds a valid client certificate (its key made in the guest)
 // and the user's current lev settings, with its lev home and bench dir. One guest call
 // for all agents; skipped when the observation found every certificate valid and every
-// agent's settings current.
+// agent's settings current. It needs the broker running (its tickets are redeemed
+// there), not podman, so it runs beside the podman step.
 var enrolStep = Step{
-	ID:    StepEnrol,
-	Needs: []string{"UID", "AliasV4"},
+	ID:      StepEnrol,
+	Needs:   []string{"UID", "AliasV4", "Broker"},
+	Overlap: true,
 	Plan: func(p PlanInput) (Action, string) {
 		var missing, stale []string
 		for _, a := range p.Agents {
@@ -99,11 +101,7 @@ func (in *Instance) stepEnrol(ctx context.Context, obs Observed, f Facts) (bool,
 	if len(body) > MaxEnrolRequest {
 		return false, "", fmt.Errorf("the enrolment request is %d bytes, over the guest helper's %d: make lev.agents smaller", len(body), MaxEnrolRequest)
 	}
-	argv, prefix, err := in.helperArgv(guestside.ModeEnrol)
-	if err != nil {
-		return false, "", err
-	}
-	if _, err := guest.RunOK(ctx, in.Runner, guest.Cmd{As: guest.Root, Argv: argv, Stdin: append(prefix, body...)}); err != nil {
+	if _, err := in.runHelper(ctx, guestside.ModeEnrol, body); err != nil {
 		return false, "", fmt.Errorf("enrolling in the guest: %w", err)
 	}
 	var parts []string

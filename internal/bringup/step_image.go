@@ -17,11 +17,19 @@ import (
 // afterwards. Skipped (no guest call, no image write) when the observation found both.
 var imageStep = Step{
 	ID:    StepImage,
-	Needs: []string{"Podman", "UID", "StatusSum", "ImageRef"},
+	Needs: []string{"UID", "StatusSum", "ImageRef"},
+	// podman only for an image (a configured or loaded lev image, a workbench on a user's
+	// base); lever's trees are made by the guest helper alone.
+	NeedsFor: func(in *Instance) []string {
+		if in.usesImages() {
+			return []string{"Podman"}
+		}
+		return nil
+	},
 	Gives: []string{"ImageRef", "BenchRef", "StatusSum"},
-	// The slowest step of a cold up (the workbench: read the guest's packages, tar them,
-	// load): it starts once podman is reached and runs beside broker and enrol, which
-	// neither need nor change anything it uses.
+	// The slowest step of a cold up (the trees made in the guest): with lever's trees it
+	// starts as soon as provisioning is done and runs beside broker, podman and enrol,
+	// which neither need nor change anything it uses.
 	Overlap: true,
 	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
@@ -38,7 +46,7 @@ var imageStep = Step{
 		}
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
-		if f.Podman == nil {
+		if f.Podman == nil && in.usesImages() {
 			return Done{Facts: f}, fmt.Errorf("no connection to the run user's podman")
 		}
 		t0 := time.Now()
@@ -122,4 +130,11 @@ func (in *Instance) stepLevImage(c Images, obs Observed, f Facts) (levDir string
 		return "", false, "lev's tree " + dir + " present", f, nil
 	}
 	return dir, false, "", f, nil
+}
+
+// usesImages says whether the image step works with podman images: a configured or
+// tarball lev image, or a workbench on a user's base. Lever's own lev and the default
+// workbench are trees, made without podman.
+func (in *Instance) usesImages() bool {
+	return in.source.Kind != levimage.Built || in.benchBase() != baseDebian
 }

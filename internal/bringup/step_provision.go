@@ -23,11 +23,16 @@ var provisionStep = Step{
 		return ActionCreate, "no current provisioning stamp"
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
-		var sp *provision.State
+		var r provision.Result
+		var err error
 		if obs.GuestReachable {
-			sp = &obs.Stamp
+			r, err = provision.Ensure(ctx, in.Runner, in.provP, &obs.Stamp)
+		} else {
+			// The guest did not answer the observation: it was down, so it has just
+			// booted and no stamp can name this boot. The script is idempotent; reading
+			// the stamp first would only cost a round trip.
+			r, err = provision.Run(ctx, in.Runner, in.provP, false)
 		}
-		r, err := provision.Ensure(ctx, in.Runner, in.provP, sp)
 		if err != nil {
 			return Done{Facts: f}, err
 		}

@@ -28,8 +28,8 @@ const (
 	StepJail      = "jail"
 	StepEgress    = "egress"
 	StepProvision = "provision"
-	StepPodman    = "podman"
 	StepBroker    = "broker"
+	StepPodman    = "podman"
 	StepEnrol     = "enrol"
 	StepImage     = "image"
 	StepLev       = "lev"
@@ -45,6 +45,7 @@ type Facts struct {
 	ImageRef  string // the lev image the lev containers run (image: a tarball's name)
 	BenchRef  string // the workbench image (image)
 	Podman    Podman // the run user's podman (observation, podman)
+	Broker    string // the broker's listen address, once it runs with the alias (broker)
 }
 
 // Step is one row of the table.
@@ -53,10 +54,14 @@ type Step struct {
 	// Needs and Gives name the Facts fields the step reads and returns; only the fields
 	// in Gives are taken from what it returns.
 	Needs, Gives []string
+	// NeedsFor adds needs that depend on the configuration (the image step needs podman
+	// only for an image, not for lever's trees).
+	NeedsFor func(in *Instance) []string
 	// Overlap: the step may start as soon as the steps that give its Needs (and egress)
-	// are done, running beside the steps in between; its line still prints in its place
-	// and the steps after it wait for it. Only for a step that starts nothing in the
-	// guest and that no step in between needs.
+	// are done, running beside the steps in between (its guest calls too: the guest
+	// serves them concurrently); its line still prints in its place and the steps after
+	// it wait for it. Only for a step whose Gives no step in between needs, and that
+	// changes nothing a step in between reads.
 	Overlap bool
 	// Plan is the step's skip rule: from what was observed, ActionKeep (skipped: at most
 	// a re-check without a guest call) or what it will do, and why.
@@ -82,7 +87,7 @@ type Done struct {
 
 // Steps is the one table: egress comes before anything that starts a process in the
 // guest.
-var Steps = []Step{jailStep, egressStep, provisionStep, podmanStep, brokerStep, enrolStep, imageStep, levStep}
+var Steps = []Step{jailStep, egressStep, provisionStep, brokerStep, podmanStep, enrolStep, imageStep, levStep}
 
 // Result of one executed step.
 type StepResult struct {
@@ -124,6 +129,8 @@ func (f Facts) with(g Facts, gives []string) Facts {
 			f.BenchRef = g.BenchRef
 		case "Podman":
 			f.Podman = g.Podman
+		case "Broker":
+			f.Broker = g.Broker
 		default:
 			panic("bringup: step gives unknown fact " + n)
 		}
@@ -131,16 +138,26 @@ func (f Facts) with(g Facts, gives []string) Facts {
 	return f
 }
 
-// readyAfter is the index of the last step before Steps[i] that gives one of its Needs
+// needs are Steps[i]'s needs for this instance.
+func (in *Instance) needs(i int) []string {
+	n := Steps[i].Needs
+	if Steps[i].NeedsFor != nil {
+		n = append(append([]string(nil), n...), Steps[i].NeedsFor(in)...)
+	}
+	return n
+}
+
+// readyAfter is the index of the last step before Steps[i] that gives one of its needs
 // (at least egress's: nothing starts before the firewall is verified).
-func readyAfter(i int) int {
+func (in *Instance) readyAfter(i int) int {
 	last := 0
+	needs := in.needs(i)
 	for k := 0; k < i; k++ {
 		if Steps[k].ID == StepEgress && k > last {
 			last = k
 		}
 		for _, g := range Steps[k].Gives {
-			for _, n := range Steps[i].Needs {
+			for _, n := range needs {
 				if g == n && k > last {
 					last = k
 				}
@@ -185,10 +202,14 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	f := obs.Facts
 	p := newProgress(in.opts.Out, len(Steps))
 	early := map[int]*run{}
+	var install chan struct{}
 	// every step started early is waited for, whatever happens before its turn
 	defer func() {
 		for _, r := range early {
 			<-r.done
+		}
+		if install != nil {
+			<-install
 		}
 	}()
 	for i, s := range Steps {
@@ -206,11 +227,21 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			return res, fmt.Errorf("%s: %w", s.ID, r.err)
 		}
 		p.done(i, r.sr)
+		if s.ID == StepEgress && in.helperWanted(obs) {
+			// A VM guest without this lever's lev gets it now, beside provisioning: the
+			// helper steps after it then send only their requests. Its failure is not
+			// this step's: the helper call that needs lev installs it again and says why.
+			install = make(chan struct{})
+			go func() {
+				defer close(install)
+				_ = in.helper.Install(ctx, in.Runner)
+			}()
+		}
 		f = f.with(r.d.Facts, s.Gives)
 		res.Steps = append(res.Steps, r.sr)
 		res.Changed = res.Changed || r.d.Changed
 		for j := i + 1; j < len(Steps); j++ {
-			if Steps[j].Overlap && early[j] == nil && readyAfter(j) <= i {
+			if Steps[j].Overlap && early[j] == nil && in.readyAfter(j) <= i {
 				early[j] = in.start(ctx, Steps[j], obs, f)
 			}
 		}
@@ -229,4 +260,19 @@ func isDone(r *run) bool {
 	default:
 		return false
 	}
+}
+
+// helperWanted says whether this run will call a guest helper that lev must be installed
+// for: a VM guest (not the netns substrate, where lev runs in place) and the enrol or
+// image step about to act.
+func (in *Instance) helperWanted(obs Observed) bool {
+	if in.InPlace || in.helper == nil {
+		return false
+	}
+	for _, p := range in.Plan(obs) {
+		if (p.ID == StepEnrol || p.ID == StepImage) && p.Action != ActionKeep {
+			return true
+		}
+	}
+	return false
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/containers"
-	"github.com/lever-jail/lever/internal/guest"
+
 	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/guestside/imagebuild"
 	"github.com/lever-jail/lever/internal/levimage"
@@ -240,12 +240,8 @@ func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *benc
 	if len(body) > imagebuild.MaxRequest {
 		return nil, fmt.Errorf("the image request is %d bytes, over the guest helper's %d", len(body), imagebuild.MaxRequest)
 	}
-	argv, prefix, err := in.helperArgv(guestside.ModeImages)
-	if err != nil {
-		return nil, err
-	}
 	t0 := time.Now()
-	res, err := guest.RunOK(ctx, in.Runner, guest.Cmd{As: guest.Root, Argv: argv, Stdin: append(prefix, body...)})
+	res, err := in.runHelper(ctx, guestside.ModeImages, body)
 	if err != nil {
 		return nil, fmt.Errorf("making lever's trees in the guest: %w", err)
 	}

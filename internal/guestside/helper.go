@@ -1,0 +1,168 @@
+package guestside
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/lever-jail/lever/internal/guest"
+)
+
+// CacheDir is where a VM guest keeps lever's lev for the helpers: root's, next to
+// lever's other guest state. Each binary is named by its digest, written once and never
+// changed, so a helper call names the exact bytes the host checked without sending them.
+const CacheDir = "/var/lib/lever/bin"
+
+// missingCode is the exit status of a cached helper call that found no lev to run (the
+// guest was reset, or this lever's lev was never installed there). lev itself exits 0, 1
+// or 2, so it cannot be mistaken for the helper's own failure.
+const missingCode = 113
+
+// Helper runs lev's helper modes in one guest. On the netns substrate (InPlace) lev runs
+// from its host path. In a VM, the first call installs lev in CacheDir (21 MiB over the
+// guest link: 2.7 s under TCG) and every later call, of this bring-up or the next,
+// runs that copy: one round trip carrying only the request. A Helper is safe for
+// concurrent use; an install in flight makes the other calls wait for it rather than
+// send the binary again.
+type Helper struct {
+	Lev     string // the Linux lev for the guest's architecture (the caller chose and checked it)
+	InPlace bool
+	// Dir overrides CacheDir (tests).
+	Dir string
+
+	mu        sync.Mutex
+	installed bool
+	bin       []byte // read once, on the first install
+	digest    string
+}
+
+func (h *Helper) dir() string {
+	if h.Dir != "" {
+		return h.Dir
+	}
+	return CacheDir
+}
+
+// load reads and hashes lev once. Called with mu held.
+func (h *Helper) load() error {
+	if h.digest != "" {
+		return nil
+	}
+	bin, err := os.ReadFile(h.Lev)
+	if err != nil {
+		return fmt.Errorf("reading the guest helper (lev) %s: %w", h.Lev, err)
+	}
+	sum := sha256.Sum256(bin)
+	h.bin, h.digest = bin, hex.EncodeToString(sum[:])
+	return nil
+}
+
+// Path is where the guest keeps this lev (its digest's first 128 bits name it).
+func (h *Helper) path() string { return h.dir() + "/lev-" + h.digest[:32] }
+
+// Run runs helper mode with req on its stdin, as root.
+func (h *Helper) Run(ctx context.Context, r guest.Runner, mode string, req []byte) (guest.Result, error) {
+	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
+		return guest.Result{}, fmt.Errorf("unknown guest helper mode %q", mode)
+	}
+	if h.InPlace {
+		argv, _, err := Argv(h.Lev, true, mode)
+		if err != nil {
+			return guest.Result{}, err
+		}
+		return r.Run(ctx, guest.Cmd{As: guest.Root, Argv: argv, Stdin: req})
+	}
+	// waits for an install in flight, so this call does not race it into a second one
+	h.mu.Lock()
+	err := h.load()
+	h.mu.Unlock()
+	if err != nil {
+		return guest.Result{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		res, err := r.Run(ctx, guest.Cmd{As: guest.Root, Argv: h.cachedArgv(mode), Stdin: req})
+		if err != nil || res.ExitCode != missingCode || !strings.Contains(string(res.Stderr), "lever: no cached lev") || attempt > 0 {
+			return res, err
+		}
+		h.mu.Lock()
+		h.installed = false
+		h.mu.Unlock()
+		if err := h.Install(ctx, r); err != nil {
+			return guest.Result{}, err
+		}
+	}
+}
+
+// cachedArgv runs the cached lev in mode, or exits missingCode when it is not there. The
+// file is run only when it is root's, not a symlink, and no one else can write it; its
+// directory was checked the same way when lev was installed, and only root can change it.
+func (h *Helper) cachedArgv(mode string) []string {
+	f := h.path()
+	script := `f=` + f + `; case $(stat -c '%u %A' ` + h.dir() + ` 2>/dev/null) in 0" "d????-??-?) ;; *) echo "lever: no cached lev $f (` + h.dir() + ` is not a directory only root can write)" >&2; exit ` + strconv.Itoa(missingCode) + `;; esac; ` +
+		`if [ -L "$f" ] || [ ! -f "$f" ]; then echo "lever: no cached lev $f" >&2; exit ` + strconv.Itoa(missingCode) + `; fi; ` +
+		`case $(stat -c '%u %a' "$f") in "0 755"|"0 700") ;; *) echo "lever: $f is not root's alone: refusing to run it" >&2; exit 1;; esac; ` +
+		`exec "$f" ` + Command + ` ` + mode
+	return []string{"/bin/sh", "-c", script}
+}
+
+// Install puts lev in the guest's cache (one call) unless this Helper already did. The
+// copy is checked against the digest before it takes its name, so a cut-off transfer
+// never becomes a helper; older lev copies there are removed. Every directory from
+// /var/lib/lever down must be root's, not a symlink, and writable by no one else.
+// Safe to start early, beside other steps: it writes a file and runs nothing of it.
+func (h *Helper) Install(ctx context.Context, r guest.Runner) error {
+	if h.InPlace {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.load(); err != nil {
+		return err
+	}
+	if h.installed {
+		return nil
+	}
+	if _, err := guest.RunOK(ctx, r, guest.Cmd{As: guest.Root, Argv: h.installArgv(), Stdin: h.bin}); err != nil {
+		return fmt.Errorf("installing lever's guest helper (lev) in the guest: %w", err)
+	}
+	h.installed = true
+	return nil
+}
+
+// installArgv reads exactly the binary from stdin into a private temporary name in the
+// cache dir, checks its digest and renames it into place (0755: lever's lev tree can
+// link it). Directories it makes are 0711 (the lev homes below /var/lib/lever need
+// traversal by the run user's podman) and 0700 for the cache.
+func (h *Helper) installArgv() []string {
+	d := h.dir()
+	top := d[:strings.LastIndexByte(d, '/')]
+	script := `set -eu
+umask 077
+check() {
+	if [ -L "$1" ] || [ ! -d "$1" ]; then echo "lever: $1 is not a directory" >&2; exit 1; fi
+	case $(stat -c '%u %A' "$1") in
+	0" "d????-??-?) ;;
+	*) echo "lever: $1 is not a root-owned directory only root can write ($(stat -c '%U %A' "$1"))" >&2; exit 1;;
+	esac
+}
+[ -e ` + top + ` ] || [ -L ` + top + ` ] || mkdir -m 0711 ` + top + `
+check ` + top + `
+[ -e ` + d + ` ] || [ -L ` + d + ` ] || mkdir -m 0700 ` + d + `
+check ` + d + `
+f=` + h.path() + `
+t=$(mktemp ` + d + `/.lev.XXXXXX)
+trap 'rm -f "$t"' EXIT
+head -c ` + strconv.Itoa(len(h.bin)) + ` >"$t"
+echo "` + h.digest + `  $t" | sha256sum -c --status || { echo "lever: the lev copied into the guest does not match its digest (cut off?)" >&2; exit 1; }
+chmod 0755 "$t"
+mv -f "$t" "$f"
+trap - EXIT
+for o in ` + d + `/lev-*; do [ "$o" = "$f" ] || rm -f "$o"; done
+`
+	return []string{"/bin/sh", "-c", script}
+}

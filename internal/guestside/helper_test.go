@@ -1,0 +1,168 @@
+package guestside
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lever-jail/lever/internal/guest"
+)
+
+// shRunner runs guest commands on this machine (as the test's user: root), counting them
+// and remembering what each was sent.
+type shRunner struct{ calls []guest.Cmd }
+
+func (r *shRunner) Run(ctx context.Context, c guest.Cmd) (guest.Result, error) {
+	r.calls = append(r.calls, c)
+	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	cmd.Stdin = bytes.NewReader(c.Stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := guest.Result{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res.ExitCode, err = ee.ExitCode(), nil
+	}
+	return res, err
+}
+
+// TestHelperCache runs the cache's real scripts with a real shell: the first call of a
+// fresh guest installs lev (its exact bytes, checked against the digest) and runs it; a
+// later Helper (the next bring-up) runs the cached copy in one call carrying only the
+// request; an install replaces older copies; and a copy or directory someone other than
+// root could have changed is never run.
+func TestHelperCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the cache is root's")
+	}
+	lev := echoLev(t)
+	bin, _ := os.ReadFile(lev)
+	sum := sha256.Sum256(bin)
+	base := t.TempDir()
+	dir := filepath.Join(base, "lever", "bin")
+	cached := filepath.Join(dir, "lev-"+hex.EncodeToString(sum[:16]))
+	req := []byte(`{"probes":[]}` + "\n")
+	want := Command + " " + ModeProbe + "\n" + string(req)
+	ctx := context.Background()
+
+	// a fresh guest: missing, installed, run (3 calls); the request reaches lev intact
+	r := &shRunner{}
+	res, err := (&Helper{Lev: lev, Dir: dir}).Run(ctx, r, ModeProbe, req)
+	if err != nil || res.ExitCode != 0 || string(res.Stdout) != want {
+		t.Fatalf("first call: %v exit %d out %q err %q", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if len(r.calls) != 3 || !bytes.Equal(r.calls[1].Stdin, bin) || !bytes.Equal(r.calls[2].Stdin, req) {
+		t.Fatalf("first call made %d guest calls (want 3: run, install with lev's bytes, run)", len(r.calls))
+	}
+	if got, _ := os.ReadFile(cached); !bytes.Equal(got, bin) {
+		t.Fatal("the cached lev is not the binary lever was given")
+	}
+	for p, mode := range map[string]os.FileMode{filepath.Dir(dir): 0o711 | os.ModeDir, dir: 0o700 | os.ModeDir, cached: 0o755} {
+		if fi, _ := os.Stat(p); fi == nil || fi.Mode() != mode {
+			t.Errorf("%s: mode %v, want %v", p, fi.Mode(), mode)
+		}
+	}
+
+	// the next bring-up: one call, no binary sent
+	r = &shRunner{}
+	res, err = (&Helper{Lev: lev, Dir: dir}).Run(ctx, r, ModeEnrol, req)
+	if err != nil || string(res.Stdout) != Command+" "+ModeEnrol+"\n"+string(req) || len(r.calls) != 1 || bytes.Contains(r.calls[0].Stdin, bin[:4096]) {
+		t.Fatalf("cached call: %v, %d calls, out %q", err, len(r.calls), res.Stdout)
+	}
+
+	// a copy someone else owns is refused, not run and not replaced
+	os.Chown(cached, 65534, 65534)
+	r = &shRunner{}
+	res, _ = (&Helper{Lev: lev, Dir: dir}).Run(ctx, r, ModeProbe, req)
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "is not root's alone") || len(r.calls) != 1 {
+		t.Fatalf("a copy owned by uid 65534 ran or was replaced: exit %d %q, %d calls", res.ExitCode, res.Stderr, len(r.calls))
+	}
+	os.Chown(cached, 0, 0)
+
+	// a cache dir others can write: the copy there is not run, and lever will not install into it
+	os.Chmod(dir, 0o777)
+	r = &shRunner{}
+	_, err = (&Helper{Lev: lev, Dir: dir}).Run(ctx, r, ModeProbe, req)
+	if err == nil || !strings.Contains(err.Error(), "not a root-owned directory only root can write") || len(r.calls) != 2 {
+		t.Fatalf("a world-writable cache dir: %v after %d calls", err, len(r.calls))
+	}
+	os.Chmod(dir, 0o700)
+
+	// a symlink in the copy's place is not followed; the install replaces the link itself
+	target := filepath.Join(base, "target")
+	os.WriteFile(target, []byte("#!/bin/sh\necho not lev\n"), 0o755)
+	os.Remove(cached)
+	os.Symlink(target, cached)
+	r = &shRunner{}
+	res, err = (&Helper{Lev: lev, Dir: dir}).Run(ctx, r, ModeProbe, req)
+	if err != nil || string(res.Stdout) != want || len(r.calls) != 3 {
+		t.Fatalf("symlinked copy: %v, out %q, %d calls", err, res.Stdout, len(r.calls))
+	}
+	if fi, _ := os.Lstat(cached); fi.Mode()&os.ModeSymlink != 0 {
+		t.Fatal("the symlink is still there")
+	}
+	if got, _ := os.ReadFile(target); string(got) != "#!/bin/sh\necho not lev\n" {
+		t.Fatal("the install wrote through the symlink")
+	}
+
+	// an older lev's copy is removed when this one is installed
+	old := filepath.Join(dir, "lev-00000000000000000000000000000000")
+	os.WriteFile(old, []byte("old"), 0o755)
+	os.Remove(cached)
+	if _, err := (&Helper{Lev: lev, Dir: dir}).Run(ctx, &shRunner{}, ModeProbe, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Error("the older copy is still there")
+	}
+}
+
+// TestHelperInstallRefusesCutOffCopy: a transfer cut short never takes the helper's name
+// (and leaves no temporary file behind).
+func TestHelperInstallRefusesCutOffCopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the cache is root's")
+	}
+	lev := echoLev(t)
+	dir := filepath.Join(t.TempDir(), "lever", "bin")
+	h := &Helper{Lev: lev, Dir: dir}
+	h.mu.Lock()
+	if err := h.load(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Unlock()
+	for _, tc := range []struct {
+		name  string
+		stdin []byte
+		ok    bool
+	}{
+		{"cut off", h.bin[:len(h.bin)-100], false},
+		{"one byte changed", append(append([]byte{h.bin[0] ^ 1}, h.bin[1:]...)), false},
+		{"whole (control)", h.bin, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := (&shRunner{}).Run(context.Background(), guest.Cmd{Argv: h.installArgv(), Stdin: tc.stdin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, statErr := os.Stat(h.path())
+			if tc.ok != (res.ExitCode == 0) || tc.ok != (statErr == nil) {
+				t.Fatalf("exit %d (%s), installed: %v", res.ExitCode, res.Stderr, statErr == nil)
+			}
+			if !tc.ok && !strings.Contains(string(res.Stderr), "does not match its digest") {
+				t.Fatalf("refusal %q does not say why", res.Stderr)
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, ".lev.*")); len(left) > 0 {
+				t.Fatalf("temporary copies left: %v", left)
+			}
+		})
+	}
+}
