@@ -391,13 +391,16 @@ func (j *tjail) script() {
 		}
 		return secs
 	})))
-	j.r.On("snapshot", guesttest.Script("sec filter4"), failing("snapshot", guesttest.Sections(snapshot)))
-	j.r.On("egress-apply", guesttest.Script("--noflush"), failing("egress-apply", guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
+	// The rebuild commits and then reads the chains back in the same call (its script
+	// carries the snapshot's too, so it is matched first).
+	j.r.On("egress-apply", guesttest.Script("--noflush"), failing("egress-apply", guesttest.Sections(func(c guest.Cmd) []guesttest.Sec {
 		w.mu.Lock()
 		w.egressOK = true
 		w.mu.Unlock()
-		return []guesttest.Sec{{Name: "j6"}, {Name: "j4"}, {Name: "c6"}, {Name: "c4"}}
+		secs := []guesttest.Sec{{Name: "j6"}, {Name: "j4"}, {Name: "c6"}, {Name: "c4"}}
+		return append(append(secs, snapshot(c)...), guesttest.Sec{Name: guest.ReadBackDone})
 	})))
+	j.r.On("snapshot", guesttest.Script("sec filter4"), failing("snapshot", guesttest.Sections(snapshot)))
 	j.r.On("stamp-read", guesttest.Script(`read_stamp "$1"`), failing("stamp-read", func(guest.Cmd) (guest.Result, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()

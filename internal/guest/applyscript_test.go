@@ -2,6 +2,7 @@ package guest
 
 import (
 	"net/netip"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,5 +39,64 @@ func TestApplyScriptOrder(t *testing.T) {
 	}
 	if !strings.Contains(egress.JumpRestore(false, 0), ":LEVER_EGRESS - [0:0]") || strings.Contains(egress.JumpRestore(true, 1), ":LEVER_EGRESS") {
 		t.Error("jump commit must declare the chain only when it is missing")
+	}
+}
+
+// TestRebuildSectionsDistinct: the rebuild's one script answers in the commits' sections,
+// the snapshot's and ReadBackDone, and no two of them share a name (were they to, Parse
+// would refuse the answer as a section printed twice). The assembled script, the nft
+// variant of the jump commit and a containment part included, parses in sh and passes
+// shellcheck.
+func TestRebuildSectionsDistinct(t *testing.T) {
+	names := map[string]string{ReadBackDone: "the read-back's end"}
+	for _, s := range applySteps {
+		for _, n := range []string{s.id, s.id + ".stderr"} {
+			if names[n] != "" {
+				t.Errorf("section %s twice", n)
+			}
+			names[n] = "commit " + s.id
+		}
+	}
+	snapNames := regexp.MustCompile(`(?m)^\s*(?:if .*; then )?(?:else )?(?:sec|put) ([a-z0-9.-]+)`).FindAllStringSubmatch(snapshotPart, -1)
+	if len(snapNames) < 10 {
+		t.Fatalf("found only %d sections in snapshot.sh: %v", len(snapNames), snapNames)
+	}
+	for _, m := range snapNames {
+		for _, n := range []string{m[1], m[1] + ".stderr"} {
+			if was := names[n]; was != "" && was != "snapshot" {
+				t.Errorf("snapshot section %s is also %s's", n, was)
+			}
+			names[n] = "snapshot"
+		}
+		if strings.HasPrefix(m[1], ContainmentPrefix) {
+			t.Errorf("snapshot section %s is in the containment part's namespace", m[1])
+		}
+	}
+	for n := range names {
+		if strings.HasPrefix(n, ContainmentPrefix) {
+			t.Errorf("section %s is in the containment part's namespace", n)
+		}
+	}
+
+	rs, _ := egress.Render(egress.Inputs{Posture: egress.Closed, AliasV4: netip.MustParseAddr("10.0.0.1")})
+	snap := Snapshot{V4: egress.FamilyState{ChainExists: true, RebuildOutput: true}, V6: egress.FamilyState{Output: []string{egress.JumpRule}}}
+	req := SnapshotRequest{Alias: "h", LimaDNS: true, Containment: "put " + ContainmentPrefix + "x yes\n"}
+	text := rebuildScript(req, snap, rs).Text()
+	if !strings.HasSuffix(strings.TrimSpace(text), "put "+ReadBackDone) {
+		t.Errorf("the script does not end with its read-back's end:\n%s", text)
+	}
+	check := exec.Command("sh", "-n")
+	check.Stdin = strings.NewReader(text)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("sh -n: %v: %s", err, out)
+	}
+	if _, err := exec.LookPath("shellcheck"); err != nil {
+		t.Log("shellcheck not installed: sh -n only")
+		return
+	}
+	check = exec.Command("shellcheck", "-s", "sh", "-S", "warning", "-")
+	check.Stdin = strings.NewReader(text)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Errorf("shellcheck: %v\n%s", err, out)
 	}
 }

@@ -75,12 +75,21 @@ func ReadCarried(sc Script, spec EgressSpec, a CarriedAnswer) (Snapshot, error) 
 }
 
 func readSnapshot(sc Script, res Result, req SnapshotRequest) (Snapshot, error) {
-	if res.ExitCode != 0 {
-		return Snapshot{}, fmt.Errorf("reading egress state from the guest: sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	if err := shellStatus(res); err != nil {
+		return Snapshot{}, err
 	}
 	secs, err := sc.Parse(res.Stdout)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	return ParseSnapshot(secs, req)
+}
+
+// shellStatus is the error of a snapshot script's shell that did not exit 0: what it
+// printed may stop anywhere.
+func shellStatus(res Result) error {
+	if res.ExitCode != 0 {
+		return fmt.Errorf("reading egress state from the guest: sh exited %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
 }

@@ -197,7 +197,8 @@ func verify(spec EgressSpec, snap Snapshot) (Report, error) {
 
 // EnsureEgress is the bring-up's egress step: it verifies the live chains and leaves them
 // alone when they match exactly (one guest call), and otherwise rebuilds them with
-// ApplyEgress and verifies the result.
+// ApplyEgress and verifies the result it read back in the same call (two guest calls in
+// all).
 func EnsureEgress(ctx context.Context, r Runner, spec EgressSpec) (Report, error) {
 	snap, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
 	if err != nil {
@@ -221,12 +222,12 @@ func EnsureEgressFrom(ctx context.Context, r Runner, spec EgressSpec, snap Snaps
 		return rep, nil
 	}
 	if !rep.Diff.OwnMatch() {
-		if err := ApplyEgress(ctx, r, spec.Tools, snap, rep.Desired.Ruleset); err != nil {
-			return rep, err
-		}
-		after, err := TakeSnapshot(ctx, r, spec.snapshotRequest())
+		// The commits and the read-back are one guest call (ApplyEgress); the read-back is
+		// the same snapshot TakeSnapshot takes, and is held to the same rule-for-rule
+		// comparison as the first one.
+		after, err := ApplyEgress(ctx, r, spec.snapshotRequest(), snap, rep.Desired.Ruleset)
 		if err != nil {
-			return rep, fmt.Errorf("verifying after the rebuild: %w", err)
+			return rep, err
 		}
 		d := after.VerifyEgress(rep.Desired.Ruleset)
 		if !d.OwnMatch() {
@@ -257,15 +258,15 @@ var applySteps = []struct {
 	{"j6", egress.V6, true}, {"j4", egress.V4, true}, {"c6", egress.V6, false}, {"c4", egress.V4, false},
 }
 
-// ApplyScript is the one guest script ApplyEgress runs: per family (IPv6 first) a restore
-// commit that makes the jump OUTPUT's first and only copy, then per family (IPv6 first,
-// IPv4 last) a restore commit that replaces the whole chain. It stops at the first failed
-// commit and says which one.
+// ApplyScript is the commits of the one guest script ApplyEgress runs (rebuildScript
+// appends the read-back): per family (IPv6 first) a restore commit that makes the jump
+// OUTPUT's first and only copy, then per family (IPv6 first, IPv4 last) a restore commit
+// that replaces the whole chain. It stops at the first failed commit and says which one.
 func ApplyScript(tools Tools, snap Snapshot, desired egress.Ruleset) string {
 	t := tools.orDefault()
 	var b strings.Builder
 	// Each commit is a section (guest.Script's format); the first that fails ends the
-	// script, so nothing after it runs.
+	// script, so nothing after it runs: no later commit, and not the read-back either.
 	stop := "[ \"$rc\" = 0 ] || exit 0\n"
 	for _, s := range applySteps {
 		var input string
@@ -299,20 +300,62 @@ func nftOutputScript(fam string) string {
 		"printf '%s\\n' 'add table " + fam + " filter { }' 'add chain " + fam + " filter " + egress.Chain + "' 'flush chain " + fam + " filter OUTPUT' 'add rule " + fam + " filter OUTPUT counter jump " + egress.Chain + "' | nft -f -\n"
 }
 
-// ErrApply is wrapped by every ApplyEgress failure.
+// ErrApply is wrapped by every ApplyEgress failure of a commit (not by a failed
+// read-back: the commits all succeeded then).
 var ErrApply = errors.New("applying egress")
 
+// ReadBackDone is the section the rebuild's script prints after its read-back, last: an
+// answer without it was cut off before the read-back was complete, whatever sections it
+// does hold, and that is an error, never a match.
+const ReadBackDone = "readback-done"
+
+// rebuildScript is the one script ApplyEgress runs: the commits (ApplyScript, which
+// stops at the first failure), then, only when the last commit succeeded, the snapshot
+// req asks for (the parts TakeSnapshot runs, reading SnapshotEnv's inputs), then
+// ReadBackDone. The commits answer in sections j6 j4 c6 c4 (and their .stderr), the
+// snapshot in its own names (scripts/snapshot.sh) and the containment part under
+// ContainmentPrefix; they share no name (TestRebuildSectionsDistinct), and were two ever
+// to collide, Parse refuses a section printed twice, so the read-back would be an error,
+// not a mixed-up match.
+func rebuildScript(req SnapshotRequest, snap Snapshot, desired egress.Ruleset) Script {
+	parts := append([]string{ApplyScript(req.Tools, snap, desired)}, SnapshotParts(req)...)
+	return NewScript(append(parts, "put "+ReadBackDone)...)
+}
+
 // ApplyEgress commits the desired ruleset, given the snapshot it was planned from (the
-// snapshot says how many jump copies to delete and whether the chain exists). One guest
-// call. Its error says which family holds which chain.
-func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desired egress.Ruleset) error {
-	sc := NewScript(ApplyScript(tools, snap, desired))
-	res, err := r.Run(ctx, sc.Cmd(nil))
+// snapshot says how many jump copies to delete and whether the chain exists), and reads
+// the chains back, in ONE guest call: after the last commit succeeds, the same `sh -s`
+// takes the snapshot req asks for (rebuildScript). A separate snapshot call would read
+// the same thing one guest round trip later; on a VM each round trip is an ssh (or orb)
+// call, sudo and a shell, 1.5-2 s under qemu TCG.
+//
+// It returns the read-back; the caller judges it (EnsureEgressFrom compares it rule for
+// rule with desired). A commit that failed, or an answer that ends before the last commit,
+// is an error wrapping ErrApply that says which family holds which chain, and no read-back
+// is parsed (the script ran none). When all four committed but the read-back is missing,
+// cut off or unreadable, the error is "verifying after the rebuild: ...".
+func ApplyEgress(ctx context.Context, r Runner, req SnapshotRequest, snap Snapshot, desired egress.Ruleset) (Snapshot, error) {
+	sc := rebuildScript(req, snap, desired)
+	res, err := r.Run(ctx, sc.Cmd(SnapshotEnv(req)))
 	if err != nil {
-		return fmt.Errorf("%w: the guest call failed (%v); state unknown: IPv6 may hold the new chain and IPv4 the old; the next apply verifies and repairs", ErrApply, err)
+		return Snapshot{}, fmt.Errorf("%w: the guest call failed (%v); state unknown: IPv6 may hold the new chain and IPv4 the old; the next apply verifies and repairs", ErrApply, err)
 	}
-	// A cut-off answer still says which commits completed.
-	secs, _ := sc.Parse(res.Stdout)
+	// A cut-off answer still says which commits completed: the parse error matters only
+	// to the read-back, which follows them.
+	secs, perr := sc.Parse(res.Stdout)
+	if err := commitsDone(req.Tools, snap, secs, res); err != nil {
+		return Snapshot{}, err
+	}
+	after, err := readBack(secs, perr, res, req)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("verifying after the rebuild: %w", err)
+	}
+	return after, nil
+}
+
+// commitsDone is nil when all four commits succeeded, and otherwise the error naming the
+// one that failed (or where the answer stopped) and the state each family is in.
+func commitsDone(tools Tools, snap Snapshot, secs Sections, res Result) error {
 	done := map[string]bool{}
 	var failed, rc, msg string
 	for _, st := range applySteps {
@@ -350,6 +393,22 @@ func ApplyEgress(ctx context.Context, r Runner, tools Tools, snap Snapshot, desi
 	default:
 		return fmt.Errorf("%w: interrupted before the chain commits (%s): both families hold their old chains", ErrApply, msg)
 	}
+}
+
+// readBack is the snapshot the rebuild's script took after its commits, read exactly as
+// TakeSnapshot reads its own call's (readSnapshot: the shell's status, the parse,
+// ParseSnapshot), and complete only when ReadBackDone closes it.
+func readBack(secs Sections, parseErr error, res Result, req SnapshotRequest) (Snapshot, error) {
+	if err := shellStatus(res); err != nil {
+		return Snapshot{}, err
+	}
+	if parseErr != nil {
+		return Snapshot{}, parseErr
+	}
+	if !secs.Has(ReadBackDone) {
+		return Snapshot{}, errors.New("the guest's answer ends before the read-back is complete (cut off?)")
+	}
+	return ParseSnapshot(secs, req)
 }
 
 func restoreName(tools Tools, snap Snapshot, step string) string {

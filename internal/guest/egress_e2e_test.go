@@ -4,6 +4,7 @@ package guest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -86,9 +87,14 @@ func sh(t testing.TB, argv ...string) {
 
 const wrapper = `#!/bin/sh
 # counts restore commits and, when %[3]s (or %[3]s-jump) exists, breaks chain (or
-# jump) commits with a bad line so the real %[1]s fails them (and only them)
+# jump) commits with a bad line so the real %[1]s fails them (and only them); when
+# %[3]s-extra exists, chain commits carry one more (valid) rule, which the real
+# %[1]s commits
 in=$(cat)
 echo %[2]s >>%[4]s
+if [ -e %[3]s-extra ] && printf '%%s\n' "$in" | grep -q '^:LEVER_EGRESS'; then
+	in=$(printf '%%s\n' "$in" | sed 's|^COMMIT$|-A LEVER_EGRESS -d 198.51.100.7/32 -j ACCEPT\nCOMMIT|')
+fi
 if [ -e %[3]s ] && printf '%%s\n' "$in" | grep -q '^:LEVER_EGRESS'; then
 	in=$(printf '%%s\n' "$in" | sed 's/^COMMIT$/-A LEVER_EGRESS -j NO_SUCH_TARGET_FAULT\nCOMMIT/')
 fi
@@ -245,8 +251,8 @@ func (j *jail) mustRebuild(spec guest.EgressSpec, wantLines []string) {
 	if n := j.commits() - before; n != 4 {
 		j.t.Errorf("repair made %d restore commits, want 4 (jump and chain per family)", n)
 	}
-	if calls != 3 {
-		j.t.Errorf("repair path took %d guest calls, want 3 (snapshot, apply, verify)", calls)
+	if calls != 2 {
+		j.t.Errorf("repair path took %d guest calls, want 2 (snapshot; apply with its read-back)", calls)
 	}
 	if lines := j.verify(spec); len(lines) != 0 {
 		j.t.Fatalf("after the repair verify still reports: %q", lines)
@@ -540,6 +546,30 @@ func egressScenario(t *testing.T, variant string) {
 		}
 		j.mustRebuild(open, got)
 	})
+	// The read-back that verifies a rebuild runs in the apply's own call, after the
+	// commits: a commit that succeeds but leaves the chain other than desired (here the
+	// IPv4 restore is fed one rule more) is caught in that same call, from the real tables.
+	t.Run("fault: the commits succeed, the chain read back differs", func(t *testing.T) {
+		j.t = t
+		next := j.spec(egress.Open, 7443, 9003)
+		extra := filepath.Join(j.dir, "fail4-extra")
+		os.WriteFile(extra, nil, 0o644)
+		before := j.commits()
+		_, calls, err := j.apply(next)
+		os.Remove(extra)
+		const prefix = "after the rebuild the live chains still differ from the desired ones: "
+		if err == nil || errors.Is(err, guest.ErrApply) || !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), "IPv4: extra rule at ") || !strings.Contains(err.Error(), "`-A LEVER_EGRESS -d 198.51.100.7/32 -j ACCEPT`") {
+			t.Fatalf("err = %v", err)
+		}
+		t.Logf("error: %v", err)
+		if calls != 2 {
+			t.Errorf("%d guest calls, want 2 (snapshot; apply with its read-back)", calls)
+		}
+		if n := j.commits() - before; n != 4 {
+			t.Errorf("%d restore commits, want 4", n)
+		}
+		j.mustRebuild(next, nil)
+	})
 }
 
 // BenchmarkBringUpEgress measures the bring-up's egress step on real iptables: the
@@ -755,8 +785,8 @@ func TestEgressNFTUntranslatableE2E(t *testing.T) {
 			if err != nil || rep.Outcome != guest.Rebuilt {
 				t.Fatalf("apply: outcome %q err %v", rep.Outcome, err)
 			}
-			if n := j.runner.Calls(); n != 3 {
-				t.Errorf("repair took %d guest calls, want 3", n)
+			if n := j.runner.Calls(); n != 2 {
+				t.Errorf("repair took %d guest calls, want 2 (snapshot; apply with its read-back)", n)
 			}
 			if lines := j.verify(open); len(lines) != 0 {
 				t.Fatalf("after apply verify still reports: %q", lines)
