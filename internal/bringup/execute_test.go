@@ -15,6 +15,7 @@ import (
 	"github.com/lever-jail/lever/internal/guest/guesttest"
 	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/guestside/imagebuild"
+	"github.com/lever-jail/lever/internal/levimage"
 )
 
 func changedSteps(res *Result) []string {
@@ -345,10 +346,13 @@ func TestOverlaps(t *testing.T) {
 			j.pod.images = map[string]bool{}
 			made := make(chan struct{})
 			var once sync.Once
-			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
 			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
 				once.Do(func() { close(made) })
-				b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: &imagebuild.BenchTree{}})
+				var req imagebuild.Request
+				if err := json.Unmarshal(c.Stdin, &req); err != nil || req.Bench == nil {
+					return guest.Result{ExitCode: 1, Stderr: []byte("bad request")}, nil
+				}
+				b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: helperBench(req, strings.Repeat("5", 64), levimage.RootDirStats{Entries: 1})})
 				return guest.Result{Stdout: b}, nil
 			})
 			j.broker.gate = made

@@ -1,10 +1,10 @@
 package bringup
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -37,67 +37,94 @@ func builtJail(t *testing.T) (*tjail, string) {
 		t.Fatal(err)
 	}
 	j.pod.images = map[string]bool{}
-	return j, in.benchTree(levimage.WorkbenchRef(baseDebian, strings.Repeat("5", 64), in.levDigest))
+	return j, in.benchTree(levimage.WorkbenchRef(baseDebian, sum5, in.levDigest))
 }
 
-// gatherReply is a dpkg database holding each workbench package, one file each.
-func gatherReply(guest.Cmd) []guesttest.Sec {
-	var status, lists strings.Builder
-	for _, w := range levimage.WorkbenchPackages {
-		p := strings.Split(w, "|")[0]
-		fmt.Fprintf(&status, "Package: %s\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1\n\n", p)
-		fmt.Fprintf(&lists, "/var/lib/dpkg/info/%s.list:/usr\n/var/lib/dpkg/info/%s.list:/usr/bin\n/var/lib/dpkg/info/%s.list:/usr/bin/%s\n", p, p, p, p)
-	}
-	return []guesttest.Sec{{Name: "arch", Out: "amd64"}, {Name: "statussum", Out: strings.Repeat("5", 64)},
-		{Name: "status", Out: status.String()}, {Name: "lists", Out: lists.String()}, {Name: "rootlinks"},
-		{Name: "altlinks"}, {Name: "certs"}, {Name: "end"}}
+var (
+	sum5 = strings.Repeat("5", 64) // the package-state digest the observation read
+	sum6 = strings.Repeat("6", 64) // another: the guest's packages changed since
+)
+
+// helperBench is the image helper's answer for the workbench when the guest's digest is
+// sum: the tree the request names for it (BenchRequest.Dir, as the helper names it).
+func helperBench(req imagebuild.Request, sum string, st levimage.RootDirStats) *imagebuild.BenchTree {
+	return &imagebuild.BenchTree{Dir: req.Bench.Dir(sum), Ref: levimage.WorkbenchRef(levimage.DebianBase, sum, req.Bench.LevDigest),
+		StatusSum: sum, Packages: 14, RootDirStats: st}
 }
 
 // TestImageStepBuildsInGuest: lever's lev and the default workbench are trees made by
 // ONE guest helper call (lev __guest images), never images loaded over the podman
-// socket: the request names the trees the host computed, exactly the planned paths and
-// every mount destination of the containers that run each tree (a worker's dir among
-// them), and the step fails, naming the cause, when the helper fails, answers nonsense,
-// or leaves out a tree it was asked for.
+// socket, and no other guest call reads the guest's packages: the request names lev's
+// tree and, for the workbench, the trees dir, every mount destination of the containers
+// that run it (a worker's dir among them) and the lev digest its name is made of; the
+// workbench's ref and package-state digest are taken from the answer, and the step fails,
+// naming the cause, when the helper fails, answers nonsense, leaves out a tree it was
+// asked for, finds no dpkg database, or names a tree this host would not.
 func TestImageStepBuildsInGuest(t *testing.T) {
-	ok := func(j *tjail, req imagebuild.Request) (guest.Result, error) {
-		b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.LevTree{},
-			Bench: &imagebuild.BenchTree{RootDirStats: levimage.RootDirStats{Entries: 42, Linked: 30, Copied: 2, Stripped: 1}}})
+	made := levimage.RootDirStats{Entries: 42, Linked: 30, Copied: 2, Stripped: 1}
+	answer := func(resp imagebuild.Response) (guest.Result, error) {
+		b, _ := json.Marshal(resp)
 		return guest.Result{Stdout: b}, nil
 	}
+	exit := func(code int, stderr string) func(*tjail, imagebuild.Request) (guest.Result, error) {
+		return func(*tjail, imagebuild.Request) (guest.Result, error) {
+			return guesttest.Exit(code, stderr)(guest.Cmd{})
+		}
+	}
+	ok := func(sum string) func(j *tjail, req imagebuild.Request) (guest.Result, error) {
+		return func(j *tjail, req imagebuild.Request) (guest.Result, error) {
+			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: helperBench(req, sum, made)})
+		}
+	}
 	cases := []struct {
-		name  string
-		reply func(j *tjail, req imagebuild.Request) (guest.Result, error)
-		want  string // "" = success
+		name     string
+		observed string // the digest the observation read ("" after provisioning changed the guest)
+		reply    func(j *tjail, req imagebuild.Request) (guest.Result, error)
+		sum      string // the digest the workbench's tree is then named by
+		want     string // "" = success
 	}{
-		{"success", ok, ""},
-		{"helper fails", func(*tjail, imagebuild.Request) (guest.Result, error) {
-			return guest.Result{ExitCode: 1, Stderr: []byte("making the workbench tree: input/output error")}, nil
-		}, "exited 1: making the workbench tree: input/output error"},
-		{"guest unreachable", func(*tjail, imagebuild.Request) (guest.Result, error) {
+		{"success", sum5, ok(sum5), sum5, ""},
+		{"success, no digest observed", "", ok(sum5), sum5, ""},
+		{"the packages changed since the observation", sum5, ok(sum6), sum6, ""},
+		{"helper fails", sum5, exit(1, "making the workbench tree: input/output error"), "", "exited 1: making the workbench tree: input/output error"},
+		{"a workbench package is missing", sum5, exit(1, "Error: planning the workbench: package git is not installed in the guest"), "",
+			"exited 1: Error: planning the workbench: package git is not installed in the guest"},
+		{"guest unreachable", sum5, func(*tjail, imagebuild.Request) (guest.Result, error) {
 			return guest.Result{}, errors.New("ssh: connection reset")
-		}, "connection reset"},
-		{"answer is not the helper's", func(*tjail, imagebuild.Request) (guest.Result, error) {
+		}, "", "connection reset"},
+		{"answer is not the helper's", sum5, func(*tjail, imagebuild.Request) (guest.Result, error) {
 			return guest.Result{Stdout: []byte("Welcome to Debian\n")}, nil
-		}, "reading the guest's image helper"},
-		{"no word of lev's tree", func(*tjail, imagebuild.Request) (guest.Result, error) {
-			b, _ := json.Marshal(imagebuild.Response{Bench: &imagebuild.BenchTree{}})
-			return guest.Result{Stdout: b}, nil
-		}, "did not make lev's tree"},
-		{"no word of the workbench", func(*tjail, imagebuild.Request) (guest.Result, error) {
-			b, _ := json.Marshal(imagebuild.Response{Lev: &imagebuild.LevTree{}})
-			return guest.Result{Stdout: b}, nil
-		}, "did not make the workbench's tree"},
+		}, "", "reading the guest's image helper"},
+		{"no word of lev's tree", sum5, func(_ *tjail, req imagebuild.Request) (guest.Result, error) {
+			return answer(imagebuild.Response{Bench: helperBench(req, sum5, made)})
+		}, "", "did not make lev's tree"},
+		{"no word of the workbench", sum5, func(*tjail, imagebuild.Request) (guest.Result, error) {
+			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{}})
+		}, "", "did not make the workbench's tree"},
+		{"no dpkg database", "", func(*tjail, imagebuild.Request) (guest.Result, error) {
+			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: &imagebuild.BenchTree{NoDpkg: "no /var/lib/dpkg/status: not a Debian-family guest"}})
+		}, "", "workbench: the guest has no dpkg database (no /var/lib/dpkg/status: not a Debian-family guest), so lever cannot make the workbench from its packages: set lev.base_image or lev.base_tarball in "},
+		{"no digest in the answer", sum5, func(_ *tjail, req imagebuild.Request) (guest.Result, error) {
+			b := helperBench(req, sum5, made)
+			b.StatusSum = ""
+			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: b})
+		}, "", "gave no package-state digest"},
+		{"a tree this host would not name", sum5, func(_ *tjail, req imagebuild.Request) (guest.Result, error) {
+			b := helperBench(req, sum5, made)
+			b.Dir = filepath.Join(req.Bench.Trees, "bench-elsewhere")
+			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: b})
+		}, "", "but its package-state digest names"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			j, benchRef := builtJail(t)
+			j, _ := builtJail(t)
 			var got *imagebuild.Request
-			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
 			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
 				var req imagebuild.Request
-				if err := json.Unmarshal(c.Stdin, &req); err != nil {
-					t.Fatalf("the helper's request is not JSON: %v", err)
+				dec := json.NewDecoder(bytes.NewReader(c.Stdin))
+				dec.DisallowUnknownFields() // as the helper reads it
+				if err := dec.Decode(&req); err != nil {
+					t.Fatalf("the helper's request is not what it reads: %v", err)
 				}
 				if c.As != guest.Root {
 					t.Errorf("the image helper runs as %v, want root (it reads the package files)", c.As)
@@ -105,18 +132,24 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 				got = &req
 				return tc.reply(j, req)
 			})
-			f := Facts{UID: testUID, Podman: j.pod, StatusSum: strings.Repeat("5", 64)}
+			f := Facts{UID: testUID, Podman: j.pod, StatusSum: tc.observed}
 			d, err := imageStep.Run(context.Background(), j.in, Observed{}, f)
-			if n := strings.Join(j.r.Names(), ","); n != "gather,images" {
-				t.Errorf("guest calls %s, want gather,images", n)
+			if n := strings.Join(j.r.Names(), ","); n != "images" {
+				t.Errorf("guest calls %s, want images (one helper call, no package read of its own)", n)
 			}
-			if got == nil {
-				t.Fatal("no image helper call")
+			if got == nil || got.Bench == nil {
+				t.Fatalf("no image helper call for the workbench: %+v", got)
 			}
 			levTree := j.in.levTree()
-			if got.LevDir != levTree || got.BenchDir != benchRef || got.Root != "/" ||
-				filepath.Dir(levTree) != filepath.Dir(benchRef) || !strings.HasPrefix(filepath.Base(levTree), "lev-") || !strings.HasPrefix(filepath.Base(benchRef), "bench-") {
-				t.Errorf("request %+v", *got)
+			wantBench := j.in.benchTree(levimage.WorkbenchRef(baseDebian, tc.sum, j.in.levDigest))
+			if got.LevDir != levTree || got.Bench.Trees != filepath.Dir(levTree) || got.Bench.LevDigest != j.in.levDigest ||
+				!strings.HasPrefix(filepath.Base(levTree), "lev-") {
+				t.Errorf("request %+v %+v", *got, *got.Bench)
+			}
+			// the helper names the tree from the digest it reads as this host names it
+			// from the digest its observation read
+			if got.Bench.Dir(sum5) != j.in.benchTree(levimage.WorkbenchRef(baseDebian, sum5, j.in.levDigest)) {
+				t.Errorf("the helper would name the workbench %s, this host %s", got.Bench.Dir(sum5), j.in.benchTree(levimage.WorkbenchRef(baseDebian, sum5, j.in.levDigest)))
 			}
 			for _, want := range []string{"/lever/wa", "/run/lever", "/run/lever-bench"} {
 				if !contains(got.LevMounts, want) {
@@ -124,12 +157,9 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 				}
 			}
 			for _, want := range []string{"/lever", "/lever/wa", "/run/lever-bench"} {
-				if !contains(got.BenchMounts, want) {
-					t.Errorf("the workbench's tree lacks the mount point %s: %v", want, got.BenchMounts)
+				if !contains(got.Bench.Mounts, want) {
+					t.Errorf("the workbench's tree lacks the mount point %s: %v", want, got.Bench.Mounts)
 				}
-			}
-			if !strings.Contains(strings.Join(got.Paths, " "), "usr/bin/git") || len(got.Paths) != len(levimage.WorkbenchPackages)+2 {
-				t.Errorf("planned paths %v", got.Paths)
 			}
 			if j.pod.writes != 0 {
 				t.Errorf("%d image writes over the podman socket, want 0", j.pod.writes)
@@ -138,13 +168,16 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("err %v, want %q", err, tc.want)
 				}
+				if strings.Contains(tc.want, "set lev.base_image") && !strings.HasSuffix(err.Error(), " in "+j.in.cfg.Path) {
+					t.Errorf("the advice does not name the config file %s: %v", j.in.cfg.Path, err)
+				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !d.Changed || d.Facts.BenchRef != benchRef || !strings.Contains(d.Detail, "lev's tree "+levTree+" made in the guest") ||
-				!strings.Contains(d.Detail, "workbench "+benchRef+" made in the guest from 14 of its packages (42 entries: 30 files linked to the guest's own, 2 copied, 1 setuid/setgid bits or capabilities dropped") {
+			if !d.Changed || d.Facts.BenchRef != wantBench || d.Facts.StatusSum != tc.sum || !strings.Contains(d.Detail, "lev's tree "+levTree+" made in the guest") ||
+				!strings.Contains(d.Detail, "workbench "+wantBench+" made in the guest from 14 of its packages (42 entries: 30 files linked to the guest's own, 2 copied, 1 setuid/setgid bits or capabilities dropped") {
 				t.Errorf("done %+v", d)
 			}
 			// the containers run the trees
@@ -155,7 +188,7 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 			for _, c := range cs {
 				want := levTree
 				if c.Role == containers.Bench {
-					want = benchRef
+					want = wantBench
 				}
 				if c.Rootfs != want || c.Image != "" {
 					t.Errorf("%s runs image %q rootfs %q, want the tree %s", c.Name, c.Image, c.Rootfs, want)
@@ -165,47 +198,57 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 	}
 }
 
-// TestImageStepSkipsWhatIsPresent: with lev's tree listed only the workbench is made
-// (and the reverse); with both listed the step makes no guest call at all.
+// TestImageStepSkipsWhatIsPresent: with lev's tree listed only the workbench is asked
+// for (and the reverse); with both listed the step makes no guest call at all. Without
+// an observed digest (provisioning changed the guest) the helper is asked and finds the
+// workbench's tree whole.
 func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		lev, bench bool
+		observed   string
 		calls      string
+		detail     string
 	}{
-		{"nothing present", false, false, "gather,images"},
-		{"lev's tree present", true, false, "gather,images"},
-		{"workbench present", false, true, "images"},
-		{"both present", true, true, ""},
+		{"nothing present", false, false, sum5, "images", "made in the guest from 14"},
+		{"lev's tree present", true, false, sum5, "images", "made in the guest from 14"},
+		{"workbench present", false, true, sum5, "images", " present"},
+		{"both present", true, true, sum5, "", " present"},
+		{"both present, digest not observed", true, true, "", "images", " present"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, benchRef := builtJail(t)
 			obs := Observed{Trees: map[string]bool{filepath.Base(benchRef): tc.bench, filepath.Base(j.in.levTree()): tc.lev}}
 			var req imagebuild.Request
-			j.r.On("gather", guesttest.Script("sec statussum state_digest"), guesttest.Sections(gatherReply))
 			j.r.On("images", guesttest.Script(guestside.Command+"\x00"+guestside.ModeImages), func(c guest.Cmd) (guest.Result, error) {
 				json.Unmarshal(c.Stdin, &req)
 				resp := imagebuild.Response{}
 				if req.LevDir != "" {
 					resp.Lev = &imagebuild.LevTree{}
 				}
-				if req.BenchDir != "" {
-					resp.Bench = &imagebuild.BenchTree{RootDirStats: levimage.RootDirStats{Entries: 1}}
+				if req.Bench != nil {
+					st := levimage.RootDirStats{Entries: 1}
+					if tc.bench { // found whole
+						st.Entries = 0
+					}
+					resp.Bench = helperBench(req, sum5, st)
 				}
 				b, _ := json.Marshal(resp)
 				return guest.Result{Stdout: b}, nil
 			})
-			d, err := imageStep.Run(context.Background(), j.in, obs, Facts{UID: testUID, Podman: j.pod, StatusSum: strings.Repeat("5", 64)})
+			d, err := imageStep.Run(context.Background(), j.in, obs, Facts{UID: testUID, Podman: j.pod, StatusSum: tc.observed})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if n := strings.Join(j.r.Names(), ","); n != tc.calls {
 				t.Errorf("guest calls %q, want %q", n, tc.calls)
 			}
-			if (req.LevDir != "") == tc.lev || (req.BenchDir != "") == tc.bench && tc.calls != "" {
-				t.Errorf("asked the guest for lev %q, workbench %q (present: lev %v, workbench %v)", req.LevDir, req.BenchDir, tc.lev, tc.bench)
+			askedBench := tc.observed == "" || !tc.bench
+			if (req.LevDir != "") == tc.lev || (req.Bench != nil) != askedBench && tc.calls != "" {
+				t.Errorf("asked the guest for lev %q, workbench %+v (present: lev %v, workbench %v)", req.LevDir, req.Bench, tc.lev, tc.bench)
 			}
-			if d.Changed != !(tc.lev && tc.bench) || d.Facts.BenchRef != benchRef {
+			if d.Changed != !(tc.lev && tc.bench && tc.calls == "") || d.Facts.BenchRef != benchRef || d.Facts.StatusSum != sum5 ||
+				!strings.Contains(d.Detail, "workbench "+benchRef) || !strings.Contains(d.Detail, tc.detail) {
 				t.Errorf("done %+v", d)
 			}
 		})

@@ -68,18 +68,17 @@ var imageStep = Step{
 			}
 		}
 		// lever's own lev and the default workbench are trees made in the guest, both in
-		// one helper call.
+		// one helper call, which reads the guest's packages itself: the workbench's ref
+		// and the package-state digest come back in its answer.
 		if levDir != "" || bench != nil {
-			made, err := in.buildInGuest(ctx, levDir, bench)
+			made, f2, err := in.buildInGuest(ctx, levDir, bench, f)
 			if err != nil {
 				if bench != nil {
 					err = fmt.Errorf("workbench: %w", err)
 				}
 				return Done{Facts: f}, err
 			}
-			if bench != nil {
-				f.BenchRef = bench.ref
-			}
+			f = f2
 			parts = append(parts, made...)
 		}
 		return Done{Changed: ch1 || ch2 || levDir != "" || bench != nil, Detail: strings.Join(parts, "; "), Facts: f}, nil

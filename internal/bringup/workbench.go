@@ -2,14 +2,11 @@ package bringup
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/lever-jail/lever/internal/containers"
@@ -17,15 +14,14 @@ import (
 	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/guestside/imagebuild"
 	"github.com/lever-jail/lever/internal/levimage"
-	"github.com/lever-jail/lever/internal/levimage/debroot"
 	"github.com/lever-jail/lever/internal/tail"
 )
 
 // Workbench bases.
 const (
-	baseDebian  = "debian"  // made from the guest's own Debian packages
-	baseImage   = "image"   // lev.base_image
-	baseTarball = "tarball" // lev.base_tarball
+	baseDebian  = levimage.DebianBase // made from the guest's own Debian packages
+	baseImage   = "image"             // lev.base_image
+	baseTarball = "tarball"           // lev.base_tarball
 )
 
 func (in *Instance) benchBase() string {
@@ -46,12 +42,11 @@ func (in *Instance) treesRoot() string {
 }
 
 // tree is the tree of kind ("lev", "bench") for a content-addressed tag: named by the
-// tag's hex and the mount destinations of the containers that run it (made in it: the
-// runtime cannot make them in a root-owned tree, so a worker added later needs a tree
-// with its dir), so a warm bring-up finds it by name.
+// tag's hex and the mount destinations of the containers that run it
+// (levimage.TreeName, which the image helper names the workbench's tree with too), so a
+// warm bring-up finds it by name.
 func (in *Instance) tree(kind, ref string) string {
-	h := sha256.Sum256([]byte(strings.Join(in.treeMounts(kind), "\n")))
-	return filepath.Join(in.treesRoot(), kind+"-"+ref[strings.LastIndexByte(ref, ':')+1:]+"-"+hex.EncodeToString(h[:4]))
+	return filepath.Join(in.treesRoot(), levimage.TreeName(kind, ref, in.treeMounts(kind)))
 }
 
 // benchTree is the default workbench's tree for its tag; levTree is lev's, for lever's
@@ -118,10 +113,10 @@ func (in *Instance) benchKnownRef(c Images, f Facts) (string, error) {
 }
 
 // ensureBench makes the workbench image present: present (no build, no guest call),
-// layered onto a user base in the guest's podman, or planned from the guest's packages
-// (one guest call reads dpkg's database) and returned for the guest to build
-// (buildInGuest). The facts it returns carry the workbench's ref (and the package-state
-// digest it read).
+// layered onto a user base in the guest's podman, or, for the default workbench, returned
+// for the image helper to find or make from the guest's own packages (buildInGuest: the
+// helper reads them in the guest, so no call here). The facts it returns carry the
+// workbench's ref when it is known here.
 func (in *Instance) ensureBench(ctx context.Context, c Images, obs Observed, f Facts) (bool, string, *benchPlan, Facts, error) {
 	t0 := time.Now()
 	ref, err := in.benchKnownRef(c, f)
@@ -169,11 +164,7 @@ func (in *Instance) ensureBench(ctx context.Context, c Images, obs Observed, f F
 		f.BenchRef = ref
 		return true, fmt.Sprintf("workbench %s loaded from %s and built in %s%s", ref, in.cfg.Lev.BaseTarball, round(time.Since(t0)), in.benchSize(c, ref)), nil, f, nil
 	}
-	plan, f, err := in.planDebianBench(ctx, c, f)
-	if err != nil || plan != nil {
-		return false, "", plan, f, err
-	}
-	return false, "workbench " + f.BenchRef + " present" + in.benchSize(c, f.BenchRef), nil, f, nil
+	return false, "", in.debianBench(), f, nil
 }
 
 func (in *Instance) layerLev(c Images, baseID, ref string) error {
@@ -181,100 +172,85 @@ func (in *Instance) layerLev(c Images, baseID, ref string) error {
 		map[string]string{containers.LabelRole: "bench"}, nil)
 }
 
-// benchPlan is a default workbench to make in the guest: the planned files and the tree
-// (its ref).
+// benchPlan is the default workbench for the image helper to find or make from the
+// guest's own packages: where its tree goes and what its name is made of besides the
+// package-state digest the helper reads.
 type benchPlan struct {
-	ref      string
-	paths    []string
-	packages int
+	req imagebuild.BenchRequest
 }
 
-// planDebianBench reads the guest's dpkg database (one call) and plans the workbench's
-// files on the host.
-func (in *Instance) planDebianBench(ctx context.Context, c Images, f Facts) (*benchPlan, Facts, error) {
-	sc := debroot.Gather()
-	res, err := in.Runner.Run(ctx, sc.Cmd(nil))
-	if err != nil {
-		return nil, f, fmt.Errorf("reading the guest's packages: %w", err)
-	}
-	if res.ExitCode == 3 {
-		return nil, f, fmt.Errorf("the guest has no dpkg database (%s), so lever cannot make the workbench from its packages: set lev.base_image or lev.base_tarball in %s", strings.TrimSpace(string(res.Stderr)), in.cfg.Path)
-	}
-	if res.ExitCode != 0 {
-		return nil, f, fmt.Errorf("reading the guest's packages: exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	secs, err := sc.Parse(res.Stdout)
-	if err != nil {
-		return nil, f, fmt.Errorf("reading the guest's packages: %w", err)
-	}
-	gin, err := debroot.ParseGather(secs)
-	if err != nil {
-		return nil, f, err
-	}
-	f.StatusSum = gin.StatusSum
-	// The tree may be there all the same (an earlier up built it and provisioning changed
-	// nothing it is made from): the helper then finds it whole and makes nothing.
-	plan, err := debroot.Resolve(gin, levimage.WorkbenchPackages)
-	if err != nil {
-		return nil, f, fmt.Errorf("planning the workbench: %w", err)
-	}
-	return &benchPlan{ref: in.benchTree(levimage.WorkbenchRef(baseDebian, f.StatusSum, in.levDigest)), paths: plan.Paths, packages: len(plan.Packages)}, f, nil
+func (in *Instance) debianBench() *benchPlan {
+	return &benchPlan{req: imagebuild.BenchRequest{Trees: in.treesRoot(), Mounts: in.treeMounts("bench"), LevDigest: in.levDigest}}
 }
 
 // buildInGuest is the image step's one helper call (`lev __guest images`): lev's tree
-// (levDir, when not "") from the helper's own lev, and the planned workbench's tree (when
-// bench is not nil) from the guest's own files, made where the containers run them. It
-// returns a line per tree.
-func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *benchPlan) ([]string, error) {
+// (levDir, when not "") from the helper's own lev, and the default workbench's tree (when
+// bench is not nil), which the helper finds by the guest's package-state digest or makes
+// from the guest's own packages, read and planned there. It returns a line per tree and
+// the facts with the workbench's ref and the digest its tree is named by.
+func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *benchPlan, f Facts) ([]string, Facts, error) {
 	var req imagebuild.Request
 	if levDir != "" {
 		req.LevDir, req.LevMounts = levDir, in.treeMounts("lev")
 	}
 	if bench != nil {
-		req.BenchDir, req.BenchMounts, req.Root, req.Paths = bench.ref, in.treeMounts("bench"), "/", bench.paths
+		req.Bench = &bench.req
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, err
+		return nil, f, err
 	}
 	if len(body) > imagebuild.MaxRequest {
-		return nil, fmt.Errorf("the image request is %d bytes, over the guest helper's %d", len(body), imagebuild.MaxRequest)
+		return nil, f, fmt.Errorf("the image request is %d bytes, over the guest helper's %d", len(body), imagebuild.MaxRequest)
 	}
 	t0 := time.Now()
 	res, err := in.runHelper(ctx, guestside.ModeImages, body)
 	if err != nil {
-		return nil, fmt.Errorf("making lever's trees in the guest: %w", err)
+		return nil, f, fmt.Errorf("making lever's trees in the guest: %w", err)
 	}
 	var resp imagebuild.Response
 	if err := json.Unmarshal(res.Stdout, &resp); err != nil {
-		return nil, fmt.Errorf("reading the guest's image helper: %w (%q)", err, tail.Lines(string(res.Stdout), 3, " | "))
+		return nil, f, fmt.Errorf("reading the guest's image helper: %w (%q)", err, tail.Lines(string(res.Stdout), 3, " | "))
 	}
 	call := time.Since(t0)
 	var lines []string
 	if levDir != "" {
 		if resp.Lev == nil {
-			return nil, fmt.Errorf("the guest's image helper did not make lev's tree")
+			return nil, f, fmt.Errorf("the guest's image helper did not make lev's tree")
 		}
 		lines = append(lines, fmt.Sprintf("lev's tree %s made in the guest (%s)", levDir, round(resp.Lev.Build)))
 	}
 	if bench != nil {
 		b := resp.Bench
 		if b == nil {
-			return nil, fmt.Errorf("the guest's image helper did not make the workbench's tree")
+			return nil, f, fmt.Errorf("the guest's image helper did not make the workbench's tree")
 		}
+		if b.NoDpkg != "" {
+			return nil, f, fmt.Errorf("the guest has no dpkg database (%s), so lever cannot make the workbench from its packages: set lev.base_image or lev.base_tarball in %s", b.NoDpkg, in.cfg.Path)
+		}
+		// The tree must be the one this host names from the digest the helper read: the
+		// name a warm bring-up computes from its observation and looks for.
+		if len(b.StatusSum) != 64 {
+			return nil, f, fmt.Errorf("the guest's image helper gave no package-state digest for the workbench (got %q)", b.StatusSum)
+		}
+		want := in.benchTree(levimage.WorkbenchRef(baseDebian, b.StatusSum, in.levDigest))
+		if b.Dir != want {
+			return nil, f, fmt.Errorf("the guest's image helper put the workbench in %s, but its package-state digest names %s", b.Dir, want)
+		}
+		f.StatusSum, f.BenchRef = b.StatusSum, want
 		if b.Entries == 0 {
-			lines = append(lines, "workbench "+bench.ref+" present")
+			lines = append(lines, "workbench "+want+" present")
 		} else {
 			refused := ""
 			if b.Refused > 0 {
 				refused = fmt.Sprintf(", %d left out (a user other than root could write them)", b.Refused)
 			}
 			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped%s; %s)",
-				bench.ref, bench.packages, b.Entries, b.Linked, b.Copied, b.Stripped, refused, round(b.Build)))
+				want, b.Packages, b.Entries, b.Linked, b.Copied, b.Stripped, refused, round(b.Build)))
 		}
 	}
 	lines = append(lines, "helper call "+round(call))
-	return lines, nil
+	return lines, f, nil
 }
 
 // benchSize is ", N MiB" as podman reports the image (empty when it cannot say, or the

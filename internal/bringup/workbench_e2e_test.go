@@ -149,8 +149,13 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	if !cold.Changed || !strings.Contains(cold.Detail, "made in the guest from") || !strings.Contains(cold.Detail, "in the guest (") || !filepath.IsAbs(firstBench) {
 		t.Fatalf("cold image step did not build the workbench: %+v", cold)
 	}
-	if cold.Calls != 2 {
-		t.Errorf("cold image step made %d guest calls, want 2 (read dpkg, make the lev image and the workbench's tree)", cold.Calls)
+	if cold.Calls != 1 {
+		t.Errorf("cold image step made %d guest calls, want 1 (the helper reads dpkg and makes lev's tree and the workbench's)", cold.Calls)
+	}
+	// lev's 21 MiB are written once: the workbench's /lev is lev's tree's
+	levTree := first.levTree()
+	if a, b := ino(t, filepath.Join(levTree, "lev")), ino(t, filepath.Join(firstBench, "lev")); a != b {
+		t.Errorf("the workbench's /lev (inode %d) is not lev's tree's (%d)", b, a)
 	}
 	// The lev image was built and loaded in the guest and the workbench is a tree: nothing
 	// crossed the podman socket.
@@ -240,7 +245,8 @@ func TestWorkbenchImageE2E(t *testing.T) {
 		t.Errorf("warm up made %d image loads/builds, want 0", n)
 	}
 	// positive control for the counter: the observed digest is what makes it warm;
-	// without it the same instance reads the guest again (and still loads nothing).
+	// without it the workbench goes to the image helper, which reads the guest's digest
+	// and finds the same tree whole, in one call (and nothing is loaded).
 	third := mk()
 	f3 := third.Observe(ctx).Facts
 	f3.StatusSum = ""
@@ -250,8 +256,13 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	}
 	calls := third.Runner.Calls()
 	ch, detail, plan3, _, err := third.ensureBench(ctx, c3, Observed{}, f3)
-	if err != nil || ch || plan3 == nil || plan3.ref != firstBench || third.Runner.Calls()-calls != 1 || c3.ImageWrites() != 0 {
+	if err != nil || ch || plan3 == nil || third.Runner.Calls() != calls || c3.ImageWrites() != 0 {
 		t.Errorf("without the observed digest: changed %v, %d calls, %d writes, %q, %v", ch, third.Runner.Calls()-calls, c3.ImageWrites(), detail, err)
+	}
+	lines, f3, err := third.buildInGuest(ctx, "", plan3, f3)
+	if err != nil || f3.BenchRef != firstBench || f3.StatusSum != res.facts.StatusSum || third.Runner.Calls()-calls != 1 ||
+		!strings.Contains(strings.Join(lines, "; "), "workbench "+firstBench+" present") {
+		t.Errorf("the helper without the observed digest: %q %+v, %d calls, %v", lines, f3, third.Runner.Calls()-calls, err)
 	}
 
 	// 4. a user base already in podman: the workbench itself serves as one (it has a
@@ -340,9 +351,9 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	}
 }
 
-// BenchmarkWorkbench: the default workbench's cold build (read dpkg, plan, make the tree;
-// once, in the parent, which runs a single time because it has a sub-benchmark) and a
-// warm bring-up's workbench decision (b.N times: a new instance's observe call plus the
+// BenchmarkWorkbench: the default workbench's cold build (the helper reads dpkg, plans and
+// makes the tree; once, in the parent, which runs a single time because it has a
+// sub-benchmark) and a warm bring-up's workbench decision (b.N times: a new instance's observe call plus the
 // presence check).
 func BenchmarkWorkbench(b *testing.B) {
 	j := newWBJail(b)
@@ -413,4 +424,13 @@ func imageFromTree(t *testing.T, c *containers.Client, tree, lev, ref string) st
 		t.Fatal(err)
 	}
 	return ref
+}
+
+func ino(t *testing.T, p string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
 }

@@ -1,61 +1,54 @@
 package bringup
 
 import (
-	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/config"
-	"github.com/lever-jail/lever/internal/guest"
-	"github.com/lever-jail/lever/internal/guest/guesttest"
+	"github.com/lever-jail/lever/internal/levimage"
 )
 
-// TestPlanDebianBenchRefusals: what the guest's package read returns decides before any
-// image is touched (the client is nil here: reaching it would panic).
-func TestPlanDebianBenchRefusals(t *testing.T) {
-	secs := func(statussum string, names ...string) guesttest.Reply {
-		return guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
-			all := map[string]guesttest.Sec{"arch": {Out: "amd64"}, "statussum": {Out: statussum},
-				"status": {Out: "Package: dash\nStatus: install ok installed\nArchitecture: amd64\n"}}
-			var out []guesttest.Sec
-			for _, n := range names {
-				s := all[n]
-				s.Name = n
-				out = append(out, s)
+// TestTreeNamesAgree: the default workbench's tree the host names from the digest its
+// observation read (benchKnownRef, benchTree) is the one the image helper names from
+// the digest it reads (imagebuild.BenchRequest.Dir, with the request the host sends),
+// with and without workers (their dirs are mounts, part of the name); and the names keep
+// the format trees already made carry (kind, tag hex, 8 hex of the sorted mount
+// destinations joined by newlines), so an upgrade finds them.
+func TestTreeNamesAgree(t *testing.T) {
+	for _, workers := range [][]config.Worker{nil, {{Name: "a", Dir: "wa"}}, {{Name: "a", Dir: "wa"}, {Name: "b", Dir: "wb"}}} {
+		j, _ := builtJail(t)
+		in := j.in
+		in.cfg.Workers = workers
+		old := func(kind, ref string) string { // the formula Instance.tree had
+			h := sha256.Sum256([]byte(strings.Join(in.treeMounts(kind), "\n")))
+			return filepath.Join(in.treesRoot(), kind+"-"+ref[strings.LastIndexByte(ref, ':')+1:]+"-"+hex.EncodeToString(h[:4]))
+		}
+		req := in.debianBench().req
+		for _, sum := range []string{sum5, sum6} {
+			ref := levimage.WorkbenchRef(baseDebian, sum, in.levDigest)
+			host, err := in.benchKnownRef(j.pod, Facts{StatusSum: sum})
+			if err != nil {
+				t.Fatal(err)
 			}
-			return out
-		})
+			if host != req.Dir(sum) || host != in.benchTree(ref) || host != old("bench", ref) {
+				t.Errorf("%d workers, digest %s: host %s, helper %s, the old name %s", len(workers), sum[:4], host, req.Dir(sum), old("bench", ref))
+			}
+		}
+		if in.levTree() != old("lev", in.imageRef) {
+			t.Errorf("lev's tree %s, was %s", in.levTree(), old("lev", in.imageRef))
+		}
+		if len(workers) > 0 && !contains(req.Mounts, "/lever/"+workers[len(workers)-1].Dir) {
+			t.Errorf("the workbench's mounts %v lack the last worker's dir", req.Mounts)
+		}
 	}
-	full := []string{"arch", "statussum", "status", "lists", "rootlinks", "altlinks", "certs", "end"}
-	cases := []struct {
-		name  string
-		reply guesttest.Reply
-		want  string
-	}{
-		{"no dpkg database", guesttest.Exit(3, "no /var/lib/dpkg/status: not a Debian-family guest"),
-			"set lev.base_image or lev.base_tarball in /p/lever.yaml"},
-		{"read failed", guesttest.Exit(1, "boom"), "exit 1: boom"},
-		{"cut-off output", secs(strings.Repeat("a", 64), "arch", "statussum", "status"), "incomplete"},
-		{"no status digest", secs("", full...), "no dpkg status digest"},
-		// positive control: a well-formed read gets past the guest checks to the planner
-		// (which finds base-files missing from this one-package database), so the refusals above
-		// are decided by the read.
-		{"well-formed read (positive control)", secs(strings.Repeat("a", 64), full...), "planning the workbench: package base-files is not installed"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := (&guesttest.Runner{}).On("gather", guesttest.Script("sec statussum state_digest"), tc.reply)
-			in := &Instance{cfg: &config.Config{Path: "/p/lever.yaml"}, Runner: &guest.Counting{Inner: r}}
-			_, facts, err := in.planDebianBench(context.Background(), nil, Facts{})
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err %v, want %q", err, tc.want)
-			}
-			if n := r.Names(); len(n) != 1 || n[0] != "gather" {
-				t.Errorf("guest calls %v", n)
-			}
-			if refused := !strings.HasPrefix(tc.want, "planning"); refused && facts.StatusSum != "" {
-				t.Errorf("status digest %q kept from a refused read", facts.StatusSum)
-			}
-		})
+	// positive control: another worker set names another tree
+	j, _ := builtJail(t)
+	a := j.in.debianBench().req.Dir(sum5)
+	j.in.cfg.Workers = append(j.in.cfg.Workers, config.Worker{Name: "z", Dir: "wz"})
+	if b := j.in.debianBench().req.Dir(sum5); a == b {
+		t.Errorf("a worker added does not change the workbench's tree: %s", a)
 	}
 }

@@ -145,7 +145,7 @@ func TestHelperInstallRefusesCutOffCopy(t *testing.T) {
 		ok    bool
 	}{
 		{"cut off", h.bin[:len(h.bin)-100], false},
-		{"one byte changed", append(append([]byte{h.bin[0] ^ 1}, h.bin[1:]...)), false},
+		{"one byte changed", append([]byte{h.bin[0] ^ 1}, h.bin[1:]...), false},
 		{"whole (control)", h.bin, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,15 +42,15 @@ type RootDirStats struct {
 //
 // It builds in a sibling temporary directory and renames it into place, so dir is whole
 // or absent; an existing dir is kept as it is (the name is content-addressed).
-func MakeRootDir(root string, paths []string, levBinary, dir string, mounts []string) (RootDirStats, error) {
+func MakeRootDir(root string, paths []string, lev *LevLayer, dir string, mounts []string) (RootDirStats, error) {
 	var st RootDirStats
-	err := buildDir(dir, func(tmp string) error {
+	err := lev.build(dir, func(tmp string) error {
 		var err error
 		st, err = fillRootDir(tmp, root, paths)
 		if err != nil {
 			return err
 		}
-		if err := writeLevLayer(tmp, levBinary); err != nil {
+		if err := lev.write(tmp); err != nil {
 			return err
 		}
 		return mountPoints(tmp, mounts)
@@ -61,51 +61,84 @@ func MakeRootDir(root string, paths []string, levBinary, dir string, mounts []st
 // MakeLevRootDir makes lev's tree at dir: lev's layer alone (/lev, its passwd and group,
 // its directories: the lev image's only layer) and the mount points of the containers
 // that run it (absolute). Whole or absent, as MakeRootDir's; an existing dir is kept.
-func MakeLevRootDir(levBinary, dir string, mounts []string) error {
-	return buildDir(dir, func(tmp string) error {
-		if err := writeLevLayer(tmp, levBinary); err != nil {
+func MakeLevRootDir(lev *LevLayer, dir string, mounts []string) error {
+	return lev.build(dir, func(tmp string) error {
+		if err := lev.write(tmp); err != nil {
 			return err
 		}
 		return mountPoints(tmp, mounts)
 	})
 }
 
+// LevLayer is lev's layer (the lev image's only layer: /lev, a minimal passwd and group,
+// its directories), read once for the trees one helper call makes. /lev (21 MiB) is
+// written into the first tree a build with this layer puts in place; a later tree
+// hard-links that file instead (the trees are root's, side by side on one file system,
+// and no container writes a tree: each runs one as an overlay's lower layer), and gets
+// it written when the link cannot be made (another file system) or the file is no longer
+// what writing it would make.
+type LevLayer struct {
+	layer []byte
+	// lev is the /lev this layer put into a tree now in place; "" until a build with it
+	// has put one there.
+	lev string
+}
+
+// ReadLevLayer reads levBinary and makes lev's layer of it.
+func ReadLevLayer(levBinary string) (*LevLayer, error) {
+	layer, err := rootfs(Spec{LevBinary: levBinary})
+	if err != nil {
+		return nil, err
+	}
+	return &LevLayer{layer: layer}, nil
+}
+
+// build is buildDir, remembering the tree's /lev for the next tree when this build put
+// the tree in place (not when dir was there already, nor when another build's won).
+func (l *LevLayer) build(dir string, fill func(tmp string) error) error {
+	placed, err := buildDir(dir, fill)
+	if err == nil && placed && l.lev == "" {
+		l.lev = filepath.Join(dir, "lev")
+	}
+	return err
+}
+
 // buildDir fills a sibling temporary directory and renames it to dir, so dir is whole or
 // absent: a failure leaves nothing. An existing dir is kept as it is (the names are
 // content-addressed), and one another build put in place meanwhile wins.
-func buildDir(dir string, fill func(tmp string) error) error {
+func buildDir(dir string, fill func(tmp string) error) (placed bool, _ error) {
 	if _, err := os.Lstat(dir); err == nil {
-		return nil
+		return false, nil
 	}
 	tmp := filepath.Join(filepath.Dir(dir), ".build-"+filepath.Base(dir)+"-"+strconv.Itoa(os.Getpid()))
 	if err := os.RemoveAll(tmp); err != nil {
-		return err
+		return false, err
 	}
 	// root's alone while it is filled: nobody else can reach into it before it is whole
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return fmt.Errorf("making %s: %w", tmp, err)
+		return false, fmt.Errorf("making %s: %w", tmp, err)
 	}
 	if err := fill(tmp); err != nil {
 		os.RemoveAll(tmp)
-		return err
+		return false, err
 	}
 	// On disk before its name says it is whole: a warm bring-up trusts a listed tree.
 	if err := syncDir(tmp); err != nil {
 		os.RemoveAll(tmp)
-		return err
+		return false, err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		os.RemoveAll(tmp)
-		return err
+		return false, err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
 		if _, e := os.Lstat(dir); e == nil {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("putting %s in place: %w", dir, err)
+		return false, fmt.Errorf("putting %s in place: %w", dir, err)
 	}
-	return nil
+	return true, nil
 }
 
 // fillRootDir makes the planned paths under tmp (MakeRootDir's rules).
@@ -234,15 +267,10 @@ func copyPlain(src, dst string, info fs.FileInfo) (stripped bool, err error) {
 	return info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 || hadCap == nil, nil
 }
 
-// writeLevLayer puts lev's layer (the lev image's only layer: /lev, a minimal passwd and
-// group, its directories) on top of the tree, replacing what is there as an upper layer
-// would.
-func writeLevLayer(dir, levBinary string) error {
-	layer, err := rootfs(Spec{LevBinary: levBinary})
-	if err != nil {
-		return err
-	}
-	tr := tar.NewReader(bytes.NewReader(layer))
+// write puts lev's layer on top of the tree at dir, replacing what is there as an upper
+// layer would; /lev is hard-linked to the one an earlier tree got (linkLev) or written.
+func (l *LevLayer) write(dir string) error {
+	tr := tar.NewReader(bytes.NewReader(l.layer))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -264,6 +292,9 @@ func writeLevLayer(dir, levBinary string) error {
 			}
 		case tar.TypeReg:
 			os.Remove(p)
+			if path.Clean(h.Name) == "lev" && l.linkLev(h, p) {
+				continue
+			}
 			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if err != nil {
 				return err
@@ -280,6 +311,24 @@ func writeLevLayer(dir, levBinary string) error {
 			}
 		}
 	}
+}
+
+// linkLev hard-links to p the /lev an earlier tree got, when there is one and it is still
+// what writing h would make: a regular file of h's size and exact mode (no setuid or
+// setgid), owned by this process's user (root, in the guest). False when there is none,
+// it is not, or the link fails (EXDEV: another file system): p is then written.
+func (l *LevLayer) linkLev(h *tar.Header, p string) bool {
+	if l.lev == "" {
+		return false
+	}
+	fi, err := os.Lstat(l.lev)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode() != fs.FileMode(h.Mode).Perm() || fi.Size() != h.Size {
+		return false
+	}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); !ok || sys.Uid != uint32(os.Geteuid()) {
+		return false
+	}
+	return os.Link(l.lev, p) == nil
 }
 
 // mountPoints makes, where the packages did not, what the runtime mounts over in a

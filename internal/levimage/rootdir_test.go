@@ -73,7 +73,7 @@ func TestMakeRootDir(t *testing.T) {
 	lev := levtest.Binary(t, "linux", runtime.GOARCH)
 	dir := filepath.Join(t.TempDir(), "wb", "abc")
 	os.MkdirAll(filepath.Dir(dir), 0o755)
-	st, err := MakeRootDir(root, paths, lev, dir, []string{"/lever", "/run/lever-bench"})
+	st, err := MakeRootDir(root, paths, levLayer(t, lev), dir, []string{"/lever", "/run/lever-bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestMakeRootDir(t *testing.T) {
 		t.Errorf("stats %+v, want %+v", st, want)
 	}
 	// a second call finds it whole and makes nothing
-	if st2, err := MakeRootDir(root, paths, lev, dir, []string{"/lever", "/run/lever-bench"}); err != nil || st2.Entries != 0 {
+	if st2, err := MakeRootDir(root, paths, levLayer(t, lev), dir, []string{"/lever", "/run/lever-bench"}); err != nil || st2.Entries != 0 {
 		t.Errorf("second call: %+v %v", st2, err)
 	}
 }
@@ -161,19 +161,28 @@ func TestMakeRootDirLeavesNothingOnFailure(t *testing.T) {
 	lev := levtest.Binary(t, "linux", runtime.GOARCH)
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "abc")
-	if _, err := MakeRootDir(root, []string{"usr", "../../etc/shadow"}, lev, dir, nil); err == nil || !strings.Contains(err.Error(), "not a relative path inside") {
+	if _, err := MakeRootDir(root, []string{"usr", "../../etc/shadow"}, levLayer(t, lev), dir, nil); err == nil || !strings.Contains(err.Error(), "not a relative path inside") {
 		t.Fatalf("err %v", err)
 	}
 	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
 		t.Errorf("left behind: %v", ents)
 	}
 	// control: the same call with a good plan makes the tree
-	if _, err := MakeRootDir(root, []string{"usr"}, lev, dir, nil); err != nil {
+	if _, err := MakeRootDir(root, []string{"usr"}, levLayer(t, lev), dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "usr")); err != nil {
 		t.Error(err)
 	}
+}
+
+func levLayer(t *testing.T, lev string) *LevLayer {
+	t.Helper()
+	l, err := ReadLevLayer(lev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func must(b []byte, err error) []byte {
@@ -187,7 +196,7 @@ func must(b []byte, err error) []byte {
 func TestMakeLevRootDir(t *testing.T) {
 	lev := levtest.Binary(t, "linux", runtime.GOARCH)
 	dir := filepath.Join(t.TempDir(), "lev-abc")
-	if err := MakeLevRootDir(lev, dir, []string{"/run/lever", "/var/lib/lev", "/lever/work/a"}); err != nil {
+	if err := MakeLevRootDir(levLayer(t, lev), dir, []string{"/run/lever", "/var/lib/lev", "/lever/work/a"}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "lev")); !bytes.Equal(b, must(os.ReadFile(lev))) {
@@ -203,10 +212,117 @@ func TestMakeLevRootDir(t *testing.T) {
 	}
 	// a mount point that climbs out is refused and leaves nothing
 	bad := filepath.Join(filepath.Dir(dir), "lev-bad")
-	if err := MakeLevRootDir(lev, bad, []string{"/../../etc"}); err == nil {
+	if err := MakeLevRootDir(levLayer(t, lev), bad, []string{"/../../etc"}); err == nil {
 		t.Error("a mount point outside the tree was accepted")
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
 		t.Errorf("left behind: %v", ents)
 	}
+}
+
+// One helper call making lev's tree and the workbench's writes lev's 21 MiB once: the
+// workbench's /lev is lev's tree's file, hard-linked (same inode, mode 0755, the helper's
+// bytes). It is written instead when the link cannot be made (another file system),
+// when the first /lev is no longer what writing it would make (a mode changed), and when
+// lev's tree was there already (this call wrote no /lev to link).
+func TestLevWrittenOnce(t *testing.T) {
+	lev := levtest.Binary(t, "linux", runtime.GOARCH)
+	want := must(os.ReadFile(lev))
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "usr"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	levOK := func(t *testing.T, p string) {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil || fi.Mode() != 0o755 {
+			t.Fatalf("%s: %v %v, want -rwxr-xr-x", p, fi, err)
+		}
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, want) {
+			t.Errorf("%s is not the helper's lev", p)
+		}
+	}
+	nlink := func(p string) uint64 {
+		var st syscall.Stat_t
+		syscall.Lstat(p, &st)
+		return uint64(st.Nlink)
+	}
+	bench := func(t *testing.T, l *LevLayer, dir string) string {
+		t.Helper()
+		if _, err := MakeRootDir(root, []string{"usr"}, l, dir, []string{"/lever"}); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(dir, "lev")
+	}
+
+	t.Run("linked", func(t *testing.T) {
+		trees := t.TempDir()
+		l := levLayer(t, lev)
+		if err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), []string{"/run/lever"}); err != nil {
+			t.Fatal(err)
+		}
+		first := filepath.Join(trees, "lev-a", "lev")
+		second := bench(t, l, filepath.Join(trees, "bench-a"))
+		third := bench(t, l, filepath.Join(trees, "bench-b"))
+		levOK(t, first)
+		levOK(t, second)
+		if ino(t, second) != ino(t, first) || ino(t, third) != ino(t, first) || nlink(first) != 3 {
+			t.Errorf("the workbenches' /lev are not lev's tree's (inodes %d %d %d, %d links)", ino(t, first), ino(t, second), ino(t, third), nlink(first))
+		}
+	})
+
+	t.Run("another file system", func(t *testing.T) {
+		trees := t.TempDir()
+		other, err := os.MkdirTemp("/dev/shm", "levtree")
+		if err != nil {
+			t.Skipf("no /dev/shm: %v", err)
+		}
+		defer os.RemoveAll(other)
+		var a, b syscall.Stat_t
+		if syscall.Stat(other, &a) != nil || syscall.Stat(trees, &b) != nil || a.Dev == b.Dev {
+			t.Skip("/dev/shm is on the temporary dir's file system here: no EXDEV to make")
+		}
+		l := levLayer(t, lev)
+		if err := MakeLevRootDir(l, filepath.Join(other, "lev-a"), nil); err != nil {
+			t.Fatal(err)
+		}
+		second := bench(t, l, filepath.Join(trees, "bench-a"))
+		levOK(t, second)
+		if ino(t, second) == ino(t, filepath.Join(other, "lev-a", "lev")) || nlink(second) != 1 {
+			t.Error("the workbench's /lev is not its own file")
+		}
+	})
+
+	t.Run("first lev changed", func(t *testing.T) {
+		trees := t.TempDir()
+		l := levLayer(t, lev)
+		if err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil {
+			t.Fatal(err)
+		}
+		first := filepath.Join(trees, "lev-a", "lev")
+		if err := os.Chmod(first, 0o755|os.ModeSetuid); err != nil {
+			t.Fatal(err)
+		}
+		second := bench(t, l, filepath.Join(trees, "bench-a"))
+		levOK(t, second) // not setuid
+		if ino(t, second) == ino(t, first) {
+			t.Error("linked to a /lev whose mode changed")
+		}
+	})
+
+	t.Run("lev's tree was there", func(t *testing.T) {
+		trees := t.TempDir()
+		if err := MakeLevRootDir(levLayer(t, lev), filepath.Join(trees, "lev-a"), nil); err != nil {
+			t.Fatal(err)
+		}
+		l := levLayer(t, lev)
+		if err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil {
+			t.Fatal(err)
+		}
+		second := bench(t, l, filepath.Join(trees, "bench-a"))
+		levOK(t, second)
+		if ino(t, second) == ino(t, filepath.Join(trees, "lev-a", "lev")) {
+			t.Error("linked to a /lev this layer did not write")
+		}
+	})
 }

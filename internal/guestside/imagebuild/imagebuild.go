@@ -3,9 +3,13 @@
 // as directory trees that podman runs as overlaid root file systems (--rootfs dir:O):
 // lev's tree (levimage.MakeLevRootDir: the helper's own executable, exactly the lev binary
 // lever checked and sent) and the default workbench's (levimage.MakeRootDir: the guest's
-// own package files as the host planned them). Nothing large crosses the guest link and
-// nothing is packed, loaded or ID-mapped: under qemu's TCG the images these replace took
-// two minutes to build and load.
+// own package files). The helper reads the guest's dpkg database itself
+// (debroot.ReadInputs), plans the workbench's files (debroot.Resolve) and names its tree
+// from the package-state digest (debroot.StateDigest) exactly as bring-up names it from
+// the digest its observation read (BenchRequest.Dir): nothing large crosses the guest
+// link either way, and nothing is packed, loaded or ID-mapped (under qemu's TCG the
+// images these replace took two minutes to build and load, and reading the packages
+// from the host a guest call of its own).
 //
 // It never talks to podman: the trees are root's, made as root under root-owned
 // directories, and the containers name them. It must not import the podman bindings, a
@@ -14,6 +18,7 @@ package imagebuild
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,24 +28,46 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/levimage"
+	"github.com/lever-jail/lever/internal/levimage/debroot"
 )
 
-// MaxRequest bounds the request (the workbench's path list is the bulk: ~10k paths).
-const MaxRequest = 32 << 20
+// MaxRequest bounds the request (two trees' names and their mount destinations).
+const MaxRequest = 1 << 20
 
-// Request is what the helper reads on stdin. Every directory is absolute and clean; the
-// parent of each must be root's (made by the helper when missing).
+// Request is what the helper reads on stdin. Every path is absolute and clean; the
+// parent of each tree must be root's (made by the helper when missing).
 type Request struct {
-	// LevDir: make lev's tree there, with the lev containers' mount destinations.
+	// LevDir: make lev's tree there, with the lev containers' mount destinations
+	// (sorted).
 	LevDir    string   `json:"lev_dir,omitempty"`
 	LevMounts []string `json:"lev_mounts,omitempty"`
-	// BenchDir: make the default workbench's tree there from these paths
-	// (debroot.Plan.Paths, relative to Root), with the bench containers' mount
-	// destinations.
-	BenchDir    string   `json:"bench_dir,omitempty"`
-	BenchMounts []string `json:"bench_mounts,omitempty"`
-	Root        string   `json:"root,omitempty"`
-	Paths       []string `json:"paths,omitempty"`
+	// Bench: find or make the default workbench's tree from the guest's own packages.
+	Bench *BenchRequest `json:"bench,omitempty"`
+}
+
+// BenchRequest says where the default workbench's tree goes and what its name is made
+// of besides the guest's package-state digest, which the helper reads (Dir).
+type BenchRequest struct {
+	// Trees is the trees dir (bring-up's treesRoot).
+	Trees string `json:"trees"`
+	// Mounts are the bench containers' mount destinations, sorted: made in the tree, and
+	// part of its name.
+	Mounts []string `json:"mounts"`
+	// LevDigest is the hex sha256 of lev's binary (the helper's own executable, which
+	// bring-up checked and sent and has hashed already: the helper does not hash its
+	// 21 MiB again), part of the workbench's ref.
+	LevDigest string `json:"lev_digest"`
+}
+
+// Dir is the workbench's tree for a package-state digest: the name bring-up computes
+// from the digest its observation read (Instance.benchTree), so a warm bring-up finds by
+// name, with no guest call, the tree the helper made.
+func (b BenchRequest) Dir(statusSum string) string {
+	return filepath.Join(b.Trees, levimage.TreeName("bench", b.ref(statusSum), b.Mounts))
+}
+
+func (b BenchRequest) ref(statusSum string) string {
+	return levimage.WorkbenchRef(levimage.DebianBase, statusSum, b.LevDigest)
 }
 
 // Response is the helper's answer on stdout.
@@ -54,34 +81,51 @@ type LevTree struct {
 	Build time.Duration `json:"build_ns"`
 }
 
-// BenchTree is the workbench's tree made (or found whole: no entries).
+// BenchTree is the workbench's tree made, or found whole (no entries), or why the guest
+// cannot have one (NoDpkg).
 type BenchTree struct {
+	// NoDpkg, when not "", is why the guest has no dpkg database: nothing was read or
+	// made for the workbench.
+	NoDpkg string `json:"no_dpkg,omitempty"`
+	// Dir is the tree, named by Ref (the workbench's ref) and StatusSum (the guest's
+	// package-state digest, read by the helper: BenchRequest.Dir); Packages is how many
+	// packages it was made from (0 when it was found whole).
+	Dir       string `json:"dir,omitempty"`
+	Ref       string `json:"ref,omitempty"`
+	StatusSum string `json:"status_sum,omitempty"`
+	Packages  int    `json:"packages,omitempty"`
 	levimage.RootDirStats
 	Build time.Duration `json:"build_ns"`
 }
 
 // Serve reads a Request on r, makes what it asks for and writes a Response.
-func Serve(r io.Reader, w io.Writer) error {
+func Serve(r io.Reader, w io.Writer) error { return serve(r, w, "/") }
+
+// serve is Serve with the guest's packages read under root (a test's fake root).
+func serve(r io.Reader, w io.Writer, root string) error {
 	var req Request
 	dec := json.NewDecoder(io.LimitReader(r, MaxRequest))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return fmt.Errorf("reading the image request: %w", err)
 	}
-	clean := func(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
-	switch {
-	case req.LevDir == "" && req.BenchDir == "":
-		return fmt.Errorf("image request asks for nothing")
-	case req.LevDir != "" && !clean(req.LevDir):
-		return fmt.Errorf("image request: lev's tree %q must be a clean absolute path", req.LevDir)
-	case req.BenchDir != "" && (req.Root == "" || len(req.Paths) == 0):
-		return fmt.Errorf("image request: a workbench needs a root and paths")
-	case req.BenchDir != "" && (!clean(req.Root) || !clean(req.BenchDir)):
-		return fmt.Errorf("image request: the workbench's root %q and dir %q must be clean absolute paths", req.Root, req.BenchDir)
+	if err := req.check(); err != nil {
+		return fmt.Errorf("image request: %w", err)
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding the helper's own binary: %w", err)
+	}
+	// lev's layer is read once, when a tree is to be made, and its /lev written once: a
+	// second tree hard-links the first's
+	var layer *levimage.LevLayer
+	lev := func() (*levimage.LevLayer, error) {
+		if layer != nil {
+			return layer, nil
+		}
+		var err error
+		layer, err = levimage.ReadLevLayer(self)
+		return layer, err
 	}
 	var resp Response
 	if req.LevDir != "" {
@@ -89,23 +133,119 @@ func Serve(r io.Reader, w io.Writer) error {
 		if err := rootOwnedDirs(filepath.Dir(req.LevDir)); err != nil {
 			return err
 		}
-		if err := levimage.MakeLevRootDir(self, req.LevDir, req.LevMounts); err != nil {
+		l, err := lev()
+		if err != nil {
+			return err
+		}
+		if err := levimage.MakeLevRootDir(l, req.LevDir, req.LevMounts); err != nil {
 			return fmt.Errorf("making lev's tree %s: %w", req.LevDir, err)
 		}
 		resp.Lev = &LevTree{Build: time.Since(t0)}
 	}
-	if req.BenchDir != "" {
+	if req.Bench != nil {
 		t0 := time.Now()
-		if err := rootOwnedDirs(filepath.Dir(req.BenchDir)); err != nil {
+		b, err := makeBench(root, *req.Bench, lev)
+		if err != nil {
 			return err
 		}
-		st, err := levimage.MakeRootDir(req.Root, req.Paths, self, req.BenchDir, req.BenchMounts)
-		if err != nil {
-			return fmt.Errorf("making the workbench tree %s: %w", req.BenchDir, err)
-		}
-		resp.Bench = &BenchTree{RootDirStats: st, Build: time.Since(t0)}
+		b.Build = time.Since(t0)
+		resp.Bench = b
 	}
 	return json.NewEncoder(w).Encode(resp)
+}
+
+// makeBench finds the workbench's tree named by the guest's package-state digest, or
+// reads the guest's packages, plans the tree and makes it.
+func makeBench(root string, req BenchRequest, lev func() (*levimage.LevLayer, error)) (*BenchTree, error) {
+	if err := rootOwnedDirs(req.Trees); err != nil {
+		return nil, err
+	}
+	sum, err := debroot.StateDigest(root)
+	if err != nil {
+		return nil, fmt.Errorf("reading the guest's package state: %w", err)
+	}
+	if sum == "" {
+		return &BenchTree{NoDpkg: debroot.ErrNoDpkg.Error()}, nil
+	}
+	// there whole (trees are renamed into place when whole): nothing more to read
+	if dir := req.Dir(sum); exists(dir) {
+		return &BenchTree{Dir: dir, Ref: req.ref(sum), StatusSum: sum}, nil
+	}
+	in, err := debroot.ReadInputs(root)
+	if errors.Is(err, debroot.ErrNoDpkg) {
+		return &BenchTree{NoDpkg: err.Error()}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the guest's packages: %w", err)
+	}
+	plan, err := debroot.Resolve(in, levimage.WorkbenchPackages)
+	if err != nil {
+		return nil, fmt.Errorf("planning the workbench: %w", err)
+	}
+	// named by the digest of the status just read (the same bytes the plan is made of)
+	b := &BenchTree{Dir: req.Dir(in.StatusSum), Ref: req.ref(in.StatusSum), StatusSum: in.StatusSum, Packages: len(plan.Packages)}
+	l, err := lev()
+	if err != nil {
+		return nil, err
+	}
+	if b.RootDirStats, err = levimage.MakeRootDir(root, plan.Paths, l, b.Dir, req.Mounts); err != nil {
+		return nil, fmt.Errorf("making the workbench tree %s: %w", b.Dir, err)
+	}
+	return b, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// check refuses a request before anything is read or made: every path clean and
+// absolute, every mount list sorted without repeats (the bench's is part of its tree's
+// name), the lev digest a sha256 in hex.
+func (req Request) check() error {
+	switch {
+	case req.LevDir == "" && req.Bench == nil:
+		return fmt.Errorf("asks for nothing")
+	case req.LevDir != "" && !clean(req.LevDir):
+		return fmt.Errorf("lev's tree %q must be a clean absolute path", req.LevDir)
+	case req.LevDir == "" && len(req.LevMounts) > 0:
+		return fmt.Errorf("lev's mounts without lev's tree")
+	}
+	if err := checkMounts("lev's", req.LevMounts); err != nil {
+		return err
+	}
+	b := req.Bench
+	if b == nil {
+		return nil
+	}
+	switch {
+	case !clean(b.Trees) || b.Trees == "/":
+		return fmt.Errorf("the workbench's trees dir %q must be a clean absolute path below /", b.Trees)
+	case len(b.Mounts) == 0:
+		return fmt.Errorf("the workbench's mounts are missing")
+	case !isHexSum(b.LevDigest):
+		return fmt.Errorf("the lev digest %q is not a hex sha256", b.LevDigest)
+	}
+	return checkMounts("the workbench's", b.Mounts)
+}
+
+func clean(p string) bool { return filepath.IsAbs(p) && filepath.Clean(p) == p }
+
+func checkMounts(whose string, mounts []string) error {
+	for i, m := range mounts {
+		if !clean(m) || m == "/" {
+			return fmt.Errorf("%s mount %q must be a clean absolute path below /", whose, m)
+		}
+		if i > 0 && mounts[i-1] >= m {
+			return fmt.Errorf("%s mounts must be sorted, each once (%q before %q)", whose, mounts[i-1], m)
+		}
+	}
+	return nil
+}
+
+// isHexSum: 64 lowercase hex digits.
+func isHexSum(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // rootOwnedDirs makes dir (and what is missing above it) as root, mode 0755, and refuses

@@ -8,12 +8,12 @@ import (
 	"strings"
 )
 
-// Inputs are what the guest's one read call returned (see GatherScript, ParseGather).
+// Inputs are what ReadInputs read from the guest's live system.
 type Inputs struct {
 	// Status is /var/lib/dpkg/status.
 	Status []byte
-	// StatusSum is StateDigestScript's output (the same digest the observe call reads, so
-	// a warm bring-up finds the tag without this read).
+	// StatusSum is StateDigest over the same status bytes (the digest the observe call's
+	// state_digest prints, so a warm bring-up finds the tag without this read).
 	StatusSum string
 	// Lists maps a .list file's name without ".list" ("bash", "libc6:amd64") to the paths
 	// it names.

@@ -1,7 +1,6 @@
 package debroot
 
 import (
-	"github.com/lever-jail/lever/internal/guest"
 	"os"
 	"reflect"
 	"sort"
@@ -229,40 +228,5 @@ func TestParseStatusErrors(t *testing.T) {
 		if _, err := ParseStatus([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: err %v, want %q", in, err, want)
 		}
-	}
-}
-
-// TestParseGather reads the gather script's sections; a cut-off answer (no end section)
-// and a section whose command failed are refused, naming the section.
-func TestParseGather(t *testing.T) {
-	mk := func() guest.Sections {
-		return guest.Sections{
-			"arch": {Out: "amd64"}, "statussum": {Out: strings.Repeat("ab", 32)},
-			"status":    {Out: "Package: dash\nStatus: install ok installed\nArchitecture: amd64\n"},
-			"lists":     {Out: "/var/lib/dpkg/info/dash.list:/bin/dash\n/var/lib/dpkg/info/libc6:amd64.list:/lib/x86_64-linux-gnu/libc.so.6"},
-			"rootlinks": {Out: "/bin\tusr/bin"}, "altlinks": {Out: "awk\t/usr/bin/mawk"},
-			"alt.awk": {Out: "auto\n/usr/bin/awk\nnawk\n/usr/bin/nawk\n\n/usr/bin/mawk\n5"},
-			"certs":   {Out: "/etc/ssl/certs\n/etc/ssl/certs/ca-certificates.crt"}, "end": {},
-		}
-	}
-	in, err := ParseGather(mk())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in.Arch != "amd64" || len(in.Lists["dash"]) != 1 || in.Lists["libc6:amd64"][0] != "/lib/x86_64-linux-gnu/libc.so.6" ||
-		in.RootLinks["/bin"] != "usr/bin" || in.AltLinks["awk"] != "/usr/bin/mawk" || len(in.Certs) != 2 ||
-		len(in.Alternatives) != 1 || in.Alternatives[0].Links["nawk"] != "/usr/bin/nawk" || in.Alternatives[0].Links["awk"] != "/usr/bin/awk" {
-		t.Fatalf("parsed %+v", in)
-	}
-	cut := mk()
-	delete(cut, "end")
-	if _, err := ParseGather(cut); err == nil || !strings.Contains(err.Error(), "incomplete (no end section)") {
-		t.Errorf("cut-off output: %v", err)
-	}
-	failed := mk()
-	failed["lists"] = guest.Section{RC: 1}
-	failed["lists.stderr"] = guest.Section{Out: "find: permission denied"}
-	if _, err := ParseGather(failed); err == nil || !strings.Contains(err.Error(), "reading lists exited 1: find: permission denied") {
-		t.Errorf("failed section: %v", err)
 	}
 }

@@ -1,9 +1,11 @@
 // Package debroot plans a container root file system from a Debian guest's own installed
 // packages: it parses dpkg's status database, computes the dependency closure of the
-// packages a workbench needs, and lists the exact paths to copy. It is pure (no I/O): the
-// guest's files come in as bytes read by one guest call, so every decision is table-tested
-// on recorded fragments of a real dpkg database. It must not read the host's own files
-// nor install anything.
+// packages a workbench needs, and lists the exact paths to copy. The planner is pure (no
+// I/O): the guest's files come in as Inputs, so every decision is table-tested on
+// recorded fragments of a real dpkg database. ReadInputs and StateDigest are its only
+// readers, run by the image helper in the guest as root (lev __guest images): bring-up
+// on the host never reads the host's own files with them. Nothing here installs
+// anything.
 package debroot
 
 import (
