@@ -93,6 +93,24 @@ func ReadLevLayer(levBinary string) (*LevLayer, error) {
 	return &LevLayer{layer: layer}, nil
 }
 
+// LinkFrom makes the trees' /lev a hard link to lev, the binary this layer was read from,
+// when lev is a file that never changes: root's, in a directory only root can even enter
+// (0700: lever's installed copy in a VM guest, named by its digest and replaced only by
+// a rename), with the exact mode and size /lev gets. A lev anywhere else (the netns
+// substrate runs the host's, which a rebuild may rewrite in place) is copied as before.
+func (l *LevLayer) LinkFrom(lev string) {
+	di, err := os.Lstat(filepath.Dir(lev))
+	if err != nil || !di.IsDir() || di.Mode().Perm() != 0o700 {
+		return
+	}
+	if sys, ok := di.Sys().(*syscall.Stat_t); !ok || sys.Uid != uint32(os.Geteuid()) {
+		return
+	}
+	if l.lev == "" {
+		l.lev = lev
+	}
+}
+
 // build is buildDir, remembering the tree's /lev for the next tree when this build put
 // the tree in place (not when dir was there already, nor when another build's won).
 func (l *LevLayer) build(dir string, fill func(tmp string) error) error {

@@ -326,3 +326,54 @@ func TestLevWrittenOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestLevLinkedFromInstalledCopy: the helper running lever's installed copy (root's, in a
+// directory only root can enter) gives every tree a hard link to that copy, no write; a
+// lev in an ordinary directory (the netns substrate's, which a rebuild may rewrite in
+// place) or one whose mode is not /lev's is copied.
+func TestLevLinkedFromInstalledCopy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the installed copy is root's")
+	}
+	lev := levtest.Binary(t, "linux", runtime.GOARCH)
+	bin := must(os.ReadFile(lev))
+	for _, tc := range []struct {
+		name     string
+		dirMode  os.FileMode
+		fileMode os.FileMode
+		linked   bool
+	}{
+		{"installed copy", 0o700, 0o755, true},
+		{"ordinary directory", 0o755, 0o755, false},
+		{"copy of another mode", 0o700, 0o700, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			d := filepath.Join(base, "bin")
+			os.Mkdir(d, 0o700)
+			self := filepath.Join(d, "lev-0123")
+			if err := os.WriteFile(self, bin, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(self, tc.fileMode)
+			os.Chmod(d, tc.dirMode)
+			l := levLayer(t, self)
+			l.LinkFrom(self)
+			tree := filepath.Join(base, "trees", "lev-a")
+			os.Mkdir(filepath.Dir(tree), 0o755)
+			if err := MakeLevRootDir(l, tree, nil); err != nil {
+				t.Fatal(err)
+			}
+			got := filepath.Join(tree, "lev")
+			if linked := ino(t, got) == ino(t, self); linked != tc.linked {
+				t.Fatalf("linked %v, want %v", linked, tc.linked)
+			}
+			if fi, _ := os.Lstat(got); fi.Mode() != 0o755 {
+				t.Errorf("/lev mode %v", fi.Mode())
+			}
+			if b, _ := os.ReadFile(got); !bytes.Equal(b, bin) {
+				t.Error("/lev is not the helper's lev")
+			}
+		})
+	}
+}
