@@ -301,6 +301,7 @@ func healthyJail(t *testing.T) *tjail {
 	// The test binary stands in for lev; under -race it is not static, which only the
 	// workbench's digest needs: fix it.
 	in.levBin, in.levDigest, in.levErr = exe, "sha256:"+strings.Repeat("1", 64), nil
+	in.helper = &guestside.Helper{Lev: exe, InPlace: in.InPlace}
 	w.settingsHash, w.provisionHash = in.settingsHash, in.provP.Hash()
 	w.certPEM = testCA(t, cfg.StateDir())
 	// the workbench and every planned container are present and running

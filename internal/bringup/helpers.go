@@ -16,6 +16,9 @@ func (in *Instance) runHelper(ctx context.Context, mode string, req []byte) (gue
 	if in.levErr != nil {
 		return guest.Result{}, in.levErr
 	}
+	if in.helper == nil {
+		return guest.Result{}, fmt.Errorf("no guest helper (lev) chosen for this guest")
+	}
 	res, err := in.helper.Run(ctx, in.Runner, mode, req)
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("lev %s %s exited %d: %s", guestside.Command, mode, res.ExitCode, strings.TrimSpace(string(res.Stderr)))

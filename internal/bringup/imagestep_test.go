@@ -33,6 +33,7 @@ func builtJail(t *testing.T) (*tjail, string) {
 	in.cfg.Lev.Image, in.cfg.Lev.BaseImage = "", ""
 	in.source = levimage.Source{Kind: levimage.Built, Path: lev}
 	in.imageRef, in.levBin, in.levErr = im.Ref, lev, nil
+	in.helper = &guestside.Helper{Lev: lev, InPlace: in.InPlace}
 	if in.levDigest, err = levimage.FileDigest(lev); err != nil {
 		t.Fatal(err)
 	}

@@ -137,3 +137,9 @@ func (in *Instance) stepLevImage(c Images, obs Observed, f Facts) (levDir string
 func (in *Instance) usesImages() bool {
 	return in.source.Kind != levimage.Built || in.benchBase() != baseDebian
 }
+
+// usesTrees says whether the image step may make a tree in the guest (with the image
+// helper): lever's own lev, or the default workbench.
+func (in *Instance) usesTrees() bool {
+	return in.source.Kind == levimage.Built || in.benchBase() == baseDebian
+}

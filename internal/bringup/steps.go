@@ -263,14 +263,15 @@ func isDone(r *run) bool {
 }
 
 // helperWanted says whether this run will call a guest helper that lev must be installed
-// for: a VM guest (not the netns substrate, where lev runs in place) and the enrol or
-// image step about to act.
+// for: a VM guest (not the netns substrate, where lev runs in place), and the enrol step
+// about to act or the image step about to act with a tree to make (lev's own, or the
+// default workbench: an image alone needs no helper).
 func (in *Instance) helperWanted(obs Observed) bool {
 	if in.InPlace || in.helper == nil {
 		return false
 	}
 	for _, p := range in.Plan(obs) {
-		if (p.ID == StepEnrol || p.ID == StepImage) && p.Action != ActionKeep {
+		if p.Action != ActionKeep && (p.ID == StepEnrol || p.ID == StepImage && in.usesTrees()) {
 			return true
 		}
 	}

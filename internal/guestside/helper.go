@@ -11,12 +11,13 @@ import (
 	"sync"
 
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/levimage"
 )
 
 // CacheDir is where a VM guest keeps lever's lev for the helpers: root's, next to
 // lever's other guest state. Each binary is named by its digest, written once and never
 // changed, so a helper call names the exact bytes the host checked without sending them.
-const CacheDir = "/var/lib/lever/bin"
+const CacheDir = levimage.InstalledLevDir
 
 // missingCode is the exit status of a cached helper call that found no lev to run (the
 // guest was reset, or this lever's lev was never installed there). lev itself exits 0, 1
@@ -37,8 +38,12 @@ type Helper struct {
 
 	mu        sync.Mutex
 	installed bool
-	bin       []byte // read once, on the first install
-	digest    string
+	// installs counts the installs this Helper completed: a call that found no copy
+	// installs again only when none completed since it looked (another call's install,
+	// finished meanwhile, has put the copy there).
+	installs int
+	bin      []byte // read once, on the first install
+	digest   string
 }
 
 func (h *Helper) dir() string {
@@ -80,6 +85,7 @@ func (h *Helper) Run(ctx context.Context, r guest.Runner, mode string, req []byt
 	// waits for an install in flight, so this call does not race it into a second one
 	h.mu.Lock()
 	err := h.load()
+	seen := h.installs
 	h.mu.Unlock()
 	if err != nil {
 		return guest.Result{}, err
@@ -90,7 +96,9 @@ func (h *Helper) Run(ctx context.Context, r guest.Runner, mode string, req []byt
 			return res, err
 		}
 		h.mu.Lock()
-		h.installed = false
+		if h.installs == seen {
+			h.installed = false // gone since this Helper installed it
+		}
 		h.mu.Unlock()
 		if err := h.Install(ctx, r); err != nil {
 			return guest.Result{}, err
@@ -131,13 +139,16 @@ func (h *Helper) Install(ctx context.Context, r guest.Runner) error {
 		return fmt.Errorf("installing lever's guest helper (lev) in the guest: %w", err)
 	}
 	h.installed = true
+	h.installs++
 	return nil
 }
 
 // installArgv reads exactly the binary from stdin into a private temporary name in the
 // cache dir, checks its digest and renames it into place (0755: lever's lev tree can
-// link it). Directories it makes are 0711 (the lev homes below /var/lib/lever need
-// traversal by the run user's podman) and 0700 for the cache.
+// link it; mv -T replaces whatever has the name, a symlink to a directory too, never
+// writing into it). Directories it makes are 0711 (the lev homes below /var/lib/lever
+// need traversal by the run user's podman) and 0700 for the cache; mkdir -p, as the
+// enrol and image helpers and provisioning may make /var/lib/lever at the same time.
 func (h *Helper) installArgv() []string {
 	d := h.dir()
 	top := d[:strings.LastIndexByte(d, '/')]
@@ -150,9 +161,9 @@ check() {
 	*) echo "lever: $1 is not a root-owned directory only root can write ($(stat -c '%U %A' "$1"))" >&2; exit 1;;
 	esac
 }
-[ -e ` + top + ` ] || [ -L ` + top + ` ] || mkdir -m 0711 ` + top + `
+[ -L ` + top + ` ] || mkdir -p -m 0711 ` + top + `
 check ` + top + `
-[ -e ` + d + ` ] || [ -L ` + d + ` ] || mkdir -m 0700 ` + d + `
+[ -L ` + d + ` ] || mkdir -p -m 0700 ` + d + `
 check ` + d + `
 f=` + h.path() + `
 t=$(mktemp ` + d + `/.lev.XXXXXX)
@@ -160,9 +171,11 @@ trap 'rm -f "$t"' EXIT
 head -c ` + strconv.Itoa(len(h.bin)) + ` >"$t"
 echo "` + h.digest + `  $t" | sha256sum -c --status || { echo "lever: the lev copied into the guest does not match its digest (cut off?)" >&2; exit 1; }
 chmod 0755 "$t"
-mv -f "$t" "$f"
+mv -fT "$t" "$f"
 trap - EXIT
 for o in ` + d + `/lev-*; do [ "$o" = "$f" ] || rm -f "$o"; done
+# a transfer cut off by a signal (the EXIT trap does not run) leaves its temporary copy
+find ` + d + ` -maxdepth 1 -name '.lev.*' -mmin +60 -delete
 `
 	return []string{"/bin/sh", "-c", script}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/guest"
@@ -165,4 +166,59 @@ func TestHelperInstallRefusesCutOffCopy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHelperConcurrentCallsInstallOnce: helper calls made at once on a guest without lev
+// (bring-up's enrol and image steps) install it once between them, whichever finds it
+// missing first; the calls that found it missing while another installed do not send it
+// again.
+func TestHelperConcurrentCallsInstallOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the cache is root's")
+	}
+	lev := echoLev(t)
+	for i := 0; i < 10; i++ {
+		dir := filepath.Join(t.TempDir(), "lever", "bin")
+		h := &Helper{Lev: lev, Dir: dir}
+		r := &lockedRunner{}
+		errs := make(chan error, 4)
+		for k := 0; k < 4; k++ {
+			go func() {
+				res, err := h.Run(context.Background(), r, ModeProbe, []byte("{}"))
+				if err == nil && res.ExitCode != 0 {
+					err = errors.New(string(res.Stderr))
+				}
+				errs <- err
+			}()
+		}
+		for k := 0; k < 4; k++ {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := r.installs(); n != 1 {
+			t.Fatalf("round %d: %d installs for 4 concurrent calls, want 1", i, n)
+		}
+	}
+}
+
+// lockedRunner is shRunner safe for concurrent calls, counting the installs.
+type lockedRunner struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *lockedRunner) Run(ctx context.Context, c guest.Cmd) (guest.Result, error) {
+	if strings.Contains(strings.Join(c.Argv, " "), "sha256sum -c") {
+		r.mu.Lock()
+		r.n++
+		r.mu.Unlock()
+	}
+	return (&shRunner{}).Run(ctx, c)
+}
+
+func (r *lockedRunner) installs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
 }

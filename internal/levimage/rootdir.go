@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,13 +94,24 @@ func ReadLevLayer(levBinary string) (*LevLayer, error) {
 	return &LevLayer{layer: layer}, nil
 }
 
+// InstalledLevDir is where lever installs its lev in a VM guest, one file per binary,
+// named lev-<first 32 hex of its sha256>, written once by a rename and never changed
+// (guestside.Helper).
+const InstalledLevDir = "/var/lib/lever/bin"
+
+var installedName = regexp.MustCompile(`^lev-[0-9a-f]{32}$`)
+
 // LinkFrom makes the trees' /lev a hard link to lev, the binary this layer was read from,
-// when lev is a file that never changes: root's, in a directory only root can even enter
-// (0700: lever's installed copy in a VM guest, named by its digest and replaced only by
-// a rename), with the exact mode and size /lev gets. A lev anywhere else (the netns
-// substrate runs the host's, which a rebuild may rewrite in place) is copied as before.
-func (l *LevLayer) LinkFrom(lev string) {
-	di, err := os.Lstat(filepath.Dir(lev))
+// when lev is lever's installed copy: a file named by its digest directly in dir
+// (InstalledLevDir in the guest), a directory that is root's and only root can even
+// enter (0700), which is never written in place. /lev must still have the exact mode and
+// size writing it would give (linkLev checks). A lev anywhere else (the netns substrate
+// runs the host's, which a rebuild may rewrite in place) is copied as before.
+func (l *LevLayer) LinkFrom(lev, dir string) {
+	if filepath.Dir(lev) != filepath.Clean(dir) || !installedName.MatchString(filepath.Base(lev)) {
+		return
+	}
+	di, err := os.Lstat(dir)
 	if err != nil || !di.IsDir() || di.Mode().Perm() != 0o700 {
 		return
 	}

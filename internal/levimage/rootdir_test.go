@@ -346,19 +346,24 @@ func TestLevLinkedFromInstalledCopy(t *testing.T) {
 		{"installed copy", 0o700, 0o755, true},
 		{"ordinary directory", 0o755, 0o755, false},
 		{"copy of another mode", 0o700, 0o700, false},
+		{"root-only directory but not the installed name", 0o700, 0o755, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := t.TempDir()
 			d := filepath.Join(base, "bin")
 			os.Mkdir(d, 0o700)
-			self := filepath.Join(d, "lev-0123")
+			name := "lev-0123456789abcdef0123456789abcdef"
+			if strings.HasPrefix(tc.name, "root-only directory but") {
+				name = "lev" // e.g. LEVER_LEV=/root/bin/lev on the netns substrate
+			}
+			self := filepath.Join(d, name)
 			if err := os.WriteFile(self, bin, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			os.Chmod(self, tc.fileMode)
 			os.Chmod(d, tc.dirMode)
 			l := levLayer(t, self)
-			l.LinkFrom(self)
+			l.LinkFrom(self, d)
 			tree := filepath.Join(base, "trees", "lev-a")
 			os.Mkdir(filepath.Dir(tree), 0o755)
 			if err := MakeLevRootDir(l, tree, nil); err != nil {

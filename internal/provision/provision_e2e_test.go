@@ -88,6 +88,29 @@ func TestProvisionIdempotentAndStamped(t *testing.T) {
 	if len(again.Changes) != 0 {
 		t.Errorf("second run changed: %v", again.Changes)
 	}
+	// The package check reads dpkg once for every name: an alternative with one installed
+	// member is satisfied, an unknown name is missing (and its install fails here: the
+	// namespace has no network, and apt has no such package).
+	for _, tc := range []struct {
+		pkgs []string
+		err  string
+	}{
+		{[]string{"lever-no-such-pkg|git", "coreutils"}, ""},
+		{[]string{"coreutils", "lever-no-such-pkg"}, "installing packages lever-no-such-pkg failed"},
+	} {
+		q := p
+		q.Packages = tc.pkgs
+		res, err := Run(ctx, r, q, false)
+		if tc.err == "" && (err != nil || strings.Contains(strings.Join(res.Changes, "\n"), "installing")) {
+			t.Errorf("packages %v: %v, changes %v (want no install: each is there)", tc.pkgs, err, res.Changes)
+		}
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("packages %v: %v, want %q", tc.pkgs, err, tc.err)
+		}
+	}
+	if _, err := Run(ctx, r, p, false); err != nil { // the stamp back to p's
+		t.Fatal(err)
+	}
 	// With the stamp current, Ensure skips in exactly one guest call (the read).
 	r.Reset()
 	res, err := Ensure(ctx, r, p, nil)

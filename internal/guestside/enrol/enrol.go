@@ -199,7 +199,9 @@ func makeLevHomes(req Request) error {
 		ours := fspath.Within(req.LevHomeBase, cur)
 		st, err := os.Lstat(cur)
 		if os.IsNotExist(err) && ours {
-			if err := os.Mkdir(cur, 0o711); err != nil {
+			// the image helper, running beside this one, may make it first: judge
+			// whatever is there then, as any existing directory is
+			if err := os.Mkdir(cur, 0o711); err != nil && !os.IsExist(err) {
 				return fmt.Errorf("making %s: %w", cur, err)
 			}
 			st, err = os.Lstat(cur)

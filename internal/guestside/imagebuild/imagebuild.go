@@ -127,7 +127,7 @@ func serve(r io.Reader, w io.Writer, root string) error {
 		if layer, err = levimage.ReadLevLayer(self); err == nil {
 			// In a VM the helper runs lever's installed copy, which never changes: the
 			// trees link it rather than write 21 MiB again (under TCG, a second or more).
-			layer.LinkFrom(self)
+			layer.LinkFrom(self, levimage.InstalledLevDir)
 		}
 		return layer, err
 	}
