@@ -561,7 +561,7 @@ func readCalls(t *testing.T, p string) []call {
 }
 
 // normaliser turns a call into its golden line: the run's paths, ports and addresses by
-// name, the size of a piped helper as {size}, and any word longer than 100 bytes or with
+// name, the size of a piped helper as {size}, lev's digest as {lev-digest}, and any word longer than 100 bytes or with
 // a newline as its length and digest (the scripts are lever's own constants).
 type normaliser struct{ pairs [][2]string }
 
@@ -574,6 +574,9 @@ func (n *normaliser) word(w string) string {
 	// The remembered round-trip key is a digest of what this host's iptables printed,
 	// not something lever chose: only whether one is sent belongs in the golden.
 	w = rtKey.ReplaceAllString(w, "LEVER_RTKEY={rtkey}")
+	// lever's lev installed in the machine is named (and checked) by its digest: the lev
+	// this run built, not something the golden can hold
+	w = levDigest.ReplaceAllString(w, "{lev-digest}")
 	if len(w) > 100 || strings.Contains(w, "\n") {
 		sum := sha256.Sum256([]byte(w))
 		return fmt.Sprintf("<%d bytes sha256:%s>", len(w), hex.EncodeToString(sum[:6]))
@@ -597,33 +600,45 @@ func (n *normaliser) line(c call) string {
 }
 
 var (
-	runUser = regexp.MustCompile(`/run/user/[0-9]+/`)
-	rtKey   = regexp.MustCompile(`LEVER_RTKEY=[0-9a-f]{64}`)
+	runUser   = regexp.MustCompile(`/run/user/[0-9]+/`)
+	levDigest = regexp.MustCompile(`\b[0-9a-f]{64}\b|\blev-[0-9a-f]{32}\b`)
+	rtKey     = regexp.MustCompile(`LEVER_RTKEY=[0-9a-f]{64}`)
 )
 
 const goldenPath = "testdata/whole-flow.golden"
 
-// overlapSorted sorts the calls made while bring-up's image step runs beside the broker
-// and enrol steps (bringup.Step.Overlap): from the podman socket's forward to the next
-// egress observation, the enrol helper and the image step's calls interleave by timing.
-// Everything before that window (the firewall first, then provisioning and podman) and
-// after it keeps its order.
+// overlapSorted sorts the calls made while bring-up's steps run beside each other
+// (bringup.Step.Overlap): from the end of provisioning (or, when it was skipped, of the
+// egress step) to the next observation, lev's install, the podman step's calls, the
+// enrol helper and the image step's calls interleave by timing. Everything before that
+// window (the firewall first, then provisioning) and after it keeps its order.
 func overlapSorted(lines []string) []string {
 	out := append([]string(nil), lines...)
 	start := -1
 	for i, l := range out {
-		if start < 0 && strings.Contains(l, " -O forward -L ") {
+		switch {
+		case strings.Contains(l, " LEVER_RUN_USER="):
 			start = i + 1
-			continue
+		case start < 0 && strings.Contains(l, " LEVER_IPT=") && !strings.Contains(l, " LEVER_TREES="):
+			// an egress call: the window starts after the last one (when no provisioning follows)
+			if i+1 < len(out) && !strings.Contains(out[i+1], " LEVER_IPT=") && !strings.Contains(out[i+1], " LEVER_RUN_USER=") {
+				start = i + 1
+			}
 		}
-		if start >= 0 && strings.Contains(l, " LEVER_IPT=") {
+		if start >= 0 {
+			break
+		}
+	}
+	if start < 0 {
+		return out
+	}
+	for i := start; i < len(out); i++ {
+		if strings.Contains(out[i], " LEVER_TREES=") {
 			sort.Strings(out[start:i])
 			return out
 		}
 	}
-	if start >= 0 {
-		sort.Strings(out[start:])
-	}
+	sort.Strings(out[start:])
 	return out
 }
 
