@@ -1,7 +1,7 @@
 // Package bringup owns a jail's lifecycle: lever apply/up (one table of steps, Steps, that
 // both the plan and the execution walk), status, stop and destroy. The steps run in the
 // order docs/bringup.md gives ("The steps, in order"): the guest up, egress verified or
-// rebuilt before anything else starts, provisioning, podman, broker, enrolment, images,
+// rebuilt before anything else starts, provisioning, broker, podman, enrolment, images,
 // lev containers. Each step is a named value in its own file: what it needs and gives, the
 // rule that skips it, and its run function. What a step finds (the run user's uid, the
 // alias, the image refs, the podman connection) it returns as Facts, handed to the next
