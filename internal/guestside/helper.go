@@ -67,7 +67,7 @@ func (h *Helper) load() error {
 	return nil
 }
 
-// Path is where the guest keeps this lev (its digest's first 128 bits name it).
+// path is where the guest keeps this lev (its digest's first 128 bits name it).
 func (h *Helper) path() string { return h.dir() + "/lev-" + h.digest[:32] }
 
 // Run runs helper mode with req on its stdin, as root.
