@@ -3,7 +3,9 @@
 // architecture, so the helper always matches the guest, whatever the host runs; the host's
 // own lever executable never enters the guest (from a Mac it could not run there).
 //
-// Serve is the guest end (lev's hidden __guest command); Argv is the host end. Because lev
+// Serve is the guest end (lev's hidden __guest command); Helper is the host end (Argv
+// starts lev in place, and sent on stdin when no copy is installed: bring-up and
+// acceptance install it, helper.go). Because lev
 // links it, it must not import the podman bindings, a backend or anything host-only.
 package guestside
 
@@ -49,7 +51,8 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 // the host's filesystem (the netns substrate) lev runs in place; otherwise its bytes
 // travel on stdin ahead of the request (stdinPrefix) and run from a private temporary
 // file, so nothing has to be installed in the guest and what runs is exactly the binary
-// lever checked.
+// lever checked. Bring-up and acceptance use Helper, which installs lev once in a VM
+// instead; this sent form is kept for a one-off call into a guest lever does not keep.
 func Argv(lev string, inPlace bool, mode string) (argv []string, stdinPrefix []byte, err error) {
 	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
 		return nil, nil, fmt.Errorf("unknown guest helper mode %q", mode)
