@@ -3,9 +3,8 @@
 // architecture, so the helper always matches the guest, whatever the host runs; the host's
 // own lever executable never enters the guest (from a Mac it could not run there).
 //
-// Serve is the guest end (lev's hidden __guest command); Helper is the host end (Argv
-// starts lev in place, and sent on stdin when no copy is installed: bring-up and
-// acceptance install it, helper.go). Because lev
+// Serve is the guest end (lev's hidden __guest command); Helper (helper.go) is the host
+// end, with Argv for lev run in place. Because lev
 // links it, it must not import the podman bindings, a backend or anything host-only.
 package guestside
 
@@ -51,8 +50,9 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 // the host's filesystem (the netns substrate) lev runs in place; otherwise its bytes
 // travel on stdin ahead of the request (stdinPrefix) and run from a private temporary
 // file, so nothing has to be installed in the guest and what runs is exactly the binary
-// lever checked. Bring-up and acceptance use Helper, which installs lev once in a VM
-// instead; this sent form is kept for a one-off call into a guest lever does not keep.
+// lever checked. Bring-up and acceptance now use Helper, which installs lev once in a VM
+// instead; only Helper's in-place path and TestArgv still use Argv (the sent form is
+// left to remove).
 func Argv(lev string, inPlace bool, mode string) (argv []string, stdinPrefix []byte, err error) {
 	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
 		return nil, nil, fmt.Errorf("unknown guest helper mode %q", mode)
