@@ -4,8 +4,8 @@
 // own lever executable never enters the guest (from a Mac it could not run there).
 //
 // Serve is the guest end (lev's hidden __guest command); Helper (helper.go) is the host
-// end, with Argv for lev run in place. Because lev
-// links it, it must not import the podman bindings, a backend or anything host-only.
+// end, with Argv for lev run in place. Because lev links it, it must not import the
+// podman bindings, a backend or anything host-only.
 package guestside
 
 import (
