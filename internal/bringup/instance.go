@@ -156,7 +156,7 @@ func New(o Options) (*Instance, error) {
 		in.levDigest, in.levErr = levimage.FileDigest(in.levBin)
 	}
 	if in.levErr == nil {
-		in.helper = &guestside.Helper{Lev: in.levBin, InPlace: in.InPlace}
+		in.helper = &guestside.Helper{Lev: in.levBin, InPlace: in.InPlace, Digest: in.levDigest}
 	}
 	if in.levErr != nil {
 		in.levErr = fmt.Errorf("the guest-side helpers and the workbench need a static Linux lev for the guest: %w", in.levErr)

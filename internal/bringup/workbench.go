@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/containers"
-
 	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/guestside/imagebuild"
 	"github.com/lever-jail/lever/internal/levimage"
@@ -117,7 +116,7 @@ func (in *Instance) benchKnownRef(c Images, f Facts) (string, error) {
 // for the image helper to find or make from the guest's own packages (buildInGuest: the
 // helper reads them in the guest, so no call here). The facts it returns carry the
 // workbench's ref when it is known here.
-func (in *Instance) ensureBench(ctx context.Context, c Images, obs Observed, f Facts) (bool, string, *benchPlan, Facts, error) {
+func (in *Instance) ensureBench(ctx context.Context, c Images, obs Observed, f Facts) (bool, string, *imagebuild.BenchRequest, Facts, error) {
 	t0 := time.Now()
 	ref, err := in.benchKnownRef(c, f)
 	if err != nil {
@@ -172,15 +171,11 @@ func (in *Instance) layerLev(c Images, baseID, ref string) error {
 		map[string]string{containers.LabelRole: "bench"}, nil)
 }
 
-// benchPlan is the default workbench for the image helper to find or make from the
+// debianBench is the default workbench for the image helper to find or make from the
 // guest's own packages: where its tree goes and what its name is made of besides the
 // package-state digest the helper reads.
-type benchPlan struct {
-	req imagebuild.BenchRequest
-}
-
-func (in *Instance) debianBench() *benchPlan {
-	return &benchPlan{req: imagebuild.BenchRequest{Trees: in.treesRoot(), Mounts: in.treeMounts("bench"), LevDigest: in.levDigest}}
+func (in *Instance) debianBench() *imagebuild.BenchRequest {
+	return &imagebuild.BenchRequest{Trees: in.treesRoot(), Mounts: in.treeMounts("bench"), LevDigest: in.levDigest}
 }
 
 // buildInGuest is the image step's one helper call (`lev __guest images`): lev's tree
@@ -188,13 +183,13 @@ func (in *Instance) debianBench() *benchPlan {
 // bench is not nil), which the helper finds by the guest's package-state digest or makes
 // from the guest's own packages, read and planned there. It returns a line per tree and
 // the facts with the workbench's ref and the digest its tree is named by.
-func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *benchPlan, f Facts) ([]string, Facts, error) {
+func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *imagebuild.BenchRequest, f Facts) ([]string, Facts, error) {
 	var req imagebuild.Request
 	if levDir != "" {
 		req.LevDir, req.LevMounts = levDir, in.treeMounts("lev")
 	}
 	if bench != nil {
-		req.Bench = &bench.req
+		req.Bench = bench
 	}
 	body, err := json.Marshal(req)
 	if err != nil {

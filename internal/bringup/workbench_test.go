@@ -26,7 +26,7 @@ func TestTreeNamesAgree(t *testing.T) {
 			h := sha256.Sum256([]byte(strings.Join(in.treeMounts(kind), "\n")))
 			return filepath.Join(in.treesRoot(), kind+"-"+ref[strings.LastIndexByte(ref, ':')+1:]+"-"+hex.EncodeToString(h[:4]))
 		}
-		req := in.debianBench().req
+		req := in.debianBench()
 		for _, sum := range []string{sum5, sum6} {
 			ref := levimage.WorkbenchRef(baseDebian, sum, in.levDigest)
 			host, err := in.benchKnownRef(j.pod, Facts{StatusSum: sum})
@@ -46,9 +46,9 @@ func TestTreeNamesAgree(t *testing.T) {
 	}
 	// positive control: another worker set names another tree
 	j, _ := builtJail(t)
-	a := j.in.debianBench().req.Dir(sum5)
+	a := j.in.debianBench().Dir(sum5)
 	j.in.cfg.Workers = append(j.in.cfg.Workers, config.Worker{Name: "z", Dir: "wz"})
-	if b := j.in.debianBench().req.Dir(sum5); a == b {
+	if b := j.in.debianBench().Dir(sum5); a == b {
 		t.Errorf("a worker added does not change the workbench's tree: %s", a)
 	}
 }

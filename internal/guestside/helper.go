@@ -35,6 +35,10 @@ type Helper struct {
 	InPlace bool
 	// Dir overrides CacheDir (tests).
 	Dir string
+	// Digest is Lev's hex sha256 when the caller has it already (bring-up hashed lev when
+	// it checked it): a call into a guest that has lev then reads nothing of the 21 MiB;
+	// only an install does, and refuses bytes that no longer match.
+	Digest string
 
 	mu        sync.Mutex
 	installed bool
@@ -42,7 +46,7 @@ type Helper struct {
 	// installs again only when none completed since it looked (another call's install,
 	// finished meanwhile, has put the copy there).
 	installs int
-	bin      []byte // read once, on the first install
+	bin      []byte // read once, when first needed (an install, or no Digest given)
 	digest   string
 }
 
@@ -53,18 +57,38 @@ func (h *Helper) dir() string {
 	return CacheDir
 }
 
-// load reads and hashes lev once. Called with mu held.
+// load finds lev's digest: the one given, or read and hashed once. Called with mu held.
 func (h *Helper) load() error {
+	if h.digest == "" && h.Digest != "" {
+		h.digest = h.Digest
+	}
 	if h.digest != "" {
+		return nil
+	}
+	return h.loadBin()
+}
+
+// loadBin reads lev's bytes once, checking them against the digest given. Called with mu
+// held.
+func (h *Helper) loadBin() error {
+	if h.bin != nil {
 		return nil
 	}
 	bin, err := os.ReadFile(h.Lev)
 	if err != nil {
 		return fmt.Errorf("reading the guest helper (lev) %s: %w", h.Lev, err)
 	}
-	sum := sha256.Sum256(bin)
-	h.bin, h.digest = bin, hex.EncodeToString(sum[:])
+	sum := hex.EncodeToString(sha256Sum(bin))
+	if h.digest != "" && sum != h.digest {
+		return fmt.Errorf("the guest helper (lev) %s changed since lever checked it", h.Lev)
+	}
+	h.bin, h.digest = bin, sum
 	return nil
+}
+
+func sha256Sum(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
 }
 
 // path is where the guest keeps this lev (its digest's first 128 bits name it).
@@ -134,6 +158,9 @@ func (h *Helper) Install(ctx context.Context, r guest.Runner) error {
 	}
 	if h.installed {
 		return nil
+	}
+	if err := h.loadBin(); err != nil {
+		return err
 	}
 	if _, err := guest.RunOK(ctx, r, guest.Cmd{As: guest.Root, Argv: h.installArgv(), Stdin: h.bin}); err != nil {
 		return fmt.Errorf("installing lever's guest helper (lev) in the guest: %w", err)

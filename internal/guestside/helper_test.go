@@ -222,3 +222,26 @@ func (r *lockedRunner) installs() int {
 	defer r.mu.Unlock()
 	return r.n
 }
+
+// TestHelperGivenDigest: with the digest bring-up computed when it checked lev, a call
+// into a guest that has the copy runs it; an install reads lev's bytes and refuses them
+// when they no longer match that digest (lev replaced on the host since the check).
+func TestHelperGivenDigest(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the cache is root's")
+	}
+	lev := echoLev(t)
+	bin, _ := os.ReadFile(lev)
+	sum := sha256.Sum256(bin)
+	dir := filepath.Join(t.TempDir(), "lever", "bin")
+	ctx := context.Background()
+	res, err := (&Helper{Lev: lev, Dir: dir, Digest: hex.EncodeToString(sum[:])}).Run(ctx, &shRunner{}, ModeProbe, []byte("{}"))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("control: %v %s", err, res.Stderr)
+	}
+	os.RemoveAll(dir)
+	_, err = (&Helper{Lev: lev, Dir: dir, Digest: strings.Repeat("0", 64)}).Run(ctx, &shRunner{}, ModeProbe, []byte("{}"))
+	if err == nil || !strings.Contains(err.Error(), "changed since lever checked it") {
+		t.Fatalf("a lev that no longer matches its digest: %v", err)
+	}
+}
