@@ -1,6 +1,10 @@
 package bringup
 
-import "context"
+import (
+	"context"
+
+	"github.com/lever-jail/lever/internal/guest"
+)
 
 // The optional abilities a backend may have, each a named interface: bring-up asks for
 // an ability by its name, never for a backend's concrete type.
@@ -36,4 +40,13 @@ type ManagerDeviceNamer interface {
 // the run user's podman service in it while it still exists.
 type Namespacer interface {
 	Namespace() string
+}
+
+// UpSnapshotter is a backend whose EnsureUp reads the guest in a call of its own after the
+// boot (Lima's facts: the tree's mount, the alias, LIMADNS). It takes that reading from the
+// egress snapshot req asks for, run as that same call, and returns the snapshot's sections
+// (nil when it could not carry it): a cold bring-up's egress step then plans its rebuild
+// from them without a snapshot call of its own.
+type UpSnapshotter interface {
+	EnsureUpWithSnapshot(ctx context.Context, req guest.SnapshotRequest) (guest.Sections, error)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -262,6 +263,63 @@ func TestColdUp(t *testing.T) {
 	}
 }
 
+// TestColdUpSnapshotAfterBoot: a backend that reads the guest after booting it
+// (UpSnapshotter, Lima) takes the egress snapshot in that call, and the egress step judges
+// it: the step's one call is the rebuild. Control: the same cold jail on a backend without
+// the ability takes its own snapshot (two calls in the step).
+func TestColdUpSnapshotAfterBoot(t *testing.T) {
+	for _, carried := range []bool{true, false} {
+		j := healthyJail(t)
+		j.cold()
+		sb := &snapBackend{fakeBackend: j.be}
+		if carried {
+			j.in.b = sb
+		}
+		res, err := j.in.Execute(context.Background())
+		if err != nil {
+			t.Fatalf("carried=%v: %v\n%s", carried, err, j.out)
+		}
+		var egressCalls int64 = -1
+		for _, s := range res.Steps {
+			if s.ID == StepEgress {
+				egressCalls = s.Calls
+			}
+		}
+		want, wantSnaps := int64(2), 0
+		if carried {
+			want, wantSnaps = 1, 1
+		}
+		if egressCalls != want || sb.snaps != wantSnaps {
+			t.Errorf("carried=%v: the egress step made %d guest calls (want %d), the backend %d snapshots (want %d)\n%s", carried, egressCalls, want, sb.snaps, wantSnaps, j.out)
+		}
+		// the same guest calls either way, in the same order: the snapshot only moved
+		if got := strings.Join(j.r.Names(), ","); got != "observe,snapshot,egress-apply,provision,podman-service,enrol,mount-check,mount-check" {
+			t.Errorf("carried=%v: guest calls %s", carried, got)
+		}
+		if !j.w.egressOK {
+			t.Errorf("carried=%v: the chains were not rebuilt", carried)
+		}
+	}
+}
+
+// TestColdUpBootSnapshotJudged: the snapshot read after the boot is judged as the egress
+// step's own: a containment drift in it is refused before anything in the guest changes.
+func TestColdUpBootSnapshotJudged(t *testing.T) {
+	j := healthyJail(t)
+	j.cold()
+	j.w.containment = "a stray mount"
+	j.in.b = &snapBackend{fakeBackend: j.be}
+	_, err := j.in.Execute(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "egress: ") || !strings.Contains(err.Error(), "fake guest not contained") {
+		t.Fatalf("err = %v, want the egress step's containment refusal\n%s", err, j.out)
+	}
+	for _, n := range j.r.Names() {
+		if n == "egress-apply" || n == "provision" {
+			t.Errorf("guest calls %v: %s ran after a refused containment check", j.r.Names(), n)
+		}
+	}
+}
+
 // TestDryRunAndUpPrintTheSameSteps: the dry run's lines and up's progress lines name the
 // same steps in the same order, the table's, on a cold and on a warm jail.
 func TestDryRunAndUpPrintTheSameSteps(t *testing.T) {
@@ -296,7 +354,10 @@ func TestStepTable(t *testing.T) {
 	if got := strings.Join(stepIDs(), ","); got != "jail,egress,provision,broker,podman,enrol,image,lev" {
 		t.Fatalf("steps %s", got)
 	}
-	fields := map[string]bool{"UID": true, "AliasV4": true, "AliasV6": true, "StatusSum": true, "ImageRef": true, "BenchRef": true, "Podman": true, "Broker": true}
+	fields := map[string]bool{}
+	for i, ft := 0, reflect.TypeOf(Facts{}); i < ft.NumField(); i++ {
+		fields[ft.Field(i).Name] = true
+	}
 	given := map[string]bool{"UID": true, "StatusSum": true, "ImageRef": true, "Podman": true} // the observation's
 	for _, s := range Steps {
 		if s.Plan == nil || s.Run == nil {

@@ -61,6 +61,10 @@ type world struct {
 	// enrolGate, when set, holds the enrol helper's answer until it is closed (or fails
 	// it after 2 s); enrolled is closed once an enrol call has answered.
 	enrolGate, enrolDone chan struct{}
+	// applyGate, when set, holds the egress rebuild's answer until it is closed (or fails
+	// it after 2 s); helperInstalled: lever's lev is installed in the guest (a VM's).
+	applyGate       chan struct{}
+	helperInstalled bool
 }
 
 // waitGate waits for gate (nil: no wait), failing after 2 s with what did not run beside.
@@ -114,7 +118,28 @@ func (b *fakeBackend) CheckGuest(secs guest.Sections) error {
 // netns-like: the guest shares the host filesystem (the enrol helper runs in place).
 func (b *fakeBackend) SharesHostFilesystem() bool { return true }
 
+// snapBackend is the fake with UpSnapshotter (Lima's shape): its EnsureUp ends with the
+// egress snapshot req asks for, run through the guest runner like any snapshot.
+type snapBackend struct {
+	*fakeBackend
+	snaps int
+}
+
+func (b *snapBackend) EnsureUpWithSnapshot(ctx context.Context, req guest.SnapshotRequest) (guest.Sections, error) {
+	if err := b.EnsureUp(ctx); err != nil {
+		return nil, err
+	}
+	b.snaps++
+	sc := guest.NewScript(guest.SnapshotParts(req)...)
+	res, err := guest.RunOK(ctx, b.r, sc.Cmd(guest.SnapshotEnv(req)))
+	if err != nil {
+		return nil, err
+	}
+	return sc.Parse(res.Stdout)
+}
+
 var (
+	_ UpSnapshotter       = (*snapBackend)(nil)
 	_ backend.Containment = (*fakeBackend)(nil)
 	_ HostSharer          = (*fakeBackend)(nil)
 	_ Podman              = (*fakePodman)(nil)
@@ -386,6 +411,9 @@ func (j *tjail) script() {
 				secs = append(secs, guesttest.Sec{Name: "dirs." + a, Out: "ok"}, set, cert)
 			}
 		}
+		if w.helperInstalled && guesttest.Env(c, "LEVER_HELPER") != "" {
+			secs = append(secs, guesttest.Sec{Name: "helper", Out: "present"})
+		}
 		w.mu.Unlock()
 		if guesttest.Env(c, "LEVER_ALIAS") != "" {
 			secs = append(secs, snapshot(c)...)
@@ -395,6 +423,9 @@ func (j *tjail) script() {
 	// The rebuild commits and then reads the chains back in the same call (its script
 	// carries the snapshot's too, so it is matched first).
 	j.r.On("egress-apply", guesttest.Script("--noflush"), failing("egress-apply", guesttest.Sections(func(c guest.Cmd) []guesttest.Sec {
+		if err := waitGate(w.applyGate, "the egress rebuild"); err != nil {
+			return []guesttest.Sec{{Name: "j6", RC: 1, Out: err.Error()}}
+		}
 		w.mu.Lock()
 		w.egressOK = true
 		w.mu.Unlock()

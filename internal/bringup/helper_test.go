@@ -134,3 +134,84 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 		t.Log("host is arm64: the amd64 rows are the cross-architecture ones")
 	}
 }
+
+// TestHelperInstalledWhenGuestAnswers: in a VM guest, lever's lev is installed as soon as
+// the guest answers, beside the egress step (whose rebuild here answers only once the
+// install has arrived: a gate only an install running beside it can open), and a guest
+// whose observation lists the installed copy gets no install. Control: the same enrolment
+// on a guest without it installs it first.
+func TestHelperInstalledWhenGuestAnswers(t *testing.T) {
+	vm := func(t *testing.T) *tjail {
+		j := healthyJail(t)
+		exe, _ := os.Executable()
+		b, err := os.ReadFile(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		j.in.InPlace = false
+		j.in.helper = &guestside.Helper{Lev: exe, Digest: hex.EncodeToString(sum[:])}
+		w := j.w
+		// first: the install's stdin is lev (here the test binary), which holds strings
+		// the fixture's rules match on
+		j.r.OnFirst("install", func(c guest.Cmd) bool {
+			return len(c.Argv) == 3 && c.Argv[0] == "/bin/sh" && strings.Contains(c.Argv[2], "sha256sum -c")
+		}, func(guest.Cmd) (guest.Result, error) {
+			w.mu.Lock()
+			w.helperInstalled = true
+			if w.applyGate != nil {
+				close(w.applyGate)
+				w.applyGate = nil
+			}
+			w.mu.Unlock()
+			return guest.Result{}, nil
+		})
+		j.r.OnFirst("enrol-installed", func(c guest.Cmd) bool {
+			return len(c.Argv) == 3 && c.Argv[0] == "/bin/sh" && strings.HasSuffix(c.Argv[2], " "+guestside.Command+" "+guestside.ModeEnrol)
+		}, func(guest.Cmd) (guest.Result, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.helperInstalled {
+				return guest.Result{ExitCode: 113, Stderr: []byte("lever: no cached lev")}, nil
+			}
+			w.enrolled, w.settingsOK = true, true
+			return guest.Result{Stdout: []byte("enrolled u-manager\n")}, nil
+		})
+		return j
+	}
+	count := func(names []string, n string) (c int) {
+		for _, x := range names {
+			if x == n {
+				c++
+			}
+		}
+		return c
+	}
+
+	j := vm(t)
+	j.cold()
+	j.w.applyGate = make(chan struct{})
+	if _, err := j.in.Execute(context.Background()); err != nil {
+		t.Fatalf("cold up: %v\n%s\ncalls %v", err, j.out, j.r.Names())
+	}
+	names := j.r.Names()
+	if count(names, "install") != 1 || count(names, "enrol-installed") != 1 {
+		t.Fatalf("cold up's guest calls %v: want one install and one enrolment run from it", names)
+	}
+
+	for _, present := range []bool{true, false} {
+		j := vm(t)
+		j.w.helperInstalled = present
+		j.w.enrolled, j.w.settingsOK = false, false // the enrol step acts
+		if _, err := j.in.Execute(context.Background()); err != nil {
+			t.Fatalf("present=%v: %v\n%s", present, err, j.out)
+		}
+		want := 1
+		if present {
+			want = 0
+		}
+		if got := count(j.r.Names(), "install"); got != want {
+			t.Errorf("present=%v: %d installs, want %d (%v)", present, got, want, j.r.Names())
+		}
+	}
+}

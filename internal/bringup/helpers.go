@@ -25,3 +25,12 @@ func (in *Instance) runHelper(ctx context.Context, mode string, req []byte) (gue
 	}
 	return res, err
 }
+
+// helperPath is where this lever's lev is installed in a VM guest ("" in place or without
+// a helper), for the observation to look.
+func (in *Instance) helperPath() string {
+	if in.helper == nil {
+		return ""
+	}
+	return in.helper.InstalledPath()
+}

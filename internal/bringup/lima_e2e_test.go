@@ -23,6 +23,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/acceptance"
 	"github.com/lever-jail/lever/internal/bringup"
+	"github.com/lever-jail/lever/internal/guest"
 	"github.com/lever-jail/lever/internal/testutil"
 )
 
@@ -51,7 +52,31 @@ func (e *limaUp) env() []string {
 	return []string{"HOME=" + e.home, "USER=" + e.user, "LOGNAME=" + e.user,
 		"LIMA_HOME=" + e.home + "/.lima", fmt.Sprintf("XDG_RUNTIME_DIR=/run/user/%d", e.uid),
 		"LEVER_LEV_BINARY=" + e.bin + "/lev",
-		"PATH=" + e.prefix + "/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		"PATH=" + e.prefix + "/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		// a person measuring sets it to see each guest call: lever appends them to a file
+		// in the owner's home (stderr would mix them into --json output), logged below
+		guest.TraceEnv + "=" + e.tracePath()}
+}
+
+// tracePath is where lever writes its guest-call trace when the person running the test
+// asked for one (guest.TraceEnv set), "" otherwise.
+func (e *limaUp) tracePath() string {
+	if os.Getenv(guest.TraceEnv) == "" {
+		return ""
+	}
+	return e.home + "/guest-trace.log"
+}
+
+// logTrace logs and empties the trace lever wrote since the last call.
+func (e *limaUp) logTrace(t *testing.T, what string) {
+	p := e.tracePath()
+	if p == "" {
+		return
+	}
+	if b, err := os.ReadFile(p); err == nil {
+		t.Logf("TRACE %s:\n%s", what, b)
+		os.Truncate(p, 0)
+	}
 }
 
 func (e *limaUp) as(t *testing.T, argv ...string) (string, int) {
@@ -274,6 +299,7 @@ lev:
 
 	// 1. cold: from nothing to lev running in the guest's rootless podman.
 	out, code := e.lever(t, "up")
+	e.logTrace(t, "cold up")
 	if code != 0 || !strings.Contains(out, "lever-"+name+"-manager running") {
 		t.Fatalf("cold up: exit %d", code)
 	}

@@ -62,6 +62,9 @@ type Observed struct {
 	BenchRef     string
 	// Trees are lever's trees in the guest (their names: lev's, the workbench's).
 	Trees map[string]bool
+	// HelperPresent: this lever's lev is installed in the (VM) guest, so the helper steps
+	// need no install (a hint: a helper call that finds it gone installs it).
+	HelperPresent bool
 	// Containers: name -> ContainerRunning or ContainerStopped; absent when podman has no
 	// such container. A changed spec hash is not seen here: the lev step's Ensure compares
 	// it and recreates.
@@ -76,6 +79,9 @@ type Observed struct {
 func (in *Instance) observeScript(withEgress bool) (guest.Script, guest.Cmd) {
 	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
 	env := []string{"LEVER_TREES=" + in.treesRoot()}
+	if p := in.helperPath(); p != "" {
+		env = append(env, "LEVER_HELPER="+p)
+	}
 	if withEgress {
 		req := in.Spec.SnapshotRequest()
 		parts = append(parts, guest.SnapshotParts(req)...)
@@ -121,6 +127,7 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 	for _, t := range strings.Fields(secs["trees"].Out) {
 		o.Trees[t] = true
 	}
+	o.HelperPresent = strings.TrimSpace(secs["helper"].Out) == "present"
 	caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
 	for _, a := range in.Agents() {
 		cert := secs["cert."+a]

@@ -9,10 +9,12 @@ import (
 
 // egressStep: the live chains are exactly the desired ones, rebuilt on any drift, before
 // anything else starts. Warm, it judges the snapshot the observation call read (no guest
-// call of its own); the containment check read with it is judged first. Never skipped:
+// call of its own); cold on a backend that reads it after the boot, that one (the rebuild
+// is then its only call); the containment check read with it is judged first. Never skipped:
 // ActionKeep means the snapshot matched.
 var egressStep = Step{
 	ID:    StepEgress,
+	Needs: []string{"BootSnapshot"},
 	Gives: []string{"AliasV4", "AliasV6"},
 	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
@@ -27,9 +29,17 @@ var egressStep = Step{
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		var rep guest.Report
 		var err error
-		if obs.Snapshot != nil {
+		switch {
+		case obs.Snapshot != nil:
 			rep, err = guest.EnsureEgressFrom(ctx, in.Runner, in.Spec, *obs.Snapshot)
-		} else {
+		case f.BootSnapshot != nil:
+			// read in the backend's call after the boot: parsed and judged here exactly as
+			// a snapshot of this step's own
+			var snap guest.Snapshot
+			if snap, err = guest.ParseSnapshot(f.BootSnapshot, in.Spec.SnapshotRequest()); err == nil {
+				rep, err = guest.EnsureEgressFrom(ctx, in.Runner, in.Spec, snap)
+			}
+		default:
 			rep, err = guest.EnsureEgress(ctx, in.Runner, in.Spec)
 		}
 		if err != nil {

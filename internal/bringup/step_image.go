@@ -71,7 +71,7 @@ var imageStep = Step{
 		// one helper call, which reads the guest's packages itself: the workbench's ref
 		// and the package-state digest come back in its answer.
 		if levDir != "" || bench != nil {
-			made, f2, err := in.buildInGuest(ctx, levDir, bench, f)
+			lines, made, f2, err := in.buildInGuest(ctx, levDir, bench, f)
 			if err != nil {
 				if bench != nil {
 					err = fmt.Errorf("workbench: %w", err)
@@ -79,9 +79,12 @@ var imageStep = Step{
 				return Done{Facts: f}, err
 			}
 			f = f2
-			parts = append(parts, made...)
+			parts = append(parts, lines...)
+			// a tree the helper found in place (the workbench, after provisioning
+			// cleared the observed digest) is no change
+			ch2 = ch2 || made
 		}
-		return Done{Changed: ch1 || ch2 || levDir != "" || bench != nil, Detail: strings.Join(parts, "; "), Facts: f}, nil
+		return Done{Changed: ch1 || ch2, Detail: strings.Join(parts, "; "), Facts: f}, nil
 	},
 }
 

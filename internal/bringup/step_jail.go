@@ -9,9 +9,11 @@ import (
 // jailStep: the guest is up. Skipped when the observation call answered; a running guest
 // is checked again every time all the same: its host-side containment here (no guest
 // call: Lima's realized config), its in-guest part in the observation's snapshot, judged
-// by the egress step.
+// by the egress step. A backend that reads the guest after starting it (UpSnapshotter)
+// reads the egress snapshot in that call, and hands it on as BootSnapshot.
 var jailStep = Step{
-	ID: StepJail,
+	ID:    StepJail,
+	Gives: []string{"BootSnapshot"},
 	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.GuestReachable {
 			return ActionKeep, "guest is up"
@@ -27,6 +29,16 @@ var jailStep = Step{
 				return Done{Detail: "guest is up; containment re-checked", Facts: f}, nil
 			}
 			return Done{Detail: "guest is up", Facts: f}, nil
+		}
+		if u, ok := in.b.(UpSnapshotter); ok {
+			// The backend's call after the boot is the egress snapshot (one round trip
+			// fewer); the egress step judges it as it would its own.
+			secs, err := u.EnsureUpWithSnapshot(ctx, in.Spec.SnapshotRequest())
+			if err != nil {
+				return Done{Facts: f}, err
+			}
+			f.BootSnapshot = secs
+			return Done{Changed: true, Detail: "guest started", Facts: f}, nil
 		}
 		if err := in.b.EnsureUp(ctx); err != nil {
 			return Done{Facts: f}, err

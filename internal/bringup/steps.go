@@ -46,6 +46,9 @@ type Facts struct {
 	BenchRef  string // the workbench image (image)
 	Podman    Podman // the run user's podman (observation, podman)
 	Broker    string // the broker's listen address, once it runs with the alias (broker)
+	// BootSnapshot is the egress snapshot's answer, read in the backend's own call after
+	// the boot (jail, cold, on an UpSnapshotter); the egress step parses and judges it.
+	BootSnapshot guest.Sections
 }
 
 // Step is one row of the table.
@@ -131,6 +134,8 @@ func (f Facts) with(g Facts, gives []string) Facts {
 			f.Podman = g.Podman
 		case "Broker":
 			f.Broker = g.Broker
+		case "BootSnapshot":
+			f.BootSnapshot = g.BootSnapshot
 		default:
 			panic("bringup: step gives unknown fact " + n)
 		}
@@ -227,10 +232,14 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			return res, fmt.Errorf("%s: %w", s.ID, r.err)
 		}
 		p.done(i, r.sr)
-		if s.ID == StepEgress && in.helperWanted(obs) {
-			// A VM guest without this lever's lev gets it now, beside provisioning: the
-			// helper steps after it then send only their requests. Its failure is not
-			// this step's: the helper call that needs lev installs it again and says why.
+		if s.ID == StepJail && in.helperWanted(obs) {
+			// A VM guest without this lever's lev gets it as soon as the guest answers,
+			// beside the egress step and provisioning (under TCG the 15-21 MiB arrive over
+			// ssh at ~8 MB/s: seconds the image and enrol steps would otherwise wait).
+			// The install writes one file, checked against lev's digest, and runs nothing
+			// of it: nothing runs lev before the egress step has verified the chains (the
+			// helper steps come after it). Its failure is not this step's: the helper call
+			// that needs lev installs it again and says why.
 			install = make(chan struct{})
 			go func() {
 				defer close(install)
@@ -263,11 +272,12 @@ func isDone(r *run) bool {
 }
 
 // helperWanted says whether this run will call a guest helper that lev must be installed
-// for: a VM guest (not the netns substrate, where lev runs in place), and the enrol step
+// for: a VM guest (not the netns substrate, where lev runs in place) that the observation
+// did not find it installed in, and the enrol step
 // about to act or the image step about to act with a tree to make (lev's own, or the
 // default workbench: an image alone needs no helper).
 func (in *Instance) helperWanted(obs Observed) bool {
-	if in.InPlace || in.helper == nil {
+	if in.InPlace || in.helper == nil || obs.HelperPresent {
 		return false
 	}
 	for _, p := range in.Plan(obs) {

@@ -183,7 +183,7 @@ func (in *Instance) debianBench() *imagebuild.BenchRequest {
 // bench is not nil), which the helper finds by the guest's package-state digest or makes
 // from the guest's own packages, read and planned there. It returns a line per tree and
 // the facts with the workbench's ref and the digest its tree is named by.
-func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *imagebuild.BenchRequest, f Facts) ([]string, Facts, error) {
+func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *imagebuild.BenchRequest, f Facts) (_ []string, made bool, _ Facts, _ error) {
 	var req imagebuild.Request
 	if levDir != "" {
 		req.LevDir, req.LevMounts = levDir, in.treeMounts("lev")
@@ -193,59 +193,62 @@ func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *imag
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, f, err
+		return nil, false, f, err
 	}
 	if len(body) > imagebuild.MaxRequest {
-		return nil, f, fmt.Errorf("the image request is %d bytes, over the guest helper's %d", len(body), imagebuild.MaxRequest)
+		return nil, false, f, fmt.Errorf("the image request is %d bytes, over the guest helper's %d", len(body), imagebuild.MaxRequest)
 	}
 	t0 := time.Now()
 	res, err := in.runHelper(ctx, guestside.ModeImages, body)
 	if err != nil {
-		return nil, f, fmt.Errorf("making lever's trees in the guest: %w", err)
+		return nil, false, f, fmt.Errorf("making lever's trees in the guest: %w", err)
 	}
 	var resp imagebuild.Response
 	if err := json.Unmarshal(res.Stdout, &resp); err != nil {
-		return nil, f, fmt.Errorf("reading the guest's image helper: %w (%q)", err, tail.Lines(string(res.Stdout), 3, " | "))
+		return nil, false, f, fmt.Errorf("reading the guest's image helper: %w (%q)", err, tail.Lines(string(res.Stdout), 3, " | "))
 	}
 	call := time.Since(t0)
 	var lines []string
 	if levDir != "" {
 		if resp.Lev == nil {
-			return nil, f, fmt.Errorf("the guest's image helper did not make lev's tree")
+			return nil, false, f, fmt.Errorf("the guest's image helper did not make lev's tree")
 		}
+		// asked for because the observation did not list it: made now
+		made = true
 		lines = append(lines, fmt.Sprintf("lev's tree %s made in the guest (%s)", levDir, round(resp.Lev.Build)))
 	}
 	if bench != nil {
 		b := resp.Bench
 		if b == nil {
-			return nil, f, fmt.Errorf("the guest's image helper did not make the workbench's tree")
+			return nil, false, f, fmt.Errorf("the guest's image helper did not make the workbench's tree")
 		}
 		if b.NoDpkg != "" {
-			return nil, f, fmt.Errorf("the guest has no dpkg database (%s), so lever cannot make the workbench from its packages: set lev.base_image or lev.base_tarball in %s", b.NoDpkg, in.cfg.Path)
+			return nil, false, f, fmt.Errorf("the guest has no dpkg database (%s), so lever cannot make the workbench from its packages: set lev.base_image or lev.base_tarball in %s", b.NoDpkg, in.cfg.Path)
 		}
 		// The tree must be the one this host names from the digest the helper read: the
 		// name a warm bring-up computes from its observation and looks for.
 		if len(b.StatusSum) != 64 {
-			return nil, f, fmt.Errorf("the guest's image helper gave no package-state digest for the workbench (got %q)", b.StatusSum)
+			return nil, false, f, fmt.Errorf("the guest's image helper gave no package-state digest for the workbench (got %q)", b.StatusSum)
 		}
 		want := in.benchTree(levimage.WorkbenchRef(baseDebian, b.StatusSum, in.levDigest))
 		if b.Dir != want {
-			return nil, f, fmt.Errorf("the guest's image helper put the workbench in %s, but its package-state digest names %s", b.Dir, want)
+			return nil, false, f, fmt.Errorf("the guest's image helper put the workbench in %s, but its package-state digest names %s", b.Dir, want)
 		}
 		f.StatusSum, f.BenchRef = b.StatusSum, want
 		if b.Entries == 0 {
 			lines = append(lines, "workbench "+want+" present")
 		} else {
+			made = true
 			refused := ""
 			if b.Refused > 0 {
 				refused = fmt.Sprintf(", %d left out (a user other than root could write them)", b.Refused)
 			}
-			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped%s; %s)",
-				want, b.Packages, b.Entries, b.Linked, b.Copied, b.Stripped, refused, round(b.Build)))
+			lines = append(lines, fmt.Sprintf("workbench %s made in the guest from %d of its packages (%d entries: %d files linked to the guest's own, %d copied, %d setuid/setgid bits or capabilities dropped%s; %s: packages read in %s, tree filled in %s, synced in %s)",
+				want, b.Packages, b.Entries, b.Linked, b.Copied, b.Stripped, refused, round(b.Build), round(b.Read), round(b.Fill), round(b.Sync)))
 		}
 	}
 	lines = append(lines, "helper call "+round(call))
-	return lines, f, nil
+	return lines, made, f, nil
 }
 
 // benchSize is ", N MiB" as podman reports the image (empty when it cannot say, or the

@@ -259,7 +259,7 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	if err != nil || ch || plan3 == nil || third.Runner.Calls() != calls || c3.ImageWrites() != 0 {
 		t.Errorf("without the observed digest: changed %v, %d calls, %d writes, %q, %v", ch, third.Runner.Calls()-calls, c3.ImageWrites(), detail, err)
 	}
-	lines, f3, err := third.buildInGuest(ctx, "", plan3, f3)
+	lines, _, f3, err := third.buildInGuest(ctx, "", plan3, f3)
 	if err != nil || f3.BenchRef != firstBench || f3.StatusSum != res.facts.StatusSum || third.Runner.Calls()-calls != 1 ||
 		!strings.Contains(strings.Join(lines, "; "), "workbench "+firstBench+" present") {
 		t.Errorf("the helper without the observed digest: %q %+v, %d calls, %v", lines, f3, third.Runner.Calls()-calls, err)

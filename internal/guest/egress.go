@@ -310,22 +310,22 @@ var ErrApply = errors.New("applying egress")
 const ReadBackDone = "readback-done"
 
 // rebuildScript is the one script ApplyEgress runs: the commits (ApplyScript, which
-// stops at the first failure), then, only when the last commit succeeded, the snapshot
-// req asks for (the parts TakeSnapshot runs, reading SnapshotEnv's inputs), then
-// ReadBackDone. The commits answer in sections j6 j4 c6 c4 (and their .stderr), the
-// snapshot in its own names (scripts/snapshot.sh) and the containment part under
-// ContainmentPrefix; they share no name (TestRebuildSectionsDistinct), and were two ever
-// to collide, Parse refuses a section printed twice, so the read-back would be an error,
-// not a mixed-up match.
+// stops at the first failure), then, only when the last commit succeeded, the read-back
+// (the snapshot part with readBackOf's inputs: both tables and their nft view, not the
+// alias, LIMADNS or containment, judged before the commits), then ReadBackDone. The
+// commits answer in sections j6 j4 c6 c4 (and their .stderr), the read-back in the
+// snapshot's names (scripts/snapshot.sh); they share no name (TestRebuildSectionsDistinct),
+// and were two ever to collide, Parse refuses a section printed twice, so the read-back
+// would be an error, not a mixed-up match.
 func rebuildScript(req SnapshotRequest, snap Snapshot, desired egress.Ruleset) Script {
-	parts := append([]string{ApplyScript(req.Tools, snap, desired)}, SnapshotParts(req)...)
+	parts := append([]string{ApplyScript(req.Tools, snap, desired)}, SnapshotParts(readBackOf(req))...)
 	return NewScript(append(parts, "put "+ReadBackDone)...)
 }
 
 // ApplyEgress commits the desired ruleset, given the snapshot it was planned from (the
 // snapshot says how many jump copies to delete and whether the chain exists), and reads
 // the chains back, in ONE guest call: after the last commit succeeds, the same `sh -s`
-// takes the snapshot req asks for (rebuildScript). A separate snapshot call would read
+// reads both tables back (rebuildScript). A separate snapshot call would read
 // the same thing one guest round trip later; on a VM each round trip is an ssh (or orb)
 // call, sudo and a shell, 1.5-2 s under qemu TCG.
 //
@@ -336,7 +336,7 @@ func rebuildScript(req SnapshotRequest, snap Snapshot, desired egress.Ruleset) S
 // cut off or unreadable, the error is "verifying after the rebuild: ...".
 func ApplyEgress(ctx context.Context, r Runner, req SnapshotRequest, snap Snapshot, desired egress.Ruleset) (Snapshot, error) {
 	sc := rebuildScript(req, snap, desired)
-	res, err := r.Run(ctx, sc.Cmd(SnapshotEnv(req)))
+	res, err := r.Run(ctx, sc.Cmd(SnapshotEnv(readBackOf(req))))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: the guest call failed (%v); state unknown: IPv6 may hold the new chain and IPv4 the old; the next apply verifies and repairs", ErrApply, err)
 	}
@@ -346,7 +346,7 @@ func ApplyEgress(ctx context.Context, r Runner, req SnapshotRequest, snap Snapsh
 	if err := commitsDone(req.Tools, snap, secs, res); err != nil {
 		return Snapshot{}, err
 	}
-	after, err := readBack(secs, perr, res, req)
+	after, err := readBack(secs, perr, res, readBackOf(req))
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("verifying after the rebuild: %w", err)
 	}

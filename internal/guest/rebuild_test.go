@@ -94,7 +94,7 @@ func TestRebuildIsOneGuestCall(t *testing.T) {
 	}
 	c := r.Calls()[1].Cmd
 	text := string(c.Stdin)
-	order := []string{"\nsec j6 ", "\nsec j4 ", "\nsec c6 ", "\nsec c4 ", "\nsec filter4 ", "\nsec filter6 ", "\nsec variant ", "\nput " + guest.ReadBackDone}
+	order := []string{"\nsec j6 ", "\nsec j4 ", "\nsec c6 ", "\nsec c4 ", "\nsec filter4 ", "\nsec filter6 ", "put variant ", "\nput " + guest.ReadBackDone}
 	at := 0
 	for _, frag := range order {
 		i := strings.Index(text[at:], frag)
@@ -106,11 +106,16 @@ func TestRebuildIsOneGuestCall(t *testing.T) {
 	if strings.Count(text, "\nsec filter4 ") != 1 {
 		t.Errorf("the snapshot part appears %d times", strings.Count(text, "\nsec filter4 "))
 	}
-	for _, kv := range []string{"LEVER_IPT=iptables", "LEVER_IP6T=ip6tables", "LEVER_ALIAS=" + rebuildAlias, "LEVER_LIMADNS=0", "LEVER_RTKEY=-"} {
+	// the read-back lists the tables only: the alias, LIMADNS and containment were judged
+	// from the first snapshot
+	for _, kv := range []string{"LEVER_IPT=iptables", "LEVER_IP6T=ip6tables", "LEVER_ALIAS=" + rebuildAlias, "LEVER_LIMADNS=0", "LEVER_RTKEY=-", "LEVER_READBACK=1"} {
 		k, v, _ := strings.Cut(kv, "=")
 		if got := guesttest.Env(c, k); got != v {
-			t.Errorf("rebuild call's %s = %q, want %q (the snapshot's inputs)", k, got, v)
+			t.Errorf("rebuild call's %s = %q, want %q (the read-back's inputs)", k, got, v)
 		}
+	}
+	if got := guesttest.Env(r.Calls()[0].Cmd, "LEVER_READBACK"); got != "" {
+		t.Errorf("the first snapshot has LEVER_READBACK=%q: it must read the alias", got)
 	}
 
 	// Containment is judged from the first snapshot, before anything changes: a drifted

@@ -78,6 +78,17 @@ type SnapshotRequest struct {
 	// backend.Containment) run in the same call after the snapshot part. It answers in
 	// sections named ContainmentPrefix+...; they are Snapshot.Containment.
 	Containment string
+	// readBack: the rebuild's read-back (readBackOf), which lists the tables only.
+	readBack bool
+}
+
+// readBackOf is req for the read-back that ends a rebuild's call: the tables and their
+// nft view only. The alias, LIMADNS and the containment part were read and judged before
+// the commits, in the snapshot the rebuild was planned from, and are not read twice
+// (under emulation each lookup is a process at 0.1-0.2 s).
+func readBackOf(req SnapshotRequest) SnapshotRequest {
+	req.LimaDNS, req.Containment, req.readBack = false, "", true
+	return req
 }
 
 // RoundTripCache remembers the nft view of the last round trip of the guest's iptables
@@ -138,6 +149,14 @@ const marker = "@@lever-"
 //go:embed scripts/snapshot.sh
 var snapshotPart string
 
+// The snapshot's sections another reader of the same call may take (Lima's post-boot
+// facts, read from the snapshot its EnsureUp carries): the host alias as `getent ahostsv4`
+// answers it, and `iptables -t nat -S LIMADNS`.
+const (
+	SectionAliasV4 = "alias4"
+	SectionLimaDNS = "limadns"
+)
+
 // ContainmentPrefix begins the name of every section a containment part prints, so the
 // snapshot can tell them from its own.
 const ContainmentPrefix = "containment."
@@ -166,8 +185,12 @@ func SnapshotEnv(req SnapshotRequest) []string {
 	if req.LimaDNS {
 		lima = "1"
 	}
-	return []string{"LEVER_IPT=" + t.IPTables, "LEVER_IP6T=" + t.IP6Tables, "LEVER_ALIAS=" + req.Alias,
+	env := []string{"LEVER_IPT=" + t.IPTables, "LEVER_IP6T=" + t.IP6Tables, "LEVER_ALIAS=" + req.Alias,
 		"LEVER_LIMADNS=" + lima, "LEVER_RTKEY=" + cachedKey}
+	if req.readBack {
+		env = append(env, "LEVER_READBACK=1")
+	}
+	return env
 }
 
 // TakeSnapshot reads both families' filter tables (LEVER_EGRESS and OUTPUT), resolves the
@@ -231,11 +254,11 @@ func ParseSnapshot(secs Sections, req SnapshotRequest) (Snapshot, error) {
 	if c := secs.Prefixed(ContainmentPrefix); len(c) > 0 {
 		s.Containment = c
 	}
-	if sec := secs["alias4"]; sec.RC == 0 {
+	if sec := secs[SectionAliasV4]; sec.RC == 0 {
 		s.ResolvedV4 = firstAddr(sec.Out, egress.V4)
 	}
 	if !s.ResolvedV4.IsValid() {
-		s.LookupError = fmt.Sprintf("getent ahostsv4 %s: no IPv4 address (exit %d)", req.Alias, secs["alias4"].RC)
+		s.LookupError = fmt.Sprintf("getent ahostsv4 %s: no IPv4 address (exit %d)", req.Alias, secs[SectionAliasV4].RC)
 		if e := strings.TrimSpace(secs["alias4.stderr"].Out); e != "" {
 			s.LookupError += ": " + e
 		}
@@ -244,7 +267,7 @@ func ParseSnapshot(secs Sections, req SnapshotRequest) (Snapshot, error) {
 		s.ResolvedV6 = firstAddr(sec.Out, egress.V6)
 	}
 	if req.LimaDNS {
-		sec := secs["limadns"]
+		sec := secs[SectionLimaDNS]
 		if sec.RC != 0 && !strings.Contains(secs["limadns.stderr"].Out, "No chain/target/match") && !strings.Contains(secs["limadns.stderr"].Out, "does not exist") && !strings.Contains(secs["limadns.stderr"].Out, "incompatible") {
 			return Snapshot{}, fmt.Errorf("reading Lima's LIMADNS nat chain exited %d: %s", sec.RC, strings.TrimSpace(secs["limadns.stderr"].Out))
 		}

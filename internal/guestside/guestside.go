@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"github.com/lever-jail/lever/internal/guestside/enrol"
@@ -45,38 +44,24 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 	return fmt.Errorf("unknown guest helper mode %q (want %s, %s or %s)", mode, ModeProbe, ModeEnrol, ModeImages)
 }
 
-// Argv is how the host starts helper mode in the guest with lev, the Linux lev binary
-// for the guest's architecture (the caller chose and checked it). When the guest shares
-// the host's filesystem (the netns substrate) lev runs in place; otherwise its bytes
-// travel on stdin ahead of the request (stdinPrefix) and run from a private temporary
-// file, so nothing has to be installed in the guest and what runs is exactly the binary
-// lever checked. Bring-up and acceptance now use Helper, which installs lev once in a VM
-// instead; only Helper's in-place path and TestArgv still use Argv (the sent form is
-// left to remove).
-func Argv(lev string, inPlace bool, mode string) (argv []string, stdinPrefix []byte, err error) {
+// InPlaceArgv is how the host starts helper mode where the guest shares the host's
+// filesystem (the netns substrate): lev, the Linux lev binary for the guest's
+// architecture, runs from its host path as root. In a VM guest Helper runs lever's
+// installed copy instead.
+func InPlaceArgv(lev string, mode string) ([]string, error) {
 	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
-		return nil, nil, fmt.Errorf("unknown guest helper mode %q", mode)
+		return nil, fmt.Errorf("unknown guest helper mode %q", mode)
 	}
-	if inPlace {
-		// In place the helper runs as root from a host path: a path anyone but root (or
-		// lever's own user) could replace would run their code as root, e.g. a lev in the
-		// jail's tree.
-		real, err := checkOwnPath(lev)
-		if err != nil {
-			return nil, nil, err
-		}
-		// the checked file itself, not the name given: a symlink to it could sit in a
-		// directory someone else can write, and be swapped after the check
-		return []string{real, Command, mode}, nil, nil
-	}
-	bin, err := os.ReadFile(lev)
+	// In place the helper runs as root from a host path: a path anyone but root (or
+	// lever's own user) could replace would run their code as root, e.g. a lev in the
+	// jail's tree.
+	real, err := checkOwnPath(lev)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the guest helper (lev) %s: %w", lev, err)
+		return nil, err
 	}
-	// head -c reads exactly the binary's bytes, leaving the request on stdin for lev.
-	script := `set -e; d=$(mktemp -d); trap 'rm -rf "$d"' EXIT; head -c ` + strconv.Itoa(len(bin)) +
-		` >"$d/lev"; chmod 0700 "$d/lev"; "$d/lev" ` + Command + ` ` + mode
-	return []string{"/bin/sh", "-c", script}, bin, nil
+	// the checked file itself, not the name given: a symlink to it could sit in a
+	// directory someone else can write, and be swapped after the check
+	return []string{real, Command, mode}, nil
 }
 
 // checkOwnPath refuses a file that someone other than root or this process's user could

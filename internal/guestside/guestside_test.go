@@ -40,22 +40,21 @@ func main() {
 // TestArgv runs what Argv plans with a real shell: sent, the binary's bytes come off stdin
 // exactly (the request that follows reaches lev intact) and lev runs as `__guest <mode>`;
 // in place, lev runs from its path. An unknown mode is refused before anything runs.
-func TestArgv(t *testing.T) {
+func TestInPlaceArgv(t *testing.T) {
 	lev := echoLev(t)
 	req := []byte(`{"probes":[]}` + "\n")
 	for _, tc := range []struct {
-		name    string
-		inPlace bool
-		mode    string
-		err     string
+		name string
+		mode string
+		err  string
 	}{
-		{"sent, probe", false, ModeProbe, ""},
-		{"sent, enrol", false, ModeEnrol, ""},
-		{"in place, enrol", true, ModeEnrol, ""},
-		{"unknown mode", false, "shell", `unknown guest helper mode "shell"`},
+		{"probe", ModeProbe, ""},
+		{"enrol", ModeEnrol, ""},
+		{"images", ModeImages, ""},
+		{"unknown mode", "shell", `unknown guest helper mode "shell"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			argv, prefix, err := Argv(lev, tc.inPlace, tc.mode)
+			argv, err := InPlaceArgv(lev, tc.mode)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, want %q", err, tc.err)
@@ -65,11 +64,11 @@ func TestArgv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.inPlace != (prefix == nil) || (tc.inPlace && argv[0] != lev) {
-				t.Fatalf("in place %v: argv %q with a %d-byte prefix", tc.inPlace, argv, len(prefix))
+			if argv[0] != lev {
+				t.Fatalf("argv %q", argv)
 			}
 			cmd := exec.Command(argv[0], argv[1:]...)
-			cmd.Stdin = bytes.NewReader(append(prefix, req...))
+			cmd.Stdin = bytes.NewReader(req)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%v: %s", err, out)
@@ -126,7 +125,7 @@ func TestArgvInPlaceRefusesWritableLev(t *testing.T) {
 		{"owned by another user", put(0o755, 0o755, 65534), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Argv(tc.p, true, ModeProbe)
+			_, err := InPlaceArgv(tc.p, ModeProbe)
 			if tc.refused != (err != nil) {
 				t.Fatalf("refused=%v: %v", tc.refused, err)
 			}
@@ -155,7 +154,7 @@ func TestArgvInPlaceRunsTheCheckedFile(t *testing.T) {
 	if err := os.Symlink(real, link); err != nil {
 		t.Fatal(err)
 	}
-	argv, _, err := Argv(link, true, ModeProbe)
+	argv, err := InPlaceArgv(link, ModeProbe)
 	if err != nil {
 		t.Fatalf("control: a link to a root-owned lev is refused: %v", err)
 	}

@@ -94,13 +94,28 @@ func sha256Sum(b []byte) []byte {
 // path is where the guest keeps this lev (its digest's first 128 bits name it).
 func (h *Helper) path() string { return h.dir() + "/lev-" + h.digest[:32] }
 
+// InstalledPath is where this lev is installed in a VM guest ("" in place, or when lev
+// cannot be read to name it). Bring-up's observation looks for it there, so a guest that
+// has it gets no install.
+func (h *Helper) InstalledPath() string {
+	if h.InPlace {
+		return ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.load() != nil {
+		return ""
+	}
+	return h.path()
+}
+
 // Run runs helper mode with req on its stdin, as root.
 func (h *Helper) Run(ctx context.Context, r guest.Runner, mode string, req []byte) (guest.Result, error) {
 	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
 		return guest.Result{}, fmt.Errorf("unknown guest helper mode %q", mode)
 	}
 	if h.InPlace {
-		argv, _, err := Argv(h.Lev, true, mode)
+		argv, err := InPlaceArgv(h.Lev, mode)
 		if err != nil {
 			return guest.Result{}, err
 		}

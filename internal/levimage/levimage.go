@@ -175,9 +175,18 @@ func assemble(arch string, rc runConfig, layers [][]byte, createdBy []string, ta
 // rootfs is the single layer: /lev, the directories lev and podman expect, and a passwd
 // that names the unprivileged user the container runs as.
 func rootfs(s Spec) ([]byte, error) {
-	lev, err := os.ReadFile(s.LevBinary)
-	if err != nil {
-		return nil, fmt.Errorf("reading lev binary: %w", err)
+	return layerTar(s, true)
+}
+
+// layerTar is lev's layer as a tar; without lev, /lev is left out (a tree gets it from
+// LevLayer, linked or read only when it must be written).
+func layerTar(s Spec, withLev bool) ([]byte, error) {
+	var lev []byte
+	if withLev {
+		var err error
+		if lev, err = os.ReadFile(s.LevBinary); err != nil {
+			return nil, fmt.Errorf("reading lev binary: %w", err)
+		}
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -215,6 +224,9 @@ func rootfs(s Spec) ([]byte, error) {
 		}{"etc/ssl/certs/" + filepath.Base(c), 0o644, data})
 	}
 	for _, f := range files {
+		if f.name == "lev" && !withLev {
+			continue
+		}
 		if err := writeFile(tw, f.name, f.mode, f.data); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", f.name, err)
 		}

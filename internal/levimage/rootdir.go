@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +26,11 @@ type RootDirStats struct {
 	Copied   int // regular files copied (not linkable: see linkable)
 	Stripped int // of the copies, those whose setuid/setgid bits or capabilities were dropped
 	Refused  int // regular files left out: a user other than root could write them
+	// Fill and Sync are how long filling the tree took, and flushing the file system and
+	// renaming it into place after (under emulation each is seconds: the figures say
+	// where a slow bring-up's image step went).
+	Fill time.Duration
+	Sync time.Duration
 }
 
 // MakeRootDir makes the default workbench as a directory tree at dir, for podman to run as
@@ -45,6 +51,7 @@ type RootDirStats struct {
 // or absent; an existing dir is kept as it is (the name is content-addressed).
 func MakeRootDir(root string, paths []string, lev *LevLayer, dir string, mounts []string) (RootDirStats, error) {
 	var st RootDirStats
+	t0 := time.Now()
 	err := lev.build(dir, func(tmp string) error {
 		var err error
 		st, err = fillRootDir(tmp, root, paths)
@@ -54,8 +61,13 @@ func MakeRootDir(root string, paths []string, lev *LevLayer, dir string, mounts 
 		if err := lev.write(tmp); err != nil {
 			return err
 		}
-		return mountPoints(tmp, mounts)
+		err = mountPoints(tmp, mounts)
+		st.Fill = time.Since(t0)
+		return err
 	})
+	if st.Fill > 0 {
+		st.Sync = time.Since(t0) - st.Fill
+	}
 	return st, err
 }
 
@@ -72,26 +84,61 @@ func MakeLevRootDir(lev *LevLayer, dir string, mounts []string) error {
 }
 
 // LevLayer is lev's layer (the lev image's only layer: /lev, a minimal passwd and group,
-// its directories), read once for the trees one helper call makes. /lev (21 MiB) is
-// written into the first tree a build with this layer puts in place; a later tree
-// hard-links that file instead (the trees are root's, side by side on one file system,
-// and no container writes a tree: each runs one as an overlay's lower layer), and gets
-// it written when the link cannot be made (another file system) or the file is no longer
-// what writing it would make.
+// its directories) for the trees one helper call makes. /lev (21 MiB) is written into the
+// first tree a build with this layer puts in place; a later tree hard-links that file
+// instead (the trees are root's, side by side on one file system, and no container writes
+// a tree: each runs one as an overlay's lower layer), and gets it written when the link
+// cannot be made (another file system) or the file is no longer what writing it would
+// make. lev's bytes are read at most once, and only when /lev is to be written: a tree
+// that links lever's installed copy (LinkFrom) never reads them (under TCG, reading and
+// copying 21 MiB into a tar in memory cost about half a second of the guest's CPU).
 type LevLayer struct {
-	layer []byte
+	// rest is the layer's tar without /lev.
+	rest []byte
+	// levPath and levSize are the binary /lev is made from, as ReadLevLayer found it.
+	levPath string
+	levSize int64
+	// levData is levPath's bytes, once read (the first tree that writes /lev).
+	levData []byte
 	// lev is the /lev this layer put into a tree now in place; "" until a build with it
 	// has put one there.
 	lev string
 }
 
-// ReadLevLayer reads levBinary and makes lev's layer of it.
+// levMode is /lev's mode in every tree (and in the lev image's layer).
+const levMode = 0o755
+
+// ReadLevLayer makes lev's layer of levBinary (its bytes are read when first written).
 func ReadLevLayer(levBinary string) (*LevLayer, error) {
-	layer, err := rootfs(Spec{LevBinary: levBinary})
+	fi, err := os.Stat(levBinary)
+	if err != nil {
+		return nil, fmt.Errorf("reading lev binary: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("reading lev binary: %s is not a regular file", levBinary)
+	}
+	rest, err := layerTar(Spec{LevBinary: levBinary}, false)
 	if err != nil {
 		return nil, err
 	}
-	return &LevLayer{layer: layer}, nil
+	return &LevLayer{rest: rest, levPath: levBinary, levSize: fi.Size()}, nil
+}
+
+// levBytes reads lev once. A binary whose size changed since ReadLevLayer is refused:
+// every tree of one layer gets the same /lev.
+func (l *LevLayer) levBytes() ([]byte, error) {
+	if l.levData != nil {
+		return l.levData, nil
+	}
+	b, err := os.ReadFile(l.levPath)
+	if err != nil {
+		return nil, fmt.Errorf("reading lev binary: %w", err)
+	}
+	if int64(len(b)) != l.levSize {
+		return nil, fmt.Errorf("lev binary %s changed while the trees were made (%d bytes, was %d)", l.levPath, len(b), l.levSize)
+	}
+	l.levData = b
+	return b, nil
 }
 
 // InstalledLevDir is where lever installs its lev in a VM guest, one file per binary,
@@ -300,11 +347,11 @@ func copyPlain(src, dst string, info fs.FileInfo) (stripped bool, err error) {
 // write puts lev's layer on top of the tree at dir, replacing what is there as an upper
 // layer would; /lev is hard-linked to the one an earlier tree got (linkLev) or written.
 func (l *LevLayer) write(dir string) error {
-	tr := tar.NewReader(bytes.NewReader(l.layer))
+	tr := tar.NewReader(bytes.NewReader(l.rest))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			break
 		}
 		if err != nil {
 			return err
@@ -321,38 +368,50 @@ func (l *LevLayer) write(dir string) error {
 				return err
 			}
 		case tar.TypeReg:
-			os.Remove(p)
-			if path.Clean(h.Name) == "lev" && l.linkLev(h, p) {
-				continue
-			}
-			f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(f, tr); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-			if err := os.Chmod(p, fs.FileMode(h.Mode).Perm()); err != nil {
+			if err := writeTreeFile(p, tr, fs.FileMode(h.Mode).Perm()); err != nil {
 				return err
 			}
 		}
 	}
+	p := filepath.Join(dir, "lev")
+	os.Remove(p)
+	if l.linkLev(p) {
+		return nil
+	}
+	b, err := l.levBytes()
+	if err != nil {
+		return err
+	}
+	return writeTreeFile(p, bytes.NewReader(b), levMode)
+}
+
+// writeTreeFile replaces p with a new file of r's bytes and mode.
+func writeTreeFile(p string, r io.Reader, mode fs.FileMode) error {
+	os.Remove(p)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(p, mode)
 }
 
 // linkLev hard-links to p the /lev an earlier tree got, when there is one and it is still
-// what writing h would make: a regular file of h's size and exact mode (no setuid or
+// what writing /lev would make: a regular file of lev's size and exact mode (no setuid or
 // setgid), owned by this process's user (root, in the guest). False when there is none,
 // it is not, or the link fails (EXDEV: another file system): p is then written.
-func (l *LevLayer) linkLev(h *tar.Header, p string) bool {
+func (l *LevLayer) linkLev(p string) bool {
 	if l.lev == "" {
 		return false
 	}
 	fi, err := os.Lstat(l.lev)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode() != fs.FileMode(h.Mode).Perm() || fi.Size() != h.Size {
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode() != levMode || fi.Size() != l.levSize {
 		return false
 	}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); !ok || sys.Uid != uint32(os.Geteuid()) {

@@ -10,6 +10,9 @@
 # own (change.1, change.2, ...: guest.Script's sections format, whose prelude comes first);
 # the run user's uid and the OCI runtime close the answer.
 set -eu
+# Under emulation (qemu TCG) every process costs 0.05-0.2 s and this runs in every cold
+# bring-up: the checks below use the shell's own read, case and IFS splitting where a
+# tr, cut, cat or grep would be a process each; only what changes something runs a tool.
 nchanges=0 # not n or rc: the prelude's sec and put use those
 changed() { nchanges=$((nchanges+1)); put "change.$nchanges" "$1"; }
 U=$LEVER_RUN_USER
@@ -17,18 +20,28 @@ U=$LEVER_RUN_USER
 # 1. packages (the only slow step; skipped when the stamp matches this script and boot)
 if [ "${LEVER_SKIP_INSTALL:-0}" != 1 ]; then
 	missing=""
-	# One dpkg-query for every name (a process each cost seconds under emulation); unknown
-	# names print nothing. $installed is " name name ... ".
-	# shellcheck disable=SC2046 # the names are words
-	installed=" $(dpkg-query -W -f='${Package} ${Status}\n' $(echo "$LEVER_PACKAGES" | tr '|' ' ') 2>/dev/null | sed -n 's/^\([^ ]*\) install ok installed$/\1/p' | tr '\n' ' ')"
+	# One dpkg-query for every name, alternatives split on | by the shell; unknown names
+	# print nothing. $installed is " name name ... ".
+	set -f
+	# shellcheck disable=SC2086 # the names are words, split on blanks and |
+	listing=$(IFS='| '; dpkg-query -W -f='${Package} ${Status}\n' $LEVER_PACKAGES 2>/dev/null) || true
+	installed=" "
+	while read -r name st1 st2 st3; do
+		[ "$st1 $st2 $st3" = "install ok installed" ] && installed="$installed$name "
+	done <<LEVER_EOF
+$listing
+LEVER_EOF
 	for p in $LEVER_PACKAGES; do
 		# alternatives (a|b): any one installed is enough, else install the first
 		ok=""
-		for a in $(echo "$p" | tr '|' ' '); do
+		IFS='|'
+		for a in $p; do
 			case "$installed" in *" $a "*) ok=1 ;; esac
 		done
+		unset IFS
 		[ -n "$ok" ] || missing="$missing ${p%%|*}"
 	done
+	set +f
 	if [ -n "$missing" ]; then
 		changed "installing$missing"
 		if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/tmp/lever-apt.log 2>&1; then
@@ -40,15 +53,23 @@ if [ "${LEVER_SKIP_INSTALL:-0}" != 1 ]; then
 fi
 
 # 2. the run user, with subordinate ids for rootless podman's user namespace
-if ! id -u "$U" >/dev/null 2>&1; then
+if ! uid=$(id -u "$U" 2>/dev/null); then
 	useradd --create-home --shell /bin/sh --user-group --comment "lever run user" "$U"
 	changed "created run user $U"
+	uid=$(id -u "$U")
 fi
-uid=$(id -u "$U")
-home=$(getent passwd "$U" | cut -d: -f6)
+pw=$(getent passwd "$U")
+home=${pw#*:*:*:*:*:}; home=${home%%:*}
+# has_ids FILE: FILE names the run user (by name or uid) in its first field
+has_ids() {
+	while IFS=: read -r who _; do
+		[ "$who" = "$U" ] || [ "$who" = "$uid" ] && return 0
+	done <"$1"
+	return 1
+}
 for f in /etc/subuid /etc/subgid; do
-	touch "$f"
-	if ! grep -q "^$U:" "$f" && ! grep -q "^$uid:" "$f"; then
+	[ -e "$f" ] || : >"$f"
+	if ! has_ids "$f"; then
 		# the first free 65536-id range at or above 100000, past every existing range
 		start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
 		echo "$U:$start:65536" >>"$f"
@@ -75,15 +96,24 @@ fi
 
 # 4. the sysctls rootless podman and pasta need: unprivileged user namespaces on
 setsys() { # key value
-	f=/proc/sys/$(echo "$1" | tr . /)
+	f=/proc/sys
+	IFS=.
+	for w in $1; do f=$f/$w; done
+	unset IFS
 	[ -e "$f" ] || return 0
-	if [ "$(cat "$f")" != "$2" ]; then
+	# cat, not read: the shell reads a byte at a time, and an integer sysctl read at an
+	# offset past 0 answers end-of-file (pid_max 32768 would read as "3")
+	cur=$(cat "$f")
+	if [ "$cur" != "$2" ]; then
 		echo "$2" >"$f"
 		changed "sysctl $1=$2"
 	fi
 	if [ -n "${LEVER_SYSCTL_FILE:-}" ]; then
-		line="$1=$2"
-		grep -qx "$line" "$LEVER_SYSCTL_FILE" 2>/dev/null || { echo "$line" >>"$LEVER_SYSCTL_FILE"; changed "persisted $line"; }
+		line="$1=$2" seen=""
+		if [ -f "$LEVER_SYSCTL_FILE" ]; then
+			while IFS= read -r l || [ -n "$l" ]; do [ "$l" = "$line" ] && seen=1; done <"$LEVER_SYSCTL_FILE"
+		fi
+		[ -n "$seen" ] || { echo "$line" >>"$LEVER_SYSCTL_FILE"; changed "persisted $line"; }
 	fi
 }
 setsys kernel.apparmor_restrict_unprivileged_userns 0
@@ -113,12 +143,13 @@ if [ "$(cat "$conf" 2>/dev/null)
 fi
 
 # 6. the stamp, root-owned, last: it names this script's hash and this boot
-boot=$(cat /proc/sys/kernel/random/boot_id)
+read -r boot </proc/sys/kernel/random/boot_id # a string sysctl: read works (see setsys)
 want="$LEVER_HASH $boot"
-if [ "$(cat "$LEVER_STAMP" 2>/dev/null)" != "$want" ] || [ "$(stat -c '%u %g %a' "$LEVER_STAMP" 2>/dev/null)" != "0 0 644" ]; then
-	mkdir -p "$(dirname "$LEVER_STAMP")"
-	chown root:root "$(dirname "$LEVER_STAMP")"
-	chmod 0755 "$(dirname "$LEVER_STAMP")"
+# the stamp's whole content, as $(cat) would give it: one line, or nothing when it has more
+have=""
+if [ -f "$LEVER_STAMP" ]; then { read -r have || true; if read -r _; then have=""; fi; } <"$LEVER_STAMP"; fi
+if [ "$have" != "$want" ] || [ "$(stat -c '%u %g %a' "$LEVER_STAMP" 2>/dev/null)" != "0 0 644" ]; then
+	install -d -o root -g root -m 0755 "${LEVER_STAMP%/*}"
 	printf '%s\n' "$want" >"$LEVER_STAMP.tmp"
 	chown root:root "$LEVER_STAMP.tmp"
 	chmod 0644 "$LEVER_STAMP.tmp"

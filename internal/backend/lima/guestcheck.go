@@ -57,6 +57,39 @@ func GatherFacts(ctx context.Context, r guest.Runner) (Facts, error) {
 	return ParseFacts(secs)
 }
 
+// carriesFacts says whether the snapshot req asks for reads everything GatherFacts would:
+// this backend's containment part, the host alias and LIMADNS.
+func carriesFacts(req guest.SnapshotRequest) bool {
+	return req.Containment == containmentScript && req.Alias == HostAlias && req.LimaDNS
+}
+
+// gatherWithSnapshot is GatherFacts' one round trip taken by the egress snapshot req
+// asks for (carriesFacts): the facts come from the snapshot's own sections (the alias from
+// its getent ahostsv4, LIMADNS and the containment part as they are), and the sections are
+// returned for the egress step to parse and judge.
+func gatherWithSnapshot(ctx context.Context, r guest.Runner, req guest.SnapshotRequest) (guest.Sections, Facts, error) {
+	sc := guest.NewScript(guest.SnapshotParts(req)...)
+	res, err := guest.RunOK(ctx, r, sc.Cmd(guest.SnapshotEnv(req)))
+	if err != nil {
+		return nil, Facts{}, fmt.Errorf("reading guest state: %w", err)
+	}
+	secs, err := sc.Parse(res.Stdout)
+	if err != nil {
+		return nil, Facts{}, fmt.Errorf("reading guest state: %w", err)
+	}
+	view := guest.Sections{}
+	for k, v := range secs {
+		view[k] = v
+	}
+	// facts.sh's names: "alias" is the snapshot's alias4; "limadns" is the same in both
+	view["alias"] = secs[guest.SectionAliasV4]
+	if e, ok := secs[guest.SectionAliasV4+".stderr"]; ok {
+		view["alias.stderr"] = e
+	}
+	f, err := ParseFacts(view)
+	return secs, f, err
+}
+
 // ParseFacts reads GatherFacts' sections.
 func ParseFacts(secs guest.Sections) (Facts, error) {
 	var f Facts

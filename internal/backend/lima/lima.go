@@ -102,7 +102,7 @@ func New(cfg *config.Config) (*Lima, error) {
 			l.lc.env = append(l.lc.env, "LEVER_QEMU_SYSTEM="+real)
 		}
 	}
-	l.runner = &sshRunner{instDir: filepath.Join(home, vm), vm: vm}
+	l.runner = guest.TraceFromEnv(&sshRunner{instDir: filepath.Join(home, vm), vm: vm})
 	return l, nil
 }
 
@@ -174,62 +174,85 @@ func refuseRoot() error {
 // it if stopped, and checks the guest in one round-trip: the tree mounted at /lever, the
 // userns sysctl, the host alias and the resolver's DNAT targets.
 func (l *Lima) EnsureUp(ctx context.Context) error {
+	_, err := l.ensureUp(ctx, nil)
+	return err
+}
+
+// EnsureUpWithSnapshot is EnsureUp whose one guest call after the boot is the egress
+// snapshot req asks for (bringup.UpSnapshotter): that snapshot already reads everything
+// the facts call would (this backend's containment part, the alias with getent ahostsv4,
+// LIMADNS), so the facts are read from its sections and the snapshot's are returned for
+// the egress step. A cold bring-up then plans its rebuild without a round trip of its own
+// (~0.5 s of ssh and sudo under TCG, and the same lookups run twice). A req that does not
+// read all of that (another alias, no LIMADNS, not this containment part) gets the facts
+// call of its own and nil sections.
+func (l *Lima) EnsureUpWithSnapshot(ctx context.Context, req guest.SnapshotRequest) (guest.Sections, error) {
+	return l.ensureUp(ctx, &req)
+}
+
+func (l *Lima) ensureUp(ctx context.Context, req *guest.SnapshotRequest) (guest.Sections, error) {
 	if err := refuseRoot(); err != nil {
-		return err
+		return nil, err
 	}
 	// lima.accel: kvm that cannot work fails here, before limactl or qemu runs.
 	if l.accelErr != nil {
-		return l.accelErr
+		return nil, l.accelErr
 	}
 	if l.accel.Warning != "" {
 		accelWarn(l.accel.Warning)
 	}
 	out, err := l.lc.run(ctx, "--version")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := CheckVersion(string(out)); err != nil {
-		return err
+		return nil, err
 	}
 	intent, rendered, err := l.intent()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := l.writeHostFiles(rendered); err != nil {
-		return err
+		return nil, err
 	}
 	inst, err := l.list(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if inst == nil {
 		if _, err := l.lc.run(ctx, "create", "--tty=false", "--name="+l.vm, filepath.Join(l.stateDir(), "lima.yaml")); err != nil {
-			return err
+			return nil, err
 		}
 		if inst, err = l.list(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		if inst == nil {
-			return fmt.Errorf("lima: %s not listed after limactl create", l.vm)
+			return nil, fmt.Errorf("lima: %s not listed after limactl create", l.vm)
 		}
 	}
 	if d := Drift(intent, inst.Config); len(d) > 0 {
-		return &DriftError{VM: l.vm, Differences: d}
+		return nil, &DriftError{VM: l.vm, Differences: d}
 	}
 	if inst.Status != "Running" {
 		if _, err := l.lc.run(ctx, "start", "--tty=false", "--timeout=15m", l.vm); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	f, err := GatherFacts(ctx, l.runner)
+	var f Facts
+	var secs guest.Sections
+	if req != nil && carriesFacts(*req) {
+		secs, f, err = gatherWithSnapshot(ctx, l.runner, *req)
+	} else {
+		f, err = GatherFacts(ctx, l.runner)
+	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := CheckFacts(f, l.plat.GuestFSType, l.cfg.NestedVirt); err != nil {
-		return fmt.Errorf("lima VM %s: %w", l.vm, err)
+		return nil, fmt.Errorf("lima VM %s: %w", l.vm, err)
 	}
 	l.facts = f
-	return nil
+	return secs, nil
 }
 
 func (l *Lima) writeHostFiles(rendered []byte) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -61,14 +62,23 @@ func (r *replay) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 // verifiedBringUp is the guest half of a verified, unchanged `lever egress apply` on Lima:
 // the bring-up guest check, then the egress check that finds the chains as desired.
 func verifiedBringUp(ctx context.Context, r guest.Runner, spec guest.EgressSpec) error {
-	f, err := GatherFacts(ctx, r)
+	// EnsureUpWithSnapshot's one call after the boot, then the egress step on its answer
+	req := spec.SnapshotRequest()
+	if !carriesFacts(req) {
+		return fmt.Errorf("the spec's snapshot does not read Lima's facts")
+	}
+	secs, f, err := gatherWithSnapshot(ctx, r, req)
 	if err != nil {
 		return err
 	}
 	if err := CheckFacts(f, "fuse.sshfs", false); err != nil {
 		return err
 	}
-	rep, err := guest.EnsureEgress(ctx, r, spec)
+	snap, err := guest.ParseSnapshot(secs, req)
+	if err != nil {
+		return err
+	}
+	rep, err := guest.EnsureEgressFrom(ctx, r, spec, snap)
 	if err != nil {
 		return err
 	}
@@ -98,24 +108,32 @@ func loadRecording(tb testing.TB) recording {
 	return rec
 }
 
-// The recorded guest state from the real VM passes the bring-up checks, in exactly the
-// recorded number of calls; the same state with /lever unmounted fails closed.
+// The recorded guest state from the real VM passes the bring-up checks in ONE call (the
+// snapshot that carries Lima's facts); the facts read from it are the facts call's, both
+// recorded from the same guest; the same state with /lever unmounted fails closed.
 func TestVerifiedBringUpOnRecordedGuest(t *testing.T) {
 	rec := loadRecording(t)
-	ex := rec.Exchanges
+	if len(rec.Exchanges) != 2 {
+		t.Fatalf("the recording has %d exchanges, want the facts call and the bring-up's one: re-record it", len(rec.Exchanges))
+	}
+	ex := rec.Exchanges[1:]
 	c := &guest.Counting{Inner: &replay{ex: ex}}
 	if err := verifiedBringUp(context.Background(), c, rec.Spec); err != nil {
 		t.Fatal(err)
 	}
-	if int(c.Calls()) != len(ex) {
-		t.Fatalf("%d calls, recorded %d", c.Calls(), len(ex))
+	if c.Calls() != 1 {
+		t.Fatalf("%d calls, want 1", c.Calls())
 	}
-	f, err := GatherFacts(context.Background(), &replay{ex: ex[:1]})
+	f, err := GatherFacts(context.Background(), &replay{ex: rec.Exchanges[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.AliasV4.String() != "192.168.5.2" || len(f.DNS) != 2 || f.DNS[0].Addr.String() != "192.168.5.2" || f.MountFSType != "fuse.sshfs" {
 		t.Errorf("facts from the real guest: alias %v, LIMADNS %+v, /lever %q", f.AliasV4, f.DNS, f.MountFSType)
+	}
+	_, carried, err := gatherWithSnapshot(context.Background(), &replay{ex: ex}, rec.Spec.SnapshotRequest())
+	if err != nil || !reflect.DeepEqual(carried, f) {
+		t.Errorf("facts read from the snapshot differ from the facts call's:\n%+v (%v)\n%+v", carried, err, f)
 	}
 	// The same guest with /lever not mounted (what a 9p mount on a kernel without 9p looks
 	// like: Lima reports READY) or with /dev/kvm although nested_virt is off: refused.
@@ -149,7 +167,7 @@ func TestVerifiedBringUpOnRecordedGuest(t *testing.T) {
 		}, "nested_virt is off but the guest has /dev/kvm"},
 	} {
 		bad := append([]exchange{}, ex...)
-		bad[0].Stdout = c.edit(ex[0].Stdout)
+		bad[0].Stdout = c.edit(ex[0].Stdout) // the bring-up's one call
 		if bad[0].Stdout == ex[0].Stdout {
 			t.Fatalf("%s: the edit changed nothing", c.name)
 		}
@@ -166,7 +184,7 @@ func BenchmarkLimaVerifiedBringUpGuestCalls(b *testing.B) {
 	rec := loadRecording(b)
 	var calls int64
 	for i := 0; i < b.N; i++ {
-		c := &guest.Counting{Inner: &replay{ex: rec.Exchanges}}
+		c := &guest.Counting{Inner: &replay{ex: rec.Exchanges[1:]}}
 		if err := verifiedBringUp(context.Background(), c, rec.Spec); err != nil {
 			b.Fatal(err)
 		}

@@ -115,6 +115,7 @@ type Backend struct {
 	hostV6    netip.Prefix
 	guestV6   netip.Prefix
 	runner    *Runner
+	traced    guest.Runner // runner, or runner traced (guest.TraceEnv)
 }
 
 // New derives the namespace, veth names and addresses from the name. Addresses are a /30
@@ -156,6 +157,7 @@ func New(o Options) (*Backend, error) {
 		guestV6:   netip.MustParsePrefix(fmt.Sprintf("fd6c:6576:6572:%x::2/64", idx)),
 	}
 	b.runner = &Runner{Namespace: ns, RunUser: o.RunUser}
+	b.traced = guest.TraceFromEnv(b.runner)
 	return b, nil
 }
 
@@ -193,7 +195,7 @@ func (b *Backend) HostAlias() string { return AliasName }
 func (b *Backend) Profile() backend.Profile { return profile }
 
 // Runner implements backend.Backend.
-func (b *Backend) Runner() guest.Runner { return b.runner }
+func (b *Backend) Runner() guest.Runner { return b.traced }
 
 // EtcDir is the per-namespace /etc overlay ip netns exec applies.
 func (b *Backend) EtcDir() string { return filepath.Join("/etc/netns", b.ns) }

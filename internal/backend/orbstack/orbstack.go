@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/lever-jail/lever/internal/backend"
 	"github.com/lever-jail/lever/internal/config"
@@ -128,6 +129,9 @@ type Options struct {
 // Backend is one OrbStack isolated machine.
 type Backend struct {
 	o Options
+	// traced is the Runner, made once (so a trace numbers every call of the run).
+	traceOnce sync.Once
+	traced    guest.Runner
 }
 
 // New checks the options and fills defaults; it touches nothing.
@@ -298,7 +302,10 @@ func (b *Backend) Destroy(ctx context.Context) error {
 
 // Runner implements backend.Backend.
 func (b *Backend) Runner() guest.Runner {
-	return &Runner{Machine: b.o.Machine, RunUser: b.o.RunUser, Exec: b.o.Exec}
+	b.traceOnce.Do(func() {
+		b.traced = guest.TraceFromEnv(&Runner{Machine: b.o.Machine, RunUser: b.o.RunUser, Exec: b.o.Exec})
+	})
+	return b.traced
 }
 
 // Runner runs guest commands with `orb -u <user> -m <machine> -w / argv...`: as root with

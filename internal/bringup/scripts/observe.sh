@@ -24,6 +24,9 @@ sec statussum state_digest
 # directories count, whatever else appears there
 trees() { [ ! -d "${LEVER_TREES:-/nonexistent}" ] || find "$LEVER_TREES" -mindepth 1 -maxdepth 1 -type d -user 0 ! -name '.*' -printf '%f\n'; }
 sec trees trees
+# this lever's lev, installed in a VM guest ($LEVER_HELPER; unset in place): a regular file,
+# not a symlink (the helper call checks the rest, and installs it when it is gone)
+if [ -n "${LEVER_HELPER:-}" ] && [ -f "$LEVER_HELPER" ] && [ ! -L "$LEVER_HELPER" ]; then put helper present; fi
 if [ "$uid" != none ]; then
 	for a in "$@"; do
 		d=missing; [ -d "$levhome/$a" ] && [ -d "/run/user/$uid/lever/bench/$a" ] && d=ok

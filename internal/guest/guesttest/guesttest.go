@@ -51,6 +51,15 @@ func (r *Runner) On(name string, match func(guest.Cmd) bool, reply Reply) *Runne
 	return r
 }
 
+// OnFirst adds a rule tried before every rule added so far (a test's own rule ahead of a
+// shared fixture's broader ones).
+func (r *Runner) OnFirst(name string, match func(guest.Cmd) bool, reply Reply) *Runner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rules = append([]Rule{{Name: name, Match: match, Reply: reply}}, r.rules...)
+	return r
+}
+
 // Run implements guest.Runner.
 func (r *Runner) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 	r.mu.Lock()

@@ -7,33 +7,39 @@
 #   LEVER_ALIAS            the host alias name
 #   LEVER_LIMADNS          1: read LIMADNS
 #   LEVER_RTKEY            the remembered round-trip key (- for none)
+#   LEVER_READBACK         1: the rebuild's read-back (guest.rebuildScript), in the call that
+#                          already judged the alias, LIMADNS and containment: the tables only
+# Under emulation every process costs 0.1-0.2 s, so each one here is counted: the variant is
+# asked once, and the round-trip key's pipeline has no cat or cut.
 sec filter4 "$LEVER_IPT" -w -S
 sec filter6 "$LEVER_IP6T" -w -S
 # Under the closed chain DNS is dropped by design and a resolver would retry for tens of
 # seconds: bound each lookup (coreutils timeout, when present) and fall back to reading
 # the aliases from the live chains.
 to() { if command -v timeout >/dev/null 2>&1; then timeout 8 "$@"; else "$@"; fi; }
-sec alias4 to getent ahostsv4 "$LEVER_ALIAS"
-sec alias6 to getent ahostsv6 "$LEVER_ALIAS"
-if [ "$LEVER_LIMADNS" = 1 ]; then sec limadns "$LEVER_IPT" -w -t nat -S LIMADNS; fi
+if [ "${LEVER_READBACK:-0}" != 1 ]; then
+	sec alias4 to getent ahostsv4 "$LEVER_ALIAS"
+	sec alias6 to getent ahostsv6 "$LEVER_ALIAS"
+	if [ "$LEVER_LIMADNS" = 1 ]; then sec limadns "$LEVER_IPT" -w -t nat -S LIMADNS; fi
+fi
 # On the nf_tables variant, iptables -S is a translation that can miss or misprint a rule
 # written with nft: read each family's filter table with nft as well, and the round trip
 # of its iptables-save through a scratch network namespace (unshare -n: nothing live is
 # written), for egress.CrossCheck. Legacy iptables has no nft view.
-sec variant "$LEVER_IPT" -V
-case "$("$LEVER_IPT" -V 2>/dev/null)" in
+v=$("$LEVER_IPT" -V 2>/dev/null); put variant "$v"
+case "$v" in
 *nf_tables*)
 	if command -v nft >/dev/null 2>&1; then
 		sec nft nft -j list ruleset
 		sec nfttext nft -a list ruleset
 		iptables-nft-save -t filter >"$E.4" 2>/dev/null; ip6tables-nft-save -t filter >"$E.6" 2>/dev/null
-		k=$( { nft -v; iptables-nft-restore -V; cat "$E.4" "$E.6"; } | sed -e 's/ \[[0-9]*:[0-9]*\]$//' -e '/^#/d' | sha256sum | cut -d' ' -f1)
+		k=$( { nft -v; iptables-nft-restore -V; } | sed -e 's/ \[[0-9]*:[0-9]*\]$//' -e '/^#/d' - "$E.4" "$E.6" | sha256sum); k=${k%% *}
 		put rtkey "$k"
 		if [ "$k" != "$LEVER_RTKEY" ]; then
 			# shellcheck disable=SC2016 # $1 and $2 are the inner shell's
 			sec rt unshare -n sh -c 'iptables-nft-restore -w <"$1" && ip6tables-nft-restore -w <"$2" && nft -j list ruleset' sh "$E.4" "$E.6"
 		fi
-		rm -f "$E.4" "$E.6"
+		# (the prelude's trap removes $E.4 and $E.6: no rm here)
 	else put nft-missing; fi ;;
 *)
 	# A legacy guest's kernel runs nf_tables rules beside the legacy tables: read them for

@@ -95,6 +95,8 @@ type BenchTree struct {
 	StatusSum string `json:"status_sum,omitempty"`
 	Packages  int    `json:"packages,omitempty"`
 	levimage.RootDirStats
+	// Read is how long reading the guest's package state and files and planning took.
+	Read  time.Duration `json:"read_ns"`
 	Build time.Duration `json:"build_ns"`
 }
 
@@ -164,6 +166,7 @@ func makeBench(root string, req BenchRequest, lev func() (*levimage.LevLayer, er
 	if err := rootOwnedDirs(req.Trees); err != nil {
 		return nil, err
 	}
+	t0 := time.Now()
 	sum, err := debroot.StateDigest(root)
 	if err != nil {
 		return nil, fmt.Errorf("reading the guest's package state: %w", err)
@@ -187,7 +190,7 @@ func makeBench(root string, req BenchRequest, lev func() (*levimage.LevLayer, er
 		return nil, fmt.Errorf("planning the workbench: %w", err)
 	}
 	// named by the digest of the status just read (the same bytes the plan is made of)
-	b := &BenchTree{Dir: req.Dir(in.StatusSum), Ref: req.ref(in.StatusSum), StatusSum: in.StatusSum, Packages: len(plan.Packages)}
+	b := &BenchTree{Dir: req.Dir(in.StatusSum), Ref: req.ref(in.StatusSum), StatusSum: in.StatusSum, Packages: len(plan.Packages), Read: time.Since(t0)}
 	l, err := lev()
 	if err != nil {
 		return nil, err

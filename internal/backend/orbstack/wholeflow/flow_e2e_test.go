@@ -609,29 +609,45 @@ const goldenPath = "testdata/whole-flow.golden"
 
 // overlapSorted sorts the calls made while bring-up's steps run beside each other
 // (bringup.Step.Overlap): from the end of provisioning (or, when it was skipped, of the
-// egress step) to the next observation, lev's install, the podman step's calls, the
-// enrol helper and the image step's calls interleave by timing. Everything before that
-// window (the firewall first, then provisioning) and after it keeps its order.
+// egress step) to the next observation, the podman step's calls, the enrol helper and the
+// image step's calls interleave by timing. lev's install starts as soon as the guest
+// answers and runs beside the egress step and provisioning, so wherever it lands before
+// that window it is taken into it. Everything else before the window (the firewall first,
+// then provisioning) and after it keeps its order.
 func overlapSorted(lines []string) []string {
-	out := append([]string(nil), lines...)
+	var out, installs []string
 	start := -1
-	for i, l := range out {
+	for i, l := range lines {
+		if start < 0 && strings.Contains(l, "# helper piped in") {
+			installs = append(installs, l)
+			continue
+		}
+		out = append(out, l)
+		if start >= 0 {
+			continue
+		}
 		switch {
 		case strings.Contains(l, " LEVER_RUN_USER="):
-			start = i + 1
-		case start < 0 && strings.Contains(l, " LEVER_IPT=") && !strings.Contains(l, " LEVER_TREES="):
-			// an egress call: the window starts after the last one (when no provisioning follows)
-			if i+1 < len(out) && !strings.Contains(out[i+1], " LEVER_IPT=") && !strings.Contains(out[i+1], " LEVER_RUN_USER=") {
-				start = i + 1
+			start = len(out)
+		case strings.Contains(l, " LEVER_IPT=") && !strings.Contains(l, " LEVER_TREES="):
+			// an egress call: the window starts after the last one (when no provisioning
+			// follows, the installs aside)
+			next := ""
+			for _, m := range lines[i+1:] {
+				if !strings.Contains(m, "# helper piped in") {
+					next = m
+					break
+				}
 			}
-		}
-		if start >= 0 {
-			break
+			if !strings.Contains(next, " LEVER_IPT=") && !strings.Contains(next, " LEVER_RUN_USER=") {
+				start = len(out)
+			}
 		}
 	}
 	if start < 0 {
-		return out
+		return append(out, installs...)
 	}
+	out = append(out[:start], append(installs, out[start:]...)...)
 	for i := start; i < len(out); i++ {
 		if strings.Contains(out[i], " LEVER_TREES=") {
 			sort.Strings(out[start:i])
