@@ -7,10 +7,12 @@ import (
 )
 
 // podmanStep: the run user's podman service runs and the host reaches it. Skipped when
-// the observation found the service up (its connection is reused).
+// the observation found the service up (its connection is reused). When provisioning saw
+// systemd's socket listening (lingering started the run user's manager), it connects at
+// once: the connection starts the service, and no start call is made.
 var podmanStep = Step{
 	ID:    StepPodman,
-	Needs: []string{"UID", "Podman"},
+	Needs: []string{"UID", "Podman", "PodmanSocket"},
 	Gives: []string{"Podman"},
 	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.ServiceUp {
@@ -20,7 +22,13 @@ var podmanStep = Step{
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		d := Done{Detail: "podman service up"}
-		if !obs.ServiceUp {
+		switch {
+		case obs.ServiceUp:
+		case f.PodmanSocket:
+			// provisioning saw systemd's socket listening: connecting starts the service
+			d = Done{Detail: "podman service socket was already listening (systemd's)"}
+			f.Podman = nil
+		default:
 			how, err := containers.StartService(ctx, in.Runner, in.RunUser)
 			if err != nil {
 				return Done{Facts: f}, err

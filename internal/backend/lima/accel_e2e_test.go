@@ -33,7 +33,7 @@ func TestLeverUpAccelE2E(t *testing.T) {
 	}
 	defer os.RemoveAll(w)
 	for _, p := range []struct{ out, pkg string }{{"lever", "./cmd/lever"}, {"lev", "./cmd/lev"}} {
-		c := exec.Command("go", "build", "-tags", "remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp", "-o", filepath.Join(w, p.out), p.pkg)
+		c := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-tags", "remote,exclude_graphdriver_btrfs,btrfs_noversion,exclude_graphdriver_devicemapper,containers_image_openpgp", "-o", filepath.Join(w, p.out), p.pkg)
 		c.Dir = "../../.."
 		c.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
 		if out, err := c.CombinedOutput(); err != nil {
