@@ -302,36 +302,6 @@ func TestColdUpSnapshotAfterBoot(t *testing.T) {
 	}
 }
 
-// TestColdUpPodmanSocketFromProvision: when provisioning saw systemd's podman socket
-// listening, the podman step connects without a start call (control: without it, the
-// start call is made), and lev's containers are created either way.
-func TestColdUpPodmanSocketFromProvision(t *testing.T) {
-	for _, listening := range []bool{true, false} {
-		j := healthyJail(t)
-		j.cold()
-		if listening {
-			w := j.w
-			j.r.OnFirst("provision", guesttest.Script("LEVER_RUN_USER="), guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
-				w.mu.Lock()
-				w.stampCurrent, w.userExists, w.serviceUp = true, true, true
-				w.mu.Unlock()
-				return []guesttest.Sec{{Name: "change.1", Out: "created run user lever"}, {Name: "uid", Out: fmt.Sprint(testUID)}, {Name: "runtime", Out: "runc"}, {Name: "podman-socket", Out: "listening"}}
-			}))
-		}
-		res, err := j.in.Execute(context.Background())
-		if err != nil {
-			t.Fatalf("listening=%v: %v\n%s", listening, err, j.out)
-		}
-		started := strings.Contains(strings.Join(j.r.Names(), ","), "podman-service")
-		if started == listening {
-			t.Errorf("listening=%v: guest calls %v (a start call made: %v)", listening, j.r.Names(), started)
-		}
-		if len(j.pod.containers) == 0 || res.facts.Podman == nil {
-			t.Errorf("listening=%v: no podman connection or containers\n%s", listening, j.out)
-		}
-	}
-}
-
 // TestColdUpBootSnapshotJudged: the snapshot read after the boot is judged as the egress
 // step's own: a containment drift in it is refused before anything in the guest changes.
 func TestColdUpBootSnapshotJudged(t *testing.T) {

@@ -303,9 +303,6 @@ lev:
 	if code != 0 || !strings.Contains(out, "lever-"+name+"-manager running") {
 		t.Fatalf("cold up: exit %d", code)
 	}
-	// systemd's socket is usually listening by the end of provisioning (lingering starts
-	// the run user's manager); when it is not yet, the podman step starts it: both pass
-	t.Logf("FIGURE cold podman step without a start call: %v", strings.Contains(out, "socket was already listening (systemd's)"))
 	// LEVER_TEST_HOLD=<file>: keep the fresh jail up for a person's measurements until
 	// that file exists (then the test goes on, and cleans up, as usual).
 	if hold := os.Getenv("LEVER_TEST_HOLD"); hold != "" {

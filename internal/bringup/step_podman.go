@@ -7,12 +7,10 @@ import (
 )
 
 // podmanStep: the run user's podman service runs and the host reaches it. Skipped when
-// the observation found the service up (its connection is reused). When provisioning saw
-// systemd's socket listening (lingering started the run user's manager), it connects at
-// once: the connection starts the service, and no start call is made.
+// the observation found the service up (its connection is reused).
 var podmanStep = Step{
 	ID:    StepPodman,
-	Needs: []string{"UID", "Podman", "PodmanSocket"},
+	Needs: []string{"UID", "Podman"},
 	Gives: []string{"Podman"},
 	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.ServiceUp {
@@ -22,13 +20,7 @@ var podmanStep = Step{
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		d := Done{Detail: "podman service up"}
-		switch {
-		case obs.ServiceUp:
-		case f.PodmanSocket:
-			// provisioning saw systemd's socket listening: connecting starts the service
-			d = Done{Detail: "podman service socket was already listening (systemd's)"}
-			f.Podman = nil
-		default:
+		if !obs.ServiceUp {
 			how, err := containers.StartService(ctx, in.Runner, in.RunUser)
 			if err != nil {
 				return Done{Facts: f}, err

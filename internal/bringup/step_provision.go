@@ -15,7 +15,7 @@ import (
 var provisionStep = Step{
 	ID:    StepProvision,
 	Needs: []string{"UID", "StatusSum"},
-	Gives: []string{"UID", "StatusSum", "PodmanSocket"},
+	Gives: []string{"UID", "StatusSum"},
 	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.StampCurrent {
 			return ActionKeep, "stamp names these scripts and this boot"
@@ -49,7 +49,7 @@ var provisionStep = Step{
 			}
 			return Done{Detail: "stamp current: installs skipped", Facts: f}, nil
 		}
-		f.UID, f.PodmanSocket = r.UID, r.PodmanSocket
+		f.UID = r.UID
 		if len(r.Changes) == 0 {
 			return Done{Detail: "nothing to change (stamp refreshed)", Facts: f}, nil
 		}

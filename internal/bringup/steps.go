@@ -46,9 +46,6 @@ type Facts struct {
 	BenchRef  string // the workbench image (image)
 	Podman    Podman // the run user's podman (observation, podman)
 	Broker    string // the broker's listen address, once it runs with the alias (broker)
-	// PodmanSocket: the run user's podman socket is systemd's and listening (provision,
-	// when it ran), so the podman step connects without starting anything.
-	PodmanSocket bool
 	// BootSnapshot is the egress snapshot's answer, read in the backend's own call after
 	// the boot (jail, cold, on an UpSnapshotter); the egress step parses and judges it.
 	BootSnapshot guest.Sections
@@ -137,8 +134,6 @@ func (f Facts) with(g Facts, gives []string) Facts {
 			f.Podman = g.Podman
 		case "Broker":
 			f.Broker = g.Broker
-		case "PodmanSocket":
-			f.PodmanSocket = g.PodmanSocket
 		case "BootSnapshot":
 			f.BootSnapshot = g.BootSnapshot
 		default:

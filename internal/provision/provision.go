@@ -135,10 +135,6 @@ type Result struct {
 	UID      int
 	Runtime  string
 	Duration string
-	// PodmanSocket: the run user's podman socket is systemd's and listening (lingering
-	// started the user manager), so nothing needs to start the service: a connection
-	// activates it.
-	PodmanSocket bool
 }
 
 // Ensure provisions the guest unless the stamp says this exact script already ran in this
@@ -195,7 +191,6 @@ func Run(ctx context.Context, r guest.Runner, p Params, skipInstall bool) (Resul
 		return Result{}, fmt.Errorf("provisioning the guest: no run user uid in its answer (%q)", secs["uid"].Out)
 	}
 	out.Runtime = strings.TrimSpace(secs["runtime"].Out)
-	out.PodmanSocket = strings.TrimSpace(secs["podman-socket"].Out) == "listening"
 	return out, nil
 }
 

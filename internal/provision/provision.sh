@@ -158,7 +158,3 @@ if [ "$have" != "$want" ] || [ "$(stat -c '%u %g %a' "$LEVER_STAMP" 2>/dev/null)
 fi
 put uid "$uid"
 put runtime "$runtime"
-# the run user's podman socket, when it is systemd's (no detached service of lever's: see
-# containers/scripts/podman-service.sh) and already listening: the podman step then
-# connects without a start call of its own (a root call, seconds under emulation)
-if [ -S "$rt/podman/podman.sock" ] && [ ! -f "$rt/podman/lever-service.pid" ]; then put podman-socket listening; fi
