@@ -61,9 +61,9 @@ type world struct {
 	// enrolGate, when set, holds the enrol helper's answer until it is closed (or fails
 	// it after 2 s); enrolled is closed once an enrol call has answered.
 	enrolGate, enrolDone chan struct{}
-	// applyGate, when set, holds the egress rebuild's answer until it is closed (or fails
-	// it after 2 s); helperInstalled: lever's lev is installed in the guest (a VM's).
-	applyGate       chan struct{}
+	// provisionGate, when set, holds provisioning's answer until it is closed (or fails it
+	// after 2 s); helperInstalled: lever's lev is installed in the guest (a VM's).
+	provisionGate   chan struct{}
 	helperInstalled bool
 }
 
@@ -423,9 +423,6 @@ func (j *tjail) script() {
 	// The rebuild commits and then reads the chains back in the same call (its script
 	// carries the snapshot's too, so it is matched first).
 	j.r.On("egress-apply", guesttest.Script("--noflush"), failing("egress-apply", guesttest.Sections(func(c guest.Cmd) []guesttest.Sec {
-		if err := waitGate(w.applyGate, "the egress rebuild"); err != nil {
-			return []guesttest.Sec{{Name: "j6", RC: 1, Out: err.Error()}}
-		}
 		w.mu.Lock()
 		w.egressOK = true
 		w.mu.Unlock()
@@ -442,6 +439,9 @@ func (j *tjail) script() {
 		return guest.Result{Stdout: []byte(testBoot + "\nnone\n")}, nil
 	}))
 	j.r.On("provision", guesttest.Script("LEVER_RUN_USER="), failing("provision", guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
+		if err := waitGate(w.provisionGate, "provisioning"); err != nil {
+			return []guesttest.Sec{{Name: "uid", RC: 1, Out: err.Error()}}
+		}
 		w.mu.Lock()
 		w.stampCurrent, w.userExists = true, true
 		w.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,12 +136,12 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 	}
 }
 
-// TestHelperInstalledWhenGuestAnswers: in a VM guest, lever's lev is installed as soon as
-// the guest answers, beside the egress step (whose rebuild here answers only once the
-// install has arrived: a gate only an install running beside it can open), and a guest
-// whose observation lists the installed copy gets no install. Control: the same enrolment
-// on a guest without it installs it first.
-func TestHelperInstalledWhenGuestAnswers(t *testing.T) {
+// TestHelperInstalledAfterEgress: in a VM guest, lever's lev is installed once the egress
+// step is done, beside provisioning (whose answer here waits for the install: a gate only
+// an install running beside it can open); a guest whose containment check is refused gets
+// no install; a guest whose observation lists the installed copy gets none either.
+// Control: the same enrolment on a guest without it installs it first.
+func TestHelperInstalledAfterEgress(t *testing.T) {
 	vm := func(t *testing.T) *tjail {
 		j := healthyJail(t)
 		exe, _ := os.Executable()
@@ -159,9 +160,9 @@ func TestHelperInstalledWhenGuestAnswers(t *testing.T) {
 		}, func(guest.Cmd) (guest.Result, error) {
 			w.mu.Lock()
 			w.helperInstalled = true
-			if w.applyGate != nil {
-				close(w.applyGate)
-				w.applyGate = nil
+			if w.provisionGate != nil {
+				close(w.provisionGate)
+				w.provisionGate = nil
 			}
 			w.mu.Unlock()
 			return guest.Result{}, nil
@@ -190,13 +191,27 @@ func TestHelperInstalledWhenGuestAnswers(t *testing.T) {
 
 	j := vm(t)
 	j.cold()
-	j.w.applyGate = make(chan struct{})
+	j.w.provisionGate = make(chan struct{})
 	if _, err := j.in.Execute(context.Background()); err != nil {
 		t.Fatalf("cold up: %v\n%s\ncalls %v", err, j.out, j.r.Names())
 	}
 	names := j.r.Names()
 	if count(names, "install") != 1 || count(names, "enrol-installed") != 1 {
 		t.Fatalf("cold up's guest calls %v: want one install and one enrolment run from it", names)
+	}
+	if i, e := slices.Index(names, "install"), slices.Index(names, "egress-apply"); i < e {
+		t.Errorf("guest calls %v: the install came before the egress rebuild", names)
+	}
+
+	// containment refused: the bring-up stops at egress, and nothing is installed
+	j = vm(t)
+	j.cold()
+	j.w.containment = "a stray mount"
+	if _, err := j.in.Execute(context.Background()); err == nil || !strings.Contains(err.Error(), "not contained") {
+		t.Fatalf("containment drift: err %v", err)
+	}
+	if n := count(j.r.Names(), "install"); n != 0 {
+		t.Errorf("containment drift: %d installs (%v), want none", n, j.r.Names())
 	}
 
 	for _, present := range []bool{true, false} {

@@ -232,14 +232,14 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			return res, fmt.Errorf("%s: %w", s.ID, r.err)
 		}
 		p.done(i, r.sr)
-		if s.ID == StepJail && in.helperWanted(obs) {
-			// A VM guest without this lever's lev gets it as soon as the guest answers,
-			// beside the egress step and provisioning (under TCG the 15-21 MiB arrive over
-			// ssh at ~8 MB/s: seconds the image and enrol steps would otherwise wait).
-			// The install writes one file, checked against lev's digest, and runs nothing
-			// of it: nothing runs lev before the egress step has verified the chains (the
-			// helper steps come after it). Its failure is not this step's: the helper call
-			// that needs lev installs it again and says why.
+		if s.ID == StepEgress && in.helperWanted(obs) {
+			// A VM guest without this lever's lev gets it now, beside provisioning (under
+			// TCG the 15 MB arrive over ssh at ~8 MB/s), and not earlier: nothing changes
+			// in the guest before the egress step has judged its containment and verified
+			// the chains (started beside the egress step, the install only moved guest CPU
+			// from one step to another: docs/benchmarks-vm.md). It writes one file,
+			// checked against lev's digest, and runs nothing of it. Its failure is not
+			// this step's: the helper call that needs lev installs it again and says why.
 			install = make(chan struct{})
 			go func() {
 				defer close(install)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/backend"
 	_ "github.com/lever-jail/lever/internal/backend/all" // registers every backend
+	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/egress"
 	"github.com/lever-jail/lever/internal/exitcode"
@@ -75,12 +77,15 @@ func (o *egressOptions) apply(cmd *cobra.Command) error {
 		return err
 	}
 	ctx := cmd.Context()
-	if err := b.EnsureUp(ctx); err != nil {
-		return fmt.Errorf("bringing the %s guest up: %w", b.Name(), err)
-	}
+	spec := egressSpec(cfg, b)
 	r := &guest.Counting{Inner: b.Runner()}
-	rep, err := guest.EnsureEgress(ctx, r, egressSpec(cfg, b))
-	out := applyOut{Report: rep, GuestCalls: r.Calls()}
+	rep, carried, err := ensureEgress(ctx, b, r, spec)
+	var ue *upError
+	if errors.As(err, &ue) {
+		return err
+	}
+	// a snapshot carried by the backend's own call (Lima's) is one of this apply's calls
+	out := applyOut{Report: rep, GuestCalls: r.Calls() + carried}
 	if err != nil {
 		if o.json {
 			_ = writeJSON(cmd.OutOrStdout(), struct {
@@ -95,6 +100,41 @@ func (o *egressOptions) apply(cmd *cobra.Command) error {
 	}
 	printApply(cmd.OutOrStdout(), cmd.ErrOrStderr(), out)
 	return nil
+}
+
+// upError is a failure to bring the guest up: there is no egress verdict to print.
+type upError struct {
+	backend string
+	err     error
+}
+
+func (e *upError) Error() string { return "bringing the " + e.backend + " guest up: " + e.err.Error() }
+func (e *upError) Unwrap() error { return e.err }
+
+// ensureEgress brings the guest up and makes its egress the desired one. A backend whose
+// call after the boot can carry the egress snapshot (bringup.UpSnapshotter: Lima reads its
+// facts from it) takes it there, and carried is that one call; the rebuild, when needed,
+// is then the only call of r.
+func ensureEgress(ctx context.Context, b backend.Backend, r guest.Runner, spec guest.EgressSpec) (_ guest.Report, carried int64, _ error) {
+	if u, ok := b.(bringup.UpSnapshotter); ok {
+		req := spec.SnapshotRequest()
+		secs, err := u.EnsureUpWithSnapshot(ctx, req)
+		if err != nil {
+			return guest.Report{}, 0, &upError{b.Name(), err}
+		}
+		if secs != nil {
+			snap, err := guest.ParseSnapshot(secs, req)
+			if err != nil {
+				return guest.Report{}, 1, err
+			}
+			rep, err := guest.EnsureEgressFrom(ctx, r, spec, snap)
+			return rep, 1, err
+		}
+	} else if err := b.EnsureUp(ctx); err != nil {
+		return guest.Report{}, 0, &upError{b.Name(), err}
+	}
+	rep, err := guest.EnsureEgress(ctx, r, spec)
+	return rep, 0, err
 }
 
 func printApply(w, errw io.Writer, out applyOut) {

@@ -69,14 +69,24 @@ func (t *Traced) Run(ctx context.Context, c Cmd) (Result, error) {
 // carry secrets), and long words are cut.
 func ArgvShape(argv []string) string {
 	var w []string
-	inEnv := false
+	inEnv, optArg := false, false
 	for i, a := range argv {
 		switch {
 		case i == 0 && a == "env":
 			inEnv = true
 			w = append(w, a)
 			continue
-		case inEnv && strings.Contains(a, "=") && !strings.HasPrefix(a, "-"):
+		case inEnv && optArg:
+			// the name after -u, or the dir after -C: not a value set
+			optArg = false
+			w = append(w, a)
+			continue
+		case inEnv && strings.HasPrefix(a, "-"):
+			// env's own options (-i, -u NAME, --unset=NAME): the prefix goes on
+			optArg = a == "-u" || a == "--unset" || a == "-C" || a == "--chdir"
+			w = append(w, a)
+			continue
+		case inEnv && strings.Contains(a, "="):
 			w = append(w, a[:strings.Index(a, "=")+1]+"…")
 			continue
 		}

@@ -19,6 +19,9 @@ func TestArgvShape(t *testing.T) {
 	}{
 		{[]string{"env", "LEVER_TICKET=s3cret", "A=b", "sh", "-s", "--", "x"}, "env LEVER_TICKET=… A=… sh -s -- x"},
 		{[]string{"id", "-u", "lever"}, "id -u lever"},
+		// env's options do not end the prefix: what follows them is still hidden
+		{[]string{"env", "-i", "-u", "HOME", "KEY=s3cret", "sh"}, "env -i -u HOME KEY=… sh"},
+		{[]string{"env", "--unset=X", "KEY=s3cret", "sh"}, "env --unset=X KEY=… sh"},
 		// only a leading env's assignments are hidden; later words are kept (cut when long)
 		{[]string{"sh", "-c", "K=v; " + strings.Repeat("x", 60)}, "sh -c K=v; " + strings.Repeat("x", 43) + "…"},
 		{nil, ""},

@@ -37,9 +37,8 @@ func main() {
 	return out
 }
 
-// TestArgv runs what Argv plans with a real shell: sent, the binary's bytes come off stdin
-// exactly (the request that follows reaches lev intact) and lev runs as `__guest <mode>`;
-// in place, lev runs from its path. An unknown mode is refused before anything runs.
+// TestInPlaceArgv runs what InPlaceArgv plans: lev runs from its path as `__guest <mode>`
+// with the request on stdin intact. An unknown mode is refused before anything runs.
 func TestInPlaceArgv(t *testing.T) {
 	lev := echoLev(t)
 	req := []byte(`{"probes":[]}` + "\n")

@@ -62,7 +62,7 @@ pw=$(getent passwd "$U")
 home=${pw#*:*:*:*:*:}; home=${home%%:*}
 # has_ids FILE: FILE names the run user (by name or uid) in its first field
 has_ids() {
-	while IFS=: read -r who _; do
+	while IFS=: read -r who _ || [ -n "$who" ]; do
 		[ "$who" = "$U" ] || [ "$who" = "$uid" ] && return 0
 	done <"$1"
 	return 1
@@ -72,6 +72,8 @@ for f in /etc/subuid /etc/subgid; do
 	if ! has_ids "$f"; then
 		# the first free 65536-id range at or above 100000, past every existing range
 		start=$(awk -F: 'BEGIN{m=100000} {e=$2+$3; if (e>m) m=e} END{print m}' "$f")
+		# a last line without its newline must not run into the new one
+		if [ -s "$f" ] && [ -n "$(tail -c 1 "$f")" ]; then echo >>"$f"; fi
 		echo "$U:$start:65536" >>"$f"
 		changed "$f range $start+65536 for $U"
 	fi
@@ -103,7 +105,7 @@ setsys() { # key value
 	[ -e "$f" ] || return 0
 	# cat, not read: the shell reads a byte at a time, and an integer sysctl read at an
 	# offset past 0 answers end-of-file (pid_max 32768 would read as "3")
-	cur=$(cat "$f")
+	cur=$(cat "$f" 2>/dev/null) || cur=""
 	if [ "$cur" != "$2" ]; then
 		echo "$2" >"$f"
 		changed "sysctl $1=$2"
