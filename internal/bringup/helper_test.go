@@ -138,8 +138,9 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 
 // TestHelperInstalledAfterEgress: in a VM guest, lever's lev is installed once the egress
 // step is done, beside provisioning (whose answer here waits for the install: a gate only
-// an install running beside it can open); a guest whose containment check is refused gets
-// no install; a guest whose observation lists the installed copy gets none either.
+// an install running beside it can open); a guest that was down is looked into first, and
+// one that has the copy (a restart) gets no install; a guest whose containment check is
+// refused gets no install; a guest whose observation lists the copy gets none either.
 // Control: the same enrolment on a guest without it installs it first.
 func TestHelperInstalledAfterEgress(t *testing.T) {
 	vm := func(t *testing.T) *tjail {
@@ -165,6 +166,16 @@ func TestHelperInstalledAfterEgress(t *testing.T) {
 				w.provisionGate = nil
 			}
 			w.mu.Unlock()
+			return guest.Result{}, nil
+		})
+		j.r.OnFirst("look", func(c guest.Cmd) bool {
+			return len(c.Argv) == 3 && c.Argv[0] == "/bin/sh" && strings.HasSuffix(c.Argv[2], "exit 0")
+		}, func(guest.Cmd) (guest.Result, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !w.helperInstalled {
+				return guest.Result{ExitCode: 113, Stderr: []byte("lever: no cached lev")}, nil
+			}
 			return guest.Result{}, nil
 		})
 		j.r.OnFirst("enrol-installed", func(c guest.Cmd) bool {
@@ -201,6 +212,18 @@ func TestHelperInstalledAfterEgress(t *testing.T) {
 	}
 	if i, e := slices.Index(names, "install"), slices.Index(names, "egress-apply"); i < e {
 		t.Errorf("guest calls %v: the install came before the egress rebuild", names)
+	}
+
+	// a restart: the guest was down (no observation), but its disk has lev: one look, no
+	// install
+	j = vm(t)
+	j.cold()
+	j.w.helperInstalled = true
+	if _, err := j.in.Execute(context.Background()); err != nil {
+		t.Fatalf("restart: %v\n%s", err, j.out)
+	}
+	if names := j.r.Names(); count(names, "look") != 1 || count(names, "install") != 0 || count(names, "enrol-installed") != 1 {
+		t.Errorf("restart's guest calls %v: want one look, no install", names)
 	}
 
 	// containment refused: the bring-up stops at egress, and nothing is installed

@@ -243,7 +243,13 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			install = make(chan struct{})
 			go func() {
 				defer close(install)
-				_ = in.helper.Install(ctx, in.Runner)
+				if obs.GuestReachable {
+					// the observation looked and did not find it
+					_ = in.helper.Install(ctx, in.Runner)
+					return
+				}
+				// a guest that was down may have it on its disk (a restart): look first
+				_ = in.helper.Ensure(ctx, in.Runner)
 			}()
 		}
 		f = f.with(r.d.Facts, s.Gives)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/guest"
@@ -243,5 +244,51 @@ func TestHelperGivenDigest(t *testing.T) {
 	_, err = (&Helper{Lev: lev, Dir: dir, Digest: strings.Repeat("0", 64)}).Run(ctx, &shRunner{}, ModeProbe, []byte("{}"))
 	if err == nil || !strings.Contains(err.Error(), "changed since lever checked it") {
 		t.Fatalf("a lev that no longer matches its digest: %v", err)
+	}
+}
+
+// TestHelperEnsure runs Ensure's look and the install with a real shell: a guest without
+// the copy is looked into and then gets it (2 calls, lev's bytes in the second); the next
+// Helper finds it in one call that carries nothing; a copy someone else owns is left for
+// the helper call to refuse (no install over it).
+func TestHelperEnsure(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the cache is root's")
+	}
+	lev := echoLev(t)
+	bin, _ := os.ReadFile(lev)
+	sum := sha256.Sum256(bin)
+	dir := filepath.Join(t.TempDir(), "lever", "bin")
+	cached := filepath.Join(dir, "lev-"+hex.EncodeToString(sum[:16]))
+	ctx := context.Background()
+
+	r := &shRunner{}
+	if err := (&Helper{Lev: lev, Dir: dir}).Ensure(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.calls) != 2 || len(r.calls[0].Stdin) != 0 || !bytes.Equal(r.calls[1].Stdin, bin) {
+		t.Fatalf("a guest without lev: %d calls, want the look then the install", len(r.calls))
+	}
+	if got, _ := os.ReadFile(cached); !bytes.Equal(got, bin) {
+		t.Fatal("the installed lev is not the binary lever was given")
+	}
+
+	r = &shRunner{}
+	h := &Helper{Lev: lev, Dir: dir}
+	if err := h.Ensure(ctx, r); err != nil || len(r.calls) != 1 || len(r.calls[0].Stdin) != 0 {
+		t.Fatalf("a guest with lev: %v, %d calls (want 1, carrying nothing)", err, len(r.calls))
+	}
+	// and the helper call that follows runs it without installing again
+	if res, err := h.Run(ctx, r, ModeProbe, []byte("{}\n")); err != nil || res.ExitCode != 0 || len(r.calls) != 2 {
+		t.Fatalf("run after the look: %v exit %d, %d calls", err, res.ExitCode, len(r.calls))
+	}
+
+	os.Chown(cached, 65534, 65534)
+	r = &shRunner{}
+	if err := (&Helper{Lev: lev, Dir: dir}).Ensure(ctx, r); err != nil || len(r.calls) != 1 {
+		t.Fatalf("a copy owned by uid 65534: %v, %d calls (want the look only)", err, len(r.calls))
+	}
+	if fi, _ := os.Stat(cached); fi.Sys().(*syscall.Stat_t).Uid != 65534 {
+		t.Fatal("the copy someone else owns was replaced")
 	}
 }

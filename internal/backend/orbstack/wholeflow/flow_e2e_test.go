@@ -596,7 +596,16 @@ func (n *normaliser) line(c call) string {
 	if c.HelperELF != "" {
 		l += "    # helper piped in: ELF " + c.HelperELF
 	}
+	if n := len(c.Argv); n > 0 && strings.Contains(c.Argv[n-1], "no cached lev") && strings.HasSuffix(c.Argv[n-1], "exit 0") {
+		l += "    # helper look"
+	}
 	return l
+}
+
+// floats says whether a golden line is lev's install or the look before it: both run
+// beside the steps after egress, so they land anywhere in that stretch.
+func floats(l string) bool {
+	return strings.Contains(l, "# helper piped in") || strings.Contains(l, "# helper look")
 }
 
 var (
@@ -610,15 +619,15 @@ const goldenPath = "testdata/whole-flow.golden"
 // overlapSorted sorts the calls made while bring-up's steps run beside each other
 // (bringup.Step.Overlap): from the end of provisioning (or, when it was skipped, of the
 // egress step) to the next observation, the podman step's calls, the enrol helper and the
-// image step's calls interleave by timing. lev's install starts as soon as the guest
-// answers and runs beside the egress step and provisioning, so wherever it lands before
-// that window it is taken into it. Everything else before the window (the firewall first,
-// then provisioning) and after it keeps its order.
+// image step's calls interleave by timing. lev's install (and, on a guest that was down,
+// the look before it) starts after the egress step and runs beside provisioning, so
+// wherever it lands before that window it is taken into it. Everything else before the
+// window (the firewall first, then provisioning) and after it keeps its order.
 func overlapSorted(lines []string) []string {
 	var out, installs []string
 	start := -1
 	for i, l := range lines {
-		if start < 0 && strings.Contains(l, "# helper piped in") {
+		if start < 0 && floats(l) {
 			installs = append(installs, l)
 			continue
 		}
@@ -634,7 +643,7 @@ func overlapSorted(lines []string) []string {
 			// follows, the installs aside)
 			next := ""
 			for _, m := range lines[i+1:] {
-				if !strings.Contains(m, "# helper piped in") {
+				if !floats(m) {
 					next = m
 					break
 				}
