@@ -205,7 +205,16 @@ func teardownRunUser(ctx context.Context, r guest.Runner, user, ns string) error
 	}
 	// podman's storage holds files owned by subordinate ids; podman itself removes them.
 	exec.CommandContext(ctx, "runuser", "-u", user, "--", "env", "XDG_RUNTIME_DIR=/run/user/"+strconv.Itoa(uid), "podman", "system", "reset", "--force").Run()
-	exec.CommandContext(ctx, "pkill", "-KILL", "-u", user).Run()
+	// SIGKILL is delivered at once but a process takes a moment to go (conmon's cleanup
+	// podman, a many-threaded service): userdel refuses while one is left ("currently
+	// used by process N"), so wait until pgrep finds none, killing again, for up to 10 s.
+	for i := 0; i < 100; i++ {
+		exec.CommandContext(ctx, "pkill", "-KILL", "-u", user).Run()
+		if exec.CommandContext(ctx, "pgrep", "-u", user).Run() != nil {
+			break // exit 1: no process left
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if out, err := exec.CommandContext(ctx, "userdel", "--remove", user).CombinedOutput(); err != nil {
 		return fmt.Errorf("removing run user %s: %v: %s", user, err, out)
 	}
