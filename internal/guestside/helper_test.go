@@ -228,13 +228,7 @@ func (r *lockedRunner) installs() int {
 // into a guest that has the copy runs it; an install reads lev's bytes and refuses them
 // when they no longer match that digest (lev replaced on the host since the check).
 func TestHelperGivenDigest(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the cache is root's")
-	}
-	lev := echoLev(t)
-	bin, _ := os.ReadFile(lev)
-	sum := sha256.Sum256(bin)
-	dir := filepath.Join(t.TempDir(), "lever", "bin")
+	lev, _, sum, dir := cacheFixture(t)
 	ctx := context.Background()
 	res, err := (&Helper{Lev: lev, Dir: dir, Digest: hex.EncodeToString(sum[:])}).Run(ctx, &shRunner{}, ModeProbe, []byte("{}"))
 	if err != nil || res.ExitCode != 0 {
@@ -252,13 +246,7 @@ func TestHelperGivenDigest(t *testing.T) {
 // Helper finds it in one call that carries nothing; a copy someone else owns is left for
 // the helper call to refuse (no install over it).
 func TestHelperEnsure(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the cache is root's")
-	}
-	lev := echoLev(t)
-	bin, _ := os.ReadFile(lev)
-	sum := sha256.Sum256(bin)
-	dir := filepath.Join(t.TempDir(), "lever", "bin")
+	lev, bin, sum, dir := cacheFixture(t)
 	cached := filepath.Join(dir, "lev-"+hex.EncodeToString(sum[:16]))
 	ctx := context.Background()
 
@@ -291,4 +279,16 @@ func TestHelperEnsure(t *testing.T) {
 	if fi, _ := os.Stat(cached); fi.Sys().(*syscall.Stat_t).Uid != 65534 {
 		t.Fatal("the copy someone else owns was replaced")
 	}
+}
+
+// cacheFixture is a cache test's setup (root only: the cache is root's): a stand-in lev,
+// its bytes and digest, and a cache dir that does not exist yet.
+func cacheFixture(t *testing.T) (lev string, bin []byte, sum [32]byte, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the cache is root's")
+	}
+	lev = echoLev(t)
+	bin, _ = os.ReadFile(lev)
+	return lev, bin, sha256.Sum256(bin), filepath.Join(t.TempDir(), "lever", "bin")
 }
