@@ -2,10 +2,13 @@ package levimage
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -387,5 +390,44 @@ func TestLevLinkedFromInstalledCopy(t *testing.T) {
 				t.Errorf("lev's bytes read: %v, linked: %v", read, tc.linked)
 			}
 		})
+	}
+}
+
+// TestInParallel: every index is done once, and a failure returns the error of the
+// lowest index that failed (the error a one-worker walk in order would have met first).
+func TestInParallel(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 65, 1000, 4344} {
+		var mu sync.Mutex
+		seen := make([]int, n)
+		if err := inParallel(n, func(i int) error {
+			mu.Lock()
+			seen[i]++
+			mu.Unlock()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("n=%d: index %d done %d times", n, i, c)
+			}
+		}
+	}
+	for _, bad := range [][]int{{5}, {900, 130}, {3999, 70, 2000}} {
+		err := inParallel(4344, func(i int) error {
+			for _, b := range bad {
+				if i == b {
+					return fmt.Errorf("failed at %d", i)
+				}
+			}
+			return nil
+		})
+		lowest := slices.Min(bad)
+		if err == nil || err.Error() != fmt.Sprintf("failed at %d", lowest) {
+			// a worker may stop before reaching a later failure, never skip an earlier
+			// index in its own run; the lowest failing index's run always starts before
+			// any run past it is refused, so its error is the one returned
+			t.Errorf("failures at %v: %v, want the one at %d", bad, err, lowest)
+		}
 	}
 }

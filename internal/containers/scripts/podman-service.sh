@@ -1,8 +1,13 @@
 # shellcheck shell=sh
 # The run user's podman REST service, started once (containers.StartService runs this as the run
-# user, from scripts/start-service.sh). Under systemd it is the user's podman.socket;
-# without systemd (the netns substrate) a detached `podman system service` whose pid is
-# kept beside the socket. Prints "ready" (already listening) or "started".
+# user, from scripts/start-service.sh): `podman system service --time=0`, which serves until it
+# is stopped. Under systemd (a VM with the user's manager running) it is a transient user unit,
+# so the manager supervises it and it outlives the ssh session; without systemd (the netns
+# substrate) a detached process. Its pid is kept beside the socket either way. Not the
+# socket-activated podman.socket Debian ships: `systemctl --user enable --now` reloads the
+# user's manager (2.3 s under TCG), and the service it activates quits after 5 s idle, so
+# the next call (the lev step's, a minute later `lever run`) pays a fresh start (~1 s of
+# waiting, 3 s of CPU under TCG). Prints "ready" (already listening) or "started".
 set -eu
 uid=$(id -u)
 HOME=$(getent passwd "$uid" | cut -d: -f6)
@@ -13,13 +18,29 @@ cd "$HOME"
 # alive: the recorded pid runs and is not a zombie (kill -0 succeeds on a zombie, and a
 # killed service's zombie lingers where init does not reap)
 alive() { [ -f "$1" ] || return 1; st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$(cat "$1")/status" 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }
-# Listening already: systemd's socket (no pid file of ours) or our detached service alive.
-# The observation's rule, checked first: a cold bring-up, whose observation could not
-# run, otherwise pays for `systemctl --user enable --now` (~3 s under TCG) to learn it.
+# Listening already: a socket without a pid file of ours (systemd's podman.socket, which an
+# earlier lever enabled) or our service alive. The observation's rule, checked first.
 if [ -S "$sock" ] && { [ ! -f "$pidf" ] || alive "$pidf"; }; then echo ready; exit 0; fi
-if [ -S "$XDG_RUNTIME_DIR/systemd/private" ] && command -v systemctl >/dev/null; then
-	systemctl --user enable --now podman.socket >/dev/null 2>&1 && { echo ready; exit 0; }
-fi
+unit=
+if [ -S "$XDG_RUNTIME_DIR/systemd/private" ] && command -v systemd-run >/dev/null; then unit=lever-podman.service; fi
+log=$XDG_RUNTIME_DIR/podman/lever-service.log
+# launch starts the service and records its pid. The unit runs podman through sh only to
+# send its output to the log (exec: the unit's main pid is podman's); Delegate and
+# KillMode=process as in podman's own unit, so stopping the service leaves the containers
+# (their conmon) running.
+# shellcheck disable=SC2016 # $0 and $1 are the inner shell's arguments
+launch() {
+	if [ -n "$unit" ]; then
+		# a failed or stopping unit of this name would refuse the new one
+		systemctl --user stop "$unit" >/dev/null 2>&1 || true
+		systemd-run --user --quiet --collect --unit="$unit" -p Delegate=yes -p KillMode=process \
+			/bin/sh -c 'exec podman system service --time=0 "unix://$0" >"$1" 2>&1' "$sock" "$log" || return 1
+		systemctl --user show -p MainPID --value "$unit" >"$pidf"
+	else
+		setsid podman system service --time=0 "unix://$sock" >"$log" 2>&1 </dev/null &
+		echo $! >"$pidf"
+	fi
+}
 # a guest "reboot" (the netns substrate's stop) kills the rootless pause process but leaves
 # its pid file, which podman would then try to join
 pause=$XDG_RUNTIME_DIR/libpod/tmp/pause.pid
@@ -28,10 +49,9 @@ mkdir -p "$XDG_RUNTIME_DIR/podman"; rm -f "$sock"
 # Two attempts: a service that dies at once over a stale rootless namespace is retried
 # after podman system migrate, which resets it.
 for attempt in 1 2; do
-	setsid podman system service --time=0 "unix://$sock" >"$XDG_RUNTIME_DIR/podman/lever-service.log" 2>&1 </dev/null &
-	echo $! >"$pidf"
+	launch || { echo "podman service: systemd-run refused the unit $unit" >&2; exit 1; }
 	i=0; while [ ! -S "$sock" ] && [ $i -lt 300 ] && alive "$pidf"; do sleep 0.1; i=$((i+1)); done
 	[ -S "$sock" ] && { echo started; exit 0; }
 	[ $attempt = 1 ] && { podman system migrate >/dev/null 2>&1 || true; }
 done
-echo "podman service did not create $sock:" >&2; cat "$XDG_RUNTIME_DIR/podman/lever-service.log" >&2; exit 1
+echo "podman service did not create $sock:" >&2; cat "$log" >&2; exit 1

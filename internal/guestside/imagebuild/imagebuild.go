@@ -3,8 +3,9 @@
 // as directory trees that podman runs as overlaid root file systems (--rootfs dir:O):
 // lev's tree (levimage.MakeLevRootDir: the helper's own executable, exactly the lev binary
 // lever checked and sent) and the default workbench's (levimage.MakeRootDir: the guest's
-// own package files). The helper reads the guest's dpkg database itself
-// (debroot.ReadInputs), plans the workbench's files (debroot.Resolve) and names its tree
+// own package files). The helper reads the guest's dpkg database itself and plans the
+// workbench's files (debroot.PlanRoot, which reads only the workbench's packages' file
+// lists), and names its tree
 // from the package-state digest (debroot.StateDigest) exactly as bring-up names it from
 // the digest its observation read (BenchRequest.Dir): nothing large crosses the guest
 // link either way, and nothing is packed, loaded or ID-mapped (under qemu's TCG the
@@ -178,14 +179,11 @@ func makeBench(root string, req BenchRequest, lev func() (*levimage.LevLayer, er
 	if dir := req.Dir(sum); exists(dir) {
 		return &BenchTree{Dir: dir, Ref: req.ref(sum), StatusSum: sum}, nil
 	}
-	in, err := debroot.ReadInputs(root)
+	// only the workbench's packages' file lists are read, not the guest's few hundred
+	in, plan, err := debroot.PlanRoot(root, levimage.WorkbenchPackages)
 	if errors.Is(err, debroot.ErrNoDpkg) {
 		return &BenchTree{NoDpkg: err.Error()}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the guest's packages: %w", err)
-	}
-	plan, err := debroot.Resolve(in, levimage.WorkbenchPackages)
 	if err != nil {
 		return nil, fmt.Errorf("planning the workbench: %w", err)
 	}

@@ -58,7 +58,16 @@ func Resolve(in Inputs, wanted []string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix := newIndex(pkgs, in.Arch)
+	seen, err := closure(newIndex(pkgs, in.Arch), wanted)
+	if err != nil {
+		return nil, err
+	}
+	return planPaths(in, seen)
+}
+
+// closure is the set of installed packages wanted names, with everything they depend on
+// (Depends and Pre-Depends), by name.
+func closure(ix *index, wanted []string) (map[string]*Package, error) {
 	seen := map[string]*Package{}
 	var queue []*Package
 	for _, w := range wanted {
@@ -90,6 +99,12 @@ func Resolve(in Inputs, wanted []string) (*Plan, error) {
 			}
 		}
 	}
+	return seen, nil
+}
+
+// planPaths is the plan of the closure seen: its packages, and the canonical paths of
+// their files, the alternatives and certificates among them, and every parent.
+func planPaths(in Inputs, seen map[string]*Package) (*Plan, error) {
 	plan := &Plan{}
 	for n := range seen {
 		plan.Packages = append(plan.Packages, n)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -22,9 +23,79 @@ var ErrNoDpkg = errors.New("no /var/lib/dpkg/status: not a Debian-family guest")
 // printed, parsed; the certificate names are in lexical order (find printed them in
 // directory order, which nothing depends on). ErrNoDpkg when there is no dpkg status.
 func ReadInputs(root string) (Inputs, error) {
+	in, _, err := readInputs(root, true)
+	return in, err
+}
+
+// PlanRoot reads the live system at root as ReadInputs does and plans the closure of
+// wanted (Resolve), but reads only the closure's file lists, not every package's: the
+// plan uses no other list, and under emulation reading the guest's few hundred lists
+// (most of them for packages the workbench does not hold) was most of the image step's
+// reading time. The Inputs returned hold the closure's lists alone.
+func PlanRoot(root string, wanted []string) (Inputs, *Plan, error) {
+	in, pkgs, err := readInputs(root, false)
+	if err != nil {
+		return Inputs{}, nil, err
+	}
+	seen, err := closure(newIndex(pkgs, in.Arch), wanted)
+	if err != nil {
+		return Inputs{}, nil, err
+	}
+	dir := filepath.Join(root, "var/lib/dpkg/info")
+	for _, p := range seen {
+		// Resolve's lookup order: the architecture-qualified list first
+		for _, name := range []string{p.Name + ":" + p.Arch, p.Name} {
+			lines, ok, err := readList(dir, name)
+			if err != nil {
+				return Inputs{}, nil, err
+			}
+			if ok {
+				in.Lists[name] = lines
+				break
+			}
+		}
+	}
+	plan, err := planPaths(in, seen)
+	if err != nil {
+		return Inputs{}, nil, err
+	}
+	return in, plan, nil
+}
+
+// listName: a package name and architecture as dpkg allows them, the only names
+// readList makes a path of (a status file naming "../x" must not read outside info/).
+var listName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]*(:[a-z0-9][a-z0-9-]*)?$`)
+
+// readList reads info/NAME.list as readLists does: only a regular file (not a symlink, a
+// directory or anything else), a line a path; ok is false for an empty or absent list.
+func readList(dir, name string) (lines []string, ok bool, _ error) {
+	if !listName.MatchString(name) {
+		return nil, false, fmt.Errorf("the dpkg status names a package %q: not a package name", name)
+	}
+	p := filepath.Join(dir, name+".list")
+	fi, err := os.Lstat(p)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.Mode().IsRegular() {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the packages' file lists: %w", err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the packages' file lists: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, false, nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), true, nil
+}
+
+// readInputs is ReadInputs, with every package's file list or none (allLists), and the
+// parsed status.
+func readInputs(root string, allLists bool) (Inputs, []Package, error) {
 	status, err := readStatus(root)
 	if err != nil {
-		return Inputs{}, err
+		return Inputs{}, nil, err
 	}
 	in := Inputs{Lists: map[string][]string{}, RootLinks: map[string]string{}, AltLinks: map[string]string{}}
 	in.StatusSum = stateDigest(root, status)
@@ -33,21 +104,28 @@ func ReadInputs(root string) (Inputs, error) {
 	if len(status) == 0 || status[len(status)-1] != '\n' {
 		in.Status = append(append([]byte(nil), status...), '\n')
 	}
-	if in.Arch, err = nativeArch(status); err != nil {
-		return Inputs{}, err
+	// parsed as Resolve parses it
+	pkgs, err := ParseStatus(in.Status)
+	if err != nil {
+		return Inputs{}, nil, err
 	}
-	if err := readLists(root, in.Lists); err != nil {
-		return Inputs{}, err
+	if in.Arch, err = nativeArch(pkgs); err != nil {
+		return Inputs{}, nil, err
+	}
+	if allLists {
+		if err := readLists(root, in.Lists); err != nil {
+			return Inputs{}, nil, err
+		}
 	}
 	ents, err := os.ReadDir(root)
 	if err != nil {
-		return Inputs{}, err
+		return Inputs{}, nil, err
 	}
 	for _, e := range ents {
 		if e.Type()&fs.ModeSymlink != 0 {
 			t, err := os.Readlink(filepath.Join(root, e.Name()))
 			if err != nil {
-				return Inputs{}, err
+				return Inputs{}, nil, err
 			}
 			in.RootLinks["/"+e.Name()] = t
 		}
@@ -56,7 +134,7 @@ func ReadInputs(root string) (Inputs, error) {
 	if fi, err := os.Lstat(altDir); err == nil && fi.IsDir() {
 		ents, err := os.ReadDir(altDir)
 		if err != nil {
-			return Inputs{}, fmt.Errorf("reading the alternatives links: %w", err)
+			return Inputs{}, nil, fmt.Errorf("reading the alternatives links: %w", err)
 		}
 		for _, e := range ents {
 			if e.Type()&fs.ModeSymlink == 0 {
@@ -64,28 +142,24 @@ func ReadInputs(root string) (Inputs, error) {
 			}
 			t, err := os.Readlink(filepath.Join(altDir, e.Name()))
 			if err != nil {
-				return Inputs{}, err
+				return Inputs{}, nil, err
 			}
 			in.AltLinks[e.Name()] = t
 		}
 	}
 	if in.Alternatives, err = readAlternatives(filepath.Join(root, "var/lib/dpkg/alternatives")); err != nil {
-		return Inputs{}, err
+		return Inputs{}, nil, err
 	}
 	if in.Certs, err = readCerts(root); err != nil {
-		return Inputs{}, err
+		return Inputs{}, nil, err
 	}
-	return in, nil
+	return in, pkgs, nil
 }
 
 // nativeArch is dpkg's native architecture: the architecture of the installed dpkg
 // package (dpkg --print-architecture prints the one it was built for, which is that
 // package's; dpkg is never co-installed for a second architecture).
-func nativeArch(status []byte) (string, error) {
-	pkgs, err := ParseStatus(status)
-	if err != nil {
-		return "", err
-	}
+func nativeArch(pkgs []Package) (string, error) {
 	for _, p := range pkgs {
 		if p.Name == "dpkg" && p.Installed && p.Arch != "" && p.Arch != "all" {
 			return p.Arch, nil
