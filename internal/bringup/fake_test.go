@@ -374,12 +374,21 @@ func (j *tjail) script() {
 		list := func(rules []string) string {
 			return "-P OUTPUT ACCEPT\n-N LEVER_EGRESS\n-A OUTPUT -j LEVER_EGRESS\n" + strings.Join(rules, "\n")
 		}
-		return []guesttest.Sec{
+		secs := []guesttest.Sec{
 			{Name: "filter4", Out: list(v4)}, {Name: "filter6", Out: list(v6)},
 			{Name: "alias4", Out: testAlias + " STREAM host.fake.internal"}, {Name: "alias6", RC: 2},
 			{Name: "variant", Out: "iptables v1.8.9 (legacy)"},
 			{Name: "containment.fake", Out: w.containment},
 		}
+		// the look for lev's installed copy a boot's call carries (Helper.LookPart)
+		if strings.Contains(string(c.Stdin), "sec "+guestside.LookSection+" ") {
+			rc := 113
+			if w.helperInstalled {
+				rc = 0
+			}
+			secs = append(secs, guesttest.Sec{Name: guestside.LookSection, RC: rc})
+		}
+		return secs
 	}
 	j.r.On("observe", guesttest.Script("podman_service"), failing("observe", guesttest.Sections(func(c guest.Cmd) []guesttest.Sec {
 		w.mu.Lock()

@@ -248,6 +248,25 @@ func TestHelperInstalledAfterEgress(t *testing.T) {
 		t.Errorf("restart's guest calls %v: want one look, no install", names)
 	}
 
+	// a backend whose call after the boot is the egress snapshot (Lima) looks in that
+	// call: a fresh guest gets the install without a look, a restarted one neither
+	for _, had := range []bool{false, true} {
+		j = vm(t)
+		j.cold()
+		j.in.b = &snapBackend{fakeBackend: j.be}
+		j.w.helperInstalled = had
+		if _, err := j.in.Execute(context.Background()); err != nil {
+			t.Fatalf("boot snapshot, lev there %v: %v\n%s", had, err, j.out)
+		}
+		wantInstall := 1
+		if had {
+			wantInstall = 0
+		}
+		if names := j.r.Names(); count(names, "look") != 0 || count(names, "install") != wantInstall || count(names, "enrol-installed") != 1 {
+			t.Errorf("boot snapshot, lev there %v: guest calls %v, want no look and %d install", had, names, wantInstall)
+		}
+	}
+
 	// containment refused: the bring-up stops at egress, and nothing is installed
 	j = vm(t)
 	j.cold()

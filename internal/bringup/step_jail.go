@@ -33,7 +33,13 @@ var jailStep = Step{
 		if u, ok := in.b.(UpSnapshotter); ok {
 			// The backend's call after the boot is the egress snapshot (one round trip
 			// fewer); the egress step judges it as it would its own.
-			secs, err := u.EnsureUpWithSnapshot(ctx, in.Spec.SnapshotRequest())
+			req := in.Spec.SnapshotRequest()
+			if in.helper != nil && !in.InPlace {
+				// and whether lev is installed (a restarted guest keeps it): the
+				// install, or no install, follows the egress step without a look
+				req.Extra = in.helper.LookPart()
+			}
+			secs, err := u.EnsureUpWithSnapshot(ctx, req)
 			if err != nil {
 				return Done{Facts: f}, err
 			}

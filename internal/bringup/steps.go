@@ -244,6 +244,7 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			install = make(chan struct{})
 			// the steps started from here on (podman's) see it
 			in.installing = install
+			boot := f.BootSnapshot
 			go func() {
 				defer close(install)
 				if obs.GuestReachable {
@@ -251,7 +252,14 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 					_ = in.helper.Install(ctx, in.Runner)
 					return
 				}
-				// a guest that was down may have it on its disk (a restart): look first
+				// a guest that was down may have it on its disk (a restart): the call
+				// after its boot looked (UpSnapshotter), or a look comes first
+				if found, ok := in.helper.Looked(boot); ok {
+					if !found {
+						_ = in.helper.Install(ctx, in.Runner)
+					}
+					return
+				}
 				_ = in.helper.Ensure(ctx, in.Runner)
 			}()
 		}

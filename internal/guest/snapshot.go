@@ -78,6 +78,11 @@ type SnapshotRequest struct {
 	// backend.Containment) run in the same call after the snapshot part. It answers in
 	// sections named ContainmentPrefix+...; they are Snapshot.Containment.
 	Containment string
+	// Extra is a read-only script part of the caller's, run last in the same call (never
+	// in a rebuild's read-back); its sections come back with the snapshot's, for the
+	// caller to read (bring-up's look for lev's installed copy, in the call after a boot).
+	// Its section names must not be the snapshot's or begin with ContainmentPrefix.
+	Extra string
 	// readBack: the rebuild's read-back (readBackOf), which lists the tables only.
 	readBack bool
 }
@@ -87,7 +92,7 @@ type SnapshotRequest struct {
 // the commits, in the snapshot the rebuild was planned from, and are not read twice
 // (under emulation each lookup is a process at 0.1-0.2 s).
 func readBackOf(req SnapshotRequest) SnapshotRequest {
-	req.LimaDNS, req.Containment, req.readBack = false, "", true
+	req.LimaDNS, req.Containment, req.Extra, req.readBack = false, "", "", true
 	return req
 }
 
@@ -162,14 +167,18 @@ const (
 const ContainmentPrefix = "containment."
 
 // SnapshotParts are the script parts (without the prelude) that take the snapshot req
-// asks for: the snapshot itself and, when asked, the backend's containment part. A caller
+// asks for: the snapshot itself and, when asked, the backend's containment part and the
+// caller's Extra part. A caller
 // that folds the snapshot into a larger script (bring-up's observation) appends them;
 // SnapshotEnv are their inputs.
 func SnapshotParts(req SnapshotRequest) []string {
-	if req.Containment == "" {
-		return []string{snapshotPart}
+	parts := []string{snapshotPart}
+	for _, p := range []string{req.Containment, req.Extra} {
+		if p != "" {
+			parts = append(parts, p)
+		}
 	}
-	return []string{snapshotPart, req.Containment}
+	return parts
 }
 
 // SnapshotEnv are the snapshot script's inputs (NAME=value) for req.

@@ -160,6 +160,43 @@ func (h *Helper) cacheChecks() string {
 		`case $(stat -c '%u %a' "$f") in "0 755"|"0 700") ;; *) echo "lever: $f is not root's alone: refusing to run it" >&2; exit 1;; esac; `
 }
 
+// LookSection names the section LookPart prints.
+const LookSection = "lever.helper"
+
+// LookPart is Ensure's look as a part of a sections script (guest.Script) the caller
+// runs as root anyway (bring-up adds it to the egress snapshot Lima takes after a boot):
+// section LookSection, whose status is the look's (0: there). "" in place, or when lev
+// cannot be read to name it.
+func (h *Helper) LookPart() string {
+	if h.InPlace {
+		return ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.load() != nil {
+		return ""
+	}
+	// a subshell: the checks' exit ends it, not the script
+	return "lever_helper_look() (\n" + h.cacheChecks() + "exit 0\n)\nsec " + LookSection + " lever_helper_look\n"
+}
+
+// Looked reads LookPart's answer in secs, as Ensure reads its own call's: found when the
+// copy is there (or there but not root's alone, which the helper call refuses, naming
+// it), and then remembered as installed. ok is false when secs hold no such answer.
+func (h *Helper) Looked(secs guest.Sections) (found, ok bool) {
+	sec, ok := secs[LookSection]
+	if !ok || h.InPlace {
+		return false, false
+	}
+	if sec.RC != 0 && sec.RC != 1 {
+		return false, true
+	}
+	h.mu.Lock()
+	h.installed = true
+	h.mu.Unlock()
+	return true, true
+}
+
 // Ensure makes sure the guest has this lev, for a guest the caller could not look into
 // (one that was down: a restart after lever stop keeps the copy on its disk). It looks
 // first, in a call that carries nothing, and installs only when the copy is missing: the

@@ -292,3 +292,65 @@ func cacheFixture(t *testing.T) (lev string, bin []byte, sum [32]byte, dir strin
 	bin, _ = os.ReadFile(lev)
 	return lev, bin, sha256.Sum256(bin), filepath.Join(t.TempDir(), "lever", "bin")
 }
+
+// TestHelperLookPart runs the look a boot's call carries (LookPart) with a real shell in
+// a sections script: a guest without lev is found without it (the install follows), one
+// with it is found with it (no install: the helper call that follows runs it), a copy
+// someone else owns counts as found (the helper call refuses it, naming it), and an
+// answer without the section says nothing.
+func TestHelperLookPart(t *testing.T) {
+	lev, _, sum, dir := cacheFixture(t)
+	cached := filepath.Join(dir, "lev-"+hex.EncodeToString(sum[:16]))
+	ctx := context.Background()
+	look := func(h *Helper) guest.Sections {
+		t.Helper()
+		part := h.LookPart()
+		if part == "" {
+			t.Fatal("no look part")
+		}
+		sc := guest.NewScript(part)
+		res, err := (&shRunner{}).Run(ctx, sc.Cmd(nil))
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("the look's script: %v exit %d: %s", err, res.ExitCode, res.Stderr)
+		}
+		secs, err := sc.Parse(res.Stdout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return secs
+	}
+
+	h := &Helper{Lev: lev, Dir: dir}
+	if found, ok := h.Looked(look(h)); found || !ok {
+		t.Fatalf("a guest without lev: found %v ok %v", found, ok)
+	}
+	r := &shRunner{}
+	if _, err := h.Run(ctx, r, ModeProbe, []byte("{}\n")); err != nil || len(r.calls) != 3 {
+		t.Fatalf("not found: the helper call installs it (%v, %d calls: want missing, install, run)", err, len(r.calls))
+	}
+
+	h = &Helper{Lev: lev, Dir: dir}
+	if found, ok := h.Looked(look(h)); !found || !ok {
+		t.Fatalf("a guest with lev: found %v ok %v", found, ok)
+	}
+	r = &shRunner{}
+	if res, err := h.Run(ctx, r, ModeProbe, []byte("{}\n")); err != nil || res.ExitCode != 0 || len(r.calls) != 1 {
+		t.Fatalf("found: the helper call runs it at once (%v exit %d, %d calls)", err, res.ExitCode, len(r.calls))
+	}
+
+	os.Chown(cached, 65534, 65534)
+	h = &Helper{Lev: lev, Dir: dir}
+	if found, ok := h.Looked(look(h)); !found || !ok {
+		t.Fatalf("a copy owned by uid 65534: found %v ok %v (want found: the helper call refuses it)", found, ok)
+	}
+	if res, err := h.Run(ctx, &shRunner{}, ModeProbe, []byte("{}\n")); err != nil || res.ExitCode != 1 || !strings.Contains(string(res.Stderr), "not root's alone") {
+		t.Fatalf("the helper call on a copy someone else owns: %v exit %d %s", err, res.ExitCode, res.Stderr)
+	}
+
+	if found, ok := (&Helper{Lev: lev, Dir: dir}).Looked(guest.Sections{"other": {}}); found || ok {
+		t.Fatalf("no look in the answer: found %v ok %v", found, ok)
+	}
+	if p := (&Helper{Lev: lev, Dir: dir, InPlace: true}).LookPart(); p != "" {
+		t.Fatalf("in place: a look part %q", p)
+	}
+}
