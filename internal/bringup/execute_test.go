@@ -263,6 +263,34 @@ func TestColdUp(t *testing.T) {
 	}
 }
 
+// TestLevStepContainersAtOnce: the lev step creates every container at once (each one's
+// create waits, up to 2 s, for the others to be in flight). Control: with one container to
+// make (the other runs), nothing overlaps and the step still succeeds.
+func TestLevStepContainersAtOnce(t *testing.T) {
+	j := healthyJail(t)
+	j.cold()
+	j.pod.together = 4 // the manager, a worker, and their benches
+	if _, err := j.in.Execute(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, j.out)
+	}
+	if !j.pod.overlapped || len(j.pod.containers) != 4 {
+		t.Errorf("the lev step's %d containers were not created at once\n%s", len(j.pod.containers), j.out)
+	}
+
+	j = healthyJail(t)
+	j.cold()
+	j.pod.together = 2
+	for _, n := range []string{"lever-u-manager", "lever-u-manager-bench", "lever-u-worker-a"} {
+		j.pod.containers[n] = containers.State{Name: n, Running: true}
+	}
+	if _, err := j.in.Execute(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, j.out)
+	}
+	if j.pod.overlapped {
+		t.Error("the control overlapped: one container to create")
+	}
+}
+
 // TestColdUpSnapshotAfterBoot: a backend that reads the guest after booting it
 // (UpSnapshotter, Lima) takes the egress snapshot in that call, and the egress step judges
 // it: the step's one call is the rebuild. Control: the same cold jail on a backend without

@@ -157,6 +157,12 @@ type fakePodman struct {
 	layered chan struct{}
 	// dialGate, when set, holds Dial until it is closed (or fails it after 2 s)
 	dialGate chan struct{}
+	// together, when set, makes each EnsureContainer that acts wait (up to 2 s) until
+	// together of them are in flight at once; overlapped says they all were
+	together   int
+	inFlight   int
+	allArrived chan struct{}
+	overlapped bool
 }
 
 func (p *fakePodman) Dial(_ context.Context, uid int) (Podman, error) {
@@ -229,6 +235,30 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before fun
 	p.mu.Unlock()
 	if ok && st.Running {
 		return containers.Unchanged, nil
+	}
+	p.mu.Lock()
+	if p.together > 0 {
+		if p.allArrived == nil {
+			p.allArrived = make(chan struct{})
+		}
+		p.inFlight++
+		if p.inFlight == p.together {
+			close(p.allArrived)
+			p.overlapped = true
+		}
+		all := p.allArrived
+		p.mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(2 * time.Second):
+		}
+		defer func() {
+			p.mu.Lock()
+			p.inFlight--
+			p.mu.Unlock()
+		}()
+	} else {
+		p.mu.Unlock()
 	}
 	if err := before(ct); err != nil {
 		return "", fmt.Errorf("not starting container %s: %w", ct.Name, err)

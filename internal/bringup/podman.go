@@ -24,7 +24,7 @@ type Podman interface {
 	Images
 	List(instance string) ([]containers.State, error)
 	// EnsureContainer is containers.Client.Ensure with beforeStart run right before a
-	// container is created or started.
+	// container is created or started. The lev step calls it for every container at once.
 	EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error)
 	Inspect(name string) (*containers.State, error)
 	Logs(name string) (string, error)
@@ -39,8 +39,7 @@ type Dialer interface {
 type podmanClient struct{ *containers.Client }
 
 func (p podmanClient) EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error) {
-	p.Client.BeforeStart = beforeStart
-	return p.Client.Ensure(ct, fresh)
+	return p.Client.EnsureWith(ct, fresh, beforeStart)
 }
 
 // socketDialer connects to the run user's podman socket: in place on the netns substrate,

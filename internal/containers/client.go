@@ -18,10 +18,6 @@ import (
 type Client struct {
 	ctx context.Context
 	URI string
-	// BeforeStart, when set, is called right before a container is created or started
-	// (never on the unchanged path). Podman resolves bind-mount sources at every start,
-	// and the in-tree sources are writable by the agents: bring-up checks them here.
-	BeforeStart func(Container) error
 	// imageWrites counts image loads and builds through this client (a warm bring-up
 	// makes none; tests assert it).
 	imageWrites atomic.Int64
@@ -71,6 +67,14 @@ const (
 // spec-hash label matches is only started if stopped (so lever stop + up keeps it, and its
 // create-time devices); one with another hash, or any container under fresh, is replaced.
 func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
+	return c.EnsureWith(ct, fresh, nil)
+}
+
+// EnsureWith is Ensure with before, when not nil, called right before the container is
+// created or started (never on the unchanged path): podman resolves bind-mount sources at
+// every start, and the in-tree sources are writable by the agents, so bring-up checks them
+// there. Safe to call for several containers at once.
+func (c *Client) EnsureWith(ct Container, fresh bool, before func(Container) error) (Change, error) {
 	ins, err := c.inspect(ct.Name)
 	if err != nil {
 		return "", err
@@ -81,7 +85,7 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 			if ins.State != nil && ins.State.Running {
 				return Unchanged, nil
 			}
-			if err := c.beforeStart(ct); err != nil {
+			if err := beforeStart(ct, before); err != nil {
 				return "", err
 			}
 			err := podcontainers.Start(c.ctx, ct.Name, nil)
@@ -101,7 +105,7 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 		}
 		change = Recreated
 	}
-	if err := c.beforeStart(ct); err != nil {
+	if err := beforeStart(ct, before); err != nil {
 		return "", err
 	}
 	if _, err := podcontainers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
@@ -113,11 +117,11 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 	return change, nil
 }
 
-func (c *Client) beforeStart(ct Container) error {
-	if c.BeforeStart == nil {
+func beforeStart(ct Container, before func(Container) error) error {
+	if before == nil {
 		return nil
 	}
-	if err := c.BeforeStart(ct); err != nil {
+	if err := before(ct); err != nil {
 		return fmt.Errorf("not starting container %s: %w", ct.Name, err)
 	}
 	return nil
