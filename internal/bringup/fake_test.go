@@ -478,7 +478,10 @@ func (j *tjail) script() {
 		return guest.Result{Stdout: []byte(testBoot + "\nnone\n")}, nil
 	}))
 	j.r.On("provision", guesttest.Script("LEVER_RUN_USER="), failing("provision", guesttest.Sections(func(guest.Cmd) []guesttest.Sec {
-		if err := waitGate(w.provisionGate, "provisioning"); err != nil {
+		w.mu.Lock()
+		gate := w.provisionGate
+		w.mu.Unlock()
+		if err := waitGate(gate, "provisioning"); err != nil {
 			return []guesttest.Sec{{Name: "uid", RC: 1, Out: err.Error()}}
 		}
 		w.mu.Lock()

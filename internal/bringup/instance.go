@@ -65,10 +65,7 @@ type Instance struct {
 	// helper runs lev's guest-side modes with levBin (shared by the steps' copies of the
 	// Instance, so lev is installed in a VM guest once per bring-up at most).
 	helper *guestside.Helper
-	// installing, while lev's install into the guest runs (Execute), is closed when it
-	// ends; nil when there is none.
-	installing <-chan struct{}
-	levErr     error
+	levErr error
 	// tarballDigest is lev.base_tarball's digest (tarballErr: why there is none).
 	tarballDigest string
 	tarballErr    error

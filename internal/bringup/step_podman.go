@@ -21,19 +21,6 @@ var podmanStep = Step{
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
 		d := Done{Detail: "podman service up"}
 		if !obs.ServiceUp {
-			// lev's install first, when one runs: under emulation the guest's two CPUs
-			// are what a cold up waits for, and the install is on its longest path (the
-			// image step's tree and then the lev step wait for it) while podman's start
-			// (3-7 s of CPU under TCG) is needed by the lev step alone. Started beside
-			// the install it took a third of the CPU from it (a traced Lima cold up:
-			// the install 9.2 s, the image step after it 5.8 s, podman 6.9 s beside).
-			if in.installing != nil {
-				select {
-				case <-in.installing:
-				case <-ctx.Done():
-					return Done{Facts: f}, ctx.Err()
-				}
-			}
 			how, err := containers.StartService(ctx, in.Runner, in.RunUser)
 			if err != nil {
 				return Done{Facts: f}, err

@@ -208,7 +208,6 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	p := newProgress(in.opts.Out, len(Steps))
 	early := map[int]*run{}
 	var install chan struct{}
-	in.installing = nil
 	// every step started early is waited for, whatever happens before its turn
 	defer func() {
 		for _, r := range early {
@@ -242,8 +241,6 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 			// checked against lev's digest, and runs nothing of it. Its failure is not
 			// this step's: the helper call that needs lev installs it again and says why.
 			install = make(chan struct{})
-			// the steps started from here on (podman's) see it
-			in.installing = install
 			boot := f.BootSnapshot
 			go func() {
 				defer close(install)
