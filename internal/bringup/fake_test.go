@@ -157,8 +157,8 @@ type fakePodman struct {
 	layered chan struct{}
 	// dialGate, when set, holds Dial until it is closed (or fails it after 2 s)
 	dialGate chan struct{}
-	// together, when set, makes each EnsureContainer that acts wait (up to 2 s) until
-	// together of them are in flight at once; overlapped says they all were
+	// together, when set, makes each EnsureContainer that acts wait (up to 0.2 s) until
+	// together of them are in flight at once; overlapped says they ever were
 	together   int
 	inFlight   int
 	allArrived chan struct{}
@@ -250,7 +250,7 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before fun
 		p.mu.Unlock()
 		select {
 		case <-all:
-		case <-time.After(2 * time.Second):
+		case <-time.After(200 * time.Millisecond):
 		}
 		defer func() {
 			p.mu.Lock()

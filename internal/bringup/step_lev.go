@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/tail"
@@ -52,34 +51,21 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 		return false, "", err
 	}
 	before := func(ct containers.Container) error { return in.checkMountSources(ctx, ct) }
-	// every container at once: none depends on another, and podman's service creates and
-	// starts them in parallel (under TCG one after the other took 3-4 s for two, with the
-	// guest's second CPU idle); the first container's error, in the plan's order, is the
-	// one reported, after all have answered
-	type ensured struct {
-		ch  containers.Change
-		err error
-	}
-	res := make([]ensured, len(cs))
-	var wg sync.WaitGroup
-	for i, ct := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[i].ch, res[i].err = c.EnsureContainer(ct, in.opts.Fresh, before)
-		}()
-	}
-	wg.Wait()
+	// One after the other. Created at once (they do not depend on each other), a fresh
+	// rootless service (podman 4.3.1) refused the second: "keep-id requires additional
+	// UIDs or GIDs defined in /etc/subuid" while the first was still setting up the run
+	// user's namespace (a traced Lima cold up, 2026-12-01).
 	changed := false
 	var parts []string
-	for i, ct := range cs {
-		if res[i].err != nil {
-			return false, "", res[i].err
+	for _, ct := range cs {
+		ch, err := c.EnsureContainer(ct, in.opts.Fresh, before)
+		if err != nil {
+			return false, "", err
 		}
-		if res[i].ch != containers.Unchanged {
+		if ch != containers.Unchanged {
 			changed = true
 		}
-		parts = append(parts, ct.Name+" "+string(res[i].ch))
+		parts = append(parts, ct.Name+" "+string(ch))
 	}
 	// A stopped-then-started container may exit at once (bad config): report it.
 	for _, ct := range cs {
