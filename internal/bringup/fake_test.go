@@ -242,7 +242,7 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before fun
 			p.allArrived = make(chan struct{})
 		}
 		p.inFlight++
-		if p.inFlight == p.together {
+		if p.inFlight == p.together && !p.overlapped {
 			close(p.allArrived)
 			p.overlapped = true
 		}

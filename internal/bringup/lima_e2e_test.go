@@ -314,6 +314,20 @@ lev:
 			time.Sleep(time.Second)
 		}
 	}
+	// The podman service is lever's transient unit (the manager shares the jail's network
+	// namespace in a VM), and it is the same process after the agent's run and acceptance
+	// (Debian's socket-activated service quit after 5 s idle and was started again).
+	service := func() string {
+		o, c := e.guest(t, `p=$(cat /run/user/$(id -u)/podman/lever-service.pid) && kill -0 "$p" && echo "$p $(systemctl --user list-units --state=active --plain --no-legend 'lever-podman-*.service' | wc -l)"`)
+		if c != 0 {
+			t.Fatalf("the podman service's pid: exit %d: %s", c, o)
+		}
+		return strings.TrimSpace(o)
+	}
+	svc := service()
+	if !strings.HasSuffix(svc, " 1") {
+		t.Fatalf("the podman service after the cold up: %q, want its pid and one lever-podman unit", svc)
+	}
 	// Acceptance runs once, after the agent's run: its whole-filesystem key scan is the
 	// slowest step under TCG (~4 MB/s), and after the run is when a leaked key would show.
 
@@ -372,6 +386,9 @@ lev:
 		}
 	}
 	acceptancePasses("after cold up and the agent's run (key nowhere in the guest)")
+	if now := service(); now != svc {
+		t.Errorf("the podman service changed during the run and acceptance: %q, was %q", now, svc)
+	}
 
 	// 3. warm: a second up changes nothing.
 	out, code = e.lever(t, "up")

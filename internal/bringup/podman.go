@@ -24,7 +24,7 @@ type Podman interface {
 	Images
 	List(instance string) ([]containers.State, error)
 	// EnsureContainer is containers.Client.Ensure with beforeStart run right before a
-	// container is created or started. The lev step calls it for every container at once.
+	// container is created or started.
 	EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error)
 	Inspect(name string) (*containers.State, error)
 	Logs(name string) (string, error)

@@ -73,7 +73,7 @@ func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
 // EnsureWith is Ensure with before, when not nil, called right before the container is
 // created or started (never on the unchanged path): podman resolves bind-mount sources at
 // every start, and the in-tree sources are writable by the agents, so bring-up checks them
-// there. Safe to call for several containers at once.
+// there.
 func (c *Client) EnsureWith(ct Container, fresh bool, before func(Container) error) (Change, error) {
 	ins, err := c.inspect(ct.Name)
 	if err != nil {

@@ -12,9 +12,10 @@ import (
 // SocketPath is the run user's podman REST socket.
 func SocketPath(uid int) string { return fmt.Sprintf("/run/user/%d/podman/podman.sock", uid) }
 
-// serviceScript starts the run user's podman REST service once (under systemd its
-// podman.socket, else a detached `podman system service`); startScript runs it as the run
-// user from the guest init's mount namespace, as the section "service".
+// serviceScript starts the run user's podman REST service once (`podman system service
+// --time=0`: a transient unit of the user's systemd manager where that manager shares the
+// jail's network namespace, else a detached process); startScript runs it as the run user
+// from the guest init's mount namespace, as the section "service".
 var (
 	//go:embed scripts/podman-service.sh
 	serviceScript string
@@ -41,7 +42,8 @@ func StartService(ctx context.Context, r guest.Runner, user string) (string, err
 	return "", fmt.Errorf("starting the podman service of run user %s: %w", user, err)
 }
 
-// StopService stops a service StartService detached (the systemd socket is left to systemd).
+// StopService stops the service StartService started (by its recorded pid; a podman.socket
+// an earlier lever enabled is left to systemd).
 func StopService(ctx context.Context, r guest.Runner, uid int) error {
 	_, err := guest.RunOK(ctx, r, guest.Cmd{As: guest.RunUser, Argv: []string{"/bin/sh", "-c", stopScript}})
 	if err != nil {

@@ -46,8 +46,11 @@ type Helper struct {
 	// installs again only when none completed since it looked (another call's install,
 	// finished meanwhile, has put the copy there).
 	installs int
-	bin      []byte // read once, when first needed (an install, or no Digest given)
-	digest   string
+	// missed: a helper call found the copy missing (Looked then leaves installed alone:
+	// that call's install decides)
+	missed bool
+	bin    []byte // read once, when first needed (an install, or no Digest given)
+	digest string
 }
 
 func (h *Helper) dir() string {
@@ -138,6 +141,7 @@ func (h *Helper) Run(ctx context.Context, r guest.Runner, mode string, req []byt
 		if h.installs == seen {
 			h.installed = false // gone since this Helper installed it
 		}
+		h.missed = true
 		h.mu.Unlock()
 		if err := h.Install(ctx, r); err != nil {
 			return guest.Result{}, err
@@ -192,7 +196,10 @@ func (h *Helper) Looked(secs guest.Sections) (found, ok bool) {
 		return false, true
 	}
 	h.mu.Lock()
-	h.installed = true
+	// a helper call that has since found it missing knows better (it installs it)
+	if !h.missed {
+		h.installed = true
+	}
 	h.mu.Unlock()
 	return true, true
 }

@@ -304,10 +304,17 @@ func fillRootDir(tmp, root string, paths []string) (RootDirStats, error) {
 		s := srcs[files[k]]
 		src, dst := filepath.Join(root, s.name), filepath.Join(tmp, s.name)
 		var linked, stripped bool
-		if linkable(src, s.info) {
-			// another file system, or the guest forbids it: copied below
-			linked = os.Link(src, dst) == nil
+		if linkable(src, s.info) && os.Link(src, dst) == nil {
+			// The link is kept only when it is the file judged above: with the looks
+			// done first, seconds can pass under emulation before the link, and a file
+			// replaced meanwhile must not enter the tree unjudged.
+			if fi, err := os.Lstat(dst); err == nil && os.SameFile(fi, s.info) {
+				linked = true
+			} else if err := os.Remove(dst); err != nil {
+				return err
+			}
 		}
+		// not linked (another file system, the guest forbids it, or replaced): copied
 		if !linked {
 			var err error
 			if stripped, err = copyPlain(src, dst, s.info); err != nil {
@@ -331,13 +338,16 @@ func fillRootDir(tmp, root string, paths []string) (RootDirStats, error) {
 	return st, err
 }
 
+// maxWorkers bounds inParallel's workers (a variable: the tests force several).
+var maxWorkers = min(runtime.NumCPU(), 4)
+
 // inParallel runs do(0..n-1) on a few workers (as many as there are CPUs, up to 4), each
 // taking the next run of consecutive indexes, and returns the error of the lowest index
 // that failed (later runs are not started once one failed). Few items run in this
 // goroutine.
 func inParallel(n int, do func(i int) error) error {
 	const run = 64
-	workers := min(runtime.NumCPU(), 4, (n+run-1)/run)
+	workers := min(maxWorkers, (n+run-1)/run)
 	if workers <= 1 {
 		for i := 0; i < n; i++ {
 			if err := do(i); err != nil {
@@ -412,6 +422,9 @@ func copyPlain(src, dst string, info fs.FileInfo) (stripped bool, err error) {
 	defer in.Close()
 	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return false, fmt.Errorf("copying %s: it is no longer a regular file", src)
+	} else if !os.SameFile(fi, info) {
+		// not the file judged (owner, mode) when the tree was planned
+		return false, fmt.Errorf("copying %s: it was replaced while the tree was made", src)
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

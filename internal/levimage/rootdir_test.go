@@ -3,6 +3,7 @@ package levimage
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -429,5 +430,114 @@ func TestInParallel(t *testing.T) {
 			// any run past it is refused, so its error is the one returned
 			t.Errorf("failures at %v: %v, want the one at %d", bad, err, lowest)
 		}
+	}
+}
+
+// TestFillRootDirWorkers: the tree several workers fill (the rootTree's kinds of entry,
+// among hundreds of plain files spread over directories, so several runs of 64 go to
+// the workers) is the tree one worker fills: the same entries with the same kinds, modes
+// and links to the guest's files, and the same counts.
+func TestFillRootDirWorkers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the tree's files are root's")
+	}
+	root, paths := rootTree(t)
+	for d := 0; d < 6; d++ {
+		dir := fmt.Sprintf("usr/share/p%d", d)
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, "usr/share", dir)
+		for f := 0; f < 60; f++ {
+			p := fmt.Sprintf("%s/f%02d", dir, f)
+			if err := os.WriteFile(filepath.Join(root, p), []byte(p), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	paths = slices.Compact(paths)
+
+	fill := func(workers int) (RootDirStats, string) {
+		t.Helper()
+		was := maxWorkers
+		maxWorkers = workers
+		defer func() { maxWorkers = was }()
+		tmp := filepath.Join(t.TempDir(), "tree")
+		if err := os.Mkdir(tmp, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		st, err := fillRootDir(tmp, root, paths)
+		if err != nil {
+			t.Fatalf("%d workers: %v", workers, err)
+		}
+		return st, tmp
+	}
+	one, t1 := fill(1)
+	many, t4 := fill(4)
+	if one != many {
+		t.Errorf("counts: one worker %+v, four %+v", one, many)
+	}
+	if one.Entries < 360 || one.Linked < 360 || one.Refused != 2 || one.Copied != 1 {
+		t.Errorf("the control: one worker's counts %+v", one)
+	}
+	describe := func(tree string) map[string]string {
+		got := map[string]string{}
+		filepath.WalkDir(tree, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || p == tree {
+				return err
+			}
+			fi, _ := os.Lstat(p)
+			rel, _ := filepath.Rel(tree, p)
+			desc := fi.Mode().String()
+			if fi.Mode().IsRegular() {
+				// linked to the guest's own file, or a copy
+				if src, err := os.Lstat(filepath.Join(root, rel)); err == nil && os.SameFile(fi, src) {
+					desc += " linked"
+				}
+			}
+			got[rel] = desc
+			return nil
+		})
+		return got
+	}
+	d1, d4 := describe(t1), describe(t4)
+	if len(d1) < 370 {
+		t.Fatalf("one worker's tree has %d entries", len(d1))
+	}
+	for p, want := range d1 {
+		if d4[p] != want {
+			t.Errorf("%s: four workers made %q, one worker %q", p, d4[p], want)
+		}
+	}
+	for p := range d4 {
+		if _, ok := d1[p]; !ok {
+			t.Errorf("%s: only four workers made it", p)
+		}
+	}
+}
+
+// TestCopyPlainRefusesAReplacedFile: a copy is made only of the file the plan judged; one
+// replaced since (another inode at the path) is refused, naming it.
+func TestCopyPlainRefusesAReplacedFile(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "f")
+	if err := os.WriteFile(src, []byte("judged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	judged, _ := os.Lstat(src)
+	if _, err := copyPlain(src, filepath.Join(dir, "copy1"), judged); err != nil {
+		t.Fatalf("the control: %v", err)
+	}
+	// moved aside, not removed: a removed file's inode number may be given to the next
+	if err := os.Rename(src, filepath.Join(dir, "aside")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("replaced"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := copyPlain(src, filepath.Join(dir, "copy2"), judged); err == nil || !strings.Contains(err.Error(), "replaced while the tree was made") {
+		t.Fatalf("a replaced file: %v", err)
 	}
 }

@@ -9,4 +9,14 @@
 # netns substrate lever itself, in the host's mount namespace) is used.
 m=/proc/1/ns/mnt
 if ! { [ -r "$m" ] && nsenter --mount="$m" true 2>/dev/null; }; then m=/proc/$PPID/ns/mnt; fi
+# The service may be a unit of the run user's systemd manager only where that manager lives
+# in this network namespace (a VM: both are init's). On the netns substrate a host's
+# manager (lingering: provisioning enables it) is in the host's namespace, and a service
+# it starts, with the host-network containers it creates, would be outside the jail.
+# (test -ef compares the namespaces' inodes: no process. dash, bash and busybox have it; a
+# shell without it fails the test, and the service is then the detached one: safe.)
+LEVER_PODMAN_UNIT=0
+# shellcheck disable=SC3013
+if [ /proc/1/ns/net -ef /proc/self/ns/net ]; then LEVER_PODMAN_UNIT=1; fi
+export LEVER_PODMAN_UNIT
 sec service nsenter --mount="$m" -- runuser -u "$1" -- /bin/sh -c "$LEVER_SERVICE"

@@ -82,6 +82,12 @@ func TestPlanRootFakeRoots(t *testing.T) {
 			os.Remove(info(root, "libc6:amd64.list"))
 			mkfile(t, info(root, "libc6.list"), "/usr/lib/plain\n")
 		}, "", []string{"dash", "libc6"}},
+		{"a package without an architecture, its name with an underscore", func(t *testing.T, root string) {
+			b, _ := os.ReadFile(filepath.Join(root, "var/lib/dpkg/status"))
+			mkfile(t, filepath.Join(root, "var/lib/dpkg/status"), strings.Replace(string(b), "Depends: libc6", "Depends: old_name", 1)+
+				"Package: old_name\nStatus: install ok installed\n\n")
+			mkfile(t, info(root, "old_name.list"), "/usr/lib/old\n")
+		}, "", []string{"dash", "old_name"}},
 		{"a symlinked list is not read", func(t *testing.T, root string) {
 			status(libc)(t, root)
 			os.Remove(info(root, "libc6:amd64.list"))

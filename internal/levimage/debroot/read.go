@@ -43,8 +43,13 @@ func PlanRoot(root string, wanted []string) (Inputs, *Plan, error) {
 	}
 	dir := filepath.Join(root, "var/lib/dpkg/info")
 	for _, p := range seen {
-		// Resolve's lookup order: the architecture-qualified list first
-		for _, name := range []string{p.Name + ":" + p.Arch, p.Name} {
+		// Resolve's lookup order: the architecture-qualified list first (none for a
+		// package whose status names no architecture)
+		names := []string{p.Name}
+		if p.Arch != "" {
+			names = []string{p.Name + ":" + p.Arch, p.Name}
+		}
+		for _, name := range names {
 			lines, ok, err := readList(dir, name)
 			if err != nil {
 				return Inputs{}, nil, err
@@ -64,7 +69,7 @@ func PlanRoot(root string, wanted []string) (Inputs, *Plan, error) {
 
 // listName: a package name and architecture as dpkg allows them, the only names
 // readList makes a path of (a status file naming "../x" must not read outside info/).
-var listName = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]*(:[a-z0-9][a-z0-9-]*)?$`)
+var listName = regexp.MustCompile(`^[a-z0-9][a-z0-9+._-]*(:[a-z0-9][a-z0-9-]*)?$`)
 
 // readList reads info/NAME.list as readLists does: only a regular file (not a symlink, a
 // directory or anything else), a line a path; ok is false for an empty or absent list.
