@@ -541,3 +541,48 @@ func TestCopyPlainRefusesAReplacedFile(t *testing.T) {
 		t.Fatalf("a replaced file: %v", err)
 	}
 }
+
+// TestFillRootDirSwappedFile: a file swapped between the fill's look and its link, in a
+// directory a user other than root could write (a group-writable one here), does not
+// enter the tree: the fill fails, naming it. Control: the same fill with nothing swapped
+// links it.
+func TestFillRootDirSwappedFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the tree's files are root's")
+	}
+	for _, swap := range []bool{false, true} {
+		root := t.TempDir()
+		mail := filepath.Join(root, "var/mail")
+		if err := os.MkdirAll(mail, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(mail, 0o775) // root's, group-writable
+		if err := os.WriteFile(filepath.Join(mail, "f"), []byte("judged"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		afterLooks = func() {
+			if !swap {
+				return
+			}
+			os.Rename(filepath.Join(mail, "f"), filepath.Join(mail, "aside"))
+			os.WriteFile(filepath.Join(mail, "f"), []byte("another user's"), 0o644)
+			os.Chown(filepath.Join(mail, "f"), 1234, 1234)
+		}
+		tmp := filepath.Join(t.TempDir(), "tree")
+		os.Mkdir(tmp, 0o700)
+		st, err := fillRootDir(tmp, root, []string{"var", "var/mail", "var/mail/f"})
+		afterLooks = nil
+		if !swap {
+			if err != nil || st.Linked != 1 {
+				t.Fatalf("the control: %v, %+v", err, st)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "var/mail/f") {
+			t.Fatalf("a swapped file: %v, %+v", err, st)
+		}
+		if b, _ := os.ReadFile(filepath.Join(tmp, "var/mail/f")); string(b) == "another user's" {
+			t.Fatal("the swapped file is in the tree")
+		}
+	}
+}
