@@ -600,9 +600,18 @@ func findContainers(runUser, prefix string) (uid int, pids []int, err error) {
 		}
 	}
 	for _, pid := range all {
-		if conmons[ppid(pid)] {
-			pids = append(pids, pid)
+		if !conmons[ppid(pid)] {
+			continue
 		}
+		// An exec session's conmon (lever run, lever shell) forks a second conmon, which
+		// lingers for minutes after the exec ends: it is no container process. Its view
+		// is podman's mount namespace, whose /run/user/<uid> holds every container's
+		// mounted root; taken for a container, it had the search read the workbench tree
+		// again through it (158 MiB more on a VM under TCG, a 31-44 s acceptance).
+		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "conmon" {
+			continue
+		}
+		pids = append(pids, pid)
 	}
 	sort.Ints(pids)
 	return uid, pids, nil

@@ -175,6 +175,21 @@ func TestFindContainers(t *testing.T) {
 	mine := child(conmon, "lever-inst-manager")
 	other := child(conmon, "lever-other-manager")
 	impostor := child("/bin/sh", "lever-inst-worker-a") // not conmon
+	// an exec session: a conmon of the instance's name whose child is a second conmon
+	// (its own child, the exec'd process, hangs under that one)
+	sess := exec.Command(conmon, "-c", `"$0" -c 'sleep 30; :' & echo $!; wait`, conmon, "-n", "lever-inst-manager-bench")
+	sessOut, err := sess.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Process.Kill(); sess.Wait() })
+	var inner int
+	if _, err := fmt.Fscan(sessOut, &inner); err != nil {
+		t.Fatal(err)
+	}
 	uid, pids, err := findContainers(me.Username, "lever-inst-")
 	if err != nil || strconv.Itoa(uid) != me.Uid {
 		t.Fatalf("uid %d (%v), want %s", uid, err, me.Uid)
@@ -183,8 +198,8 @@ func TestFindContainers(t *testing.T) {
 	for _, p := range pids {
 		has[p] = true
 	}
-	if !has[mine] || has[other] || has[impostor] {
-		t.Fatalf("found %v: want %d, not %d or %d", pids, mine, other, impostor)
+	if !has[mine] || has[other] || has[impostor] || has[inner] {
+		t.Fatalf("found %v: want %d, not %d, %d or the exec session's second conmon %d", pids, mine, other, impostor, inner)
 	}
 	if _, _, err := findContainers("no-such-user-lvtb", "lever-inst-"); err == nil {
 		t.Fatal("an unknown run user was accepted")
