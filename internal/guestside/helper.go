@@ -100,7 +100,11 @@ func (h *Helper) path() string { return h.dir() + "/lev-" + h.digest[:32] }
 // InstalledPath is where this lev is installed in a VM guest ("" in place, or when lev
 // cannot be read to name it). Bring-up's observation looks for it there, so a guest that
 // has it gets no install.
-func (h *Helper) InstalledPath() string {
+func (h *Helper) InstalledPath() string { return h.named(h.path) }
+
+// named is f's answer with lev's digest loaded (f names things by it), under the lock; ""
+// in place, or when lev cannot be read to name it.
+func (h *Helper) named(f func() string) string {
 	if h.InPlace {
 		return ""
 	}
@@ -109,7 +113,7 @@ func (h *Helper) InstalledPath() string {
 	if h.load() != nil {
 		return ""
 	}
-	return h.path()
+	return f()
 }
 
 // Run runs helper mode with req on its stdin, as root.
@@ -172,16 +176,10 @@ const LookSection = "lever.helper"
 // section LookSection, whose status is the look's (0: there). "" in place, or when lev
 // cannot be read to name it.
 func (h *Helper) LookPart() string {
-	if h.InPlace {
-		return ""
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.load() != nil {
-		return ""
-	}
-	// a subshell: the checks' exit ends it, not the script
-	return "lever_helper_look() (\n" + h.cacheChecks() + "exit 0\n)\nsec " + LookSection + " lever_helper_look\n"
+	return h.named(func() string {
+		// a subshell: the checks' exit ends it, not the script
+		return "lever_helper_look() (\n" + h.cacheChecks() + "exit 0\n)\nsec " + LookSection + " lever_helper_look\n"
+	})
 }
 
 // Looked reads LookPart's answer in secs, as Ensure reads its own call's: found when the
@@ -192,16 +190,23 @@ func (h *Helper) Looked(secs guest.Sections) (found, ok bool) {
 	if !ok || h.InPlace {
 		return false, false
 	}
-	if sec.RC != 0 && sec.RC != 1 {
-		return false, true
+	return h.lookFound(sec.RC), true
+}
+
+// lookFound reads the look's exit status (Ensure's call, or LookPart's section): 0, there;
+// 1, there but not root's alone (the helper call refuses it, naming it). Found, it is
+// remembered as installed, unless a helper call has since found it missing (that call's
+// install decides).
+func (h *Helper) lookFound(rc int) bool {
+	if rc != 0 && rc != 1 {
+		return false
 	}
 	h.mu.Lock()
-	// a helper call that has since found it missing knows better (it installs it)
 	if !h.missed {
 		h.installed = true
 	}
 	h.mu.Unlock()
-	return true, true
+	return true
 }
 
 // Ensure makes sure the guest has this lev, for a guest the caller could not look into
@@ -221,11 +226,7 @@ func (h *Helper) Ensure(ctx context.Context, r guest.Runner) error {
 		return err
 	}
 	res, err := r.Run(ctx, guest.Cmd{As: guest.Root, Argv: []string{"/bin/sh", "-c", h.cacheChecks() + "exit 0"}})
-	// 0: there; 1: there but not root's alone (the helper call refuses it, naming it)
-	if err == nil && (res.ExitCode == 0 || res.ExitCode == 1) {
-		h.mu.Lock()
-		h.installed = true
-		h.mu.Unlock()
+	if err == nil && h.lookFound(res.ExitCode) {
 		return nil
 	}
 	return h.Install(ctx, r)

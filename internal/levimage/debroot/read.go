@@ -92,7 +92,12 @@ func readList(dir, name string) (lines []string, ok bool, _ error) {
 	if len(b) == 0 {
 		return nil, false, nil
 	}
-	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), true, nil
+	return listLines(b), true, nil
+}
+
+// listLines are a non-empty .list file's paths, a line each.
+func listLines(b []byte) []string {
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
 
 // readInputs is ReadInputs, with every package's file list or none (allLists), and the
@@ -193,8 +198,7 @@ func readLists(root string, lists map[string][]string) error {
 		if len(b) == 0 {
 			continue
 		}
-		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		lists[name] = append(lists[name], lines...)
+		lists[name] = append(lists[name], listLines(b)...)
 	}
 	return nil
 }
