@@ -490,3 +490,32 @@ func TestOverlaps(t *testing.T) {
 		}
 	}
 }
+
+// Up's observation asks for a short snapshot (its egress step rebuilds on any drift, and a
+// guest with no chain at all is then read without the nft view); status and the dry run,
+// which report what is there, read the whole view. The control is each call's own env.
+func TestObservationShortOnlyForUp(t *testing.T) {
+	j := healthyJail(t)
+	if _, err := j.in.Execute(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, j.out)
+	}
+	short := func(what string, want string) {
+		t.Helper()
+		calls := j.r.Calls()
+		if len(calls) == 0 || calls[0].Rule != "observe" {
+			t.Fatalf("%s: calls %v", what, j.r.Names())
+		}
+		if got := guesttest.Env(calls[0].Cmd, "LEVER_SHORT"); got != want {
+			t.Errorf("%s's observation: LEVER_SHORT=%q, want %q", what, got, want)
+		}
+		if guesttest.Env(calls[0].Cmd, "LEVER_IPT") == "" {
+			t.Fatalf("%s's observation carries no snapshot", what)
+		}
+		j.r.Reset()
+	}
+	short("up", "1")
+	j.in.Status(context.Background())
+	short("status", "")
+	j.in.DryRun(context.Background())
+	short("the dry run", "")
+}

@@ -468,7 +468,7 @@ func (j *tjail) script() {
 		secs := []guesttest.Sec{{Name: "j6"}, {Name: "j4"}, {Name: "c6"}, {Name: "c4"}}
 		return append(append(secs, snapshot(c)...), guesttest.Sec{Name: guest.ReadBackDone})
 	})))
-	j.r.On("snapshot", guesttest.Script("sec filter4"), failing("snapshot", guesttest.Sections(snapshot)))
+	j.r.On("snapshot", guesttest.Script("secv filter4"), failing("snapshot", guesttest.Sections(snapshot)))
 	j.r.On("stamp-read", guesttest.Script(`read_stamp "$1"`), failing("stamp-read", func(guest.Cmd) (guest.Result, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()

@@ -76,14 +76,14 @@ type Observed struct {
 
 // observeScript is the observation call: observe.sh with the functions it uses and, with
 // egress, the egress snapshot (containment check included) in the same call.
-func (in *Instance) observeScript(withEgress bool) (guest.Script, guest.Cmd) {
+func (in *Instance) observeScript(eg egressRead) (guest.Script, guest.Cmd) {
 	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
 	env := []string{"LEVER_TREES=" + in.treesRoot()}
 	if p := in.helperPath(); p != "" {
 		env = append(env, "LEVER_HELPER="+p)
 	}
-	if withEgress {
-		req := in.Spec.SnapshotRequest()
+	if eg != noEgress {
+		req := eg.request(in.Spec)
 		parts = append(parts, guest.SnapshotParts(req)...)
 		env = append(env, guest.SnapshotEnv(req)...)
 	}
@@ -95,17 +95,37 @@ func (in *Instance) observeScript(withEgress bool) (guest.Script, guest.Cmd) {
 // Observe looks without changing anything: one guest call (when the guest is reachable),
 // the broker's state file, and the podman socket. It reads no egress state (the host
 // commands that attach to a running jail use it).
-func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ctx, false) }
+func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ctx, noEgress) }
 
 // ObserveWithEgress is Observe with the egress snapshot and the backend's in-guest
-// containment check read in the same guest call, and judged: what up, its dry run and
-// status look at. Still one guest call.
-func (in *Instance) ObserveWithEgress(ctx context.Context) Observed { return in.observe(ctx, true) }
+// containment check read in the same guest call, and judged: what up's dry run and status
+// look at. Still one guest call.
+func (in *Instance) ObserveWithEgress(ctx context.Context) Observed {
+	return in.observe(ctx, fullEgress)
+}
 
-func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
+// egressRead is what an observation reads of the egress state.
+type egressRead int
+
+const (
+	noEgress   egressRead = iota
+	fullEgress            // a report (status, the dry run): the whole view, nft's too
+	// rebuildEgress: up's own observation, whose egress step rebuilds on any drift, so a
+	// guest with no chain is read short (guest.EgressSpec.RebuildRequest)
+	rebuildEgress
+)
+
+func (eg egressRead) request(spec guest.EgressSpec) guest.SnapshotRequest {
+	if eg == rebuildEgress {
+		return spec.RebuildRequest()
+	}
+	return spec.SnapshotRequest()
+}
+
+func (in *Instance) observe(ctx context.Context, eg egressRead) Observed {
 	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef, Trees: map[string]bool{}}
 	o.Facts.ImageRef = in.imageRef
-	sc, cmd := in.observeScript(withEgress)
+	sc, cmd := in.observeScript(eg)
 	res, err := in.Runner.Run(ctx, cmd)
 	if err != nil || res.ExitCode != 0 {
 		return o
@@ -135,8 +155,8 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 		set := secs["settings."+a]
 		o.Settings[a] = set.RC == 0 && strings.TrimSpace(set.Out) == in.settingsHash && strings.TrimSpace(secs["dirs."+a].Out) == "ok"
 	}
-	if withEgress {
-		in.judgeEgress(secs, &o)
+	if eg != noEgress {
+		in.judgeEgress(secs, eg.request(in.Spec), &o)
 	}
 	if bs, err := in.broker.Status(); err == nil && bs.Running {
 		o.BrokerRunning = true
@@ -181,8 +201,8 @@ func (in *Instance) observe(ctx context.Context, withEgress bool) Observed {
 
 // judgeEgress reads the snapshot sections of an observation and verifies them (the
 // containment check first): no guest call.
-func (in *Instance) judgeEgress(secs guest.Sections, o *Observed) {
-	snap, err := guest.ParseSnapshot(secs, in.Spec.SnapshotRequest())
+func (in *Instance) judgeEgress(secs guest.Sections, req guest.SnapshotRequest, o *Observed) {
+	snap, err := guest.ParseSnapshot(secs, req)
 	if err != nil {
 		o.EgressErr, o.EgressDiff = err, []string{err.Error()}
 		return

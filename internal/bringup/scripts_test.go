@@ -13,7 +13,7 @@ import (
 // one part calls and another defines is seen. A syntax error planted in the assembled
 // text is caught (the checks can fail).
 func TestAssembledScriptsCheck(t *testing.T) {
-	sc, _ := healthyJail(t).in.observeScript(true)
+	sc, _ := healthyJail(t).in.observeScript(rebuildEgress)
 	check := func(text string) error {
 		c := exec.Command("sh", "-n")
 		c.Stdin = strings.NewReader(text)

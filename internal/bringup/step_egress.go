@@ -10,7 +10,8 @@ import (
 // egressStep: the live chains are exactly the desired ones, rebuilt on any drift, before
 // anything else starts. Warm, it judges the snapshot the observation call read (no guest
 // call of its own); cold on a backend that reads it after the boot, that one (the rebuild
-// is then its only call); the containment check read with it is judged first. Never skipped:
+// is then its only call, or its two when a chainless snapshot's read-back shows OUTPUT
+// needs nft's rebuild: docs/egress.md); the containment check read with it is judged first. Never skipped:
 // ActionKeep means the snapshot matched.
 var egressStep = Step{
 	ID:    StepEgress,
@@ -36,7 +37,7 @@ var egressStep = Step{
 			// read in the backend's call after the boot: parsed and judged here exactly as
 			// a snapshot of this step's own
 			var snap guest.Snapshot
-			if snap, err = guest.ParseSnapshot(f.BootSnapshot, in.Spec.SnapshotRequest()); err == nil {
+			if snap, err = guest.ParseSnapshot(f.BootSnapshot, in.Spec.RebuildRequest()); err == nil {
 				rep, err = guest.EnsureEgressFrom(ctx, in.Runner, in.Spec, snap)
 			}
 		default:

@@ -33,7 +33,7 @@ var jailStep = Step{
 		if u, ok := in.b.(UpSnapshotter); ok {
 			// The backend's call after the boot is the egress snapshot (one round trip
 			// fewer); the egress step judges it as it would its own.
-			req := in.Spec.SnapshotRequest()
+			req := in.Spec.RebuildRequest()
 			if in.helper != nil && !in.InPlace {
 				// and whether lev is installed (a restarted guest keeps it): the
 				// install, or no install, follows the egress step without a look

@@ -202,7 +202,7 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	start := time.Now()
 	in.Runner.Reset()
 	res := &Result{}
-	obs := in.ObserveWithEgress(ctx)
+	obs := in.observe(ctx, rebuildEgress)
 	res.obs = &obs
 	f := obs.Facts
 	p := newProgress(in.opts.Out, len(Steps))

@@ -114,10 +114,11 @@ func (e *upError) Unwrap() error { return e.err }
 // ensureEgress brings the guest up and makes its egress the desired one. A backend whose
 // call after the boot can carry the egress snapshot (bringup.UpSnapshotter: Lima reads its
 // facts from it) takes it there, and carried is that one call; the rebuild, when needed,
-// is then the only call of r.
+// is then the only call of r (two when a chainless snapshot's read-back shows OUTPUT
+// needs nft's rebuild).
 func ensureEgress(ctx context.Context, b backend.Backend, r guest.Runner, spec guest.EgressSpec) (_ guest.Report, carried int64, _ error) {
 	if u, ok := b.(bringup.UpSnapshotter); ok {
-		req := spec.SnapshotRequest()
+		req := spec.RebuildRequest()
 		secs, err := u.EnsureUpWithSnapshot(ctx, req)
 		if err != nil {
 			return guest.Report{}, 0, &upError{b.Name(), err}

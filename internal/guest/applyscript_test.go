@@ -57,7 +57,7 @@ func TestRebuildSectionsDistinct(t *testing.T) {
 			names[n] = "commit " + s.id
 		}
 	}
-	snapNames := regexp.MustCompile(`(?m)^\s*(?:if .*; then )?(?:else )?(?:sec|put) ([a-z0-9.-]+)`).FindAllStringSubmatch(snapshotPart, -1)
+	snapNames := regexp.MustCompile(`(?m)^\s*(?:if .*; then )?(?:else )?(?:secv|sec|put) ([a-z0-9.-]+)`).FindAllStringSubmatch(snapshotPart, -1)
 	if len(snapNames) < 10 {
 		t.Fatalf("found only %d sections in snapshot.sh: %v", len(snapNames), snapNames)
 	}

@@ -796,6 +796,58 @@ func TestEgressNFTUntranslatableE2E(t *testing.T) {
 	}
 }
 
+// A guest with no LEVER_EGRESS (one just booted) is read without the nft view (a short
+// snapshot) and rebuilt in two calls. When its OUTPUT already holds a rule written with nft
+// that iptables -S misprints, the short snapshot cannot know OUTPUT must be replaced; the
+// rebuild's read-back does, and one more rebuild from it replaces OUTPUT with nft: three
+// calls, and the jail verifies clean. The control is the same start without the nft rule:
+// two calls.
+func TestEgressChainlessE2E(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireTool(t, "nft")
+	for _, c := range []struct {
+		name      string
+		nftOutput bool
+		calls     int64
+	}{
+		{"bare tables, the control", false, 2},
+		{"OUTPUT holds a rule iptables misprints", true, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := newJail(t, "nft")
+			open := j.spec(egress.Open, 7443)
+			nft := func(args ...string) {
+				t.Helper()
+				sh(t, append([]string{"ip", "netns", "exec", j.b.Namespace(), "nft"}, args...)...)
+			}
+			nft("add", "table", "ip", "filter")
+			nft("add", "chain", "ip", "filter", "OUTPUT", "{ type filter hook output priority 0; policy accept; }")
+			if c.nftOutput {
+				nft("add", "set", "ip", "filter", "lvt", "{ type ipv4_addr . inet_service; elements = { 192.168.77.1 . 80 }; }")
+				nft("add", "rule", "ip", "filter", "OUTPUT", "ip", "daddr", ".", "tcp", "dport", "@lvt", "accept")
+			}
+			// the snapshot a bring-up takes first is short here (the positive control that
+			// the rows below start from the path under test)
+			snap, err := guest.TakeSnapshot(context.Background(), j.b.Runner(), open.RebuildRequest())
+			if err != nil || !snap.Chainless {
+				t.Fatalf("first snapshot: chainless %v err %v, want a short one", snap.Chainless, err)
+			}
+			j.runner.Reset()
+			rep, err := guest.EnsureEgress(context.Background(), j.runner, open)
+			if err != nil || rep.Outcome != guest.Rebuilt {
+				t.Fatalf("apply: outcome %q err %v", rep.Outcome, err)
+			}
+			if n := j.runner.Calls(); n != c.calls {
+				t.Errorf("%d guest calls, want %d", n, c.calls)
+			}
+			if lines := j.verify(open); len(lines) != 0 {
+				t.Fatalf("after apply verify reports: %q", lines)
+			}
+			j.mustBeUnchanged(open)
+		})
+	}
+}
+
 func mustPlan(t *testing.T, spec guest.EgressSpec, snap guest.Snapshot) egress.Ruleset {
 	t.Helper()
 	d, err := guest.PlanEgress(spec, snap)

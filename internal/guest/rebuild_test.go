@@ -67,7 +67,7 @@ var isRebuild = guesttest.Script("--noflush <<'LEVER_EOF'")
 func (f rebuildFixture) runner(rebuild guesttest.Reply) *guesttest.Runner {
 	r := &guesttest.Runner{}
 	r.On("rebuild", isRebuild, rebuild)
-	r.On("snapshot", guesttest.Script("sec filter4"), func(c guest.Cmd) (guest.Result, error) {
+	r.On("snapshot", guesttest.Script("secv filter4"), func(c guest.Cmd) (guest.Result, error) {
 		secs := snapshotSecs(nil, nil)
 		if len(r.Calls()) > 1 {
 			secs = snapshotSecs(f.desired.V4, f.desired.V6)
@@ -94,7 +94,7 @@ func TestRebuildIsOneGuestCall(t *testing.T) {
 	}
 	c := r.Calls()[1].Cmd
 	text := string(c.Stdin)
-	order := []string{"\nsec j6 ", "\nsec j4 ", "\nsec c6 ", "\nsec c4 ", "\nsec filter4 ", "\nsec filter6 ", "put variant ", "\nput " + guest.ReadBackDone}
+	order := []string{"\nsec j6 ", "\nsec j4 ", "\nsec c6 ", "\nsec c4 ", "\nsecv filter4 ", "\nsecv filter6 ", "put variant ", "\nput " + guest.ReadBackDone}
 	at := 0
 	for _, frag := range order {
 		i := strings.Index(text[at:], frag)
@@ -103,8 +103,8 @@ func TestRebuildIsOneGuestCall(t *testing.T) {
 		}
 		at += i + len(frag)
 	}
-	if strings.Count(text, "\nsec filter4 ") != 1 {
-		t.Errorf("the snapshot part appears %d times", strings.Count(text, "\nsec filter4 "))
+	if strings.Count(text, "\nsecv filter4 ") != 1 {
+		t.Errorf("the snapshot part appears %d times", strings.Count(text, "\nsecv filter4 "))
 	}
 	// the read-back lists the tables only: the alias, LIMADNS and containment were judged
 	// from the first snapshot
@@ -113,6 +113,14 @@ func TestRebuildIsOneGuestCall(t *testing.T) {
 		if got := guesttest.Env(c, k); got != v {
 			t.Errorf("rebuild call's %s = %q, want %q (the read-back's inputs)", k, got, v)
 		}
+	}
+	// the first snapshot may be short (EnsureEgress rebuilds on any drift); the read-back
+	// never is: it is what the rebuild is judged by
+	if got := guesttest.Env(r.Calls()[0].Cmd, "LEVER_SHORT"); got != "1" {
+		t.Errorf("EnsureEgress's snapshot has LEVER_SHORT=%q, want 1", got)
+	}
+	if got := guesttest.Env(c, "LEVER_SHORT"); got != "" {
+		t.Errorf("the read-back has LEVER_SHORT=%q: it must read the nft view", got)
 	}
 	if got := guesttest.Env(r.Calls()[0].Cmd, "LEVER_READBACK"); got != "" {
 		t.Errorf("the first snapshot has LEVER_READBACK=%q: it must read the alias", got)
@@ -229,6 +237,63 @@ func TestRebuildFailures(t *testing.T) {
 			}
 			if rep.Outcome == guest.Rebuilt {
 				t.Errorf("a failed rebuild reported outcome %q", rep.Outcome)
+			}
+		})
+	}
+}
+
+// A chainless (short) snapshot carries no nft view, so its rebuild cannot know that OUTPUT
+// holds a rule only nft can replace; when the read-back says so, EnsureEgress rebuilds
+// once more from the read-back, replacing OUTPUT with nft (three calls). The controls: the
+// same read-back after a full snapshot is an error (no second rebuild: that snapshot's
+// plan already knew), and a second read-back that still differs is an error too.
+func TestChainlessRebuildsOutputFromTheReadBack(t *testing.T) {
+	f := newRebuildFixture(t)
+	// the read-back of a guest whose nft view cannot be read: every family's OUTPUT is
+	// marked for nft's rebuild (and unaccounted for, so it differs)
+	unreadable := cat(snapshotSecs(f.desired.V4, f.desired.V6)[:2],
+		[]guesttest.Sec{{Name: "variant", Out: "iptables v1.8.9 (nf_tables)"}, {Name: "nft", RC: 1}, {Name: "nft.stderr", Out: "Error: boom"}, {Name: guest.ReadBackDone}})
+	clean := cat(snapshotSecs(f.desired.V4, f.desired.V6)[:2], []guesttest.Sec{{Name: "variant", Out: "iptables v1.8.9 (legacy)"}, {Name: guest.ReadBackDone}})
+	chainless := []guesttest.Sec{{Name: "filter4", Out: "-P OUTPUT ACCEPT"}, {Name: "filter6", Out: "-P OUTPUT ACCEPT"},
+		{Name: "alias4", Out: "10.0.0.1 STREAM " + rebuildAlias}, {Name: "alias6", RC: 2}, {Name: guest.SectionChainless}}
+	for _, c := range []struct {
+		name      string
+		first     []guesttest.Sec
+		readBacks [][]guesttest.Sec
+		calls     int
+		want      string // "" = rebuilt
+	}{
+		{"chainless, then OUTPUT by nft", chainless, [][]guesttest.Sec{unreadable, clean}, 3, ""},
+		{"full snapshot: no second rebuild", snapshotSecs(nil, nil), [][]guesttest.Sec{unreadable, clean}, 2, "still differ"},
+		{"chainless, still differing after the second", chainless, [][]guesttest.Sec{unreadable, unreadable}, 3, "still differ"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &guesttest.Runner{}
+			rebuilds := 0
+			r.On("rebuild", isRebuild, func(cmd guest.Cmd) (guest.Result, error) {
+				rb := c.readBacks[rebuilds]
+				rebuilds++
+				return guesttest.Sections(func(guest.Cmd) []guesttest.Sec { return cat(commitsOK, rb) })(cmd)
+			})
+			r.On("snapshot", guesttest.Script("secv filter4"), guesttest.Sections(func(guest.Cmd) []guesttest.Sec { return c.first }))
+			rep, err := guest.EnsureEgress(context.Background(), r, f.spec)
+			if n := len(r.Calls()); n != c.calls {
+				t.Errorf("%d guest calls %v, want %d", n, r.Names(), c.calls)
+			}
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("err %v, want %q", err, c.want)
+				}
+				return
+			}
+			if err != nil || rep.Outcome != guest.Rebuilt {
+				t.Fatalf("outcome %q err %v", rep.Outcome, err)
+			}
+			// the second rebuild replaces OUTPUT with nft, in both families; the first did not
+			first, second := string(r.Calls()[1].Cmd.Stdin), string(r.Calls()[2].Cmd.Stdin)
+			if strings.Contains(first, "flush chain ip filter OUTPUT") || !strings.Contains(second, "flush chain ip filter OUTPUT") || !strings.Contains(second, "flush chain ip6 filter OUTPUT") {
+				t.Errorf("OUTPUT by nft: first rebuild %v, second %v",
+					strings.Contains(first, "flush chain ip filter OUTPUT"), strings.Contains(second, "flush chain ip filter OUTPUT"))
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package guest
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -83,6 +84,12 @@ type SnapshotRequest struct {
 	// caller to read (bring-up's look for lev's installed copy, in the call after a boot).
 	// Its section names must not be the snapshot's or begin with ContainmentPrefix.
 	Extra string
+	// Short: the caller rebuilds both chains on any drift (bring-up, egress apply). A guest
+	// whose two tables list cleanly and hold no LEVER_EGRESS chain (one just booted) then
+	// answers without the nft view, the round trip and the foreign rules (section
+	// SectionChainless; Snapshot.Chainless): the rebuild's read-back reads them for the
+	// tables that count. Never for a verification, which reports what is there.
+	Short bool
 	// readBack: the rebuild's read-back (readBackOf), which lists the tables only.
 	readBack bool
 }
@@ -92,7 +99,7 @@ type SnapshotRequest struct {
 // the commits, in the snapshot the rebuild was planned from, and are not read twice
 // (under emulation each lookup is a process at 0.1-0.2 s).
 func readBackOf(req SnapshotRequest) SnapshotRequest {
-	req.LimaDNS, req.Containment, req.Extra, req.readBack = false, "", "", true
+	req.LimaDNS, req.Containment, req.Extra, req.Short, req.readBack = false, "", "", false, true
 	return req
 }
 
@@ -129,6 +136,10 @@ type Snapshot struct {
 	// did not judge (egress.ForeignRedirects); read wherever the guest has nft, legacy
 	// iptables guests included.
 	Foreign []egress.NFTFinding `json:"foreign,omitempty"`
+	// Chainless: a Short snapshot of a guest with no LEVER_EGRESS chain in either family,
+	// taken without the nft view (so without the cross-check, RebuildOutput and Foreign):
+	// drift that only a rebuild answers, and its read-back reads the rest.
+	Chainless bool `json:"chainless,omitempty"`
 }
 
 // Family returns one family's live state.
@@ -160,6 +171,9 @@ var snapshotPart string
 const (
 	SectionAliasV4 = "alias4"
 	SectionLimaDNS = "limadns"
+	// SectionChainless: a Short snapshot found no LEVER_EGRESS chain and skipped the nft
+	// view (scripts/snapshot.sh).
+	SectionChainless = "chainless"
 )
 
 // ContainmentPrefix begins the name of every section a containment part prints, so the
@@ -198,6 +212,9 @@ func SnapshotEnv(req SnapshotRequest) []string {
 		"LEVER_LIMADNS=" + lima, "LEVER_RTKEY=" + cachedKey}
 	if req.readBack {
 		env = append(env, "LEVER_READBACK=1")
+	}
+	if req.Short {
+		env = append(env, "LEVER_SHORT=1")
 	}
 	return env
 }
@@ -254,6 +271,17 @@ func ParseSnapshot(secs Sections, req SnapshotRequest) (Snapshot, error) {
 		} else {
 			s.V4 = st
 		}
+	}
+	if secs.Has(SectionChainless) {
+		// The script skips the nft view only when asked and only when both listings
+		// succeeded without the chain; an answer that says otherwise is not trusted.
+		switch {
+		case !req.Short:
+			return Snapshot{}, errors.New("reading egress state: the guest skipped the nft view of its tables unasked")
+		case s.V4.ChainExists || s.V6.ChainExists || s.V4.Unlisted != "" || s.V6.Unlisted != "" || secs.Has("variant"):
+			return Snapshot{}, errors.New("reading egress state: the guest skipped the nft view of tables that hold LEVER_EGRESS or could not be listed")
+		}
+		s.Chainless = true
 	}
 	if sec, ok := secs["nft"]; ok && sec.RC == 0 {
 		if s.Foreign, err = egress.ForeignRedirects(sec.Out, secs["nfttext"].Out); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,17 +142,29 @@ func TestHelperInstallRefusesCutOffCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.mu.Unlock()
+	// a write that fails part way (here the file size limit, its signal ignored, as a
+	// full disk would): tee stops, and its failure must not let the digest of the bytes
+	// it passed on vouch for the shorter file
+	short := func(argv []string) []string {
+		return []string{"/bin/sh", "-c", `trap "" XFSZ; ulimit -f ` + strconv.Itoa(len(h.bin)/512-1) + `; exec "$@"`, "sh", argv[0], argv[1], argv[2]}
+	}
 	for _, tc := range []struct {
 		name  string
 		stdin []byte
+		wrap  func([]string) []string
 		ok    bool
 	}{
-		{"cut off", h.bin[:len(h.bin)-100], false},
-		{"one byte changed", append([]byte{h.bin[0] ^ 1}, h.bin[1:]...), false},
-		{"whole (control)", h.bin, true},
+		{"cut off", h.bin[:len(h.bin)-100], nil, false},
+		{"one byte changed", append([]byte{h.bin[0] ^ 1}, h.bin[1:]...), nil, false},
+		{"the copy's write fails", h.bin, short, false},
+		{"whole (control)", h.bin, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := (&shRunner{}).Run(context.Background(), guest.Cmd{Argv: h.installArgv(), Stdin: tc.stdin})
+			argv := h.installArgv()
+			if tc.wrap != nil {
+				argv = tc.wrap(argv)
+			}
+			res, err := (&shRunner{}).Run(context.Background(), guest.Cmd{Argv: argv, Stdin: tc.stdin})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,8 +62,9 @@ func (r *replay) Run(_ context.Context, c guest.Cmd) (guest.Result, error) {
 // verifiedBringUp is the guest half of a verified, unchanged `lever egress apply` on Lima:
 // the bring-up guest check, then the egress check that finds the chains as desired.
 func verifiedBringUp(ctx context.Context, r guest.Runner, spec guest.EgressSpec) error {
-	// EnsureUpWithSnapshot's one call after the boot, then the egress step on its answer
-	req := spec.SnapshotRequest()
+	// EnsureUpWithSnapshot's one call after the boot, then the egress step on its answer,
+	// asked as bring-up asks (RebuildRequest)
+	req := spec.RebuildRequest()
 	if !carriesFacts(req) {
 		return fmt.Errorf("the spec's snapshot does not read Lima's facts")
 	}
@@ -131,7 +132,7 @@ func TestVerifiedBringUpOnRecordedGuest(t *testing.T) {
 	if f.AliasV4.String() != "192.168.5.2" || len(f.DNS) != 2 || f.DNS[0].Addr.String() != "192.168.5.2" || f.MountFSType != "fuse.sshfs" {
 		t.Errorf("facts from the real guest: alias %v, LIMADNS %+v, /lever %q", f.AliasV4, f.DNS, f.MountFSType)
 	}
-	_, carried, err := gatherWithSnapshot(context.Background(), &replay{ex: ex}, rec.Spec.SnapshotRequest())
+	_, carried, err := gatherWithSnapshot(context.Background(), &replay{ex: ex}, rec.Spec.RebuildRequest())
 	if err != nil || !reflect.DeepEqual(carried, f) {
 		t.Errorf("facts read from the snapshot differ from the facts call's:\n%+v (%v)\n%+v", carried, err, f)
 	}

@@ -9,10 +9,14 @@
 #   LEVER_RTKEY            the remembered round-trip key (- for none)
 #   LEVER_READBACK         1: the rebuild's read-back (guest.rebuildScript), in the call that
 #                          already judged the alias, LIMADNS and containment: the tables only
+#   LEVER_SHORT            1: the caller rebuilds on any drift (bring-up, egress apply); a
+#                          guest whose tables both list and hold no LEVER_EGRESS chain is
+#                          then answered without the nft view (section chainless, below)
 # Under emulation every process costs 0.1-0.2 s, so each one here is counted: the variant is
 # asked once, and the round-trip key's pipeline has no cat or cut.
-sec filter4 "$LEVER_IPT" -w -S
-sec filter6 "$LEVER_IP6T" -w -S
+# shellcheck disable=SC2154 # rc and V are set by secv (sections.sh)
+secv filter4 "$LEVER_IPT" -w -S; r4=$rc; t4=$V
+secv filter6 "$LEVER_IP6T" -w -S; r6=$rc; t6=$V
 # Under the closed chain DNS is dropped by design and a resolver would retry for tens of
 # seconds: bound each lookup (coreutils timeout, when present) and fall back to reading
 # the aliases from the live chains.
@@ -22,6 +26,18 @@ if [ "${LEVER_READBACK:-0}" != 1 ]; then
 	sec alias6 to getent ahostsv6 "$LEVER_ALIAS"
 	if [ "$LEVER_LIMADNS" = 1 ]; then sec limadns "$LEVER_IPT" -w -t nat -S LIMADNS; fi
 fi
+# Both chains missing (a guest just booted) is drift whatever else the tables hold: the
+# caller that asked for LEVER_SHORT rebuilds both, and the rebuild's read-back reads the nft
+# view, the round trip and the foreign rules of the tables that count. The part below (a
+# dozen processes, ~2 s under emulation) is then skipped. A listing that failed (a table
+# iptables cannot translate) is never short: the nft view is all that can read it.
+nl='
+'
+short=${LEVER_SHORT:-0}
+[ "$r4$r6" = 00 ] || short=0
+# any mention of the chain (however iptables spells its line) reads the whole view
+case "$t4$nl$t6" in *LEVER_EGRESS*) short=0 ;; esac
+if [ "$short" = 1 ]; then put chainless; else
 # On the nf_tables variant, iptables -S is a translation that can miss or misprint a rule
 # written with nft: read each family's filter table with nft as well, and the round trip
 # of its iptables-save through a scratch network namespace (unshare -n: nothing live is
@@ -49,3 +65,4 @@ case "$v" in
 		sec nfttext nft -a list ruleset
 	fi ;;
 esac
+fi
