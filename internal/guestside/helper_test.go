@@ -143,8 +143,7 @@ func TestHelperInstallRefusesCutOffCopy(t *testing.T) {
 	}
 	h.mu.Unlock()
 	// a write that fails part way (here the file size limit, its signal ignored, as a
-	// full disk would): tee stops, and its failure must not let the digest of the bytes
-	// it passed on vouch for the shorter file
+	// full disk would) never becomes the helper, and says why
 	short := func(argv []string) []string {
 		return []string{"/bin/sh", "-c", `trap "" XFSZ; ulimit -f ` + strconv.Itoa(len(h.bin)/512-1) + `; exec "$@"`, "sh", argv[0], argv[1], argv[2]}
 	}
@@ -153,11 +152,12 @@ func TestHelperInstallRefusesCutOffCopy(t *testing.T) {
 		stdin []byte
 		wrap  func([]string) []string
 		ok    bool
+		why   string
 	}{
-		{"cut off", h.bin[:len(h.bin)-100], nil, false},
-		{"one byte changed", append([]byte{h.bin[0] ^ 1}, h.bin[1:]...), nil, false},
-		{"the copy's write fails", h.bin, short, false},
-		{"whole (control)", h.bin, nil, true},
+		{"cut off", h.bin[:len(h.bin)-100], nil, false, "does not match its digest"},
+		{"one byte changed", append([]byte{h.bin[0] ^ 1}, h.bin[1:]...), nil, false, "does not match its digest"},
+		{"the copy's write fails", h.bin, short, false, "File too large"},
+		{"whole (control)", h.bin, nil, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			argv := h.installArgv()
@@ -172,7 +172,7 @@ func TestHelperInstallRefusesCutOffCopy(t *testing.T) {
 			if tc.ok != (res.ExitCode == 0) || tc.ok != (statErr == nil) {
 				t.Fatalf("exit %d (%s), installed: %v", res.ExitCode, res.Stderr, statErr == nil)
 			}
-			if !tc.ok && !strings.Contains(string(res.Stderr), "does not match its digest") {
+			if !tc.ok && !strings.Contains(string(res.Stderr), tc.why) {
 				t.Fatalf("refusal %q does not say why", res.Stderr)
 			}
 			if left, _ := filepath.Glob(filepath.Join(dir, ".lev.*")); len(left) > 0 {
