@@ -74,18 +74,17 @@ type Observed struct {
 	Facts Facts
 }
 
-// observeScript is the observation call: observe.sh with the functions it uses and, with
-// egress, the egress snapshot (containment check included) in the same call.
-func (in *Instance) observeScript(eg egressRead) (guest.Script, guest.Cmd) {
+// observeScript is the observation call: observe.sh with the functions it uses and, when
+// eg asks for one, the egress snapshot (containment check included) in the same call.
+func (in *Instance) observeScript(eg *guest.SnapshotRequest) (guest.Script, guest.Cmd) {
 	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
 	env := []string{"LEVER_TREES=" + in.treesRoot()}
 	if p := in.helperPath(); p != "" {
 		env = append(env, "LEVER_HELPER="+p)
 	}
-	if eg != noEgress {
-		req := eg.request(in.Spec)
-		parts = append(parts, guest.SnapshotParts(req)...)
-		env = append(env, guest.SnapshotEnv(req)...)
+	if eg != nil {
+		parts = append(parts, guest.SnapshotParts(*eg)...)
+		env = append(env, guest.SnapshotEnv(*eg)...)
 	}
 	sc := guest.NewScript(append(parts, "exit 0")...)
 	args := append([]string{in.provP.WithDefaults().Stamp, in.RunUser, in.levHomeRoot()}, in.Agents()...)
@@ -95,34 +94,20 @@ func (in *Instance) observeScript(eg egressRead) (guest.Script, guest.Cmd) {
 // Observe looks without changing anything: one guest call (when the guest is reachable),
 // the broker's state file, and the podman socket. It reads no egress state (the host
 // commands that attach to a running jail use it).
-func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ctx, noEgress) }
+func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ctx, nil) }
 
 // ObserveWithEgress is Observe with the egress snapshot and the backend's in-guest
 // containment check read in the same guest call, and judged: what up's dry run and status
-// look at. Still one guest call.
+// look at, the whole view (nft's too), as a report needs. Still one guest call. (Up's own
+// observation asks for guest.EgressSpec.RebuildRequest: its egress step rebuilds on any
+// drift, so a guest with no chain is read short.)
 func (in *Instance) ObserveWithEgress(ctx context.Context) Observed {
-	return in.observe(ctx, fullEgress)
+	req := in.Spec.SnapshotRequest()
+	return in.observe(ctx, &req)
 }
 
-// egressRead is what an observation reads of the egress state.
-type egressRead int
-
-const (
-	noEgress   egressRead = iota
-	fullEgress            // a report (status, the dry run): the whole view, nft's too
-	// rebuildEgress: up's own observation, whose egress step rebuilds on any drift, so a
-	// guest with no chain is read short (guest.EgressSpec.RebuildRequest)
-	rebuildEgress
-)
-
-func (eg egressRead) request(spec guest.EgressSpec) guest.SnapshotRequest {
-	if eg == rebuildEgress {
-		return spec.RebuildRequest()
-	}
-	return spec.SnapshotRequest()
-}
-
-func (in *Instance) observe(ctx context.Context, eg egressRead) Observed {
+// observe makes the observation call, with the egress snapshot eg asks for (nil: none).
+func (in *Instance) observe(ctx context.Context, eg *guest.SnapshotRequest) Observed {
 	o := Observed{Enrolled: map[string]bool{}, Settings: map[string]bool{}, Containers: map[string]ContainerState{}, ImageRef: in.imageRef, Trees: map[string]bool{}}
 	o.Facts.ImageRef = in.imageRef
 	sc, cmd := in.observeScript(eg)
@@ -155,8 +140,8 @@ func (in *Instance) observe(ctx context.Context, eg egressRead) Observed {
 		set := secs["settings."+a]
 		o.Settings[a] = set.RC == 0 && strings.TrimSpace(set.Out) == in.settingsHash && strings.TrimSpace(secs["dirs."+a].Out) == "ok"
 	}
-	if eg != noEgress {
-		in.judgeEgress(secs, eg.request(in.Spec), &o)
+	if eg != nil {
+		in.judgeEgress(secs, *eg, &o)
 	}
 	if bs, err := in.broker.Status(); err == nil && bs.Running {
 		o.BrokerRunning = true

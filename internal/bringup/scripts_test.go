@@ -13,7 +13,9 @@ import (
 // one part calls and another defines is seen. A syntax error planted in the assembled
 // text is caught (the checks can fail).
 func TestAssembledScriptsCheck(t *testing.T) {
-	sc, _ := healthyJail(t).in.observeScript(rebuildEgress)
+	j := healthyJail(t)
+	req := j.in.Spec.RebuildRequest()
+	sc, _ := j.in.observeScript(&req)
 	check := func(text string) error {
 		c := exec.Command("sh", "-n")
 		c.Stdin = strings.NewReader(text)

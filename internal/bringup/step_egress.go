@@ -11,8 +11,8 @@ import (
 // anything else starts. Warm, it judges the snapshot the observation call read (no guest
 // call of its own); cold on a backend that reads it after the boot, that one (the rebuild
 // is then its only call, or its two when a chainless snapshot's read-back shows OUTPUT
-// needs nft's rebuild: docs/egress.md); the containment check read with it is judged first. Never skipped:
-// ActionKeep means the snapshot matched.
+// needs nft's rebuild: docs/egress.md); the containment check read with it is judged
+// first. Never skipped: ActionKeep means the snapshot matched.
 var egressStep = Step{
 	ID:    StepEgress,
 	Needs: []string{"BootSnapshot"},

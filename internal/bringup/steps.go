@@ -202,7 +202,8 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	start := time.Now()
 	in.Runner.Reset()
 	res := &Result{}
-	obs := in.observe(ctx, rebuildEgress)
+	rebuild := in.Spec.RebuildRequest()
+	obs := in.observe(ctx, &rebuild)
 	res.obs = &obs
 	f := obs.Facts
 	p := newProgress(in.opts.Out, len(Steps))

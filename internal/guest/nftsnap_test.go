@@ -126,3 +126,32 @@ type memRT struct{ key, body, stored string }
 
 func (m *memRT) Load() (string, string) { return m.key, m.body }
 func (m *memRT) Store(key, body string) { m.stored = key }
+
+// A chainless answer that lists the chain (or says the variant) is not trusted: the
+// script never prints one, so it is a forgery or a broken script, and both are errors.
+func TestChainlessAnswerChecked(t *testing.T) {
+	listing := "-P OUTPUT ACCEPT"
+	chain := listing + "\n-N LEVER_EGRESS"
+	req := SnapshotRequest{Alias: "h", Short: true}
+	for _, c := range []struct {
+		name, out, want string
+	}{
+		{"chain listed", sect("filter4", chain, 0) + sect("filter6", listing, 0) + sect("alias4", "10.0.0.1 STREAM h", 0) + sect(SectionChainless, "", 0), "hold LEVER_EGRESS"},
+		{"IPv6 chain listed", sect("filter4", listing, 0) + sect("filter6", chain, 0) + sect("alias4", "10.0.0.1 STREAM h", 0) + sect(SectionChainless, "", 0), "hold LEVER_EGRESS"},
+		{"variant read", sect("filter4", listing, 0) + sect("filter6", listing, 0) + sect("alias4", "10.0.0.1 STREAM h", 0) + sect("variant", "iptables v1.8.9 (legacy)", 0) + sect(SectionChainless, "", 0), "hold LEVER_EGRESS or could not be listed"},
+		{"control: a true chainless answer", sect("filter4", listing, 0) + sect("filter6", listing, 0) + sect("alias4", "10.0.0.1 STREAM h", 0) + sect(SectionChainless, "", 0), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := TakeSnapshot(context.Background(), fixedRunner{c.out}, req)
+			if c.want == "" {
+				if err != nil || !s.Chainless {
+					t.Fatalf("err %v chainless %v", err, s.Chainless)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -265,7 +265,10 @@ func (h *Helper) Install(ctx context.Context, r guest.Runner) error {
 // link it; mv -T replaces whatever has the name, a symlink to a directory too, never
 // writing into it). Directories it makes are 0711 (the lev homes below /var/lib/lever
 // need traversal by the run user's podman) and 0700 for the cache; mkdir -p, as the
-// enrol and image helpers and provisioning may make /var/lib/lever at the same time.
+// enrol and image helpers and provisioning may make /var/lib/lever at the same time. The
+// file is written, then read again for its digest: hashing the stream as it lands,
+// through tee, was slower under TCG (one more pipe hop for 15 MB beside sshd:
+// docs/benchmarks-vm.md).
 func (h *Helper) installArgv() []string {
 	d := h.dir()
 	top := d[:strings.LastIndexByte(d, '/')]
@@ -287,8 +290,6 @@ f=` + h.path() + `
 for o in ` + d + `/.lev.*; do [ -e "$o" ] && find ` + d + ` -maxdepth 1 -ignore_readdir_race -name '.lev.*' -mmin +60 -delete; break; done
 t=$(mktemp ` + d + `/.lev.XXXXXX)
 trap 'rm -f "$t"' EXIT
-# (Hashing the stream as it lands, through tee, was slower under TCG than reading the
-# file again: one more pipe hop for 15 MB, beside sshd: docs/benchmarks-vm.md.)
 head -c ` + strconv.Itoa(len(h.bin)) + ` >"$t"
 echo "` + h.digest + `  $t" | sha256sum -c --status || { echo "lever: the lev copied into the guest does not match its digest (cut off?)" >&2; exit 1; }
 chmod 0755 "$t"

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guest/guesttest"
 )
 
 // shRunner runs guest commands on this machine (as the test's user: root), counting them
@@ -24,17 +24,7 @@ type shRunner struct{ calls []guest.Cmd }
 
 func (r *shRunner) Run(ctx context.Context, c guest.Cmd) (guest.Result, error) {
 	r.calls = append(r.calls, c)
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	cmd.Stdin = bytes.NewReader(c.Stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := guest.Result{Stdout: out.Bytes(), Stderr: errb.Bytes()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		res.ExitCode, err = ee.ExitCode(), nil
-	}
-	return res, err
+	return guesttest.Local{}.Run(ctx, c)
 }
 
 // TestHelperCache runs the cache's real scripts with a real shell: the first call of a

@@ -579,7 +579,8 @@ func findContainers(runUser, prefix string) (uid int, pids []int, err error) {
 	if err != nil {
 		return uid, nil, err
 	}
-	conmons := map[int]bool{}
+	// conmons: the containers' conmons; anyConmon: every process named conmon
+	conmons, anyConmon := map[int]bool{}, map[int]bool{}
 	var all []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -588,7 +589,11 @@ func findContainers(runUser, prefix string) (uid int, pids []int, err error) {
 		}
 		all = append(all, pid)
 		base := "/proc/" + e.Name()
-		if comm, _ := os.ReadFile(base + "/comm"); strings.TrimSpace(string(comm)) != "conmon" || procUID(pid) != uid {
+		if comm, _ := os.ReadFile(base + "/comm"); strings.TrimSpace(string(comm)) != "conmon" {
+			continue
+		}
+		anyConmon[pid] = true
+		if procUID(pid) != uid {
 			continue
 		}
 		cmd, _ := os.ReadFile(base + "/cmdline")
@@ -608,7 +613,7 @@ func findContainers(runUser, prefix string) (uid int, pids []int, err error) {
 		// is podman's mount namespace, whose /run/user/<uid> holds every container's
 		// mounted root; taken for a container, it had the search read the workbench tree
 		// again through it (158 MiB more on a VM under TCG, a 31-44 s acceptance).
-		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "conmon" {
+		if anyConmon[pid] {
 			continue
 		}
 		pids = append(pids, pid)
