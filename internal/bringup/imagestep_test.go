@@ -74,7 +74,7 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 	}
 	ok := func(sum string) func(j *tjail, req imagebuild.Request) (guest.Result, error) {
 		return func(j *tjail, req imagebuild.Request) (guest.Result, error) {
-			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: helperBench(req, sum, made)})
+			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{Made: true}, Bench: helperBench(req, sum, made)})
 		}
 	}
 	cases := []struct {
@@ -202,20 +202,24 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 // TestImageStepSkipsWhatIsPresent: with lev's tree listed only the workbench is asked
 // for (and the reverse); with both listed the step makes no guest call at all. Without
 // an observed digest (provisioning changed the guest) the helper is asked and finds the
-// workbench's tree whole, and the step reports no change.
+// workbench's tree whole, and the step reports no change; so does a guest restarted after
+// lever stop, whose observation (made while it was down) listed neither tree, and whose
+// disk kept both.
 func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		lev, bench bool
+		lev, bench bool // listed by the observation
+		kept       bool // there whole all the same (a restart: the guest was down when observed)
 		observed   string
 		calls      string
 		detail     string
 	}{
-		{"nothing present", false, false, sum5, "images", "made in the guest from 14"},
-		{"lev's tree present", true, false, sum5, "images", "made in the guest from 14"},
-		{"workbench present", false, true, sum5, "images", " present"},
-		{"both present", true, true, sum5, "", " present"},
-		{"both present, digest not observed", true, true, "", "images", " present"},
+		{"nothing present", false, false, false, sum5, "images", "made in the guest from 14"},
+		{"lev's tree present", true, false, false, sum5, "images", "made in the guest from 14"},
+		{"workbench present", false, true, false, sum5, "images", " made in the guest ("},
+		{"both present", true, true, false, sum5, "", " present"},
+		{"both present, digest not observed", true, true, false, "", "images", " present"},
+		{"restarted: both kept, neither observed", false, false, true, "", "images", "present; workbench"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j, benchRef := builtJail(t)
@@ -225,11 +229,11 @@ func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 				json.Unmarshal(c.Stdin, &req)
 				resp := imagebuild.Response{}
 				if req.LevDir != "" {
-					resp.Lev = &imagebuild.LevTree{}
+					resp.Lev = &imagebuild.LevTree{Made: !tc.kept}
 				}
 				if req.Bench != nil {
 					st := levimage.RootDirStats{Entries: 1}
-					if tc.bench { // found whole
+					if tc.bench || tc.kept { // found whole
 						st.Entries = 0
 					}
 					resp.Bench = helperBench(req, sum5, st)
@@ -249,7 +253,7 @@ func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 				t.Errorf("asked the guest for lev %q, workbench %+v (present: lev %v, workbench %v)", req.LevDir, req.Bench, tc.lev, tc.bench)
 			}
 			// changed only when a tree was made: one the helper found whole is no change
-			if d.Changed != !(tc.lev && tc.bench) || d.Facts.BenchRef != benchRef || d.Facts.StatusSum != sum5 ||
+			if d.Changed != !(tc.lev && tc.bench || tc.kept) || d.Facts.BenchRef != benchRef || d.Facts.StatusSum != sum5 ||
 				!strings.Contains(d.Detail, "workbench "+benchRef) || !strings.Contains(d.Detail, tc.detail) {
 				t.Errorf("done %+v", d)
 			}

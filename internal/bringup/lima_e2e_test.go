@@ -438,6 +438,56 @@ lev:
 	}
 	t.Logf("FIGURE warm apply after drift removed: %d guest calls in %s", res3.GuestCalls, res3.Duration)
 
+	// 3c. a restart (lever stop, then up): the guest's disk keeps lev's installed copy and
+	// both trees, so nothing is sent or made again (the same inodes: an install renames a
+	// new file into place, a tree is renamed in whole); the egress chains, which do not
+	// survive a boot, are rebuilt, and the lev containers run again.
+	kept := `sudo sh -c 'stat -c "%n %i" /var/lib/lever/bin/lev-* /var/lib/lever/*/trees/*'`
+	before, c := e.guest(t, kept)
+	if c != 0 || strings.Count(before, "\n") < 3 {
+		t.Fatalf("lev's copy and the trees before the restart: exit %d\n%s", c, before)
+	}
+	if out, code := e.lever(t, "stop"); code != 0 {
+		t.Fatalf("stop: exit %d %s", code, out)
+	}
+	e.logTrace(t, "stop")
+	out, code = e.lever(t, "apply", "--json")
+	e.logTrace(t, "restart")
+	var res4 bringup.Result
+	if i := strings.Index(out, "{\n"); i < 0 || json.Unmarshal([]byte(out[i:]), &res4) != nil || code != 0 || !res4.Changed {
+		t.Fatalf("apply after stop: exit %d, changed %v\n%s", code, res4.Changed, out)
+	}
+	var after time.Duration
+	for _, st := range res4.Steps {
+		t.Logf("FIGURE restart step %-10s %6.0f ms %d guest calls changed=%v: %s", st.ID, float64(st.Duration)/1e6, st.Calls, st.Changed, st.Detail)
+		switch st.ID {
+		case bringup.StepJail:
+			if st.Detail != "guest started" {
+				t.Errorf("restart: jail step %q, want the guest started", st.Detail)
+			}
+		case bringup.StepEgress:
+			if !st.Changed {
+				t.Errorf("restart: the egress chains were not rebuilt after the boot: %s", st.Detail)
+			}
+			after += st.Duration
+		case bringup.StepImage:
+			// asked for both (the guest was down when observed), the helper finds them whole
+			if st.Changed || strings.Count(st.Detail, " present") != 2 {
+				t.Errorf("restart: the image step %q (changed %v), want both trees found present", st.Detail, st.Changed)
+			}
+			after += st.Duration
+		default:
+			after += st.Duration
+		}
+	}
+	t.Logf("FIGURE restart: %d guest calls in %s, the steps after the jail step %s", res4.GuestCalls, res4.Duration, after)
+	if now, c := e.guest(t, kept); c != 0 || now != before {
+		t.Errorf("the restart sent lev or made a tree again (exit %d):\nbefore:\n%s\nafter:\n%s", c, before, now)
+	}
+	if out, code := e.lever(t, "status"); code != 0 || !strings.Contains(out, "lever-"+name+"-manager running") || !strings.Contains(out, "lever-"+name+"-manager-bench running") {
+		t.Errorf("status after the restart: exit %d, want both lev containers running", code)
+	}
+
 	// 4. destroy leaves nothing: no VM, no instance dir, no state, no process of the owner.
 	if out, code := e.lever(t, "destroy"); code != 0 {
 		t.Fatalf("destroy: exit %d %s", code, out)

@@ -213,9 +213,14 @@ func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *imag
 		if resp.Lev == nil {
 			return nil, false, f, fmt.Errorf("the guest's image helper did not make lev's tree")
 		}
-		// asked for because the observation did not list it: made now
-		made = true
-		lines = append(lines, fmt.Sprintf("lev's tree %s made in the guest (%s)", levDir, round(resp.Lev.Build)))
+		// asked for because the observation did not list it: made now, or found whole
+		// (a restarted guest, which the observation could not look into, kept it)
+		if resp.Lev.Made {
+			made = true
+			lines = append(lines, fmt.Sprintf("lev's tree %s made in the guest (%s)", levDir, round(resp.Lev.Build)))
+		} else {
+			lines = append(lines, "lev's tree "+levDir+" present")
+		}
 	}
 	if bench != nil {
 		b := resp.Bench

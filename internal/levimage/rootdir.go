@@ -55,7 +55,7 @@ type RootDirStats struct {
 func MakeRootDir(root string, paths []string, lev *LevLayer, dir string, mounts []string) (RootDirStats, error) {
 	var st RootDirStats
 	t0 := time.Now()
-	err := lev.build(dir, func(tmp string) error {
+	_, err := lev.build(dir, func(tmp string) error {
 		var err error
 		st, err = fillRootDir(tmp, root, paths)
 		if err != nil {
@@ -76,8 +76,9 @@ func MakeRootDir(root string, paths []string, lev *LevLayer, dir string, mounts 
 
 // MakeLevRootDir makes lev's tree at dir: lev's layer alone (/lev, its passwd and group,
 // its directories: the lev image's only layer) and the mount points of the containers
-// that run it (absolute). Whole or absent, as MakeRootDir's; an existing dir is kept.
-func MakeLevRootDir(lev *LevLayer, dir string, mounts []string) error {
+// that run it (absolute). Whole or absent, as MakeRootDir's; an existing dir is kept, and
+// made says whether this call put the tree in place (false: it was there whole).
+func MakeLevRootDir(lev *LevLayer, dir string, mounts []string) (made bool, _ error) {
 	return lev.build(dir, func(tmp string) error {
 		if err := lev.write(tmp); err != nil {
 			return err
@@ -175,12 +176,12 @@ func (l *LevLayer) LinkFrom(lev, dir string) {
 
 // build is buildDir, remembering the tree's /lev for the next tree when this build put
 // the tree in place (not when dir was there already, nor when another build's won).
-func (l *LevLayer) build(dir string, fill func(tmp string) error) error {
+func (l *LevLayer) build(dir string, fill func(tmp string) error) (placed bool, _ error) {
 	placed, err := buildDir(dir, fill)
 	if err == nil && placed && l.lev == "" {
 		l.lev = filepath.Join(dir, "lev")
 	}
-	return err
+	return placed, err
 }
 
 // buildDir fills a sibling temporary directory and renames it to dir, so dir is whole or

@@ -203,7 +203,7 @@ func must(b []byte, err error) []byte {
 func TestMakeLevRootDir(t *testing.T) {
 	lev := levtest.Binary(t, "linux", runtime.GOARCH)
 	dir := filepath.Join(t.TempDir(), "lev-abc")
-	if err := MakeLevRootDir(levLayer(t, lev), dir, []string{"/run/lever", "/var/lib/lev", "/lever/work/a"}); err != nil {
+	if _, err := MakeLevRootDir(levLayer(t, lev), dir, []string{"/run/lever", "/var/lib/lev", "/lever/work/a"}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "lev")); !bytes.Equal(b, must(os.ReadFile(lev))) {
@@ -219,7 +219,7 @@ func TestMakeLevRootDir(t *testing.T) {
 	}
 	// a mount point that climbs out is refused and leaves nothing
 	bad := filepath.Join(filepath.Dir(dir), "lev-bad")
-	if err := MakeLevRootDir(levLayer(t, lev), bad, []string{"/../../etc"}); err == nil {
+	if _, err := MakeLevRootDir(levLayer(t, lev), bad, []string{"/../../etc"}); err == nil {
 		t.Error("a mount point outside the tree was accepted")
 	}
 	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
@@ -265,7 +265,7 @@ func TestLevWrittenOnce(t *testing.T) {
 	t.Run("linked", func(t *testing.T) {
 		trees := t.TempDir()
 		l := levLayer(t, lev)
-		if err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), []string{"/run/lever"}); err != nil {
+		if _, err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), []string{"/run/lever"}); err != nil {
 			t.Fatal(err)
 		}
 		first := filepath.Join(trees, "lev-a", "lev")
@@ -290,7 +290,7 @@ func TestLevWrittenOnce(t *testing.T) {
 			t.Skip("/dev/shm is on the temporary dir's file system here: no EXDEV to make")
 		}
 		l := levLayer(t, lev)
-		if err := MakeLevRootDir(l, filepath.Join(other, "lev-a"), nil); err != nil {
+		if _, err := MakeLevRootDir(l, filepath.Join(other, "lev-a"), nil); err != nil {
 			t.Fatal(err)
 		}
 		second := bench(t, l, filepath.Join(trees, "bench-a"))
@@ -303,7 +303,7 @@ func TestLevWrittenOnce(t *testing.T) {
 	t.Run("first lev changed", func(t *testing.T) {
 		trees := t.TempDir()
 		l := levLayer(t, lev)
-		if err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil {
+		if _, err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil {
 			t.Fatal(err)
 		}
 		first := filepath.Join(trees, "lev-a", "lev")
@@ -319,11 +319,11 @@ func TestLevWrittenOnce(t *testing.T) {
 
 	t.Run("lev's tree was there", func(t *testing.T) {
 		trees := t.TempDir()
-		if err := MakeLevRootDir(levLayer(t, lev), filepath.Join(trees, "lev-a"), nil); err != nil {
+		if _, err := MakeLevRootDir(levLayer(t, lev), filepath.Join(trees, "lev-a"), nil); err != nil {
 			t.Fatal(err)
 		}
 		l := levLayer(t, lev)
-		if err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil {
+		if _, err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil {
 			t.Fatal(err)
 		}
 		second := bench(t, l, filepath.Join(trees, "bench-a"))
@@ -373,7 +373,7 @@ func TestLevLinkedFromInstalledCopy(t *testing.T) {
 			l.LinkFrom(self, d)
 			tree := filepath.Join(base, "trees", "lev-a")
 			os.Mkdir(filepath.Dir(tree), 0o755)
-			if err := MakeLevRootDir(l, tree, nil); err != nil {
+			if _, err := MakeLevRootDir(l, tree, nil); err != nil {
 				t.Fatal(err)
 			}
 			got := filepath.Join(tree, "lev")

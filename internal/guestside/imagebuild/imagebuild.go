@@ -77,8 +77,10 @@ type Response struct {
 	Bench *BenchTree `json:"bench,omitempty"`
 }
 
-// LevTree is lev's tree made (or found whole).
+// LevTree is lev's tree made, or found whole (Made false: a guest that kept it, such as
+// one restarted after lever stop, whose observation could not look before the boot).
 type LevTree struct {
+	Made  bool          `json:"made"`
 	Build time.Duration `json:"build_ns"`
 }
 
@@ -144,10 +146,11 @@ func serve(r io.Reader, w io.Writer, root string) error {
 		if err != nil {
 			return err
 		}
-		if err := levimage.MakeLevRootDir(l, req.LevDir, req.LevMounts); err != nil {
+		made, err := levimage.MakeLevRootDir(l, req.LevDir, req.LevMounts)
+		if err != nil {
 			return fmt.Errorf("making lev's tree %s: %w", req.LevDir, err)
 		}
-		resp.Lev = &LevTree{Build: time.Since(t0)}
+		resp.Lev = &LevTree{Made: made, Build: time.Since(t0)}
 	}
 	if req.Bench != nil {
 		t0 := time.Now()

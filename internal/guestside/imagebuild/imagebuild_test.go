@@ -180,7 +180,7 @@ func TestServeBench(t *testing.T) {
 	resp := ask(t, root, req)
 	b := resp.Bench
 	sum, err := debroot.StateDigest(root)
-	if err != nil || b == nil || resp.Lev == nil {
+	if err != nil || b == nil || resp.Lev == nil || !resp.Lev.Made {
 		t.Fatalf("%+v %v", resp, err)
 	}
 	ref := levimage.WorkbenchRef(levimage.DebianBase, sum, digest)
@@ -198,11 +198,16 @@ func TestServeBench(t *testing.T) {
 		t.Errorf("the workbench's /lev is not lev's tree's (inodes %d, %d)", l1.Ino, l2.Ino)
 	}
 
-	// again: found by the digest alone (the file lists are not read: gone here)
+	// again: found by the digest alone (the file lists are not read: gone here), and lev's
+	// tree found whole (a restarted guest is asked for both: it was down when observed)
 	os.Rename(filepath.Join(root, "var/lib/dpkg/info"), filepath.Join(root, "var/lib/dpkg/info.away"))
-	again := ask(t, root, Request{Bench: &br}).Bench
+	resp2 := ask(t, root, Request{LevDir: levDir, LevMounts: []string{"/run/lever"}, Bench: &br})
+	again := resp2.Bench
 	if again == nil || again.Dir != b.Dir || again.Entries != 0 || again.Packages != 0 || again.StatusSum != sum {
 		t.Errorf("asked again: %+v", again)
+	}
+	if resp2.Lev == nil || resp2.Lev.Made {
+		t.Errorf("asked again, lev's tree: %+v, want found whole", resp2.Lev)
 	}
 	os.Rename(filepath.Join(root, "var/lib/dpkg/info.away"), filepath.Join(root, "var/lib/dpkg/info"))
 
