@@ -74,7 +74,7 @@ func TestImageStepBuildsInGuest(t *testing.T) {
 	}
 	ok := func(sum string) func(j *tjail, req imagebuild.Request) (guest.Result, error) {
 		return func(j *tjail, req imagebuild.Request) (guest.Result, error) {
-			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{Made: true}, Bench: helperBench(req, sum, made)})
+			return answer(imagebuild.Response{Lev: &imagebuild.LevTree{}, Bench: helperBench(req, sum, made)})
 		}
 	}
 	cases := []struct {
@@ -229,7 +229,7 @@ func TestImageStepSkipsWhatIsPresent(t *testing.T) {
 				json.Unmarshal(c.Stdin, &req)
 				resp := imagebuild.Response{}
 				if req.LevDir != "" {
-					resp.Lev = &imagebuild.LevTree{Made: !tc.kept}
+					resp.Lev = &imagebuild.LevTree{Found: tc.kept}
 				}
 				if req.Bench != nil {
 					st := levimage.RootDirStats{Entries: 1}

@@ -215,11 +215,11 @@ func (in *Instance) buildInGuest(ctx context.Context, levDir string, bench *imag
 		}
 		// asked for because the observation did not list it: made now, or found whole
 		// (a restarted guest, which the observation could not look into, kept it)
-		if resp.Lev.Made {
+		if resp.Lev.Found {
+			lines = append(lines, "lev's tree "+levDir+" present")
+		} else {
 			made = true
 			lines = append(lines, fmt.Sprintf("lev's tree %s made in the guest (%s)", levDir, round(resp.Lev.Build)))
-		} else {
-			lines = append(lines, "lev's tree "+levDir+" present")
 		}
 	}
 	if bench != nil {

@@ -319,12 +319,13 @@ func TestLevWrittenOnce(t *testing.T) {
 
 	t.Run("lev's tree was there", func(t *testing.T) {
 		trees := t.TempDir()
-		if _, err := MakeLevRootDir(levLayer(t, lev), filepath.Join(trees, "lev-a"), nil); err != nil {
-			t.Fatal(err)
+		if made, err := MakeLevRootDir(levLayer(t, lev), filepath.Join(trees, "lev-a"), nil); err != nil || !made {
+			t.Fatalf("first: made %v, %v", made, err)
 		}
 		l := levLayer(t, lev)
-		if _, err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil {
-			t.Fatal(err)
+		// found whole: not made again, and said so (the helper answers it to the host)
+		if made, err := MakeLevRootDir(l, filepath.Join(trees, "lev-a"), nil); err != nil || made {
+			t.Fatalf("again: made %v, %v", made, err)
 		}
 		second := bench(t, l, filepath.Join(trees, "bench-a"))
 		levOK(t, second)
@@ -584,5 +585,40 @@ func TestFillRootDirSwappedFile(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(tmp, "var/mail/f")); string(b) == "another user's" {
 			t.Fatal("the swapped file is in the tree")
 		}
+	}
+}
+
+// TestBuildDirPlaced: buildDir says whether it put the tree in place. A tree already there
+// is kept (not placed); so is one another build renamed into place while this one filled
+// its own, which is then removed rather than left beside it.
+func TestBuildDirPlaced(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "tree")
+	fill := func(tmp string) error { return os.WriteFile(filepath.Join(tmp, "f"), []byte("mine"), 0o644) }
+	if placed, err := buildDir(dir, fill); err != nil || !placed {
+		t.Fatalf("first build: placed %v, %v", placed, err)
+	}
+	if placed, err := buildDir(dir, func(string) error { t.Error("filled a tree that was there"); return nil }); err != nil || placed {
+		t.Fatalf("tree there: placed %v, %v", placed, err)
+	}
+	other := filepath.Join(parent, "raced")
+	placed, err := buildDir(other, func(tmp string) error {
+		// another build wins meanwhile
+		if err := os.Mkdir(other, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(other, "f"), []byte("theirs"), 0o644); err != nil {
+			return err
+		}
+		return fill(tmp)
+	})
+	if err != nil || placed {
+		t.Fatalf("another build won: placed %v, %v", placed, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(other, "f")); string(b) != "theirs" {
+		t.Errorf("the winner's tree holds %q", b)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 2 {
+		t.Errorf("left behind: %v", ents)
 	}
 }

@@ -77,10 +77,12 @@ type Response struct {
 	Bench *BenchTree `json:"bench,omitempty"`
 }
 
-// LevTree is lev's tree made, or found whole (Made false: a guest that kept it, such as
-// one restarted after lever stop, whose observation could not look before the boot).
+// LevTree is lev's tree made, or found whole (Found: a guest that kept it, such as one
+// restarted after lever stop, whose observation could not look before the boot). Found,
+// not "made": an answer without the field (a lev older than the host's lever) reads as a
+// tree made, which over-reports a change rather than hiding one.
 type LevTree struct {
-	Made  bool          `json:"made"`
+	Found bool          `json:"found,omitempty"`
 	Build time.Duration `json:"build_ns"`
 }
 
@@ -150,7 +152,7 @@ func serve(r io.Reader, w io.Writer, root string) error {
 		if err != nil {
 			return fmt.Errorf("making lev's tree %s: %w", req.LevDir, err)
 		}
-		resp.Lev = &LevTree{Made: made, Build: time.Since(t0)}
+		resp.Lev = &LevTree{Found: !made, Build: time.Since(t0)}
 	}
 	if req.Bench != nil {
 		t0 := time.Now()

@@ -180,7 +180,7 @@ func TestServeBench(t *testing.T) {
 	resp := ask(t, root, req)
 	b := resp.Bench
 	sum, err := debroot.StateDigest(root)
-	if err != nil || b == nil || resp.Lev == nil || !resp.Lev.Made {
+	if err != nil || b == nil || resp.Lev == nil || resp.Lev.Found {
 		t.Fatalf("%+v %v", resp, err)
 	}
 	ref := levimage.WorkbenchRef(levimage.DebianBase, sum, digest)
@@ -206,7 +206,7 @@ func TestServeBench(t *testing.T) {
 	if again == nil || again.Dir != b.Dir || again.Entries != 0 || again.Packages != 0 || again.StatusSum != sum {
 		t.Errorf("asked again: %+v", again)
 	}
-	if resp2.Lev == nil || resp2.Lev.Made {
+	if resp2.Lev == nil || !resp2.Lev.Found {
 		t.Errorf("asked again, lev's tree: %+v, want found whole", resp2.Lev)
 	}
 	os.Rename(filepath.Join(root, "var/lib/dpkg/info.away"), filepath.Join(root, "var/lib/dpkg/info"))
