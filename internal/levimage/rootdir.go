@@ -186,10 +186,12 @@ func (l *LevLayer) build(dir string, fill func(tmp string) error) (placed bool, 
 
 // buildDir fills a sibling temporary directory and renames it to dir, so dir is whole or
 // absent: a failure leaves nothing. An existing dir is kept as it is (the names are
-// content-addressed), and one another build put in place meanwhile wins.
+// content-addressed), and one another build put in place meanwhile wins. Something else
+// at the name (not a directory, or not this builder's) is refused, naming it: kept, it
+// would be reported and run as the tree.
 func buildDir(dir string, fill func(tmp string) error) (placed bool, _ error) {
-	if _, err := os.Lstat(dir); err == nil {
-		return false, nil
+	if fi, err := os.Lstat(dir); err == nil {
+		return false, builtHere(dir, fi)
 	}
 	tmp := filepath.Join(filepath.Dir(dir), ".build-"+filepath.Base(dir)+"-"+strconv.Itoa(os.Getpid()))
 	if err := os.RemoveAll(tmp); err != nil {
@@ -214,12 +216,29 @@ func buildDir(dir string, fill func(tmp string) error) (placed bool, _ error) {
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		os.RemoveAll(tmp)
-		if _, e := os.Lstat(dir); e == nil {
-			return false, nil
+		if fi, e := os.Lstat(dir); e == nil {
+			return false, builtHere(dir, fi)
 		}
 		return false, fmt.Errorf("putting %s in place: %w", dir, err)
 	}
 	return true, nil
+}
+
+// builtHere is nil when fi, found at dir, can be a tree buildDir put there: a directory
+// (not a symlink to one) owned by this process's user (root, in a guest).
+func builtHere(dir string, fi fs.FileInfo) error {
+	sys, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || sys.Uid != uint32(os.Geteuid()) {
+		return fmt.Errorf("%s is there but is not a tree lever made (%s, owner uid %d): remove it and re-run", dir, fi.Mode().Type(), ownerUID(fi))
+	}
+	return nil
+}
+
+func ownerUID(fi fs.FileInfo) int {
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int(sys.Uid)
+	}
+	return -1
 }
 
 // fillRootDir makes the planned paths under tmp (MakeRootDir's rules) in three passes:

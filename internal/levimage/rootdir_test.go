@@ -621,4 +621,22 @@ func TestBuildDirPlaced(t *testing.T) {
 	if ents, _ := os.ReadDir(parent); len(ents) != 2 {
 		t.Errorf("left behind: %v", ents)
 	}
+	// something else at the name is refused, naming it, and left alone
+	for name, make := range map[string]func(p string) error{
+		"a file":                   func(p string) error { return os.WriteFile(p, nil, 0o644) },
+		"a symlink to a directory": func(p string) error { return os.Symlink(dir, p) },
+	} {
+		p := filepath.Join(parent, "odd")
+		os.RemoveAll(p)
+		if err := make(p); err != nil {
+			t.Fatal(err)
+		}
+		placed, err := buildDir(p, fill)
+		if placed || err == nil || !strings.Contains(err.Error(), p+" is there but is not a tree lever made") {
+			t.Errorf("%s at the name: placed %v, %v", name, placed, err)
+		}
+		if fi, err := os.Lstat(p); err != nil || fi.IsDir() {
+			t.Errorf("%s at the name was replaced: %v %v", name, fi, err)
+		}
+	}
 }
