@@ -67,16 +67,46 @@ func (e *limaUp) tracePath() string {
 	return e.home + "/guest-trace.log"
 }
 
-// logTrace logs and empties the trace lever wrote since the last call.
-func (e *limaUp) logTrace(t *testing.T, what string) {
+// logTrace logs and empties the trace lever wrote since the last call, and returns it
+// ("" when none was asked for).
+func (e *limaUp) logTrace(t *testing.T, what string) string {
 	p := e.tracePath()
 	if p == "" {
-		return
+		return ""
 	}
-	if b, err := os.ReadFile(p); err == nil {
-		t.Logf("TRACE %s:\n%s", what, b)
-		os.Truncate(p, 0)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
 	}
+	t.Logf("TRACE %s:\n%s", what, b)
+	os.Truncate(p, 0)
+	return string(b)
+}
+
+var traceLine = regexp.MustCompile(`(?m)^guest call \d+: at \+([0-9.]+)s took [0-9.]+s as \S+ (rc=|error)`)
+
+// afterBoot is how long a bring-up that booted the guest ran after the boot, read from
+// its trace: from the start of the first guest call that answered after one that did not
+// (the observation, made while the guest was down; the trace's clock starts with it, as
+// the run's own does) to total, the run's duration. ok is false when the trace shows no
+// such call (no trace asked for, or a guest that was up).
+func afterBoot(trace string, total time.Duration) (_ time.Duration, ok bool) {
+	down := false
+	for _, m := range traceLine.FindAllStringSubmatch(trace, -1) {
+		if m[2] == "error" {
+			down = true
+			continue
+		}
+		if !down {
+			return 0, false
+		}
+		at, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return 0, false
+		}
+		return total - time.Duration(at*float64(time.Second)), true
+	}
+	return 0, false
 }
 
 func (e *limaUp) as(t *testing.T, argv ...string) (string, int) {
@@ -299,9 +329,15 @@ lev:
 
 	// 1. cold: from nothing to lev running in the guest's rootless podman.
 	out, code := e.lever(t, "up")
-	e.logTrace(t, "cold up")
+	trace := e.logTrace(t, "cold up")
 	if code != 0 || !strings.Contains(out, "lever-"+name+"-manager running") {
 		t.Fatalf("cold up: exit %d", code)
+	}
+	if m := regexp.MustCompile(`is up \(([0-9hms.]+), (\d+) guest calls\)`).FindStringSubmatch(out); m != nil {
+		total, _ := time.ParseDuration(m[1])
+		if d, ok := afterBoot(trace, total); ok {
+			t.Logf("FIGURE cold up: %s in %s guest calls, from the call after the boot to the last step's end %s", total, m[2], d.Round(10*time.Millisecond))
+		}
 	}
 	// LEVER_TEST_HOLD=<file>: keep the fresh jail up for a person's measurements until
 	// that file exists (then the test goes on, and cleans up, as usual).
@@ -452,7 +488,7 @@ lev:
 	}
 	e.logTrace(t, "stop")
 	out, code = e.lever(t, "apply", "--json")
-	e.logTrace(t, "restart")
+	trace = e.logTrace(t, "restart")
 	var res4 bringup.Result
 	if i := strings.Index(out, "{\n"); i < 0 || json.Unmarshal([]byte(out[i:]), &res4) != nil || code != 0 || !res4.Changed {
 		t.Fatalf("apply after stop: exit %d, changed %v\n%s", code, res4.Changed, out)
@@ -487,6 +523,9 @@ lev:
 	// the steps after the jail step overlap: their wall time, not their sum (the call
 	// after the boot is the jail step's: the trace has it)
 	t.Logf("FIGURE restart: %d guest calls in %s, after the jail step %s", res4.GuestCalls, res4.Duration, res4.Duration-jail)
+	if d, ok := afterBoot(trace, res4.Duration); ok {
+		t.Logf("FIGURE restart: from the call after the boot to the last step's end %s", d.Round(10*time.Millisecond))
+	}
 	if now, c := e.guest(t, kept); c != 0 || now != before {
 		t.Errorf("the restart sent lev or made a tree again (exit %d):\nbefore:\n%s\nafter:\n%s", c, before, now)
 	}
@@ -537,4 +576,33 @@ func readAuths(t *testing.T, path string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// TestAfterBoot reads the figure the docs quote from traces shaped as lever writes them
+// (a cold up's from this machine, a warm up's, one the guest never answered, none).
+func TestAfterBoot(t *testing.T) {
+	cold := `guest call 1: at +0.00s took 0.04s as root error: env LEVER_TREES=… sh -s -- /var/lib/lever/provision.stamp (stdin 9742 B, stdout 0 B)
+guest call 2: at +97.57s took 1.69s as root rc=0: env LEVER_IPT=… sh -s -- (stdin 6509 B, stdout 3930 B)
+guest call 3: at +99.26s took 3.31s as root rc=0: env LEVER_IPT=… sh -s -- (stdin 6892 B, stdout 19527 B)
+`
+	warm := "guest call 1: at +0.00s took 3.90s as root rc=0: env LEVER_TREES=… sh -s -- (stdin 9742 B, stdout 17200 B)\n"
+	for _, tc := range []struct {
+		name  string
+		trace string
+		total time.Duration
+		want  time.Duration
+		ok    bool
+	}{
+		{"cold", cold, 119440 * time.Millisecond, 21870 * time.Millisecond, true},
+		{"warm: the guest answered the first call", warm, 4 * time.Second, 0, false},
+		{"the guest never answered", "guest call 1: at +0.00s took 0.01s as root error: x\n", time.Second, 0, false},
+		{"no trace", "", time.Second, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := afterBoot(tc.trace, tc.total)
+			if ok != tc.ok || (ok && (got-tc.want).Abs() > time.Millisecond) {
+				t.Errorf("afterBoot = %s, %v; want %s, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
 }
