@@ -227,18 +227,20 @@ func buildDir(dir string, fill func(tmp string) error) (placed bool, _ error) {
 // builtHere is nil when fi, found at dir, can be a tree buildDir put there: a directory
 // (not a symlink to one) owned by this process's user (root, in a guest).
 func builtHere(dir string, fi fs.FileInfo) error {
-	sys, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || sys.Uid != uint32(os.Geteuid()) {
-		return fmt.Errorf("%s is there but is not a tree lever made (%s, owner uid %d): remove it and re-run", dir, fi.Mode().Type(), ownerUID(fi))
+	var what string
+	switch sys, ok := fi.Sys().(*syscall.Stat_t); {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		what = "a symlink"
+	case !fi.IsDir():
+		what = "not a directory (" + fi.Mode().String() + ")"
+	case !ok:
+		what = "a directory whose owner cannot be read"
+	case sys.Uid != uint32(os.Geteuid()):
+		what = "a directory of uid " + strconv.Itoa(int(sys.Uid))
+	default:
+		return nil
 	}
-	return nil
-}
-
-func ownerUID(fi fs.FileInfo) int {
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return int(sys.Uid)
-	}
-	return -1
+	return fmt.Errorf("%s is there but is not a tree lever made (%s): remove it and re-run", dir, what)
 }
 
 // fillRootDir makes the planned paths under tmp (MakeRootDir's rules) in three passes:

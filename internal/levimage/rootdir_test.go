@@ -621,22 +621,33 @@ func TestBuildDirPlaced(t *testing.T) {
 	if ents, _ := os.ReadDir(parent); len(ents) != 2 {
 		t.Errorf("left behind: %v", ents)
 	}
-	// something else at the name is refused, naming it, and left alone
-	for name, make := range map[string]func(p string) error{
+	// something else at the name is refused, naming it and what it is, and left alone
+	want := map[string]string{"a file": "not a directory (-rw-", "a symlink to a directory": "a symlink)", "another user's directory": "a directory of uid 65534)"}
+	odd := map[string]func(p string) error{
 		"a file":                   func(p string) error { return os.WriteFile(p, nil, 0o644) },
 		"a symlink to a directory": func(p string) error { return os.Symlink(dir, p) },
-	} {
+	}
+	if os.Geteuid() == 0 {
+		odd["another user's directory"] = func(p string) error {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+			return os.Chown(p, 65534, 65534)
+		}
+	}
+	for name, mk := range odd {
 		p := filepath.Join(parent, "odd")
 		os.RemoveAll(p)
-		if err := make(p); err != nil {
+		if err := mk(p); err != nil {
 			t.Fatal(err)
 		}
+		before := ino(t, p)
 		placed, err := buildDir(p, fill)
-		if placed || err == nil || !strings.Contains(err.Error(), p+" is there but is not a tree lever made") {
+		if placed || err == nil || !strings.Contains(err.Error(), p+" is there but is not a tree lever made ("+want[name]) {
 			t.Errorf("%s at the name: placed %v, %v", name, placed, err)
 		}
-		if fi, err := os.Lstat(p); err != nil || fi.IsDir() {
-			t.Errorf("%s at the name was replaced: %v %v", name, fi, err)
+		if now := ino(t, p); now != before {
+			t.Errorf("%s at the name was replaced (inode %d, was %d)", name, now, before)
 		}
 	}
 }
