@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -383,8 +384,8 @@ lev:
 	// 2. a second up changes nothing and makes one guest call: the observation, which
 	// carries the egress snapshot and the containment check (the egress step judges it)
 	out, code = lever(t, "apply", "--json", cfgPath)
-	var res bringup.Result
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{\n"):]), &res); err != nil || code != 0 {
+	res, err := resultOf(out)
+	if err != nil || code != 0 {
 		t.Fatalf("apply --json: %v %d\n%s", err, code, out)
 	}
 	if res.Changed {
@@ -413,8 +414,7 @@ lev:
 	}
 	sh(t, "ip", "-n", guestNS, "route", "del", "default")
 	out, code = lever(t, "apply", "--json", cfgPath)
-	var res2b bringup.Result
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{\n"):]), &res2b); err != nil || code != 0 || res2b.Changed || res2b.GuestCalls != res.GuestCalls {
+	if res2b, err := resultOf(out); err != nil || code != 0 || res2b.Changed || res2b.GuestCalls != res.GuestCalls {
 		t.Fatalf("warm up after the drift was removed: exit %d, changed %v, %d guest calls (want %d): %v\n%s", code, res2b.Changed, res2b.GuestCalls, res.GuestCalls, err, out)
 	}
 
@@ -488,4 +488,14 @@ lev:
 			}
 		}
 	}
+}
+
+// resultOf reads the bring-up result `lever apply --json` prints after its progress lines.
+func resultOf(out string) (bringup.Result, error) {
+	var res bringup.Result
+	i := strings.Index(out, "{\n")
+	if i < 0 {
+		return res, errors.New("no JSON result in the output")
+	}
+	return res, json.Unmarshal([]byte(out[i:]), &res)
 }

@@ -56,9 +56,8 @@ func podmanExec(t *testing.T, guestNS, name string, stdin string, argv ...string
 func applyJSON(t *testing.T, cfgPath string) bringup.Result {
 	t.Helper()
 	out, code := lever(t, "apply", "--json", cfgPath)
-	var res bringup.Result
-	i := strings.Index(out, "{\n")
-	if i < 0 || code != 0 || json.Unmarshal([]byte(out[i:]), &res) != nil {
+	res, err := resultOf(out)
+	if err != nil || code != 0 {
 		t.Fatalf("apply --json: exit %d\n%s", code, out)
 	}
 	return res

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -83,7 +82,12 @@ func (e *limaUp) logTrace(t *testing.T, what string) string {
 	return string(b)
 }
 
-var traceLine = regexp.MustCompile(`(?m)^guest call \d+: at \+([0-9.]+)s took [0-9.]+s as \S+ (rc=|error)`)
+var (
+	// isUp is up's closing line: its duration and guest calls.
+	isUp = regexp.MustCompile(`is up \(([0-9hms.]+), (\d+) guest calls\)`)
+	// bothTreesPresent is the image step's detail when the helper found both trees whole.
+	bothTreesPresent = regexp.MustCompile(`^lev's tree \S+ present; workbench \S+ present; `)
+)
 
 // afterBoot is how long a bring-up that booted the guest ran after the boot, read from
 // its trace: from the start of the first guest call that answered after one that did not
@@ -92,19 +96,15 @@ var traceLine = regexp.MustCompile(`(?m)^guest call \d+: at \+([0-9.]+)s took [0
 // such call (no trace asked for, or a guest that was up).
 func afterBoot(trace string, total time.Duration) (_ time.Duration, ok bool) {
 	down := false
-	for _, m := range traceLine.FindAllStringSubmatch(trace, -1) {
-		if m[2] == "error" {
+	for _, c := range guest.ParseTrace(trace) {
+		if !c.Answered {
 			down = true
 			continue
 		}
 		if !down {
 			return 0, false
 		}
-		at, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			return 0, false
-		}
-		return total - time.Duration(at*float64(time.Second)), true
+		return total - c.At, true
 	}
 	return 0, false
 }
@@ -333,7 +333,7 @@ lev:
 	if code != 0 || !strings.Contains(out, "lever-"+name+"-manager running") {
 		t.Fatalf("cold up: exit %d", code)
 	}
-	if m := regexp.MustCompile(`is up \(([0-9hms.]+), (\d+) guest calls\)`).FindStringSubmatch(out); m != nil {
+	if m := isUp.FindStringSubmatch(out); m != nil {
 		total, _ := time.ParseDuration(m[1])
 		if d, ok := afterBoot(trace, total); ok {
 			t.Logf("FIGURE cold up: %s in %s guest calls, from the call after the boot to the last step's end %s", total, m[2], d.Round(10*time.Millisecond))
@@ -432,8 +432,8 @@ lev:
 		t.Fatalf("second up changed something or failed (exit %d)", code)
 	}
 	out, code = e.lever(t, "apply", "--json")
-	var res bringup.Result
-	if i := strings.Index(out, "{\n"); i < 0 || json.Unmarshal([]byte(out[i:]), &res) != nil || code != 0 {
+	res, err := resultOf(out)
+	if err != nil || code != 0 {
 		t.Fatalf("apply --json: exit %d\n%s", code, out)
 	}
 	if res.Changed {
@@ -468,8 +468,8 @@ lev:
 	}
 	e.as(t, "rm", "-f", override)
 	out, code = e.lever(t, "apply", "--json")
-	var res3 bringup.Result
-	if i := strings.Index(out, "{\n"); i < 0 || json.Unmarshal([]byte(out[i:]), &res3) != nil || code != 0 || res3.Changed || res3.GuestCalls != res.GuestCalls {
+	res3, err := resultOf(out)
+	if err != nil || code != 0 || res3.Changed || res3.GuestCalls != res.GuestCalls {
 		t.Fatalf("warm apply after the drift was removed: exit %d, changed %v, %d guest calls (want %d)\n%s", code, res3.Changed, res3.GuestCalls, res.GuestCalls, out)
 	}
 	t.Logf("FIGURE warm apply after drift removed: %d guest calls in %s", res3.GuestCalls, res3.Duration)
@@ -489,8 +489,8 @@ lev:
 	e.logTrace(t, "stop")
 	out, code = e.lever(t, "apply", "--json")
 	trace = e.logTrace(t, "restart")
-	var res4 bringup.Result
-	if i := strings.Index(out, "{\n"); i < 0 || json.Unmarshal([]byte(out[i:]), &res4) != nil || code != 0 || !res4.Changed {
+	res4, err := resultOf(out)
+	if err != nil || code != 0 || !res4.Changed {
 		t.Fatalf("apply after stop: exit %d, changed %v\n%s", code, res4.Changed, out)
 	}
 	var jail time.Duration
@@ -510,7 +510,7 @@ lev:
 			}
 		case bringup.StepImage:
 			// asked for both (the guest was down when observed), the helper finds them whole
-			if st.Changed || !regexp.MustCompile(`^lev's tree \S+ present; workbench \S+ present; `).MatchString(st.Detail) {
+			if st.Changed || !bothTreesPresent.MatchString(st.Detail) {
 				t.Errorf("restart: the image step %q (changed %v), want both trees found present", st.Detail, st.Changed)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +66,32 @@ func (t *Traced) Run(ctx context.Context, c Cmd) (Result, error) {
 		n, s.Sub(t.t0).Seconds(), time.Since(s).Seconds(), c.As, end, ArgvShape(c.Argv), len(c.Stdin), len(res.Stdout))
 	return res, err
 }
+
+// TraceCall is one line Traced wrote, read back: the call's number, when it started (from
+// the first traced call) and how long it took, and whether the guest answered (an exit
+// status, of any value) or the call failed (no answer).
+type TraceCall struct {
+	N        int
+	At, Took time.Duration
+	Answered bool
+}
+
+var traceLine = regexp.MustCompile(`(?m)^guest call (\d+): at \+([0-9.]+)s took ([0-9.]+)s as \S+ (rc=-?\d+|error): `)
+
+// ParseTrace reads the lines Traced wrote, in the order written (the order calls ended);
+// other lines are skipped. Read beside the writer, so the two keep one format.
+func ParseTrace(text string) []TraceCall {
+	var calls []TraceCall
+	for _, m := range traceLine.FindAllStringSubmatch(text, -1) {
+		n, _ := strconv.Atoi(m[1])
+		at, _ := strconv.ParseFloat(m[2], 64)
+		took, _ := strconv.ParseFloat(m[3], 64)
+		calls = append(calls, TraceCall{N: n, At: seconds(at), Took: seconds(took), Answered: m[4] != "error"})
+	}
+	return calls
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
 // ArgvShape is argv for a trace: the values an `env` prefix sets are left out (they may
 // carry secrets), and long words are cut.

@@ -3,6 +3,7 @@ package guest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,30 @@ func TestTracedWritesOneLinePerCallWithoutSecrets(t *testing.T) {
 	}
 	if len(inner.Calls()) != 2 {
 		t.Errorf("inner runner got %d calls, want 2 (the trace forwards each)", len(inner.Calls()))
+	}
+}
+
+// TestParseTraceReadsTracedLines: what Traced writes, ParseTrace reads back (a call that
+// answered, whatever its status, and one that failed), and other lines are skipped.
+func TestParseTraceReadsTracedLines(t *testing.T) {
+	inner := (&guesttest.Runner{}).
+		On("fails", guesttest.Script("fail"), func(guest.Cmd) (guest.Result, error) { return guest.Result{}, errors.New("ssh: down") }).
+		On("exits 3", guesttest.Script("three"), guesttest.Exit(3, "")).
+		On("any", func(guest.Cmd) bool { return true }, guesttest.OK(""))
+	var out bytes.Buffer
+	tr := &guest.Traced{Inner: inner, Out: &out}
+	for _, script := range []string{"fail", "three", "ok"} {
+		tr.Run(context.Background(), guest.Cmd{As: guest.Root, Argv: []string{"sh", "-c", script}})
+	}
+	out.WriteString("not a trace line\n")
+	calls := guest.ParseTrace(out.String())
+	if len(calls) != 3 {
+		t.Fatalf("read %d calls from:\n%s", len(calls), out.String())
+	}
+	for i, want := range []bool{false, true, true} {
+		if c := calls[i]; c.N != i+1 || c.Answered != want || c.At < 0 || c.Took < 0 {
+			t.Errorf("call %d read as %+v, want number %d answered %v", i, c, i+1, want)
+		}
 	}
 }
 
