@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,5 +254,29 @@ func TestServeBenchPlanningFails(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(trees); len(ents) != 0 {
 		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// TestServeRefusesAnOccupiedTreeName: asked for lev's tree at a name something else holds
+// (here a symlink to a whole tree elsewhere), the helper refuses, naming it, rather than
+// answering "found" for it; the same request at a free name makes the tree (the control).
+func TestServeRefusesAnOccupiedTreeName(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the trees are root's: run as root")
+	}
+	trees := filepath.Join(t.TempDir(), "inst", "trees")
+	made := filepath.Join(trees, "lev-0123-abcd")
+	resp := ask(t, "/", Request{LevDir: made, LevMounts: []string{"/run/lever"}})
+	if resp.Lev == nil || resp.Lev.Found {
+		t.Fatalf("a free name: %+v, want the tree made", resp.Lev)
+	}
+	taken := filepath.Join(trees, "lev-4567-abcd")
+	if err := os.Symlink(made, taken); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(Request{LevDir: taken, LevMounts: []string{"/run/lever"}})
+	err := serve(bytes.NewReader(body), io.Discard, "/")
+	if err == nil || !strings.Contains(err.Error(), taken+" is there but is not a tree lever made (a symlink)") {
+		t.Errorf("a symlink at lev's tree's name: %v", err)
 	}
 }
