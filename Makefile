@@ -79,8 +79,14 @@ lint:
 
 # A few seconds of coverage-guided fuzzing of the lever.yaml loader (its seed corpus in
 # internal/config/testdata/fuzz also runs with every plain `go test`).
+# The budget is a count of inputs, not a duration: with a duration, Go 1.26's fuzz
+# coordinator can lose a race at the deadline and fail the target with a bare "context
+# deadline exceeded" and no crasher (go.dev/issue/75804, fixed in Go 1.27), which happened
+# in CI on a loaded machine. A count sets no deadline; on these machines 100000 inputs take
+# about 8-20 s. A real finding still fails, with its input written under testdata/fuzz.
+FUZZ_INPUTS ?= 100000
 fuzz:
-	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime 10s ./internal/config
+	$(GO) test -run XXX -fuzz FuzzLoad -fuzztime $(FUZZ_INPUTS)x ./internal/config
 
 # lever runs on macOS hosts (OrbStack, Lima) and Linux hosts; lev runs in Linux guests of
 # either architecture. Build both and vet everything (with and without the e2e tag) for each
