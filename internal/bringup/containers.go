@@ -53,7 +53,7 @@ func (in *Instance) Containers(f Facts) ([]containers.Container, error) {
 func (in *Instance) plan(f Facts, image, bench string) ([]containers.Container, error) {
 	p := containers.Params{
 		Instance: in.cfg.Name, Image: image, BenchImage: bench, TreeSource: in.TreeSrc,
-		ReadOnly: in.cfg.Manager.ReadOnly, NestedVirt: in.managerKVM(),
+		ReadOnly: in.cfg.ReadOnlyInTree(), NestedVirt: in.managerKVM(),
 		TicketRoot: agentsRoot(f.UID), LevHomeRoot: in.levHomeRoot(), BenchRoot: benchRoot(f.UID),
 		Policy:  in.settings != nil && in.settings.HasPolicy,
 		Command: []string{"serve", "--token-file", containers.TicketMount + "/" + FileToken},

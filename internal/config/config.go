@@ -34,6 +34,11 @@ type Config struct {
 	// TreePath is the tree's absolute, symlink-resolved path on the host (set by Load):
 	// the one directory mounted into the jail.
 	TreePath string `yaml:"-"`
+	// ConfigInTree is this file's path inside the tree, slash-separated ("lever.yaml" in
+	// the default layout, tree: .), or empty when the file is outside the tree (set by
+	// Load). The agents write the tree and lever trusts this file on the host, so bring-up
+	// mounts it read-only for every agent that sees the tree's root.
+	ConfigInTree string `yaml:"-"`
 }
 
 // Manager is the manager container's settings.
@@ -108,3 +113,14 @@ type Lima struct {
 
 // MachineName is the guest's name: lever-<name>.
 func (c *Config) MachineName() string { return "lever-" + c.Name }
+
+// ReadOnlyInTree is what the manager (and its workbench) mount read-only over their
+// writable tree: manager.read_only, and this file when it lies in the tree, which lever
+// trusts on the host and the agents must not rewrite.
+func (c *Config) ReadOnlyInTree() []string {
+	ro := append([]string(nil), c.Manager.ReadOnly...)
+	if c.ConfigInTree != "" {
+		ro = append(ro, c.ConfigInTree)
+	}
+	return ro
+}

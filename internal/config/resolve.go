@@ -17,6 +17,11 @@ type resolution struct {
 	// errs is why a lev setting did not resolve, by dotted key (the field keeps the
 	// absolute path as written).
 	errs map[string]error
+	// configReal is this file's path through its symlinks (empty if it did not resolve).
+	configReal string
+	// configAtRoot is set when this file's name is at the tree's root but is not a
+	// regular file there (a symlink): the name the agents could replace.
+	configAtRoot string
 }
 
 // resolve rewrites every host path in c once, so that every consumer (and validate)
@@ -36,6 +41,24 @@ func resolve(c *Config) resolution {
 			c.TreePath = real
 		} else {
 			r.treeErr = err
+		}
+	}
+
+	// Where lever.yaml itself lies. With tree: . its name is at the tree's root, where the
+	// agents could replace it (a symlink there too); otherwise it may still resolve into
+	// the tree through a symlink. validate judges both.
+	if real, err := filepath.EvalSymlinks(c.Path); err == nil {
+		r.configReal = real
+	}
+	if dir, err := filepath.EvalSymlinks(c.Dir); err == nil && c.TreePath != "" && dir == c.TreePath {
+		name := filepath.Base(c.Path)
+		// Not there at all: the bytes came from elsewhere (Parse), nothing to protect.
+		if st, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			if st.Mode().IsRegular() {
+				c.ConfigInTree = name
+			} else {
+				r.configAtRoot = filepath.Join(dir, name)
+			}
 		}
 	}
 

@@ -5,11 +5,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/lever-jail/lever/internal/fspath"
 )
@@ -69,6 +71,7 @@ func validate(c *Config, file string, lines keyLines, r resolution) Problems {
 
 	v.identity(c)
 	v.tree(c)
+	v.configFile(c)
 
 	switch c.Egress {
 	case EgressOpen:
@@ -221,6 +224,35 @@ func (v *validator) tree(c *Config) {
 		return
 	}
 	v.treePath = real
+}
+
+// configFile checks where lever.yaml itself lies. In the tree (the default layout, tree:
+// .) the agents could rewrite what lever trusts on the host (the upstream the API key is
+// sent to, limactl, the egress posture), so bring-up mounts it read-only over the
+// manager's writable tree (Config.ConfigInTree). That holds only for the file itself at
+// the tree's root: the root is the mount and cannot be renamed, but a directory under it
+// could be renamed away with the read-only file inside and a new one put in its place,
+// and a symlink at the root could be swapped. A second name for the file (a hard link, or
+// the tree mounted at another path) would stay writable. All of those are refused.
+func (v *validator) configFile(c *Config) {
+	if v.treePath == "" {
+		return
+	}
+	real := v.res.configReal
+	switch {
+	case v.res.configAtRoot != "":
+		v.add("tree", "the config file's name %s is at the tree's root but is not the file itself (a symlink to %s): the agents could replace it with their own; put the file itself there, or keep it outside the tree", v.res.configAtRoot, real)
+	case c.ConfigInTree != "":
+		if st, err := os.Stat(real); err == nil {
+			if n := linkCount(st); n > 1 {
+				v.add("tree", "the config file %s is in the tree (%s) and has %d hard links: the other names would stay writable by the agents; keep one name (copy the file, then remove the others)", real, v.treePath, n)
+			}
+		}
+	case real != "":
+		if in, why := inTreeAnySpelling(v.treePath, real); in {
+			v.add("tree", "the config file resolves to %s, in the tree (%s)%s, where the agents could rewrite it or rename the directory holding it: keep the file itself at the tree's root (which lever mounts read-only for the agents) or outside the tree", real, v.treePath, why)
+		}
+	}
 }
 
 // inTree checks that rel names a place inside the (valid) tree, through symlinks, and
@@ -407,9 +439,9 @@ func (v *validator) lev(c *Config) {
 		v.add("lev.image_tarball", "set lev.image or lev.image_tarball, not both")
 	}
 	if c.Lev.ImageTarball != "" {
-		if st, err := os.Stat(c.Lev.ImageTarball); err != nil || !st.Mode().IsRegular() {
-			v.add("lev.image_tarball", "%s is not a file", c.Lev.ImageTarball)
-		}
+		// lever loads it and runs it as every lev container (the holder of the broker
+		// certificate and the permission and taint gates).
+		v.hostInput("lev.image_tarball", c.Lev.ImageTarball, "keep lev's image outside the tree")
 	}
 	if c.Lev.BaseImage != "" && c.Lev.BaseTarball != "" {
 		v.add("lev.base_tarball", "set lev.base_image or lev.base_tarball, not both")
@@ -418,13 +450,9 @@ func (v *validator) lev(c *Config) {
 		v.add("lev.base_image", "%q is not an image reference or ID", c.Lev.BaseImage)
 	}
 	if c.Lev.BaseTarball != "" {
-		if st, err := os.Stat(c.Lev.BaseTarball); err != nil || !st.Mode().IsRegular() {
-			v.add("lev.base_tarball", "%s is not a file", c.Lev.BaseTarball)
-		} else if real, err := filepath.EvalSymlinks(c.Lev.BaseTarball); err == nil && v.treePath != "" && fspath.Within(v.treePath, real) {
-			// The agents write the tree: a base there would let an agent choose what every
-			// agent's workbench (a worker's too) is made of at the next lever up.
-			v.add("lev.base_tarball", "%s is inside the tree (%s), which the agents can write; keep the base image outside the tree", real, v.treePath)
-		}
+		// A base in the tree would let an agent choose what every agent's workbench (a
+		// worker's too) is made of at the next lever up.
+		v.hostInput("lev.base_tarball", c.Lev.BaseTarball, "keep the base image outside the tree")
 	}
 	if c.Lev.Blueprint != "" {
 		v.inTree("lev.blueprint", c.Lev.Blueprint)
@@ -470,6 +498,30 @@ func (v *validator) levSetting(key, real string, dir bool) {
 	}
 }
 
+// hostInput checks a host file that lever loads, boots or runs (an image, a kernel,
+// limactl): it is a regular file, and it is not in the tree by any spelling. The agents
+// write the tree, so a file there is theirs to replace before the next lever command
+// reads it: their image in every lev container, their kernel under the jail, their
+// limactl run on this host. keep is the advice that ends the problem.
+func (v *validator) hostInput(key, abs, keep string) {
+	st, err := os.Stat(abs)
+	if err != nil || !st.Mode().IsRegular() {
+		v.add(key, "%s is not a file", abs)
+		return
+	}
+	if v.treePath == "" {
+		return
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		v.add(key, "%s: %v", abs, err)
+		return
+	}
+	if in, why := inTreeAnySpelling(v.treePath, real); in {
+		v.add(key, "%s is inside the tree (%s)%s, which the agents can write; %s", real, v.treePath, why, keep)
+	}
+}
+
 // inTreeAnySpelling says whether real (symlink-free) lies in the tree: by its path, or
 // through another mount of the tree's directory (a bind mount has no symlink to follow,
 // so each ancestor's device and inode are compared with the tree's), and how (empty for
@@ -508,10 +560,9 @@ func (v *validator) lima(c *Config) {
 		if *f.val == "" {
 			continue
 		}
-		if st, err := os.Stat(*f.val); err != nil || !st.Mode().IsRegular() {
-			v.add(f.key, "%s is not a file", *f.val)
-		}
+		v.hostInput(f.key, *f.val, "keep what the VM boots outside the tree")
 	}
+	v.limactl(c.Lima.Limactl, c.Backend == "lima")
 	switch c.Lima.Accel {
 	case "auto", "kvm", "tcg":
 	default:
@@ -520,4 +571,48 @@ func (v *validator) lima(c *Config) {
 	if (c.Lima.Kernel != "") != (c.Lima.Initrd != "") {
 		v.add("lima.kernel", "lima.kernel and lima.initrd go together (direct kernel boot needs both)")
 	}
+}
+
+// limactl checks lima.limactl, a program lever runs on this host as the user: given as a
+// path it must not be in the tree; given as a name (with backend lima), the program PATH
+// finds for it must not be in the tree either (a PATH entry in the project, e.g. from direnv, would
+// otherwise hand the agents the next lever command).
+func (v *validator) limactl(name string, used bool) {
+	if name == "" {
+		name = "limactl" // the lima backend's default
+	}
+	found := name
+	if !strings.ContainsRune(name, '/') {
+		if !used {
+			return // only the lima backend looks it up
+		}
+		var err error
+		if found, err = exec.LookPath(name); err != nil {
+			// Not on PATH: the lima backend says so when it is needed (lever backends too).
+			return
+		}
+	}
+	if v.treePath == "" {
+		return
+	}
+	// A path that does not exist is the lima backend's to report, when it is needed.
+	real, err := filepath.EvalSymlinks(found)
+	if err != nil {
+		return
+	}
+	if in, why := inTreeAnySpelling(v.treePath, real); in {
+		where := "is"
+		if found != name {
+			where = "is found on PATH"
+		}
+		v.add("lima.limactl", "%q %s at %s, inside the tree (%s)%s, which the agents can write; keep the programs lever runs outside the tree (and the tree's directories off PATH)", name, where, real, v.treePath, why)
+	}
+}
+
+// linkCount is a file's number of hard links (1 where the platform does not say).
+func linkCount(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(s.Nlink)
+	}
+	return 1
 }

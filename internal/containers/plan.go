@@ -260,6 +260,9 @@ func Plan(p Params) ([]Container, error) {
 	mgrTree := []Mount{{Source: p.TreeSource, Dest: TreeDir}}
 	ro := append([]string(nil), p.ReadOnly...)
 	sort.Strings(ro)
+	// A path given twice, in any spelling (manager.read_only may name lever.yaml, which
+	// bring-up adds itself), is one mount: podman refuses two mounts at one destination.
+	roSeen := map[string]bool{}
 	for _, r := range ro {
 		// Paths inside the tree (relative, or under /lever), mounted read-only over the
 		// manager's writable tree.
@@ -267,6 +270,10 @@ func Plan(p Params) ([]Container, error) {
 		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !fspath.Within(TreeDir, r)) {
 			return nil, fmt.Errorf("manager.read_only: %q must be a path inside the tree", r)
 		}
+		if roSeen[rel] {
+			continue
+		}
+		roSeen[rel] = true
 		mgrTree = append(mgrTree, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
 	}
 	mgr := base(ContainerName(p.Instance, Manager, ""), Manager, "")

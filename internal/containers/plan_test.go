@@ -380,3 +380,25 @@ func TestPlanLevTree(t *testing.T) {
 		}
 	}
 }
+
+// lever.yaml, added by bring-up when it lies in the tree, may also be in
+// manager.read_only, in either spelling: one read-only mount, in the manager and its
+// bench, and none in a worker's containers (they never see the tree's root).
+func TestPlanReadOnlyNamedTwice(t *testing.T) {
+	p := planParams()
+	p.ReadOnly = []string{"lever.yaml", "ref", "/lever/lever.yaml"}
+	cs, err := Plan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		got := strings.Count(mountList(c), "/lever/lever.yaml:/lever/lever.yaml:ro")
+		want := 0
+		if c.Role == Manager || c.Name == "lever-demo-manager-bench" {
+			want = 1
+		}
+		if got != want {
+			t.Errorf("%s: %d read-only mounts of lever.yaml, want %d: %s", c.Name, got, want, mountList(c))
+		}
+	}
+}
