@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/hosttrust"
 	"github.com/lever-jail/lever/internal/levimage"
 )
 
@@ -51,9 +53,13 @@ func (in *Instance) Containers(f Facts) ([]containers.Container, error) {
 
 // plan is Containers with the lev containers' image (or tree) and the workbench given.
 func (in *Instance) plan(f Facts, image, bench string) ([]containers.Container, error) {
+	protected, err := in.protected()
+	if err != nil {
+		return nil, err
+	}
 	p := containers.Params{
 		Instance: in.cfg.Name, Image: image, BenchImage: bench, TreeSource: in.TreeSrc,
-		ReadOnly: in.cfg.ReadOnlyInTree(), NestedVirt: in.managerKVM(),
+		ReadOnly: in.cfg.Manager.ReadOnly, Protected: protected, NestedVirt: in.managerKVM(),
 		TicketRoot: agentsRoot(f.UID), LevHomeRoot: in.levHomeRoot(), BenchRoot: benchRoot(f.UID),
 		Policy:  in.settings != nil && in.settings.HasPolicy,
 		Command: []string{"serve", "--token-file", containers.TicketMount + "/" + FileToken},
@@ -166,4 +172,28 @@ func (in *Instance) checkMountSources(ctx context.Context, ct containers.Contain
 		return fmt.Errorf("refused: %s", strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
+}
+
+// protected is what in the tree the host trusts later, read-only for the agents
+// (internal/hosttrust): lever.yaml when it lies in the tree, and, unless lever.yaml says
+// git: writable, the .git of the repositories at the tree's root and in the workers' dirs
+// as they are now. Anything but an explicit writable protects .git: a Config made without
+// Load (no defaults) fails safe.
+func (in *Instance) protected() ([]string, error) {
+	var out []string
+	if in.cfg.ConfigInTree != "" {
+		out = append(out, in.cfg.ConfigInTree)
+	}
+	if in.cfg.Git == config.GitWritable || in.cfg.TreePath == "" {
+		return out, nil
+	}
+	var dirs []string
+	for _, w := range in.cfg.Workers {
+		dirs = append(dirs, w.Dir)
+	}
+	git, err := hosttrust.Git(in.cfg.TreePath, dirs)
+	if err != nil {
+		return nil, fmt.Errorf("protecting the repositories' .git from the agents: %w", err)
+	}
+	return append(out, git...), nil
 }

@@ -1,7 +1,9 @@
 package bringup
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/config"
@@ -129,5 +131,65 @@ func TestContainersEnvAndImages(t *testing.T) {
 		if tc.b.HasPolicy && next["lever-t-worker-b"].Env["LEV_POLICY"] != "/run/lever/policy.toml" {
 			t.Errorf("%s: LEV_POLICY %q", tc.name, next["lever-t-worker-b"].Env["LEV_POLICY"])
 		}
+	}
+}
+
+// TestContainersProtectWhatTheHostTrusts: lever.yaml in the tree and the .git of the
+// repositories at the tree's root and in a worker's dir, as they are on the host at
+// bring-up, are read-only mounts; git: writable leaves .git to the agents (lever.yaml
+// stays protected); a .git that is a symlink stops the plan.
+func TestContainersProtectWhatTheHostTrusts(t *testing.T) {
+	tree := t.TempDir()
+	for _, d := range []string{".git/hooks", "wa/.git", "wb"} {
+		if err := os.MkdirAll(filepath.Join(tree, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roOf := func(git string) map[string][]string {
+		cfg := &config.Config{Name: "t", Egress: "open", Git: git, TreePath: tree, ConfigInTree: "lever.yaml",
+			Workers: []config.Worker{{Name: "a", Dir: "wa"}, {Name: "b", Dir: "wb"}},
+			Broker:  config.Broker{JailPort: 7443},
+		}
+		in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+		cs, err := in.Containers(Facts{AliasV4: "10.0.0.1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]string{}
+		for _, c := range cs {
+			for _, m := range c.Mounts {
+				if m.ReadOnly && strings.HasPrefix(m.Dest, "/lever/") {
+					out[c.Name] = append(out[c.Name], m.Dest)
+				}
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		git       string
+		container string
+		want      string
+	}{
+		{"", "lever-t-manager", "/lever/.git /lever/lever.yaml /lever/wa/.git"}, // no default applied: fails safe
+		{config.GitReadOnly, "lever-t-manager-bench", "/lever/.git /lever/lever.yaml /lever/wa/.git"},
+		{config.GitReadOnly, "lever-t-worker-a-bench", "/lever/wa/.git"},
+		{config.GitReadOnly, "lever-t-worker-b", ""},
+		{config.GitWritable, "lever-t-manager-bench", "/lever/lever.yaml"},
+		{config.GitWritable, "lever-t-worker-a-bench", ""},
+	}
+	for _, tc := range cases {
+		if got := strings.Join(roOf(tc.git)[tc.container], " "); got != tc.want {
+			t.Errorf("git %q, %s: read-only tree mounts %q, want %q", tc.git, tc.container, got, tc.want)
+		}
+	}
+
+	if err := os.Symlink("elsewhere", filepath.Join(tree, "wb", ".git")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{Name: "t", Egress: "open", Git: config.GitReadOnly, TreePath: tree,
+		Workers: []config.Worker{{Name: "b", Dir: "wb"}}, Broker: config.Broker{JailPort: 7443}}
+	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+	if _, err := in.Containers(Facts{AliasV4: "10.0.0.1"}); err == nil || !strings.Contains(err.Error(), "wb/.git is a symlink") {
+		t.Errorf("a symlinked .git: err %v", err)
 	}
 }

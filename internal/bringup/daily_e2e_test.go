@@ -40,11 +40,11 @@ const dailyMakefile = "build:\n\tmkdir -p build\n\ttar -czf build/project.tar.gz
 // TestDailyLoopNetns is the daily loop of docs/daily.md on the netns substrate, through the
 // host commands only: lever init in an empty project, lever up (closed egress, no
 // registry: the workbench is built from this machine's own packages), lever run of a
-// scripted agent whose tools use the workbench (git init and status, the project's build,
-// a file written and read back) with its progress reaching the host while the run is held
+// scripted agent whose tools use the workbench (git status and log of the project's
+// repository, the project's build, a file written and read back) with its progress reaching the host while the run is held
 // mid-way, lever ps/logs/result, the file in the host's tree; from the shell tool, lev's
-// token, key, state and API and the broker all out of reach (each with its positive
-// control); and on a pseudo-terminal, an ask answered yes and a taint-gate prompt answered
+// token, key, state and API and the broker all out of reach, and lever.yaml and the
+// repository's .git read-only (each with its positive control); and on a pseudo-terminal, an ask answered yes and a taint-gate prompt answered
 // deny, both in the record, the events and taint_audit.json.
 func TestDailyLoopNetns(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -106,6 +106,18 @@ func TestDailyLoopNetns(t *testing.T) {
 	os.Chmod(filepath.Join(proj, "src"), 0o777)
 	os.WriteFile(filepath.Join(proj, "src", "main.c"), []byte("int main(void) { return 0; }\n"), 0o644)
 	os.WriteFile(filepath.Join(proj, "Makefile"), []byte(dailyMakefile), 0o644)
+	// The project is a git repository on the host before lever up: its .git is read-only
+	// for the agents (git: read-only, the default), so nothing they write there runs at
+	// the host's next git command. Their git status and log still work (step 3).
+	for _, argv := range [][]string{{"init", "-q", "."}, {"add", "Makefile", "src"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start"}} {
+		if out, err := exec.Command("git", append([]string{"-C", proj}, argv...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v on the host: %v\n%s", argv, err, out)
+		}
+	}
+	gitConfigBefore, err := os.ReadFile(filepath.Join(proj, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatalf("the edited lever.yaml: %v\n%s", err, edited)
@@ -155,13 +167,25 @@ func TestDailyLoopNetns(t *testing.T) {
 		"echo T-levps; /lev ps 2>&1",
 		"echo T-tcp; for p in 7447 7700 7701; do git ls-remote http://127.0.0.1:$p/x 2>&1 | tail -1; done",
 		fmt.Sprintf("echo T-broker; GIT_SSL_NO_VERIFY=1 git ls-remote https://%s:%d/llm/ 2>&1 | tail -2", hv4, jailPort),
+		// lever.yaml sits at the tree's root (lever init's layout) and lever trusts it on
+		// the host: it is mounted read-only for the agents, so neither an edit, a rename,
+		// a removal nor a second name reaches it; the file beside it is the control.
+		"echo T-cfg; echo 'egress: open' >> /lever/lever.yaml 2>&1; mv /lever/lever.yaml /lever/moved.yaml 2>&1; rm -f /lever/lever.yaml 2>&1; ln /lever/lever.yaml /lever/hard.yaml 2>&1; echo ok > /lever/cfg-control.txt",
+		// The repository's .git: a hook, a commondir pointing git at a config of the
+		// agent's, a config change and a commit are all refused (read-only); git status
+		// in step 1 read the same .git (the control).
+		"echo T-git; echo evil > /lever/.git/hooks/pre-commit 2>&1; echo ../x > /lever/.git/commondir 2>&1; git -C /lever config core.fsmonitor evil 2>&1; git -C /lever commit --allow-empty -qm x 2>&1",
 		"echo T-end",
 	}, "; ")
+	cfgBefore, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	held := make(chan struct{})
 	release := make(chan struct{})
 	task := &testutil.StandIn{
 		Steps: []testutil.Step{
-			{Tool: "shell", Args: map[string]string{"command": "git init -q . && git status --short"}},
+			{Tool: "shell", Args: map[string]string{"command": "git status --short && git log --oneline"}},
 			{Tool: "shell", Args: map[string]string{"command": "make build && cat build/SUMS"}},
 			{Tool: "shell", Args: map[string]string{"command": attack}},
 			{Tool: "write_file", Args: map[string]string{"path": "NOTES.md", "content": "built " + sfx + "\n"}},
@@ -266,14 +290,14 @@ func TestDailyLoopNetns(t *testing.T) {
 	if len(results) < 5 {
 		t.Fatalf("the model saw %d tool results, want 5: %q", len(results), results)
 	}
-	if strings.Contains(results[0], "fatal") || strings.Contains(results[0], "not found") || !strings.Contains(results[0], "exit code 0") {
-		t.Errorf("git init/status in the workbench: %q", results[0])
+	if strings.Contains(results[0], "fatal") || strings.Contains(results[0], "not found") || !strings.Contains(results[0], "exit code 0") || !strings.Contains(results[0], "start") {
+		t.Errorf("git status/log of the host's repository in the workbench: %q", results[0])
 	}
 	if !strings.Contains(results[1], "project.tar.gz") {
 		t.Errorf("make build in the workbench: %q", results[1])
 	}
 	att := results[2]
-	for _, tag := range []string{"T-token", "T-key", "T-runlever", "T-home", "T-sock", "T-levps", "T-tcp", "T-broker", "T-end"} {
+	for _, tag := range []string{"T-token", "T-key", "T-runlever", "T-home", "T-sock", "T-levps", "T-tcp", "T-broker", "T-cfg", "T-git", "T-end"} {
 		if !strings.Contains(att, tag) {
 			t.Errorf("the attack's %s probe did not run (the tool result is cut or the shell failed): %q", tag, att)
 		}
@@ -296,14 +320,36 @@ func TestDailyLoopNetns(t *testing.T) {
 	if m := regexp.MustCompile(`(?s)T-broker\n(.*)T-end`).FindStringSubmatch(att); m == nil || !regexp.MustCompile(`(?i)ssl|tls|certificate|handshake|alert|401|403|could not read Username|Authentication failed`).MatchString(m[1]) {
 		t.Errorf("the broker from the workbench without lev's certificate: want a refusal:\n%s", att)
 	}
+	if cfgAfter, err := os.ReadFile(cfgPath); err != nil || !bytes.Equal(cfgAfter, cfgBefore) {
+		t.Errorf("the agent's shell changed lever.yaml on the host (err %v):\n%s", err, cfgAfter)
+	}
+	for _, name := range []string{"moved.yaml", "hard.yaml"} {
+		if _, err := os.Lstat(filepath.Join(proj, name)); err == nil {
+			t.Errorf("the agent's shell made %s from lever.yaml in the host's tree", name)
+		}
+	}
+	for _, name := range []string{"hooks/pre-commit", "commondir"} {
+		if _, err := os.Lstat(filepath.Join(proj, ".git", name)); err == nil {
+			t.Errorf("the agent's shell wrote .git/%s in the host's repository", name)
+		}
+	}
+	if after, err := os.ReadFile(filepath.Join(proj, ".git", "config")); err != nil || !bytes.Equal(after, gitConfigBefore) {
+		t.Errorf("the agent's shell changed .git/config on the host (err %v):\n%s", err, after)
+	}
+	if m := regexp.MustCompile(`(?s)T-git\n(.*)T-end`).FindStringSubmatch(att); m == nil || strings.Count(m[1], "Read-only file system") < 3 {
+		t.Errorf("the writes into .git were not refused as read-only (did they reach it?):\n%s", att)
+	}
+	if !strings.Contains(att, "Read-only file system") {
+		t.Errorf("the write to lever.yaml was not refused as read-only (did it reach the file?):\n%s", att)
+	}
+	if ctl, err := os.ReadFile(filepath.Join(proj, "cfg-control.txt")); err != nil || string(ctl) != "ok\n" {
+		t.Errorf("control: the file beside lever.yaml was not written by the agent's shell: %q %v", ctl, err)
+	}
 	if notes, err := os.ReadFile(filepath.Join(proj, "NOTES.md")); err != nil || string(notes) != "built "+sfx+"\n" {
 		t.Errorf("NOTES.md in the host's tree: %q %v", notes, err)
 	}
 	if _, err := os.Stat(filepath.Join(proj, "build", "project.tar.gz")); err != nil {
 		t.Errorf("the build's output is not in the host's tree: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(proj, ".git")); err != nil {
-		t.Errorf("git init's .git is not in the host's tree: %v", err)
 	}
 
 	// 4. lever ps lists the run, lever logs shows its tool calls, lever result its output.

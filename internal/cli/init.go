@@ -229,6 +229,10 @@ tree: .
 # closed: the jail reaches only the broker, which holds your API key on the host.
 # open: the public internet too (the agents could then send the tree anywhere).
 egress: closed
+# read-only: the repositories' .git (here and in the workers' dirs) cannot be changed by
+# the agents, so nothing they write there (a hook, a config line) runs at your next git
+# command on this host; they read history, you commit. writable: they commit too.
+git: read-only
 
 manager:
   # The broker's jail port: the only host port the jail reaches.

@@ -18,7 +18,12 @@ type Config struct {
 	// resolve against the config file's directory.
 	Tree string `yaml:"tree"`
 	// Egress is the posture: open (default) or closed.
-	Egress     string   `yaml:"egress"`
+	Egress string `yaml:"egress"`
+	// Git is what the agents may do to the repositories' .git: read-only (default) or
+	// writable. git on the host runs what .git says (hooks, core.fsmonitor in config, a
+	// config reached through commondir), so a writable .git is code the agents hand the
+	// next git command run here.
+	Git        string   `yaml:"git"`
 	NestedVirt bool     `yaml:"nested_virt"`
 	Disk       string   `yaml:"disk"`
 	Manager    Manager  `yaml:"manager"`
@@ -37,7 +42,7 @@ type Config struct {
 	// ConfigInTree is this file's path inside the tree, slash-separated ("lever.yaml" in
 	// the default layout, tree: .), or empty when the file is outside the tree (set by
 	// Load). The agents write the tree and lever trusts this file on the host, so bring-up
-	// mounts it read-only for every agent that sees the tree's root.
+	// mounts it read-only for every agent that sees the tree's root (internal/hosttrust).
 	ConfigInTree string `yaml:"-"`
 }
 
@@ -114,13 +119,3 @@ type Lima struct {
 // MachineName is the guest's name: lever-<name>.
 func (c *Config) MachineName() string { return "lever-" + c.Name }
 
-// ReadOnlyInTree is what the manager (and its workbench) mount read-only over their
-// writable tree: manager.read_only, and this file when it lies in the tree, which lever
-// trusts on the host and the agents must not rewrite.
-func (c *Config) ReadOnlyInTree() []string {
-	ro := append([]string(nil), c.Manager.ReadOnly...)
-	if c.ConfigInTree != "" {
-		ro = append(ro, c.ConfigInTree)
-	}
-	return ro
-}

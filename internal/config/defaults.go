@@ -3,6 +3,7 @@ package config
 // Defaults, in one place so docs/config.md can list them and tests can refer to them.
 const (
 	DefaultEgress      = "open"
+	DefaultGit         = "read-only"
 	DefaultTree        = "."
 	DefaultDisk        = "20GiB"
 	DefaultLLMAuth     = "api-key"
@@ -22,6 +23,9 @@ const (
 	EgressOpen   = "open"
 	EgressClosed = "closed"
 
+	GitReadOnly = "read-only"
+	GitWritable = "writable"
+
 	AuthAPIKey       = "api-key"
 	AuthSubscription = "subscription"
 )
@@ -39,6 +43,9 @@ func applyDefaults(c *Config) {
 	}
 	if c.Tree == "" {
 		c.Tree = DefaultTree
+	}
+	if c.Git == "" {
+		c.Git = DefaultGit
 	}
 	if c.Disk == "" {
 		c.Disk = DefaultDisk

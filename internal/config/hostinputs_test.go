@@ -3,7 +3,6 @@ package config
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -150,9 +149,6 @@ func TestConfigFileInTheTree(t *testing.T) {
 				}
 				if c.ConfigInTree != tc.inTree {
 					t.Errorf("ConfigInTree = %q, want %q", c.ConfigInTree, tc.inTree)
-				}
-				if ro := c.ReadOnlyInTree(); (tc.inTree != "") != slices.Contains(ro, tc.inTree) {
-					t.Errorf("ReadOnlyInTree = %q with the config at %q in the tree", ro, tc.inTree)
 				}
 				return
 			}

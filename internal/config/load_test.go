@@ -58,7 +58,7 @@ func TestLoadRejects(t *testing.T) {
 	}{
 		// --- decoding: unknown keys, types, YAML itself ---
 		{name: "unknown top-level key", body: base + "egres: open\n",
-			want: `{f}:6: egres: unknown key (known keys at the top level: backend, broker, disk, egress, lev, lima, manager, name, nested_virt, tree, workers)`},
+			want: `{f}:6: egres: unknown key (known keys at the top level: backend, broker, disk, egress, git, lev, lima, manager, name, nested_virt, tree, workers)`},
 		{name: "unknown nested key", body: base + "manager:\n  imgae: x\n",
 			want: `{f}:7: manager.imgae: unknown key (known keys in manager: allow_ports, image, read_only)`},
 		{name: "unknown key in a list item", body: base + "workers:\n  - name: a\n    dri: a\n",
@@ -82,7 +82,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "duplicate key", body: base + "name: other\n",
 			want: `{f}:6: name: duplicate key (first set on line 1)`},
 		{name: "several problems at once", body: base + "egres: open\nmanager:\n  allow_ports: x\n",
-			want: "{f}:6: egres: unknown key (known keys at the top level: backend, broker, disk, egress, lev, lima, manager, name, nested_virt, tree, workers)\n{f}:8: manager.allow_ports: expected a list of integers, got the string \"x\""},
+			want: "{f}:6: egres: unknown key (known keys at the top level: backend, broker, disk, egress, git, lev, lima, manager, name, nested_virt, tree, workers)\n{f}:8: manager.allow_ports: expected a list of integers, got the string \"x\""},
 		// yaml.v3 reports a parser error at its context mark, which is 0-based: the flow
 		// sequence opens on line 2 and yaml.v3 says "line 1". lever passes yaml's line on
 		// rather than guess at a correction; docs/config.md says so.
@@ -270,6 +270,9 @@ func TestLoadRejects(t *testing.T) {
 		{name: "upstream plain http off-host", body: base + "  llm_upstream: http://api.example.com\n",
 			want: `{f}:6: broker.llm_upstream: "http://api.example.com" is plain http to a non-loopback host; the API key would cross the network unencrypted (use https)`},
 
+		{name: "git not a choice", body: base + "git: readonly\n",
+			want: `{f}:6: git: "readonly" is not a choice: use read-only or writable`},
+
 		// --- lev ---
 		{name: "lev image and tarball", body: base + "lev:\n  image: x\n  image_tarball: key\n",
 			want: `{f}:8: lev.image_tarball: set lev.image or lev.image_tarball, not both`},
@@ -337,7 +340,7 @@ func TestLoadAccepts(t *testing.T) {
 	}{
 		{name: "minimal, defaults filled", body: base, check: func(t *testing.T, c *Config) {
 			want := Config{
-				Name: "demo", Backend: "lima", Tree: "proj", Egress: "open", Disk: "20GiB",
+				Name: "demo", Backend: "lima", Tree: "proj", Egress: "open", Git: "read-only", Disk: "20GiB",
 				Broker: Broker{LLMAuth: "api-key", APIKeyFile: filepath.Join(c.Dir, "key"), LLMUpstream: "https://api.anthropic.com",
 					JailPort: 7443, AdminPort: 7444, APIKeyPath: filepath.Join(c.Dir, "key")},
 				Lima: Lima{CPUs: 2, Memory: "4GiB", Accel: "auto"},
@@ -500,7 +503,7 @@ func TestLoadIdentity(t *testing.T) {
 	p := filepath.Join(dir, "lever.yaml")
 	cases := []struct{ body, want string }{
 		{"name: demo\nbackend: lima\ntree: gone\nbroker:\n  api_key_file: gone\n", ""},
-		{"name: demo\nbackend: lima\nextra: 1\n", p + `:3: extra: unknown key (known keys at the top level: backend, broker, disk, egress, lev, lima, manager, name, nested_virt, tree, workers)`},
+		{"name: demo\nbackend: lima\nextra: 1\n", p + `:3: extra: unknown key (known keys at the top level: backend, broker, disk, egress, git, lev, lima, manager, name, nested_virt, tree, workers)`},
 		{"name: demo\nbackend: docker\n", p + `:2: backend: "docker" is not a backend lever implements (one of lima, netns, orbstack); lever never substitutes another`},
 		{"name: demo\nbackend: netns\n", p + `:2: backend: netns is a development substrate with no hypervisor boundary (it fails guarantee 0); it is accepted only when LEVER_DEV_NETNS=1 is set`},
 		{"backend: lima\n", p + `:1: name: required: the instance name (the guest machine is lever-<name>)`},

@@ -83,6 +83,12 @@ func validate(c *Config, file string, lines keyLines, r resolution) Problems {
 		v.add("egress", "%q is not a posture: use open or closed", c.Egress)
 	}
 
+	switch c.Git {
+	case GitReadOnly, GitWritable:
+	default:
+		v.add("git", "%q is not a choice: use read-only or writable", c.Git)
+	}
+
 	if c.NestedVirt {
 		if c.Backend != "lima" {
 			v.add("nested_virt", "needs backend lima (backend is %s)", c.Backend)

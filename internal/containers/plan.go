@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -161,7 +162,11 @@ type Params struct {
 	// see it at /lever.
 	TreeSource string
 	// ReadOnly are manager.read_only: paths inside the tree the manager sees read-only.
-	ReadOnly   []string
+	ReadOnly []string
+	// Protected are paths inside the tree that something on the host trusts later
+	// (internal/hosttrust: lever.yaml in the tree, the repositories' .git): read-only in
+	// every container that sees them, a worker's included when they lie in its dir.
+	Protected  []string
 	NestedVirt bool
 	Workers    []WorkerSpec
 	// TicketRoot is the run user's tmpfs directory holding one enrolment dir per agent
@@ -258,22 +263,30 @@ func Plan(p Params) ([]Container, error) {
 		)
 	}
 	mgrTree := []Mount{{Source: p.TreeSource, Dest: TreeDir}}
-	ro := append([]string(nil), p.ReadOnly...)
-	sort.Strings(ro)
-	// A path given twice, in any spelling (manager.read_only may name lever.yaml, which
-	// bring-up adds itself), is one mount: podman refuses two mounts at one destination.
-	roSeen := map[string]bool{}
-	for _, r := range ro {
-		// Paths inside the tree (relative, or under /lever), mounted read-only over the
-		// manager's writable tree.
-		rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(r, TreeDir+"/")), "/")
-		if r == "" || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !fspath.Within(TreeDir, r)) {
+	// manager.read_only and what lever protects, mounted read-only over the manager's
+	// writable tree, parents before children (sorted). A path named twice, in any
+	// spelling (manager.read_only may name lever.yaml, which lever protects itself), is
+	// one mount: podman refuses two mounts at one destination.
+	var ro []string
+	for _, r := range p.ReadOnly {
+		rel, ok := treeRel(r)
+		if !ok {
 			return nil, fmt.Errorf("manager.read_only: %q must be a path inside the tree", r)
 		}
-		if roSeen[rel] {
-			continue
+		ro = append(ro, rel)
+	}
+	var protected []string
+	for _, r := range p.Protected {
+		rel, ok := treeRel(r)
+		if !ok {
+			return nil, fmt.Errorf("container plan: protected path %q is not inside the tree", r)
 		}
-		roSeen[rel] = true
+		protected = append(protected, rel)
+	}
+	ro = append(ro, protected...)
+	sort.Strings(ro)
+	ro = slices.Compact(ro)
+	for _, rel := range ro {
 		mgrTree = append(mgrTree, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
 	}
 	mgr := base(ContainerName(p.Instance, Manager, ""), Manager, "")
@@ -299,6 +312,14 @@ func Plan(p Params) ([]Container, error) {
 			return nil, fmt.Errorf("workers.%s.dir: %q must be a subdirectory of the tree", w.Name, w.Dir)
 		}
 		tree := []Mount{{Source: path.Join(p.TreeSource, strings.TrimPrefix(dir, TreeDir)), Dest: dir}}
+		// What lever protects inside the worker's own dir (its repository's .git) is
+		// read-only there too; manager.read_only is the manager's alone.
+		sort.Strings(protected)
+		for _, rel := range slices.Compact(protected) {
+			if d := path.Join(TreeDir, rel); fspath.Within(dir, d) && d != dir {
+				tree = append(tree, Mount{Source: path.Join(p.TreeSource, rel), Dest: d, ReadOnly: true})
+			}
+		}
 		c := base(ContainerName(p.Instance, Worker, w.Name), Worker, w.Name)
 		c.WorkDir = dir
 		levMounts(&c, AgentDir(Worker, w.Name), tree)
@@ -363,4 +384,15 @@ func ContainerName(instance string, role Role, worker string) string {
 		return "lever-" + instance + "-manager"
 	}
 	return "lever-" + instance + "-worker-" + worker
+}
+
+// treeRel is r, a path inside the tree (relative to it, or absolute under /lever), as a
+// clean path relative to the tree; false when r is empty, is the tree itself, climbs out
+// (any ".." component, checked before cleaning) or is absolute elsewhere.
+func treeRel(r string) (string, bool) {
+	rel := strings.TrimPrefix(path.Clean("/"+strings.TrimPrefix(r, TreeDir+"/")), "/")
+	if r == "" || r == TreeDir || rel == "" || rel == "." || strings.HasPrefix(r, "..") || strings.Contains("/"+r+"/", "/../") || (path.IsAbs(r) && !fspath.Within(TreeDir, r)) {
+		return "", false
+	}
+	return rel, true
 }

@@ -381,24 +381,42 @@ func TestPlanLevTree(t *testing.T) {
 	}
 }
 
-// lever.yaml, added by bring-up when it lies in the tree, may also be in
-// manager.read_only, in either spelling: one read-only mount, in the manager and its
-// bench, and none in a worker's containers (they never see the tree's root).
-func TestPlanReadOnlyNamedTwice(t *testing.T) {
+// What lever protects (lever.yaml in the tree, the repositories' .git) is read-only in
+// every container that sees it: the manager and its bench see all of it, a worker and its
+// bench what lies in the worker's dir. A path also in manager.read_only, in either
+// spelling, is one mount.
+func TestPlanProtected(t *testing.T) {
 	p := planParams()
-	p.ReadOnly = []string{"lever.yaml", "ref", "/lever/lever.yaml"}
+	p.ReadOnly = []string{"lever.yaml", "ref", "/lever/.git"}
+	p.Protected = []string{"lever.yaml", ".git", "work/a/.git"}
 	cs, err := Plan(p)
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := map[string]string{
+		"lever-demo-manager":        "/lever:/lever:rw /lever/.git:/lever/.git:ro /lever/lever.yaml:/lever/lever.yaml:ro /lever/ref:/lever/ref:ro /lever/work/a/.git:/lever/work/a/.git:ro",
+		"lever-demo-manager-bench":  "/lever:/lever:rw /lever/.git:/lever/.git:ro /lever/lever.yaml:/lever/lever.yaml:ro /lever/ref:/lever/ref:ro /lever/work/a/.git:/lever/work/a/.git:ro",
+		"lever-demo-worker-a":       "/lever/work/a:/lever/work/a:rw /lever/work/a/.git:/lever/work/a/.git:ro",
+		"lever-demo-worker-a-bench": "/lever/work/a:/lever/work/a:rw /lever/work/a/.git:/lever/work/a/.git:ro",
+		"lever-demo-worker-b":       "/lever/work/b:/lever/work/b:rw",
+		"lever-demo-worker-b-bench": "/lever/work/b:/lever/work/b:rw",
+	}
 	for _, c := range cs {
-		got := strings.Count(mountList(c), "/lever/lever.yaml:/lever/lever.yaml:ro")
-		want := 0
-		if c.Role == Manager || c.Name == "lever-demo-manager-bench" {
-			want = 1
+		var tree []string
+		for _, m := range strings.Fields(mountList(c)) {
+			if strings.HasPrefix(m, "/lever") {
+				tree = append(tree, m)
+			}
 		}
-		if got != want {
-			t.Errorf("%s: %d read-only mounts of lever.yaml, want %d: %s", c.Name, got, want, mountList(c))
+		if got := strings.Join(tree, " "); got != want[c.Name] {
+			t.Errorf("%s: tree mounts\n got %s\nwant %s", c.Name, got, want[c.Name])
+		}
+	}
+	for _, bad := range []string{"../x", "/etc", "", ".", "/lever"} {
+		p := planParams()
+		p.Protected = []string{bad}
+		if _, err := Plan(p); err == nil || !strings.Contains(err.Error(), "protected path") {
+			t.Errorf("protected path %q: err %v", bad, err)
 		}
 	}
 }

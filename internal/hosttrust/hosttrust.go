@@ -1,0 +1,53 @@
+// Package hosttrust names what in the tree something on the host trusts later, so that
+// bring-up can mount it read-only for the agents (internal/containers, Params.Protected).
+// The agents write the tree; a file there that the host later obeys is code or settings
+// they could hand it. Two kinds are known:
+//
+//   - lever.yaml, when it lies in the tree (config.Config.ConfigInTree): lever reads it;
+//   - each repository's .git: git on the host runs its hooks and what its config says
+//     (core.fsmonitor, core.hooksPath, aliases), and follows a commondir file or a
+//     gitdir pointer to another config. Protecting config and hooks alone would leave
+//     commondir to be created, so the whole .git is protected; git status, diff and log
+//     still work for the agents, a commit does not.
+//
+// It only reads the host's file system.
+package hosttrust
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+)
+
+// Git returns the .git of each repository at the tree's root and at each of dirs (paths
+// relative to the tree: the workers' dirs), relative to the tree and slash-separated,
+// for those that exist now. A .git the agents make later is not protected (docs/config.md,
+// git). A .git that is a symlink is refused: git on the host follows it, a read-only
+// mount cannot hold a symlink's place, and the agents could replace it.
+func Git(tree string, dirs []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range append([]string{"."}, dirs...) {
+		rel := path.Join(filepath.ToSlash(d), ".git")
+		if seen[rel] {
+			continue
+		}
+		seen[rel] = true
+		st, err := os.Lstat(filepath.Join(tree, filepath.FromSlash(rel)))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("looking for a repository's .git in the tree: %w", err)
+		case st.Mode()&fs.ModeSymlink != 0:
+			return nil, fmt.Errorf("%s is a symlink: git on this host follows it, and the agents could replace it with a repository of their own (hooks, config); make it the directory itself, or set git: writable in lever.yaml", filepath.Join(tree, filepath.FromSlash(rel)))
+		case !st.IsDir() && !st.Mode().IsRegular():
+			return nil, fmt.Errorf("%s is neither a directory nor a gitdir file", filepath.Join(tree, filepath.FromSlash(rel)))
+		}
+		out = append(out, rel)
+	}
+	return out, nil
+}
