@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/lever-jail/lever/internal/egress"
 	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/hostterm"
 )
 
 func newEgressCmd() *cobra.Command {
@@ -26,10 +28,18 @@ func newEgressCmd() *cobra.Command {
 	return c
 }
 
+// writeJSON prints v as indented JSON. DEL and the C1 controls, which JSON lets a string
+// hold raw (a blueprint's name, an error from the jail), are written as \u escapes:
+// the same JSON to a script, and nothing a terminal would obey (CSI is U+009B).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(hostterm.EscapeJSON(b.Bytes()))
+	return err
 }
 
 // egressTarget loads the config and builds its backend.

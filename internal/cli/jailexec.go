@@ -137,18 +137,52 @@ func wantTTY(cmd *cobra.Command) bool {
 	return ok && hostterm.IsTerminal(in) && hostterm.IsTerminal(cmd.OutOrStdout())
 }
 
+// session is how a command's exec meets the host's terminal.
+type session int
+
+const (
+	// noSession: stdout and stderr apart, each neutralised when it reaches a terminal.
+	noSession session = iota
+	// safeSession: a terminal session (lev's prompts reach the user, ^C reaches lev) whose
+	// output is neutralised: lever run, resume and logs print what the agent, the model
+	// and the tools wrote, and lev's renderer must not be the only guard.
+	safeSession
+	// rawSession: a terminal session passed as it is, for lever shell: an interactive shell the
+	// user asked for, as with docker exec -it.
+	rawSession
+)
+
+// sessionIf is s when the user is at a terminal (wantTTY) and want holds, else noSession.
+func sessionIf(cmd *cobra.Command, want bool, s session) session {
+	if want && wantTTY(cmd) {
+		return s
+	}
+	return noSession
+}
+
 // execPass runs argv in container and passes its exit code through as lever's (lev's own
 // message is already on stderr). lever's own failure to run it is exit 1: by then lever
 // cannot say whether the command started.
-func execPass(cmd *cobra.Command, c execer, container string, argv []string, tty, stdin bool) error {
-	o := containers.ExecOptions{Argv: argv, TTY: tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
-	if !tty {
-		// Outside a terminal session the jail's bytes reach a host terminal defused.
+func execPass(cmd *cobra.Command, c execer, container string, argv []string, s session, stdin bool) error {
+	o := containers.ExecOptions{Argv: argv, TTY: s != noSession, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	switch s {
+	case noSession:
 		var f1, f2 func() error
 		o.Stdout, f1 = safeFor(o.Stdout)
 		o.Stderr, f2 = safeFor(o.Stderr)
 		defer f1()
 		defer f2()
+	case safeSession:
+		// One merged stream from the jail's pty, whose line ends arrive as \r\n (the host
+		// terminal is in raw mode): those pass, every other control is shown. A key the
+		// user types is echoed by that pty, so an erase shows as \x08 too.
+		w := hostterm.NewSessionWriter(o.Stdout)
+		defer w.Flush()
+		o.Stdout = w
+		// Nothing arrives apart on stderr in a session; were it to, it is defused too.
+		var f func() error
+		o.Stderr, f = safeFor(o.Stderr)
+		defer f()
 	}
 	if stdin {
 		o.Stdin = cmd.InOrStdin()

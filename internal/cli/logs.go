@@ -48,6 +48,6 @@ func (o *logsOptions) exec(cmd *cobra.Command) error {
 		return err
 	}
 	// A terminal session lets ^C end a --follow inside the jail too.
-	tty := wantTTY(cmd) && !o.json
-	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(id), tty, tty)
+	s := sessionIf(cmd, !o.json, safeSession)
+	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(id), s, s != noSession)
 }

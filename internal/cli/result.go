@@ -42,5 +42,5 @@ func (o *resultOptions) exec(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(id), false, false)
+	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(id), noSession, false)
 }

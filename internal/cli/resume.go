@@ -36,6 +36,6 @@ func (o *resumeOptions) exec(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	tty := wantTTY(cmd)
-	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(id), tty, tty)
+	s := sessionIf(cmd, true, safeSession)
+	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(id), s, s != noSession)
 }

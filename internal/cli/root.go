@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/exitcode"
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/version"
 )
 
@@ -65,6 +66,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.Execute()
 	if msg := exitcode.Message(err); msg != "" {
+		// An error can quote the guest or the jail (a script's stderr, a path an agent
+		// named): on a terminal it is neutralised like everything else from there.
+		if hostterm.IsTerminal(stderr) {
+			msg = hostterm.Escape(msg)
+		}
 		fmt.Fprintf(stderr, "lever: %s\n", msg)
 	}
 	return exitcode.Of(err)

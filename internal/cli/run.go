@@ -134,6 +134,6 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	}
 	// A terminal session carries lev's prompts to the user and their answers back; a
 	// detached or --json run is for scripts and gets plain streams.
-	tty := wantTTY(cmd) && !o.detach && !o.json
-	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(), tty, tty)
+	s := sessionIf(cmd, !o.detach && !o.json, safeSession)
+	return execPass(cmd, a.c, levContainer(cfg, agent), o.argv(), s, s != noSession)
 }

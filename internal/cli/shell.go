@@ -85,6 +85,6 @@ func (o *shellOptions) exec(cmd *cobra.Command) error {
 		return &bringup.NotUpError{Instance: cfg.Name, Config: cfg.Path, Why: why}
 	}
 	// stdin always goes to the command (`lever shell -- sh -s < script`); a terminal
-	// at both ends makes it an interactive session.
-	return execPass(cmd, a.c, bench, o.command(), wantTTY(cmd), true)
+	// at both ends makes it an interactive session, the one raw stream lever passes.
+	return execPass(cmd, a.c, bench, o.command(), sessionIf(cmd, true, rawSession), true)
 }

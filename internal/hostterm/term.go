@@ -1,8 +1,10 @@
-// Package hostterm answers one question about the host: is this writer a terminal? The
-// ioctl that asks differs per kernel (TCGETS on Linux, TIOCGETA on the BSDs and macOS), so
-// the request number sits behind a build-tagged file pair and everything else lives here,
-// where the Linux tests exercise it. It only asks: it must not write to a terminal or
-// change its modes (raw mode for `lever shell` belongs to the command that needs it).
+// Package hostterm is what lever and lev need to know about a person's terminal: whether a
+// writer is one, and how text from the agent's side is made safe to print on one
+// (escape.go: every control character made visible). The ioctl that asks differs per
+// kernel (TCGETS on Linux, TIOCGETA on the BSDs and macOS), so the request number sits
+// behind a build-tagged file pair and everything else lives here, where the Linux tests
+// exercise it. It must not write to a terminal itself or change its modes (raw mode for a
+// terminal session belongs to the command that needs it).
 package hostterm
 
 import (
