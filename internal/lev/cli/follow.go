@@ -9,12 +9,23 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lever-jail/lever/internal/exitcode"
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/events"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
+
+// What lev prints of a run comes from the agent's side: the model's text, tool arguments,
+// a failing command's output (a shell tool's stdout is an error event's message), an MCP
+// server's errors, a tree blueprint's names. A prompt-injected agent chooses those bytes,
+// and on a terminal an escape sequence among them could write the clipboard (OSC 52) or
+// redraw the approval prompt to show another command. So every such field reaches the
+// terminal through hostterm's neutraliser (controls shown as \x1b, \u009b), the one lever
+// uses on the host too; the renderer's own layout (newlines, the prompt's indent) is all
+// that is emitted raw.
 
 // eventPrinter writes events as they come: one readable line each on w, or with asJSON one
 // JSON line each.
@@ -29,14 +40,15 @@ func (p *eventPrinter) print(ev *events.Event) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(p.w, "%s\n", b)
+		_, err = fmt.Fprintf(p.w, "%s\n", hostterm.EscapeJSON(b))
 		return err
 	}
 	_, err := fmt.Fprintln(p.w, eventLine(ev))
 	return err
 }
 
-// eventLine is one event as a person reads it.
+// eventLine is one event as a person reads it: one line, whatever its fields hold
+// (whitespace folded, every other control shown).
 func eventLine(ev *events.Event) string {
 	stage := ev.Stage
 	if ev.StageIndex != nil {
@@ -98,13 +110,23 @@ func eventLine(ev *events.Event) string {
 	default:
 		s = string(ev.Type)
 	}
-	return fmt.Sprintf("lev: %s #%d %s", ev.Time.Format("15:04:05.000"), ev.ID, s)
+	line := fmt.Sprintf("lev: %s #%d %s", ev.Time.Format("15:04:05.000"), ev.ID, s)
+	return hostterm.EscapeLine(fold(line))
 }
 
+// fold turns every run of whitespace in s (newlines, CR, tabs, NEL) into one space.
+func fold(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// oneLine is s folded and cut at max bytes, on a rune boundary so the cut never leaves
+// half a character.
 func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = fold(s)
 	if len(s) > max {
-		s = s[:max] + "…"
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
 	}
 	return s
 }
@@ -122,7 +144,11 @@ func (p *prompter) handle(ctx context.Context, ev *events.Event) error {
 	if ev.GatePrompt {
 		opts = "allow [o]nce / for the [s]ession / [N]o"
 	}
-	fmt.Fprintf(p.out, "lev: %s wants %s %s (%s)\n     %s? ", ev.Run, ev.Tool, oneLine(string(ev.Args), 400), ev.Message, opts)
+	// The question shows the call's arguments as the event carries them, not cut and not
+	// folded: a person approves what they read. Only controls are shown escaped, on the
+	// question's one line; the layout around it is the prompter's own.
+	q := fmt.Sprintf("lev: %s wants %s %s (%s)", ev.Run, ev.Tool, string(ev.Args), fold(ev.Message))
+	fmt.Fprintf(p.out, "%s\n     %s? ", hostterm.EscapeLine(q), opts)
 	line, _ := p.in.ReadString('\n')
 	ans := runner.AnswerDeny
 	switch strings.ToLower(strings.TrimSpace(line)) {
@@ -154,13 +180,13 @@ func follow(ctx context.Context, c *daemon.Client, p *prompter, rec *runner.Reco
 		}
 		if ev.Type == events.Ask && p != nil {
 			if err := p.handle(ctx, ev); err != nil {
-				fmt.Fprintln(stderr, "lev:", err)
+				fmt.Fprintln(stderr, "lev:", hostterm.EscapeLine(err.Error()))
 			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, daemon.ErrStreamEnded) {
-		fmt.Fprintf(stderr, "lev: event stream: %v; waiting for the result\n", err)
+		fmt.Fprintf(stderr, "lev: event stream: %s; waiting for the result\n", hostterm.EscapeLine(err.Error()))
 	}
 	final, err := c.Wait(ctx, rec.ID, 200*time.Millisecond)
 	if err != nil {
@@ -169,11 +195,15 @@ func follow(ctx context.Context, c *daemon.Client, p *prompter, rec *runner.Reco
 	return report(final, asJSON, stdout)
 }
 
+// report prints a finished run's result and turns its status into the exit code. The
+// result is the model's output: shown neutralised on a terminal, passed unchanged to a
+// file or a pipe (a script's data). The error, also the run's, goes out through Main,
+// which neutralises it on a terminal.
 func report(rec *runner.Record, asJSON bool, stdout io.Writer) error {
 	switch rec.Status {
 	case runner.StatusCompleted:
 		if !asJSON {
-			fmt.Fprintln(stdout, string(rec.Result))
+			fmt.Fprintln(stdout, forTerminal(stdout, string(rec.Result)))
 		}
 		return nil
 	case runner.StatusRefused:
@@ -190,4 +220,12 @@ func runErr(id string, err error) error {
 		return fmt.Errorf("no run %q (lev ps lists the runs)", id)
 	}
 	return fmt.Errorf("run %s: %w", id, err)
+}
+
+// forTerminal is s neutralised when w is a terminal, else s unchanged.
+func forTerminal(w io.Writer, s string) string {
+	if hostterm.IsTerminal(w) {
+		return hostterm.Escape(s)
+	}
+	return s
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
@@ -57,7 +59,9 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s\n", b)
+		// Names and errors are the runs' (a tree blueprint's, a model's): DEL and C1,
+		// which JSON strings may hold raw, go out as \u escapes.
+		fmt.Fprintf(stdout, "%s\n", hostterm.EscapeJSON(b))
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -67,7 +71,12 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 		if r.Stage < len(r.Stages) {
 			stage = fmt.Sprintf("%d/%d %s", r.Stage+1, len(r.Stages), r.Stages[r.Stage].Name)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Agent, r.Status, stage, r.Created.Format("2006-01-02 15:04:05"), r.Workdir)
+		// One cell each, whatever a blueprint named its agent or stages: neutralised.
+		cells := []string{r.ID, r.Agent, string(r.Status), stage, r.Created.Format("2006-01-02 15:04:05"), r.Workdir}
+		for i, c := range cells {
+			cells[i] = hostterm.EscapeLine(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/exitcode"
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
@@ -62,9 +63,10 @@ func runResult(ctx context.Context, opts *resultOptions, stdout, stderr io.Write
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s\n", b)
+		fmt.Fprintf(stdout, "%s\n", hostterm.EscapeJSON(b))
 	} else if res.Status == runner.StatusCompleted {
-		fmt.Fprintln(stdout, string(res.Output))
+		// The model's output: neutralised on a terminal, unchanged for a script.
+		fmt.Fprintln(stdout, forTerminal(stdout, string(res.Output)))
 	}
 	if res.Status != runner.StatusCompleted {
 		return exitcode.New(1, fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error))

@@ -55,7 +55,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.Execute()
 	if msg := exitcode.Message(err); msg != "" {
-		fmt.Fprintln(stderr, "lev:", msg)
+		// An error can carry a run's (the model's, a tool's, a server's words): on a
+		// terminal it is neutralised like the run's events.
+		fmt.Fprintln(stderr, "lev:", forTerminal(stderr, msg))
 	}
 	return exitcode.Of(err)
 }

@@ -86,7 +86,8 @@ func runRun(ctx context.Context, opts *runOptions, stdin io.Reader, stdout, stde
 	if err != nil {
 		return fmt.Errorf("spawning %s: %w", spec.Agent, err)
 	}
-	fmt.Fprintf(stderr, "lev: run %s of %s in %s\n", rec.ID, rec.Agent, rec.Workdir)
+	// The agent's name can be a tree blueprint's (the agent's side): one line, neutralised.
+	fmt.Fprintln(stderr, hostterm.EscapeLine(fmt.Sprintf("lev: run %s of %s in %s", rec.ID, rec.Agent, rec.Workdir)))
 	warnUngranted(stderr, rec)
 	if opts.Detach {
 		fmt.Fprintln(stdout, rec.ID)
@@ -105,7 +106,8 @@ func isTerminal(stdin io.Reader) bool {
 	return ok && hostterm.IsTerminal(f)
 }
 
-// warnUngranted surfaces declared-but-ungranted read paths before the run hits them.
+// warnUngranted surfaces declared-but-ungranted read paths before the run hits them. The
+// entries and the name are the blueprint's, a tree's one included: each line neutralised.
 func warnUngranted(w io.Writer, rec *runner.Record) {
 	var missing []string
 	for _, s := range rec.ReadPaths {
@@ -116,14 +118,17 @@ func warnUngranted(w io.Writer, rec *runner.Record) {
 	if len(missing) == 0 {
 		return
 	}
+	say := func(format string, a ...any) {
+		fmt.Fprintln(w, hostterm.EscapeLine(fmt.Sprintf(format, a...)))
+	}
 	if rec.Admission != nil && rec.Admission.Origin == blueprint.OriginTree {
-		fmt.Fprintf(w, "lev: WARN %s is a blueprint from the tree (%s): it gets no read-path grant, so reads of %s will be refused; install it in the agents directory to grant them\n", rec.Agent, blueprint.TreeDir, strings.Join(missing, ", "))
+		say("lev: WARN %s is a blueprint from the tree (%s): it gets no read-path grant, so reads of %s will be refused; install it in the agents directory to grant them", rec.Agent, blueprint.TreeDir, strings.Join(missing, ", "))
 		return
 	}
-	fmt.Fprintf(w, "lev: WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]\n", strings.Join(missing, ", "))
+	say("lev: WARN your config does not grant %s: reads matching them will be refused [read-paths-not-granted]", strings.Join(missing, ", "))
 	key := rec.Agent
 	if strings.ContainsRune(key, '/') {
 		key = "" // run by its path: no install name, no per-agent table
 	}
-	fmt.Fprintf(w, "       add to your config.toml: %s\n", readpaths.GrantLine(key, missing))
+	say("       add to your config.toml: %s", readpaths.GrantLine(key, missing))
 }
