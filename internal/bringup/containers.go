@@ -169,7 +169,9 @@ func (in *Instance) checkMountSources(ctx context.Context, ct containers.Contain
 		return fmt.Errorf("checking bind-mount sources in the tree: %w", err)
 	}
 	if res.ExitCode != 0 {
-		return fmt.Errorf("refused: %s", strings.TrimSpace(string(res.Stderr)))
+		// Quoted: the stderr names where a symlink the agent made resolves, any bytes
+		// the agent chose, and the error reaches the host's terminal.
+		return fmt.Errorf("refused: %q", strings.TrimSpace(string(res.Stderr)))
 	}
 	return nil
 }

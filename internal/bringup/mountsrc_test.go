@@ -83,3 +83,41 @@ func TestMountSourcesRefuseSwappedSymlinks(t *testing.T) {
 		})
 	}
 }
+
+// TestMountSourcesRefusalQuotesTheTarget: the refusal names where the agent's symlink
+// resolves, a name the agent chose; one holding an escape sequence (OSC 52, erase line,
+// CR, an 8-bit CSI) reaches lever's error quoted, with no byte a terminal obeys. The
+// control is a plain target, named as it is.
+func TestMountSourcesRefusalQuotesTheTarget(t *testing.T) {
+	cases := []struct {
+		name   string
+		target string // the directory the worker's dir is swapped for a link to
+		want   string // in the error
+	}{
+		{"plain target", "run-user", "run-user through a symlink"},
+		{"target named with escapes", "x\x1b]52;c;eA==\x07\x1b[2K\r\u009b2J\x7f", `x\x1b]52;c;eA==\a\x1b[2K\r\u009b2J\x7f through a symlink`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			tree := filepath.Join(root, "tree")
+			outside := filepath.Join(root, c.target)
+			for _, d := range []string{filepath.Join(tree, "workers"), outside} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(outside, filepath.Join(tree, "workers", "evil")); err != nil {
+				t.Fatal(err)
+			}
+			in := &Instance{Runner: &guest.Counting{Inner: localRunner{}}, TreeSrc: tree}
+			err := in.checkMountSources(context.Background(), containers.Container{Name: "c", Mounts: []containers.Mount{{Source: filepath.Join(tree, "workers", "evil")}}})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want a refusal naming %q", err, c.want)
+			}
+			if i := strings.IndexFunc(err.Error(), func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f) }); i >= 0 {
+				t.Errorf("a control in the error at %q", err.Error()[i:])
+			}
+		})
+	}
+}
