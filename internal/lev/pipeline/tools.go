@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/strictjson"
@@ -152,6 +153,13 @@ func required(name, v string) error {
 // Pipeline.Tools. Its arguments decode, once and strictly, into ObjectArgs (no key twice
 // in any case, nothing after the object); run gets that value, deadline bounds each call.
 // A name that is a built-in's is refused: nothing shadows one.
+//
+// Whatever run hands back, its result's content or its error's message, reaches the model
+// capped at MaxResultBytes (CapResult). The cap sits here rather than in each caller: this
+// is the only way to make a tool outside the registry (Tool.run is unexported), so no
+// external tool's bytes can reach the model around it, and an error carries the peer's own
+// words (an MCP server's JSON-RPC error message, up to its transport's cap) as surely as a
+// result does.
 func NewExternalTool(name, description string, class Class, schema json.RawMessage, deadline time.Duration,
 	run func(ctx context.Context, args ObjectArgs) (*Result, error)) (*Tool, error) {
 	if Known(name) {
@@ -159,10 +167,35 @@ func NewExternalTool(name, description string, class Class, schema json.RawMessa
 	}
 	return &Tool{
 		Name: name, Description: description, Class: class, Schema: schema,
-		parse:    decodeObject,
-		run:      func(ctx context.Context, _ *Pipeline, c *Call) (*Result, error) { return run(ctx, c.Args.(ObjectArgs)) },
+		parse: decodeObject,
+		run: func(ctx context.Context, _ *Pipeline, c *Call) (*Result, error) {
+			res, err := run(ctx, c.Args.(ObjectArgs))
+			if err != nil {
+				// Made the error result here (as execute would) so that it is capped too.
+				return &Result{Content: CapResult(err.Error()), IsError: true}, nil
+			}
+			if res == nil {
+				return nil, fmt.Errorf("%s: the tool returned no result", name)
+			}
+			capped := *res
+			capped.Content = CapResult(res.Content)
+			return &capped, nil
+		},
 		deadline: func(Args) time.Duration { return deadline },
 	}, nil
+}
+
+// CapResult cuts s to at most MaxResultBytes, at a UTF-8 character's start (the cut never
+// leaves half a character for the provider to mangle), and says where it was cut.
+func CapResult(s string) string {
+	if len(s) <= MaxResultBytes {
+		return s
+	}
+	n := MaxResultBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + fmt.Sprintf("\n[truncated at %d bytes]", MaxResultBytes)
 }
 
 // AnswerCall is the submit_output call a plain final answer stands for: the engine puts

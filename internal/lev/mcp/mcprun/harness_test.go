@@ -15,6 +15,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
 	"github.com/lever-jail/lever/internal/lev/taint"
@@ -208,6 +209,27 @@ func (w *world) call(rec *runner.Record, tool string) callLine {
 	}
 	w.t.Fatalf("run %s: no call to %s in the record (run %s: %s; mcp %+v)", rec.ID, tool, rec.Status, rec.Error, rec.MCP)
 	return callLine{}
+}
+
+// toolMessage is the first tool message for tool in stage 0's messages.json: the result
+// as the model was handed it (tool_calls.jsonl keeps only its first 4 KiB).
+func (w *world) toolMessage(rec *runner.Record, tool string) provider.Message {
+	w.t.Helper()
+	b, err := os.ReadFile(filepath.Join(w.eng.Store.StageDir(rec.ID, 0), "messages.json"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var msgs []provider.Message
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		w.t.Fatalf("messages.json: %v", err)
+	}
+	for _, m := range msgs {
+		if m.Role == "tool" && m.Name == tool {
+			return m
+		}
+	}
+	w.t.Fatalf("run %s: no tool message for %s in messages.json", rec.ID, tool)
+	return provider.Message{}
 }
 
 func (w *world) audit(rec *runner.Record) []taint.Record {

@@ -187,13 +187,11 @@ func Tool(sess *mcp.Session, cfg *levconfig.MCPServer, t mcp.Tool) (*pipeline.To
 			}
 			res, err := sess.Call(ctx, t.Name, raw)
 			if err != nil {
+				// Carries the server's own error message: NewExternalTool caps it for
+				// the model, as it caps the result below.
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			out := res.Text
-			if len(out) > pipeline.MaxResultBytes {
-				out = out[:pipeline.MaxResultBytes] + fmt.Sprintf("\n[truncated at %d bytes]", pipeline.MaxResultBytes)
-			}
-			return &pipeline.Result{Content: out, IsError: res.IsError}, nil
+			return &pipeline.Result{Content: res.Text, IsError: res.IsError}, nil
 		})
 }
 
