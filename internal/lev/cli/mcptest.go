@@ -91,7 +91,7 @@ func runMCPTest(ctx context.Context, opts *mcpTestOptions, stdout io.Writer) err
 	var requests []mcp.Request
 	start := time.Now()
 	sess, tools, err := mcprun.Connect(ctx, s, mcprun.Env{Config: cfg, Workdir: wd, Exec: x,
-		OnRequest: func(q mcp.Request) { requests = append(requests, q) }})
+		OnRequest: func(q mcp.Request) error { requests = append(requests, q); return nil }})
 	rep.StartMS = float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
 		rep.Error = err.Error()

@@ -60,10 +60,13 @@ type Request struct {
 type Options struct {
 	// Timeout bounds Connect (start and handshake) and each call. Default 30s.
 	Timeout time.Duration
-	// OnServerRequest is told of every server-initiated request, after it was refused
-	// (or, for roots/list with Roots set, answered). It runs on the session's reader: it
-	// must not block.
-	OnServerRequest func(Request)
+	// OnServerRequest is told of every server-initiated request before it is refused (or,
+	// for roots/list with Roots set, answered), so it can record it. An error (the record
+	// could not be written) fails closed: the request is refused whatever it is, and the
+	// session is dropped for good, every later call failing with that error; a request
+	// lev cannot account for is neither answered nor followed by more of the server's
+	// work. It runs on the session's reader: it must not block.
+	OnServerRequest func(Request) error
 	// Spawn starts a stdio server; nil runs it directly, in a process group of its own.
 	// lev's runs pass the run's sandbox here, so a server runs like a shell command would.
 	Spawn Spawner
@@ -116,6 +119,11 @@ type Session struct {
 	diag    func() string // what the transport knows of a failure (a stdio child's exit)
 	once    sync.Once
 	err     error
+
+	// dropped ends every call in flight when drop does (a server request that could not
+	// be recorded); drop's error is in fault by then.
+	dropped    context.Context
+	dropCancel context.CancelFunc
 }
 
 // toolNameRe is the brief's [A-Za-z0-9_-]{1,64}, with a letter or digit first so every
@@ -188,6 +196,7 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 		timeout = DefaultTimeout
 	}
 	s := &Session{name: srv.Name, timeout: timeout, fault: &fault{}}
+	s.dropped, s.dropCancel = context.WithCancel(context.Background())
 
 	var transport sdk.Transport
 	if srv.Command != "" {
@@ -223,7 +232,7 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 		//lint:ignore SA1019 see RootsV2 above
 		client.AddRoots(&sdk.Root{URI: r})
 	}
-	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, len(opts.Roots) > 0, opts.OnServerRequest))
+	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, len(opts.Roots) > 0, opts.OnServerRequest, s.drop))
 
 	cctx, cancel := withDeadline(ctx, srv.Name, "initialize", timeout)
 	defer cancel()
@@ -231,7 +240,15 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 	if err != nil {
 		err = s.explain(cctx, "connecting", err)
 		s.closer()
+		s.dropCancel()
 		return nil, err
+	}
+	if f := s.fault.get(); f != nil {
+		// Dropped during the handshake (a request it could not record): no session.
+		cs.Close()
+		s.closer()
+		s.dropCancel()
+		return nil, fmt.Errorf("connecting: %w", f)
 	}
 	if st, ok := transport.(*stdioTransport); ok {
 		st.ready.Store(true)
@@ -242,8 +259,8 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 
 // refuseServerRequests answers every server-to-client request but ping with an error and
 // reports it. Notifications (progress, logging, list changes, cancellation) pass: they ask
-// nothing of lev.
-func refuseServerRequests(server string, roots bool, report func(Request)) sdk.Middleware {
+// nothing of lev. A request the report cannot record is refused and drops the session.
+func refuseServerRequests(server string, roots bool, report func(Request) error, drop func(error)) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			if method == "ping" || strings.HasPrefix(method, "notifications/") {
@@ -254,7 +271,10 @@ func refuseServerRequests(server string, roots bool, report func(Request)) sdk.M
 				if p := req.GetParams(); p != nil {
 					params, _ = json.Marshal(p)
 				}
-				report(Request{Server: server, Method: method, Params: params, Answered: roots && method == "roots/list"})
+				if err := report(Request{Server: server, Method: method, Params: params, Answered: roots && method == "roots/list"}); err != nil {
+					drop(fmt.Errorf("MCP server %s: session dropped: its %s request could not be recorded: %w", server, method, err))
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("lev refuses %s requests from MCP servers: it could not record this one", method)}
+				}
 			}
 			if roots && method == "roots/list" {
 				// Configured (roots = true): the SDK answers with the roots lev added.
@@ -290,6 +310,22 @@ func (s *Session) explain(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("MCP server %s: %s: %w", s.name, op, err)
 }
 
+// drop ends the session for good: err becomes its fault (every later call fails with
+// it), the calls in flight end now, and the transport closes (a stdio child is killed) on
+// a goroutine of its own, as drop runs on the session's reader.
+func (s *Session) drop(err error) {
+	s.fault.set(err)
+	s.dropCancel()
+	go s.closer()
+}
+
+// callContext is a call's context: its deadline, and ended early by a drop.
+func (s *Session) callContext(ctx context.Context, op string) (context.Context, context.CancelFunc) {
+	cctx, cancel := withDeadline(ctx, s.name, op, s.timeout)
+	stop := context.AfterFunc(s.dropped, cancel)
+	return cctx, func() { stop(); cancel() }
+}
+
 // Name is the server's configured name.
 func (s *Session) Name() string { return s.name }
 
@@ -297,7 +333,10 @@ func (s *Session) Name() string { return s.name }
 // [A-Za-z0-9][A-Za-z0-9_-]{0,63}, or that is listed twice, fails the whole list: a server
 // that names tools ambiguously is not offered at all.
 func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
-	cctx, cancel := withDeadline(ctx, s.name, "tools/list", s.timeout)
+	if f := s.fault.get(); f != nil {
+		return nil, fmt.Errorf("listing tools: %w", f)
+	}
+	cctx, cancel := s.callContext(ctx, "tools/list")
 	defer cancel()
 	var tools []Tool
 	seen := map[string]bool{}
@@ -321,6 +360,10 @@ func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
 		}
 		tools = append(tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
+	if f := s.fault.get(); f != nil {
+		// Dropped while listing: a list that raced in is not taken.
+		return nil, fmt.Errorf("listing tools: %w", f)
+	}
 	return tools, nil
 }
 
@@ -336,12 +379,20 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage) (
 	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
 		return Result{}, fmt.Errorf("MCP server %s: tool %s: arguments must be a JSON object", s.name, tool)
 	}
+	if f := s.fault.get(); f != nil {
+		return Result{}, fmt.Errorf("calling %s: %w", tool, f)
+	}
 	op := "tools/call " + tool
-	cctx, cancel := withDeadline(ctx, s.name, op, s.timeout)
+	cctx, cancel := s.callContext(ctx, op)
 	defer cancel()
 	res, err := s.cs.CallTool(cctx, &sdk.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		return Result{}, s.explain(cctx, "calling "+tool, err)
+	}
+	if f := s.fault.get(); f != nil {
+		// Dropped during the call (a request of the server's that could not be recorded):
+		// a result that raced in before the drop is not handed on.
+		return Result{}, fmt.Errorf("calling %s: %w", tool, f)
 	}
 	if res.NeedsInput() {
 		// The 2026 protocol's way to ask for sampling or elicitation: inside a result.
@@ -369,6 +420,7 @@ func (s *Session) Close() error {
 			err1 = s.cs.Close()
 		}
 		err2 := s.closer()
+		s.dropCancel()
 		if s.fault.get() == nil {
 			s.err = errors.Join(err1, err2)
 		}

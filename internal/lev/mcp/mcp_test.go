@@ -3,8 +3,10 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -146,10 +148,11 @@ func TestServerRequestsRefused(t *testing.T) {
 func testServerRequests(t *testing.T, srv func() Server) {
 	var mu sync.Mutex
 	var seen []Request
-	s := connect(t, srv(), Options{Timeout: 5 * time.Second, OnServerRequest: func(r Request) {
+	s := connect(t, srv(), Options{Timeout: 5 * time.Second, OnServerRequest: func(r Request) error {
 		mu.Lock()
 		seen = append(seen, r)
 		mu.Unlock()
+		return nil
 	}})
 	res, err := s.Call(context.Background(), "anything", nil)
 	if err != nil {
@@ -189,6 +192,55 @@ func testServerRequests(t *testing.T, srv func() Server) {
 	slices.Sort(methods)
 	if strings.Join(methods, ",") != "elicitation/create,roots/list,sampling/createMessage" {
 		t.Fatalf("reported %v", methods)
+	}
+}
+
+// TestServerRequestNotRecordedFailsClosed: a server asks for sampling, elicitation and
+// roots during a tool call (roots configured, so roots/list would be answered) while the
+// report, which records each request, fails: the call fails naming the request and the
+// report's error, the session is dropped (a later call fails the same way without
+// reaching the server), and nothing was answered. Control: the same server with a report
+// that records has the call succeed and roots/list answered.
+func TestServerRequestNotRecordedFailsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    error
+		wantErr string
+	}{
+		{"control: recorded", nil, ""},
+		// The SDK takes the server's requests concurrently: whichever is reported first
+		// drops the session.
+		{"record fails", errors.New("disk full"), `^calling anything: MCP server asker: session dropped: its (sampling/createMessage|elicitation/create|roots/list) request could not be recorded: disk full$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen []string
+			s := connect(t, fakeServer("asker", "ask", "", nil), Options{Timeout: 5 * time.Second, Roots: []string{"file:///work"},
+				OnServerRequest: func(r Request) error {
+					mu.Lock()
+					seen = append(seen, r.Method)
+					mu.Unlock()
+					return tc.fail
+				}})
+			res, err := s.Call(context.Background(), "anything", nil)
+			if tc.fail == nil {
+				if err != nil || !strings.Contains(res.Text, `roots/list: result {"roots":[{"uri":"file:///work"}]}`) {
+					t.Fatalf("control: %v\n%s", err, res.Text)
+				}
+				return
+			}
+			if err == nil || !regexp.MustCompile(tc.wantErr).MatchString(err.Error()) {
+				t.Fatalf("call: %v (result %q)\nwant %s", err, res.Text, tc.wantErr)
+			}
+			if _, err2 := s.Call(context.Background(), "anything", nil); err2 == nil || err2.Error() != err.Error() {
+				t.Fatalf("later call: %v\nwant %v", err2, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) == 0 {
+				t.Fatal("nothing reported")
+			}
+		})
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
@@ -122,15 +121,18 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	runDir := e.Store.RunDir(rec.ID)
 	exec.mcp = mcprun.Start(context.Background(), mcprun.Env{Config: cfg, Blueprint: bp, Workdir: fsys.Workdir, Exec: exec,
 		Stage: pipeline.Stage{Name: "mcp", Sandbox: mergeSandbox(bp.Sandbox, nil)},
-		OnRequest: func(q mcp.Request) {
-			// Every server-initiated request is audited, answered (roots, when configured)
-			// or refused.
-			if err := os.MkdirAll(runDir, 0o700); err == nil {
-				if err := appendJSONL(filepath.Join(runDir, "mcp_requests.jsonl"), mcpRequestRecord(q)); err != nil {
-					e.logf("run %s: %v", rec.ID, err)
-				}
+		OnRequest: func(q mcp.Request) error {
+			// Every server-initiated request is audited before it is answered (roots, when
+			// configured) or refused. One that cannot be written fails closed, as the
+			// taint gate's audit does: the error refuses the request and drops the
+			// server's session (every later call to it fails saying why), so no server
+			// goes on talking to the run past a request its record does not show.
+			if err := recordMCPRequest(runDir, q); err != nil {
+				e.logf("run %s: MCP server %s sent %s, which could not be recorded: refused, and the server dropped: %v", rec.ID, q.Server, q.Method, err)
+				return err
 			}
 			e.logf("run %s: MCP server %s sent %s (answered: %v)", rec.ID, q.Server, q.Method, q.Answered)
+			return nil
 		}})
 	rec.MCP = exec.mcp.Status
 	for _, st := range rec.MCP {

@@ -4,6 +4,8 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -32,6 +34,16 @@ func mcpRequestRecord(q mcp.Request) mcpRequest {
 		params, _ = json.Marshal(string(params[:min(len(params), 4096)]))
 	}
 	return mcpRequest{Time: time.Now().UTC(), Server: q.Server, Method: q.Method, Params: params, Decision: d}
+}
+
+// recordMCPRequest appends q to runDir/mcp_requests.jsonl, making runDir first (servers
+// start, and may ask, before the run's record is saved). Either failing is the caller's
+// error: docs/mcp.md promises every request is in that file.
+func recordMCPRequest(runDir string, q mcp.Request) error {
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return fmt.Errorf("recording MCP server %s's %s request: %w", q.Server, q.Method, err)
+	}
+	return appendJSONL(filepath.Join(runDir, "mcp_requests.jsonl"), mcpRequestRecord(q))
 }
 
 // callRecord is one tool_calls.jsonl line.

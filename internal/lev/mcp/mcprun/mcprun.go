@@ -37,8 +37,10 @@ type Env struct {
 	Exec pipeline.ProcessStarter
 	// Stage carries the sandbox settings a stdio server runs under (the agent's).
 	Stage pipeline.Stage
-	// OnRequest hears of every server-initiated request (for the run's audit).
-	OnRequest func(mcp.Request)
+	// OnRequest hears of every server-initiated request (for the run's audit) before it
+	// is answered or refused; an error refuses it and drops the server's session
+	// (mcp.Options.OnServerRequest).
+	OnRequest func(mcp.Request) error
 }
 
 // Status is one declared server in the run's record.
