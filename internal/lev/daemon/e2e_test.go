@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lever-jail/lever/internal/lev/events"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/sandbox/sandboxexec"
@@ -422,4 +423,51 @@ func TestInteractiveAsk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAskShowsTheWholeCommand: the ask event a prompt is drawn from carries a long
+// command whole. A command padded past the 1 KiB every other event keeps would otherwise
+// show only its harmless head, and the person would approve a tail they never saw; the
+// record's question (the control) always had it whole.
+func TestAskShowsTheWholeCommand(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	script := filepath.Join(root, "script.toml")
+	cmd := "echo " + strings.Repeat("harmless ", 500) + "; echo HIDDEN-TAIL"
+	write(t, script, strings.Replace(modelScript("interactive-ask-script.toml"), "echo asked-and-ran", cmd, 1))
+	e := start(t, scriptedConfig(script))
+	write(t, filepath.Join(e.levHome, "agents", "asker.toml"), "name = \"asker\"\nversion = \"1\"\n[stages.s]\ntools = [\"shell\", \"submit_output\"]\n")
+	ctx := context.Background()
+	rec, err := e.client.Spawn(ctx, runner.Spec{Agent: "asker", Workdir: e.wd, Interactive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rec.Question == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no question within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+		rec, _ = e.client.Get(ctx, rec.ID)
+	}
+	if !strings.Contains(string(rec.Question.Args), "HIDDEN-TAIL") {
+		t.Fatalf("control: the record's question lacks the tail: %.200s", rec.Question.Args)
+	}
+	var ask *events.Event
+	for _, ev := range readFileEvents(t, filepath.Join(e.levHome, "runs", rec.ID, events.FileName)) {
+		if ev.Type == events.Ask {
+			ev := ev
+			ask = &ev
+		}
+	}
+	if ask == nil || len(cmd) <= events.MaxArgs {
+		t.Fatalf("no ask event (or the command is not past the cap: %d bytes)", len(cmd))
+	}
+	var args struct{ Command string }
+	if err := json.Unmarshal(ask.Args, &args); err != nil || args.Command != cmd {
+		t.Errorf("the ask event's command is not the whole command (err %v): %d bytes, ends %q", err, len(args.Command), args.Command[max(0, len(args.Command)-40):])
+	}
+	if err := e.client.Answer(ctx, rec.ID, rec.Question.ID, "deny"); err != nil {
+		t.Fatal(err)
+	}
+	e.client.Wait(ctx, rec.ID, 20*time.Millisecond)
 }

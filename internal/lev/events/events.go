@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -107,13 +108,24 @@ type Event struct {
 // resume starts a new leg with a new run_start).
 func (ev *Event) Terminal() bool { return ev.Type == RunEnd }
 
+// MaxAskArgs caps the arguments an ask event carries. The prompt shows them, and a person
+// must read what they approve: a command padded past MaxArgs would otherwise hide its
+// tail behind the mark. The cap is far above any command a person reads (a longer one is
+// still marked, and is better answered no) and well under MaxLine.
+const MaxAskArgs = 64 << 10
+
 // CapArgs returns args as an event carries them: unchanged up to MaxArgs bytes, else a
 // JSON string of the first MaxArgs bytes with a mark.
-func CapArgs(args json.RawMessage) json.RawMessage {
-	if len(args) <= MaxArgs {
+func CapArgs(args json.RawMessage) json.RawMessage { return capArgs(args, MaxArgs) }
+
+// CapAskArgs is CapArgs for an ask event, at MaxAskArgs.
+func CapAskArgs(args json.RawMessage) json.RawMessage { return capArgs(args, MaxAskArgs) }
+
+func capArgs(args json.RawMessage, max int) json.RawMessage {
+	if len(args) <= max {
 		return args
 	}
-	b, _ := json.Marshal(string(args[:MaxArgs]) + "…(truncated)")
+	b, _ := json.Marshal(strings.ToValidUTF8(string(args[:max]), "") + "…(truncated)")
 	return b
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestLogAppendsResumesAndTails: ids continue across a reopen (a resumed run), a tail
@@ -100,5 +101,14 @@ func TestCapArgs(t *testing.T) {
 	var s string
 	if len(c) > MaxArgs+64 || json.Unmarshal(c, &s) != nil || !strings.HasSuffix(s, "(truncated)") {
 		t.Fatalf("capped args %d bytes: %.80s", len(c), c)
+	}
+	// An ask carries the same 5000 bytes whole; past MaxAskArgs it is marked too.
+	if string(CapAskArgs(big)) != string(big) {
+		t.Fatalf("ask args of %d bytes changed", len(big))
+	}
+	huge, _ := json.Marshal(map[string]string{"c": strings.Repeat("é", MaxAskArgs)})
+	c = CapAskArgs(huge)
+	if len(c) > MaxAskArgs+64 || json.Unmarshal(c, &s) != nil || !strings.HasSuffix(s, "(truncated)") || !utf8.ValidString(s) {
+		t.Fatalf("capped ask args %d bytes: %.80s", len(c), c)
 	}
 }

@@ -90,7 +90,7 @@ func (a *apiAsker) ask(ctx context.Context, q pipeline.Question, gate bool) (str
 	if err := a.e.Store.Save(a.rec); err != nil {
 		return AnswerDeny, err
 	}
-	a.emit(events.Event{Type: events.Ask, Question: qq.ID, Tool: q.Tool, Args: events.CapArgs(q.Args), Message: q.Reason, GatePrompt: gate})
+	a.emit(events.Event{Type: events.Ask, Question: qq.ID, Tool: q.Tool, Args: events.CapAskArgs(q.Args), Message: q.Reason, GatePrompt: gate})
 	answered := func(ans, how string) {
 		a.emit(events.Event{Type: events.AnswerT, Question: qq.ID, Tool: q.Tool, Answer: ans, GatePrompt: gate, Message: how})
 	}
