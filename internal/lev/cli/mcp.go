@@ -73,7 +73,9 @@ func describeServer(s *levconfig.MCPServer) mcpServerInfo {
 
 // mcpSandbox is the executor lev mcp starts stdio servers in: the sandbox of config.toml's
 // [sandbox] (no blueprint: nothing tightens it), lev's state masked as in a run in the
-// current directory, as a run's would be.
+// current directory, as a run's would be. The current directory is the sandbox's workdir
+// only: a server starts in mcprun.ServerDir, never in the directory the user happens to
+// be in (a project whose files an agent wrote).
 func mcpSandbox(cfg *levconfig.Config) (runner.MaskedExecutor, string, error) {
 	wd, err := os.Getwd()
 	if err != nil {

@@ -109,8 +109,11 @@ func (c *CappedBuffer) Bytes() []byte {
 // ProcessRequest is a long-lived process with its standard streams (a stdio MCP server),
 // started in the same sandbox a shell command of the run gets.
 type ProcessRequest struct {
-	Argv  []string
-	Dir   string   // the run's real workdir
+	Argv []string
+	// Dir is the process's working directory (absolute). The sandbox is set up from the
+	// run's workdir either way; the process changes to Dir before it starts. A stdio MCP
+	// server's is mcprun.ServerDir, never the workdir.
+	Dir   string
 	Env   []string // its whole environment; nothing of lev's is added
 	Stage Stage    // the sandbox settings to use
 	// Mask is lev's own state, hidden from the process as from a shell command.

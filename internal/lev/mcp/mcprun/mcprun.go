@@ -3,7 +3,8 @@
 // tools, and makes each a pipeline tool named mcp__SERVER__TOOL, which then passes the
 // same steps as a built-in (offer and strict decode, permission, fence, taint gate,
 // execution under a deadline, observe). A stdio server is started through the run's
-// executor, so it runs in the run's sandbox with lev's state masked, like a shell command.
+// executor, so it runs in the run's sandbox with lev's state masked, like a shell command,
+// but in "/" (ServerDir), never in the workdir the agent writes.
 //
 // It owns the step from a granted server to pipeline tools. It must not offer a tool
 // outside the pipeline, nor start a server the user's config does not grant.
@@ -128,10 +129,8 @@ func Connect(ctx context.Context, cfg *levconfig.MCPServer, env Env) (*mcp.Sessi
 		if env.Exec == nil {
 			return nil, nil, fmt.Errorf("MCP server %s: no sandbox to start a stdio server in", cfg.Name)
 		}
-		srv.Command, srv.Args, srv.Dir = cfg.Command, cfg.Args, env.Workdir
-		for _, k := range sortedKeys(cfg.Env) {
-			srv.Env = append(srv.Env, k+"="+cfg.Env[k])
-		}
+		srv.Command, srv.Args, srv.Dir = cfg.Command, cfg.Args, ServerDir
+		srv.Env = serverEnv(cfg.Env)
 		opts.Spawn = spawner(env)
 	}
 	if cfg.Roots && env.Workdir != "" {
@@ -147,6 +146,35 @@ func Connect(ctx context.Context, cfg *levconfig.MCPServer, env Env) (*mcp.Sessi
 		return nil, nil, err
 	}
 	return sess, tools, nil
+}
+
+// ServerDir is the working directory of every stdio server, whatever the run's workdir
+// (or, for lev mcp, the caller's directory). Never the workdir: the agent writes there
+// (write_file is allowed by default), and a launcher that resolves code from its current
+// directory would run the agent's files at the server's start, outside every tool
+// permission and with the server's env secrets: `python3 -m NAME` imports ./NAME.py first,
+// `npx PKG` prefers ./node_modules. "/" exists in every sandbox kind and the agent cannot
+// write it: on the host and in a namespace it is root's (the namespace's root is an
+// unprivileged user's), and the workbench's root filesystem is read-only. (In a container
+// whose image runs as root the agent, root there too, could write "/", but also every
+// directory the server's code comes from: the working directory gives it nothing more.)
+// The workdir reaches a server only as its root (roots = true).
+const ServerDir = "/"
+
+// serverEnv is a stdio server's whole environment: its env table, sorted, with
+// PYTHONSAFEPATH=1 unless the table sets PYTHONSAFEPATH itself. Python (3.11 and later)
+// then puts neither the current directory (python -m, -c) nor a script's directory at
+// the front of sys.path, so no file beside the server's start can stand in for a module
+// it imports, whatever a future working directory holds.
+func serverEnv(table map[string]string) []string {
+	var env []string
+	for _, k := range sortedKeys(table) {
+		env = append(env, k+"="+table[k])
+	}
+	if _, ok := table["PYTHONSAFEPATH"]; !ok {
+		env = append(env, "PYTHONSAFEPATH=1")
+	}
+	return env
 }
 
 // spawner starts a stdio server through the run's executor (its sandbox).

@@ -194,13 +194,23 @@ func (x *Executor) Close() error { return x.m.Close() }
 func (x *Executor) Containers() []string { return x.m.Containers() }
 
 // StartProcess starts a long-lived process with streams (a stdio MCP server) in the
-// stage's sandbox, as `exec ARGV` under the same `sh -c` a shell command gets: the same
-// kind, network setting, container, namespaces and masks of lev's state; with
+// stage's sandbox, as `cd DIR && exec ARGV` under the same `sh -c` a shell command gets:
+// the same kind, network setting, container, namespaces and masks of lev's state; with
 // LEV_BENCH_SOCKET set, in the workbench through the exec channel's stream mode, never in
 // lev's own container.
+//
+// The sandbox itself is set up from the run's workdir, as for a shell command (the mask
+// script keeps the workdir writable around a read-only ancestor by its current directory;
+// a container's -w and the workbench's default directory are the workdir), and only then
+// does the process change to req.Dir: a server must not start in the workdir, whose files
+// the agent writes and a launcher would load (mcprun.ServerDir).
 func (x *Executor) StartProcess(ctx context.Context, req pipeline.ProcessRequest) (pipeline.Process, error) {
 	if len(req.Argv) == 0 {
 		return nil, errors.New("no command to start")
+	}
+	if !filepath.IsAbs(req.Dir) {
+		// Empty would leave the process where the sandbox started it: the workdir.
+		return nil, fmt.Errorf("the process's working directory %q is not an absolute path", req.Dir)
 	}
 	var bp sandbox.Config
 	if req.Stage.Sandbox != nil {
@@ -232,7 +242,7 @@ func (x *Executor) StartProcess(ctx context.Context, req pipeline.ProcessRequest
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &sandboxProcess{cancel: cancel, done: make(chan struct{})}
 	go func() {
-		_, p.err = ex.Run(pctx, sandbox.Command{Script: "exec " + shellQuote(req.Argv), Dir: req.Dir, Env: env,
+		_, p.err = ex.Run(pctx, sandbox.Command{Script: "cd " + shellQuote([]string{req.Dir}) + " && exec " + shellQuote(req.Argv), Dir: x.workdir, Env: env,
 			Stdin: files[0], Stdout: files[1], Stderr: files[2], Mask: req.Mask})
 		for _, f := range files {
 			f.Close()

@@ -17,7 +17,8 @@ import (
 )
 
 // whereJS is a stdio MCP server whose one tool answers the content of the file named by
-// its argument: what it reads from the bench's "shadow" says where it runs.
+// its argument, and its working directory: what it reads from the bench's "shadow" says
+// where it runs.
 const whereJS = `
 const fs = require("fs");
 const send = (o) => process.stdout.write(JSON.stringify(o) + "\n");
@@ -32,7 +33,7 @@ process.stdin.on("data", (d) => {
     else if (m.method === "tools/list") send({jsonrpc: "2.0", id: m.id, result: {tools: [{name: "where", inputSchema: {type: "object"}}]}});
     else if (m.method === "tools/call") {
       let t; try { t = fs.readFileSync(m.params.arguments.path, "utf8"); } catch (e) { t = "ERR " + e.code; }
-      send({jsonrpc: "2.0", id: m.id, result: {content: [{type: "text", text: "where=" + t}]}});
+      send({jsonrpc: "2.0", id: m.id, result: {content: [{type: "text", text: "where=" + t + " cwd=" + process.cwd()}]}});
     }
   }
 });
@@ -41,7 +42,8 @@ process.stdin.on("data", (d) => {
 // TestMCPStdioServerRunsInBench: with LEV_BENCH_SOCKET set, a run's stdio MCP server is
 // started in the workbench through the exec channel's stream mode (it reads the bench's
 // "shadow"), for the [sandbox] kinds, never beside lev; without it (the control) the same
-// server runs beside lev and reads lev's side.
+// server runs beside lev and reads lev's side. Either way it runs in "/", not in the
+// run's workdir (mcprun.ServerDir), though the sandbox is set up from the workdir.
 func TestMCPStdioServerRunsInBench(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -59,9 +61,9 @@ func TestMCPStdioServerRunsInBench(t *testing.T) {
 		bench         bool
 		want          string
 	}{
-		{"no bench: beside lev (control)", "kind = \"none\"\n", false, "where=lev"},
-		{"kind none", "kind = \"none\"\n", true, "where=bench"},
-		{"kind namespace, network off", "kind = \"namespace\"\nnetwork = false\n", true, "where=bench"},
+		{"no bench: beside lev (control)", "kind = \"none\"\n", false, "where=lev cwd=/"},
+		{"kind none", "kind = \"none\"\n", true, "where=bench cwd=/"},
+		{"kind namespace, network off", "kind = \"namespace\"\nnetwork = false\n", true, "where=bench cwd=/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.bench {
