@@ -143,7 +143,10 @@ func (e *limaUp) guest(t *testing.T, script string) (string, int) {
 // limaTaskSteps is the daily loop's task on the real VM: git and the project's build in the
 // workbench through the shell tool, a file written into the tree and read back.
 var limaTaskSteps = []testutil.Step{
-	{Tool: "shell", Args: map[string]string{"command": "git init -q . && git status --short"}},
+	// A repository of the agent's own, in a subdirectory: a .git at the tree's root made
+	// now would be protected from the next up on (git: read-only), and the warm apply
+	// below checks that nothing changes.
+	{Tool: "shell", Args: map[string]string{"command": "git init -q scratch && git -C scratch status --short"}},
 	{Tool: "shell", Args: map[string]string{"command": "make build && cat build/SUMS"}},
 	{Tool: "write_file", Args: map[string]string{"path": "NOTES.md", "content": "built in the VM\n"}},
 	{Tool: "read_file", Args: map[string]string{"path": "NOTES.md"}},
@@ -386,7 +389,7 @@ lev:
 	if notes, err := os.ReadFile(filepath.Join(e.dir, "tree", "NOTES.md")); err != nil || string(notes) != "built in the VM\n" {
 		t.Errorf("NOTES.md in the host's tree: %q %v", notes, err)
 	}
-	for _, p := range []string{"tree/build/project.tar.gz", "tree/.git"} {
+	for _, p := range []string{"tree/build/project.tar.gz", "tree/scratch/.git"} {
 		if _, err := os.Stat(filepath.Join(e.dir, p)); err != nil {
 			t.Errorf("the workbench's git/build output is not in the host's tree: %v", err)
 		}
