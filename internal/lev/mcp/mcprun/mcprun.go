@@ -154,11 +154,12 @@ func Connect(ctx context.Context, cfg *levconfig.MCPServer, env Env) (*mcp.Sessi
 // directory would run the agent's files at the server's start, outside every tool
 // permission and with the server's env secrets: `python3 -m NAME` imports ./NAME.py first,
 // `npx PKG` prefers ./node_modules. "/" exists in every sandbox kind and the agent cannot
-// write it: on the host and in a namespace it is root's (the namespace's root is an
-// unprivileged user's), and the workbench's root filesystem is read-only. (In a container
-// whose image runs as root the agent, root there too, could write "/", but also every
-// directory the server's code comes from: the working directory gives it nothing more.)
-// The workdir reaches a server only as its root (roots = true).
+// write it: on the host and in a namespace it is root's while the agent runs as lev's
+// user (a namespace's root is that user mapped), and the workbench's root filesystem is
+// read-only. Where the agent is root after all (lev itself run as root with kind none or
+// namespace, a container whose image runs as root) it could write "/", but just as well
+// every directory the server's code comes from: the working directory gives it nothing
+// more. The workdir reaches a server only as its root (roots = true).
 const ServerDir = "/"
 
 // serverEnv is a stdio server's whole environment: its env table, sorted, with
