@@ -123,7 +123,7 @@ with data read through a granted read path.`,
 			return runPolicyTest(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
-	c.Flags().StringVar(&opts.Target, "target", "", "the call's target: host for web/HTTP tools, command line for shell")
+	c.Flags().StringVar(&opts.Target, "target", "", "the call's target: host for web/HTTP and MCP tools (a URL is read as the live gate reads a url argument), command line for shell")
 	c.Flags().StringVar(&opts.Taint, "taint", "private", "label of the data in context: public, internal or private")
 	c.Flags().BoolVar(&opts.JSON, "json", false, "print the audit records each mode would write")
 	return c
@@ -134,7 +134,7 @@ func runPolicyTest(ctx context.Context, opts *policyTestOptions, stdout io.Write
 	if err != nil {
 		return err
 	}
-	// Live runs also apply config.toml's [taint_tracking]; so does the dry run.
+	// Built as live runs build it: config.toml's [taint_tracking] and MCP classification.
 	p, note, err := policy.LoadAsLive(f)
 	if err != nil {
 		return err

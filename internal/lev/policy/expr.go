@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/lever-jail/lever/internal/lev/taint"
@@ -58,4 +59,23 @@ func runExpr(p *vm.Program, e env) (bool, error) {
 		return false, fmt.Errorf("rule returned %T, not bool", v)
 	}
 	return b, nil
+}
+
+// readsTarget reports whether a compiled rule reads the call's target anywhere.
+func readsTarget(p *vm.Program) bool {
+	n := p.Node()
+	v := &identFinder{name: "target"}
+	ast.Walk(&n, v)
+	return v.found
+}
+
+type identFinder struct {
+	name  string
+	found bool
+}
+
+func (f *identFinder) Visit(n *ast.Node) {
+	if id, ok := (*n).(*ast.IdentifierNode); ok && id.Value == f.name {
+		f.found = true
+	}
 }

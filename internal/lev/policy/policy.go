@@ -64,7 +64,10 @@ type Policy struct {
 	def   taint.Verdict
 	max   []taint.Level
 	rules []*vm.Program
-	table *taint.Table
+	// ruleTarget[i]: rule i reads the call's target, so its allow cannot be trusted for a
+	// target lev could not read unambiguously.
+	ruleTarget []bool
+	table      *taint.Table
 }
 
 // hostTargeted tools have a host as their target, which is matched lower-case.
@@ -242,6 +245,7 @@ func compile(f File) (*Policy, error) {
 			return nil, fmt.Errorf("rule[%d].when: %w", i, err)
 		}
 		p.rules = append(p.rules, prog)
+		p.ruleTarget = append(p.ruleTarget, readsTarget(prog))
 	}
 	return p, nil
 }
@@ -262,6 +266,8 @@ func (p *Policy) ruleName(i int) string {
 func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 	env := newEnv(r)
 	var allow, ask *taint.PolicyDecision
+	// near: entries and rules that would have allowed the call but do not apply to it.
+	var near []string
 	for i, prog := range p.rules {
 		ok, err := runExpr(prog, env)
 		name := p.ruleName(i)
@@ -274,6 +280,12 @@ func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 		}
 		d := taint.PolicyDecision{Verdict: taint.Verdict(p.File.Rules[i].Action), Rule: name,
 			Reason: fmt.Sprintf("%s matched: %s", name, p.File.Rules[i].When)}
+		if d.Verdict == taint.VerdictAllow && r.TargetUnclear != "" && p.ruleTarget[i] {
+			// It matched text lev could not read as one destination; a deny or ask rule
+			// matching the same text still applies (it only makes the call stricter).
+			near = append(near, fmt.Sprintf("%s reads the target, and this call's target is unclear", name))
+			continue
+		}
 		switch d.Verdict {
 		case taint.VerdictDeny:
 			return d
@@ -287,10 +299,24 @@ func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 			}
 		}
 	}
-	var near []string
 	for i, a := range p.File.Allow {
-		if !Glob(a.Tool, r.Tool) || (a.Target != "" && !Glob(a.Target, r.Target)) {
+		if !Glob(a.Tool, r.Tool) {
 			continue
+		}
+		if a.Target != "" {
+			// A target-scoped entry vouches for one destination. A call naming none
+			// (`*` would match the empty string) or one lev could not read (the tool may
+			// reach another host than the text a glob matched) is not covered by it.
+			switch {
+			case r.TargetUnclear != "":
+				near = append(near, fmt.Sprintf("allow[%d] (%s %q) names a target, and this call's target is unclear", i, a.Tool, a.Target))
+				continue
+			case r.Target == "":
+				near = append(near, fmt.Sprintf("allow[%d] (%s %q) names a target, and this call names none", i, a.Tool, a.Target))
+				continue
+			case !Glob(a.Target, r.Target):
+				continue
+			}
 		}
 		if r.Taint > p.max[i] {
 			near = append(near, fmt.Sprintf("allow[%d] (%s %q) stops at %s", i, a.Tool, a.Target, p.max[i]))
@@ -308,6 +334,11 @@ func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
 	why := "no allowlist entry or rule matched"
 	if len(near) > 0 {
 		why = strings.Join(near, "; ")
+	}
+	if p.def == taint.VerdictAllow && r.TargetUnclear != "" {
+		// A default of allow leans on deny rules naming the hosts to keep out, and those
+		// cannot be matched against a target lev could not read.
+		return taint.PolicyDecision{Verdict: taint.VerdictAsk, Reason: fmt.Sprintf("%s; the default is allow, but not for a call whose target is unclear: ask", why)}
 	}
 	return taint.PolicyDecision{Verdict: p.def, Reason: fmt.Sprintf("%s; the default is %s", why, p.def)}
 }
@@ -412,4 +443,53 @@ func (p *Policy) ApplyTaintTracking(t *blueprint.TaintTracking, tighten bool) (*
 		return p.Tighten(v, cl), nil
 	}
 	return p.WithSettings(v, cl), nil
+}
+
+// Live is the policy a run's gate applies, built one way for live runs (taintgate.New)
+// and `lev policy test` (LoadAsLive), so that the dry run shows what a run does: the
+// policy file at path; config.toml's [taint_tracking] (the user's: may loosen); the
+// blueprint's [taint_tracking] (may only tighten; nil for the dry run, which has no
+// blueprint); and config.toml's per-server MCP classification over every tool of that
+// server. cfg nil is no config.toml.
+func Live(path string, cfg *levconfig.Config, bp *blueprint.TaintTracking) (*Policy, error) {
+	p, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if cfg != nil {
+		if p, err = p.ApplyTaintTracking(cfg.TaintTracking, false); err != nil {
+			return nil, fmt.Errorf("config.toml [taint_tracking]: %w", err)
+		}
+	}
+	if p, err = p.ApplyTaintTracking(bp, true); err != nil {
+		return nil, fmt.Errorf("blueprint [taint_tracking]: %w", err)
+	}
+	return p.withMCPClasses(cfg), nil
+}
+
+// withMCPClasses applies the user's per-server MCP classification (config.toml's
+// [mcp.servers.NAME] classification and clearance) to every tool of that server. A server
+// left unclassified stays out of the table: outbound, Public clearance, fail-closed. The
+// policy file's [tools.mcp__SERVER__TOOL] for one tool (and any [taint_tracking]
+// clearance, an exact entry too) still wins; the config's classification replaces the
+// policy file's [tools."mcp__SERVER__*"].
+func (p *Policy) withMCPClasses(cfg *levconfig.Config) *Policy {
+	if cfg == nil {
+		return p
+	}
+	q := *p
+	for _, name := range cfg.MCPServerNames() {
+		s := cfg.MCP.Servers[name]
+		switch s.Classification {
+		case "local":
+			q.table = q.table.WithPrefix(toolnames.MCPName(name, ""), taint.Class{})
+		case "outbound":
+			l, err := taint.ParseLevel(s.Clearance)
+			if err != nil {
+				continue // levconfig refused it already
+			}
+			q.table = q.table.WithPrefix(toolnames.MCPName(name, ""), taint.Class{Outbound: true, Clearance: l})
+		}
+	}
+	return &q
 }

@@ -298,3 +298,64 @@ func TestToolsServerWildcard(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetScopedEntriesNeedAClearTarget: a target-scoped [[allow]] entry, and an allow
+// rule that reads the target, vouch for one destination; neither covers a call naming no
+// target (`*` matches the empty string) or one lev could not read (the text a glob matched
+// is not the host the server reaches). Controls: the same entries cover a clear target, an
+// untargeted entry covers every call of its tool, and a deny rule still matches the raw
+// text of an unclear target.
+func TestTargetScopedEntriesNeedAClearTarget(t *testing.T) {
+	scoped := mustParse(t, `
+[[allow]]
+tool = "mcp__web__fetch"
+target = "*.example.com"
+max_sensitivity = "private"
+
+[[allow]]
+tool = "mcp__chat__*"
+target = "*"
+max_sensitivity = "private"
+
+[[rule]]
+name = "docs by rule"
+when = 'tool == "mcp__docs__get" && target endsWith ".example.com"'
+action = "allow"
+
+[[rule]]
+name = "never evil"
+when = 'target contains "evil.test"'
+action = "deny"
+`)
+	anyTarget := mustParse(t, "[[allow]]\ntool = \"mcp__web__fetch\"\nmax_sensitivity = \"private\"\n")
+	defAllow := mustParse(t, "default = \"allow\"\n")
+	const unclear = "its url contains a control character"
+	for _, tc := range []struct {
+		name    string
+		p       *Policy
+		tool    string
+		target  string
+		unclear string
+		want    taint.Verdict
+	}{
+		{"control: clear target under the pattern", scoped, "mcp__web__fetch", "docs.example.com", "", taint.VerdictAllow},
+		{"unclear target whose text matches the pattern", scoped, "mcp__web__fetch", "https://x.test/\t.example.com", unclear, taint.VerdictAsk},
+		{"empty target, pattern *", scoped, "mcp__chat__post", "", "", taint.VerdictAsk},
+		{"control: a target under pattern *", scoped, "mcp__chat__post", "general", "", taint.VerdictAllow},
+		{"allow rule reading the target, unclear target", scoped, "mcp__docs__get", "https://x.test/\t.example.com", unclear, taint.VerdictAsk},
+		{"control: allow rule reading the target, clear target", scoped, "mcp__docs__get", "docs.example.com", "", taint.VerdictAllow},
+		{"deny rule still matches an unclear target's text", scoped, "mcp__web__fetch", "https://evil.test/\t.example.com", unclear, taint.VerdictDeny},
+		{"untargeted entry covers an unclear target", anyTarget, "mcp__web__fetch", "https://x.test/\t.example.com", unclear, taint.VerdictAllow},
+		{"untargeted entry covers an empty target", anyTarget, "mcp__web__fetch", "", "", taint.VerdictAllow},
+		{"default allow asks for an unclear target", defAllow, "mcp__web__fetch", "https://x.test/\t.example.com", unclear, taint.VerdictAsk},
+		{"control: default allow, clear target", defAllow, "mcp__web__fetch", "x.test", "", taint.VerdictAllow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.p.Decide(taint.Request{Tool: tc.tool, Target: tc.target, TargetUnclear: tc.unclear, Taint: taint.Private,
+				Class: tc.p.Table().Classify(tc.tool)})
+			if d.Verdict != tc.want {
+				t.Fatalf("got %+v, want %s", d, tc.want)
+			}
+		})
+	}
+}

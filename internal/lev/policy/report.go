@@ -104,39 +104,56 @@ func AddAllow(path string, a AllowEntry) (int, error) {
 	return len(p.File.Allow) - 1, nil
 }
 
-// LoadAsLive loads the policy file at path and applies config.toml's [taint_tracking] to
-// it the way a live run's gate does, so a dry run shows what a run would do. note says
-// what was applied ("" when config.toml sets no [taint_tracking] or does not load: a
-// config that does not load fails the live run itself, not the dry run).
+// LoadAsLive loads the policy file at path with the config.toml a live run loads, through
+// the constructor the live gate uses (Live), so a dry run shows what a run would do. note
+// says what config.toml contributed ("" when nothing, or when it does not load: a config
+// that does not load fails the live run itself, not the dry run).
 func LoadAsLive(path string) (p *Policy, note string, err error) {
-	p, err = Load(path)
+	cfg, err := levconfig.Load(levconfig.Path())
 	if err != nil {
+		cfg = nil
+	}
+	if p, err = Live(path, cfg, nil); err != nil {
 		return nil, "", err
 	}
-	cfg, err := levconfig.Load(levconfig.Path())
-	if err != nil || cfg.TaintTracking == nil {
+	if cfg == nil {
 		return p, "", nil
 	}
-	if p, err = p.ApplyTaintTracking(cfg.TaintTracking, false); err != nil {
-		return nil, "", fmt.Errorf("%s [taint_tracking]: %w", cfg.File, err)
+	var notes []string
+	if cfg.TaintTracking != nil {
+		n := "config.toml [taint_tracking] applied (" + cfg.File + ")"
+		if e := cfg.TaintTracking.Enabled; e != nil && !*e {
+			n += "; NOTE: enabled = false there, so live runs skip the gate unless a blueprint turns it on"
+		}
+		notes = append(notes, n)
 	}
-	note = "config.toml [taint_tracking] applied (" + cfg.File + ")"
-	if e := cfg.TaintTracking.Enabled; e != nil && !*e {
-		note += "; NOTE: enabled = false there, so live runs skip the gate unless a blueprint turns it on"
+	var classes []string
+	for _, name := range cfg.MCPServerNames() {
+		switch s := cfg.MCP.Servers[name]; s.Classification {
+		case "local":
+			classes = append(classes, name+": local")
+		case "outbound":
+			classes = append(classes, name+": outbound, clearance "+s.Clearance)
+		}
 	}
-	return p, note, nil
+	if len(classes) > 0 {
+		notes = append(notes, "config.toml MCP server classification applied ("+strings.Join(classes, "; ")+")")
+	}
+	return p, strings.Join(notes, "\n"), nil
 }
 
 // DryRunResult is what `lev policy test` reports: per mode, the gate's outcome and the
 // audit records it would have written.
 type DryRunResult struct {
-	Tool   string                   `json:"tool"`
-	Target string                   `json:"target"`
-	Taint  taint.Level              `json:"taint"`
-	Class  taint.Class              `json:"-"`
-	Policy taint.PolicyDecision     `json:"-"`
-	Modes  map[string]taint.Outcome `json:"modes"`
-	Asked  bool                     `json:"asked"`
+	Tool   string `json:"tool"`
+	Target string `json:"target"`
+	// TargetUnclear: the target, given as a URL, is one lev cannot read unambiguously.
+	TargetUnclear string                   `json:"target_unclear,omitempty"`
+	Taint         taint.Level              `json:"taint"`
+	Class         taint.Class              `json:"-"`
+	Policy        taint.PolicyDecision     `json:"-"`
+	Modes         map[string]taint.Outcome `json:"modes"`
+	Asked         bool                     `json:"asked"`
 }
 
 // DryRun runs the real gate (taint.Gate.Check) for the call in each mode, with the audit
@@ -145,8 +162,9 @@ func (p *Policy) DryRun(ctx context.Context, tool, target string, l taint.Level)
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	res := &DryRunResult{Tool: tool, Target: target, Taint: l, Class: p.table.Classify(tool), Modes: map[string]taint.Outcome{}}
-	res.Policy = p.Decide(taint.Request{Tool: tool, Target: target, Taint: l, Class: res.Class})
+	target, unclear := taint.GivenTarget(tool, target)
+	res := &DryRunResult{Tool: tool, Target: target, TargetUnclear: unclear, Taint: l, Class: p.table.Classify(tool), Modes: map[string]taint.Outcome{}}
+	res.Policy = p.Decide(taint.Request{Tool: tool, Target: target, TargetUnclear: unclear, Taint: l, Class: res.Class})
 	for _, m := range []taint.Mode{taint.Interactive, taint.Headless, taint.Yolo} {
 		g := &taint.Gate{Table: p.table, Policy: p, Mode: m, Audit: &taint.MemAudit{}}
 		if m == taint.Interactive {
@@ -155,7 +173,7 @@ func (p *Policy) DryRun(ctx context.Context, tool, target string, l taint.Level)
 				return taint.AnswerDeny, nil
 			})
 		}
-		out, err := g.Check(ctx, taint.Call{Tool: tool, Target: target, Taint: l})
+		out, err := g.Check(ctx, taint.Call{Tool: tool, Target: target, TargetUnclear: unclear, Taint: l})
 		if err != nil {
 			return nil, err
 		}
@@ -176,6 +194,9 @@ func (r *DryRunResult) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "tool:      %s (%s, clearance %s)\n", r.Tool, kind, r.Class.Clearance)
 	fmt.Fprintf(w, "target:    %q\n", r.Target)
+	if r.TargetUnclear != "" {
+		fmt.Fprintf(w, "           unclear: %s; no target-scoped entry applies\n", r.TargetUnclear)
+	}
 	fmt.Fprintf(w, "taint:     %s\n", r.Taint)
 	if r.Taint <= r.Class.Clearance {
 		fmt.Fprintf(w, "decision:  runs in every mode: %s\n", r.Modes["headless"].Reason)

@@ -2,6 +2,7 @@ package taint
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -45,9 +46,12 @@ const (
 type Request struct {
 	Tool   string
 	Target string
-	Taint  Level
-	Class  Class
-	Stage  int
+	// TargetUnclear says why the target could not be read unambiguously (Target); Target
+	// is then the raw text, and no target-scoped entry may match it.
+	TargetUnclear string
+	Taint         Level
+	Class         Class
+	Stage         int
 }
 
 // PolicyDecision is a policy's answer, with the rule that decided (empty for the default)
@@ -80,10 +84,13 @@ const (
 	AnswerSession
 )
 
-// Prompt is what the Asker shows.
+// Prompt is what the Asker shows: the request, why it is asked, and the call's arguments,
+// since the target alone does not say what would be sent (and an unclear one not even
+// where).
 type Prompt struct {
 	Request
 	Reason string
+	Args   json.RawMessage
 }
 
 // Asker puts the prompt to a person: allow once, allow for the session, or deny.
@@ -121,10 +128,14 @@ const (
 type Call struct {
 	Tool   string
 	Target string
+	// TargetUnclear: see Request.
+	TargetUnclear string
 	// Taint is the label of the data the call could carry: the context's level.
 	Taint  Level
 	Stage  int
 	CallID string
+	// Args are the call's decoded arguments, shown to the person asked.
+	Args json.RawMessage
 }
 
 // Outcome is the gate's answer for one call.
@@ -160,7 +171,7 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 	if !class.Outbound {
 		return Outcome{Allowed: true, Source: "NotGated", Reason: c.Tool + " cannot send data off the machine"}, nil
 	}
-	req := Request{Tool: c.Tool, Target: c.Target, Taint: c.Taint, Class: class, Stage: c.Stage}
+	req := Request{Tool: c.Tool, Target: c.Target, TargetUnclear: c.TargetUnclear, Taint: c.Taint, Class: class, Stage: c.Stage}
 	base := Record{
 		Stage: c.Stage, CallID: c.CallID, Tool: c.Tool, Target: c.Target,
 		Classified: class.Known, Taint: c.Taint, Clearance: class.Clearance, Mode: g.Mode.String(),
@@ -208,6 +219,9 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 	if !class.Known {
 		above += "; " + c.Tool + " has no classification, so it is treated as outbound with public clearance"
 	}
+	if c.TargetUnclear != "" {
+		above += fmt.Sprintf("; its target %q is unclear: %s", c.Target, c.TargetUnclear)
+	}
 	key := [2]string{c.Tool, c.Target}
 	g.mu.Lock()
 	sl, hasSession := g.session[key]
@@ -234,7 +248,7 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 
 	switch {
 	case g.Mode == Interactive && g.Asker != nil:
-		ans, err := g.Asker.Ask(ctx, Prompt{Request: req, Reason: why})
+		ans, err := g.Asker.Ask(ctx, Prompt{Request: req, Reason: why, Args: c.Args})
 		if err != nil {
 			return finish(false, SourceAskFailed, why+"; the prompt got no answer: "+err.Error(), r)
 		}

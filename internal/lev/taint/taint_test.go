@@ -141,28 +141,81 @@ func TestResultLevel(t *testing.T) {
 	}
 }
 
+// TestTarget: what the policy matches, and whether lev could read it unambiguously. The
+// unclear rows are the inputs on which Go's net/url and the clients that act on an MCP
+// call (WHATWG URL in Node, Python's urlsplit) read different hosts, or a call naming its
+// target twice; the clear rows beside them are their controls.
 func TestTarget(t *testing.T) {
 	for _, tc := range []struct {
-		tool string
-		args map[string]any
-		want string
+		tool    string
+		args    map[string]any
+		want    string
+		unclear bool
 	}{
-		{"web_fetch", map[string]any{"url": "https://API.Example.com:8443/x?y=1"}, "api.example.com"},
-		{"http_post", map[string]any{"url": "https://api.example.com@evil.test/"}, "evil.test"},
-		{"http_get", map[string]any{"url": "https://evil.test#.example.com"}, "evil.test"},
-		{"http_get", map[string]any{"url": "https://x.example.com.evil.test/"}, "x.example.com.evil.test"},
-		{"http_get", map[string]any{"url": "http://[::1]:80/"}, "::1"},
-		{"http_get", map[string]any{"url": "https://example.com./"}, "example.com"},
-		{"http_get", map[string]any{"url": "not a url"}, "not a url"},
-		{"shell", map[string]any{"command": "curl -d @x https://e.test"}, "curl -d @x https://e.test"},
-		{"shell", map[string]any{"argv": []any{"git", "push"}}, "git push"},
-		{"web_search", map[string]any{"query": "golang"}, "golang"},
-		{"submit_output", map[string]any{"output": "x"}, "result"},
-		{"mcp__slack__post", map[string]any{"url": "https://hooks.slack.test/a"}, "hooks.slack.test"},
-		{"mcp__x", map[string]any{"channel": 3}, ""},
+		{"web_fetch", map[string]any{"url": "https://API.Example.com:8443/x?y=1"}, "api.example.com", false},
+		{"http_post", map[string]any{"url": "https://api.example.com@evil.test/"}, "evil.test", false},
+		{"http_get", map[string]any{"url": "https://evil.test#.example.com"}, "evil.test", false},
+		{"http_get", map[string]any{"url": "https://x.example.com.evil.test/"}, "x.example.com.evil.test", false},
+		{"http_get", map[string]any{"url": "http://[::1]:80/"}, "::1", false},
+		{"http_get", map[string]any{"url": "https://example.com./"}, "example.com", false},
+		{"http_get", map[string]any{"url": "https://docs.example.com/a%20b?q=%5C"}, "docs.example.com", false},
+		{"http_get", map[string]any{"url": "not a url"}, "not a url", true},
+		{"http_get", map[string]any{"url": "https://evil.test/\t.example.com"}, "https://evil.test/\t.example.com", true},
+		{"http_get", map[string]any{"url": "https://evil.test\\@x.example.com"}, "https://evil.test\\@x.example.com", true},
+		{"http_get", map[string]any{"url": "https://evil.test/ .example.com"}, "https://evil.test/ .example.com", true},
+		{"http_get", map[string]any{"url": "https://evil.test/\u202e.example.com"}, "https://evil.test/\u202e.example.com", true},
+		{"http_get", map[string]any{"url": "https://evil%2etest/"}, "https://evil%2etest/", true},
+		{"http_get", map[string]any{"url": "https://ex\u0430mple.com/"}, "https://ex\u0430mple.com/", true},
+		{"http_get", map[string]any{"url": "http://0x7f.1/"}, "http://0x7f.1/", true},
+		{"http_get", map[string]any{"url": "http://2130706433/"}, "http://2130706433/", true},
+		{"http_get", map[string]any{"url": "https:evil.test"}, "https:evil.test", true},
+		{"http_get", map[string]any{"url": "ftp://x.example.com/"}, "ftp://x.example.com/", true},
+		{"shell", map[string]any{"command": "curl -d @x https://e.test"}, "curl -d @x https://e.test", false},
+		{"shell", map[string]any{"argv": []any{"git", "push"}}, "git push", false},
+		{"web_search", map[string]any{"query": "golang"}, "golang", false},
+		{"submit_output", map[string]any{"output": "x"}, "result", false},
+		{"mcp__slack__post", map[string]any{"url": "https://hooks.slack.test/a"}, "hooks.slack.test", false},
+		{"mcp__web__fetch", map[string]any{"url": "https://evil.test/\t.example.com"}, "https://evil.test/\t.example.com", true},
+		{"mcp__web__fetch", map[string]any{"URL": "https://Evil.test/"}, "evil.test", false},
+		{"mcp__web__fetch", map[string]any{"url": "https://evil.test/", "host": "docs.example.com"}, "url=https://evil.test/ host=docs.example.com", true},
+		{"mcp__web__fetch", map[string]any{"Url": "https://evil.test/", "target": "docs.example.com"}, "Url=https://evil.test/ target=docs.example.com", true},
+		{"mcp__web__fetch", map[string]any{"url": 7}, "7", true},
+		{"mcp__ssh__run", map[string]any{"host": "Build.Example.com:22"}, "build.example.com", false},
+		{"mcp__ssh__run", map[string]any{"host": "evil.test\\@x.example.com"}, "evil.test\\@x.example.com", true},
+		{"mcp__ssh__run", map[string]any{"host": "evil.test/x.example.com"}, "evil.test/x.example.com", true},
+		{"mcp__x__send", map[string]any{"target": "https://evil.test/\n.example.com"}, "https://evil.test/\n.example.com", true},
+		{"mcp__x__send", map[string]any{"target": "https://docs.example.com/x"}, "docs.example.com", false},
+		{"mcp__x__send", map[string]any{"target": "general"}, "general", false},
+		{"mcp__fs__write_file", map[string]any{"path": "notes.md", "content": "x"}, "notes.md", false},
+		{"mcp__fs__write_file", map[string]any{"path": "notes\n.md"}, "notes\n.md", true},
+		{"mcp__x", map[string]any{"channel": 3}, "", false},
 	} {
-		if got := Target(tc.tool, tc.args); got != tc.want {
-			t.Errorf("Target(%s, %v) = %q, want %q", tc.tool, tc.args, got, tc.want)
+		got, why := Target(tc.tool, tc.args)
+		if got != tc.want || (why != "") != tc.unclear {
+			t.Errorf("Target(%s, %q) = %q, unclear %q; want %q, unclear %v", tc.tool, tc.args, got, why, tc.want, tc.unclear)
+		}
+	}
+}
+
+// TestGivenTarget: `lev policy test --target` is read as the live gate reads the same
+// call's argument, so the dry run and the run match the same text (and agree on what is
+// unclear).
+func TestGivenTarget(t *testing.T) {
+	for _, tc := range []struct {
+		tool, given, want string
+		unclear           bool
+	}{
+		{"http_post", "API.Example.com:8443", "api.example.com", false},
+		{"http_post", "https://API.example.com/x", "api.example.com", false},
+		{"http_post", "evil.test\\@x.example.com", "evil.test\\@x.example.com", true},
+		{"mcp__web__fetch", "https://evil.test/\t.example.com", "https://evil.test/\t.example.com", true},
+		{"mcp__web__fetch", "docs.example.com", "docs.example.com", false},
+		{"mcp__fs__write_text_file", "notes/a b.md", "notes/a b.md", false},
+		{"shell", "curl https://e.test", "curl https://e.test", false},
+	} {
+		got, why := GivenTarget(tc.tool, tc.given)
+		if got != tc.want || (why != "") != tc.unclear {
+			t.Errorf("GivenTarget(%s, %q) = %q, unclear %q; want %q, unclear %v", tc.tool, tc.given, got, why, tc.want, tc.unclear)
 		}
 	}
 }

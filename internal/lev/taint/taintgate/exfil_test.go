@@ -35,6 +35,17 @@ type world struct {
 	root, home, levHome, wd string
 	srv                     *httptest.Server
 	sink                    *sink
+	// exec is the runs' executor; nil: hostExec. Runs with stdio MCP servers need one
+	// that can start them (mcpExec).
+	exec func(*pipeline.RunEnv) (pipeline.Executor, error)
+}
+
+// executor is the executor factory the world's runs get.
+func (w *world) executor() func(*pipeline.RunEnv) (pipeline.Executor, error) {
+	if w.exec != nil {
+		return w.exec
+	}
+	return hostExec
 }
 
 func newWorld(t *testing.T) *world {
@@ -92,7 +103,7 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 	os.WriteFile(pol, []byte(c.policy), 0o644)
 	cfg := "[provider]\nkind = \"scripted\"\nscript = " + q(script) + "\n" +
 		"[security]\npolicy_file = " + q(pol) + "\n" +
-		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\nhttp_get = \"allow\"\n"
+		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\nhttp_get = \"allow\"\n\"mcp__web__*\" = \"allow\"\n\"mcp__fs__*\" = \"allow\"\n"
 	if !c.noGrant {
 		cfg += "[agent_read_paths.exfil]\nallow = [\"~/secret\"]\n"
 	}
@@ -117,7 +128,7 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 		Asker:       c.asker,
 		Log:         t.Logf,
 		NewGate:     Factory,
-		NewExecutor: hostExec,
+		NewExecutor: w.executor(),
 	}
 	rec, err := eng.Start(context.Background(), runner.Spec{Agent: "exfil", Workdir: w.wd, Yolo: c.yolo})
 	if err != nil {

@@ -88,20 +88,16 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 	if !g.enabled {
 		return g, nil
 	}
-	// The same resolution `lev policy` uses ($LEV_POLICY, [security] policy_file, default).
+	// The same resolution `lev policy` uses ($LEV_POLICY, [security] policy_file, default),
+	// and the same constructor `lev policy test` uses (config.toml's [taint_tracking] and
+	// MCP classification, then the blueprint's), so the dry run cannot disagree with this.
 	polFile, err := policy.Resolve(env.Config)
 	if err != nil {
 		return nil, err
 	}
-	pol, err := policy.Load(polFile)
+	pol, err := policy.Live(polFile, env.Config, bp)
 	if err != nil {
 		return nil, err
-	}
-	if pol, err = apply(pol, user, false); err != nil {
-		return nil, fmt.Errorf("config.toml [taint_tracking]: %w", err)
-	}
-	if pol, err = apply(pol, bp, true); err != nil {
-		return nil, fmt.Errorf("blueprint [taint_tracking]: %w", err)
 	}
 	mode := taint.Interactive
 	switch {
@@ -110,7 +106,7 @@ func New(env *pipeline.RunEnv) (*Gate, error) {
 	case env.Asker == nil:
 		mode = taint.Headless
 	}
-	g.gate = &taint.Gate{Table: mcpClasses(pol.Table(), env.Config), Policy: pol, Mode: mode, Audit: taint.NewFileAudit(env.RunDir)}
+	g.gate = &taint.Gate{Table: pol.Table(), Policy: pol, Mode: mode, Audit: taint.NewFileAudit(env.RunDir)}
 	if env.Asker != nil {
 		g.gate.Asker = asker{env.Asker}
 	}
@@ -178,10 +174,6 @@ func (g *Gate) Err() error {
 	return g.err
 }
 
-func apply(p *policy.Policy, t *blueprint.TaintTracking, tighten bool) (*policy.Policy, error) {
-	return p.ApplyTaintTracking(t, tighten)
-}
-
 func region(stage int) string { return fmt.Sprintf("stage/%d", stage) }
 
 // enter moves the gate to stage n. The engine starts each stage with a fresh conversation
@@ -240,35 +232,13 @@ func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, 
 	if !g.enabled {
 		return pipeline.Decision{Allow: true, Source: "TaintTrackingOff"}, nil
 	}
-	out, err := g.gate.Check(ctx, taint.Call{Tool: c.Tool, Target: Target(c), Taint: level, Stage: c.Stage.Index, CallID: c.ID})
+	target, unclear := Target(c)
+	out, err := g.gate.Check(ctx, taint.Call{Tool: c.Tool, Target: target, TargetUnclear: unclear, Taint: level,
+		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON()})
 	if err != nil {
 		return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "AuditError"}, nil
 	}
 	return pipeline.Decision{Allow: out.Allowed, Reason: out.Reason, Source: string(out.Source)}, nil
-}
-
-// mcpClasses applies the user's per-server MCP classification (config.toml's
-// [mcp.servers.NAME] classification and clearance) to every tool of that server. A server
-// left unclassified stays out of the table: outbound, Public clearance, fail-closed. The
-// policy file's [tools.mcp__SERVER__TOOL] for one tool still wins.
-func mcpClasses(t *taint.Table, cfg *levconfig.Config) *taint.Table {
-	if cfg == nil {
-		return t
-	}
-	for _, name := range cfg.MCPServerNames() {
-		s := cfg.MCP.Servers[name]
-		switch s.Classification {
-		case "local":
-			t = t.WithPrefix(toolnames.MCPName(name, ""), taint.Class{})
-		case "outbound":
-			l, err := taint.ParseLevel(s.Clearance)
-			if err != nil {
-				continue // levconfig refused it already
-			}
-			t = t.WithPrefix(toolnames.MCPName(name, ""), taint.Class{Outbound: true, Clearance: l})
-		}
-	}
-	return t
 }
 
 // mcpResultLabel is the label the user gave an MCP server's results (result_label), if
@@ -320,7 +290,8 @@ func (g *Gate) labelWrites(c *pipeline.Call) {
 
 // storedLevel is the label lev stored for what the call read: a labelled file, a run
 // record, lev's state. list_dir yields names, so it takes the labels under the directory;
-// shell can read the whole workdir. Called with g.mu held.
+// shell, and any tool lev did not build in that runs where it can open the workdir's
+// files (a stdio MCP server), can read the whole workdir. Called with g.mu held.
 func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
 	ls := g.env.Labels
 	if ls == nil {
@@ -333,10 +304,10 @@ func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
 		}
 		l = taint.Max(l, x)
 	}
-	switch c.Tool {
-	case "shell":
+	switch {
+	case c.Tool == "shell" || g.seesWorkdir(c.Tool):
 		raise(ls.Tree(g.env.Workdir, true))
-	case "list_dir":
+	case c.Tool == "list_dir":
 		for _, a := range c.Reads {
 			raise(ls.Tree(a.Real, false))
 		}
@@ -348,6 +319,28 @@ func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
 	return l
 }
 
+// seesWorkdir reports whether a tool lev did not build in may return any file of the
+// workdir. A stdio MCP server does: lev starts it in the run's sandbox exactly as it runs
+// a shell command (on the host or in a namespace it sees the host's files, in a container
+// the workdir's mount), and its arguments are not fenced (lev cannot tell which one names
+// a path), so its result is labelled like shell output. A server config.toml reaches by
+// url is remote: lev does not start it and it has no way into the workdir's files (what
+// it serves is its own; lev hands it only the arguments, which the gate checks as they
+// leave), unless the user gave it the workdir as its root (roots = true), which only a
+// server that can open the workdir has a use for. Anything else not built in (a server
+// the config no longer names) fails closed: it counts as seeing the workdir.
+func (g *Gate) seesWorkdir(tool string) bool {
+	if pipeline.Known(tool) {
+		return false
+	}
+	if srv, _, ok := toolnames.SplitMCP(tool); ok && g.cfg() != nil {
+		if s := g.cfg().MCP.Servers[srv]; s != nil && !s.Stdio() && !s.Roots {
+			return false
+		}
+	}
+	return true
+}
+
 func (g *Gate) logf(format string, args ...any) {
 	if g.env.Log != nil {
 		g.env.Log(format, args...)
@@ -355,16 +348,20 @@ func (g *Gate) logf(format string, args ...any) {
 }
 
 // Target is what the policy matches: the URL's host for the web and HTTP tools, the
-// command line for shell, "result" for submit_output. It is read from the call's decoded
+// command line for shell, "result" for submit_output, and why it is unclear when lev
+// cannot read it unambiguously (taint.Target). It is read from the call's decoded
 // arguments (the value the tool itself runs with), never by parsing the raw JSON again.
-func Target(c *pipeline.Call) string {
+func Target(c *pipeline.Call) (target, unclear string) {
 	return taint.Target(c.Tool, c.PolicyArgs())
 }
 
 type asker struct{ a pipeline.Asker }
 
 func (a asker) Ask(ctx context.Context, p taint.Prompt) (taint.Answer, error) {
-	q := pipeline.Question{Tool: p.Tool, Reason: "taint gate: " + p.Reason + "; allow once, allow for this session, or deny?"}
+	// The person must be able to tell the endpoint they expect from another one: the
+	// question carries the call's arguments and names its target, and says how far an
+	// answer for the session reaches (the gate keys it on tool and target).
+	q := pipeline.Question{Tool: p.Tool, Args: p.Args, Reason: gateQuestion(p)}
 	if ga, ok := a.a.(GateAsker); ok {
 		return ga.AskGate(ctx, q)
 	}
@@ -373,6 +370,23 @@ func (a asker) Ask(ctx context.Context, p taint.Prompt) (taint.Answer, error) {
 		return taint.AnswerDeny, err
 	}
 	return taint.AnswerOnce, nil
+}
+
+// gateQuestion is the text of the taint gate's prompt.
+func gateQuestion(p taint.Prompt) string {
+	to := fmt.Sprintf("to target %q", p.Target)
+	session := fmt.Sprintf("%s to %q only", p.Tool, p.Target)
+	switch {
+	case p.TargetUnclear != "":
+		// %q escapes the tab or newline that makes it unclear, so the person sees it; the
+		// reason says why it is unclear.
+		to = fmt.Sprintf("to the unclear target %q", p.Target)
+		session = fmt.Sprintf("%s with exactly this target only", p.Tool)
+	case p.Target == "":
+		to = "naming no target"
+		session = fmt.Sprintf("every %s call that names no target", p.Tool)
+	}
+	return fmt.Sprintf("taint gate: %s %s: %s; allow once, allow for this session (%s), or deny?", p.Tool, to, p.Reason, session)
 }
 
 type stateFile struct {

@@ -30,7 +30,7 @@ func (w *world) launderRun(t *testing.T, agent, bp, script, workdir string, extr
 	pol := filepath.Join(w.root, "policy.toml")
 	must(t, os.WriteFile(pol, nil, 0o644))
 	cfg := "[provider]\nkind = \"scripted\"\nscript = " + q(sc) + "\n[security]\npolicy_file = " + q(pol) +
-		"\n[tool_permissions]\nshell = \"allow\"\n[agent_read_paths.writer]\nallow = [\"~/secret\"]\n" + strings.Join(extraCfg, "")
+		"\n[tool_permissions]\nshell = \"allow\"\n\"mcp__fs__*\" = \"allow\"\n\"mcp__remote__*\" = \"allow\"\n[agent_read_paths.writer]\nallow = [\"~/secret\"]\n" + strings.Join(extraCfg, "")
 	cfgFile := filepath.Join(w.levHome, "config.toml")
 	must(t, os.WriteFile(cfgFile, []byte(cfg), 0o644))
 	conf, err := levconfig.Load(cfgFile)
@@ -39,7 +39,7 @@ func (w *world) launderRun(t *testing.T, agent, bp, script, workdir string, extr
 	}
 	must(t, os.WriteFile(filepath.Join(w.levHome, "agents", agent+".toml"), []byte(bp), 0o644))
 	eng := &runner.Engine{Store: &runner.Store{Dir: filepath.Join(w.levHome, "runs")}, AgentsDir: filepath.Join(w.levHome, "agents"),
-		Config: func() *levconfig.Config { return conf }, Home: w.home, Log: t.Logf, NewGate: Factory, NewExecutor: hostExec}
+		Config: func() *levconfig.Config { return conf }, Home: w.home, Log: t.Logf, NewGate: Factory, NewExecutor: w.executor()}
 	rec, err := eng.Start(context.Background(), runner.Spec{Agent: agent, Workdir: workdir})
 	if err != nil {
 		t.Fatalf("spawn %s: %v", agent, err)
@@ -152,6 +152,13 @@ func TestLaunderingThroughStorage(t *testing.T) {
 		// readerGrant: the reader declares lev's runs directory in [read_paths] and the
 		// config grants it; stateRefused: the read must be refused as lev's own state.
 		readerGrant, stateRefused bool
+		// mcp: the reader reads through an MCP server of this name, classified local (not
+		// gated, as the attack needs): "fs" a stdio server serving the workdir's files,
+		// "remote" an HTTP one serving its own; mcpExtra is more of its config table.
+		mcp, mcpExtra string
+		// mcpRead: what the MCP read must have returned (the attack's secret, the file a
+		// control wrote), proving it went through; a control reader must publish it.
+		mcpRead string
 	}
 	write := `{"path": "notes/leak.txt", "content": "{{last}}"}`
 	read := `{"path": "notes/leak.txt"}`
@@ -197,6 +204,20 @@ func TestLaunderingThroughStorage(t *testing.T) {
 			}, readTool: "read_file", readArgs: read},
 		// lev's run records are lev's state: without an explicit grant no tool reads them,
 		// wherever they lie (here inside the reader's workdir).
+		// A stdio MCP server runs in the workdir like a shell command, so its result takes
+		// the highest label stored under the workdir, as shell output does.
+		{name: "write_file then a stdio MCP server reads it", src: secretPath, writeTool: "write_file", writeArgs: write,
+			readTool: "mcp__fs__read_text_file", readArgs: read, mcp: "fs", mcpRead: secret, blocked: true},
+		{name: "control: write_file then a stdio MCP server reads it", src: benignPath, writeTool: "write_file", writeArgs: write,
+			readTool: "mcp__fs__read_text_file", readArgs: read, mcp: "fs", mcpRead: "public project notes"},
+		// An HTTP server (config.toml's url) is not started by lev and cannot open the
+		// workdir: its result keeps the runtime's label even beside a stored Private file.
+		{name: "an HTTP MCP server's result is not raised by the workdir's labels", src: secretPath, writeTool: "write_file", writeArgs: write,
+			readTool: "mcp__remote__read_text_file", readArgs: read, mcp: "remote", mcpRead: "remote notes for notes/leak.txt"},
+		// ...unless the user hands it the workdir as its root, which only a server that can
+		// open the workdir has a use for.
+		{name: "an HTTP MCP server given the workdir as its root counts as reading it", src: secretPath, writeTool: "write_file", writeArgs: write,
+			readTool: "mcp__remote__read_text_file", readArgs: read, mcp: "remote", mcpExtra: "roots = true\n", mcpRead: "remote notes for notes/leak.txt", blocked: true},
 		{name: "run record read without a grant is refused as lev's state", src: secretPath, readerWD: "root",
 			readTool: "read_file", readArgs: `{"path": "lev/runs/READER_RUN/stages/0/tool_calls.jsonl"}`, stateRefused: true},
 		{name: "control: a file beside lev's state in the same workdir reads", src: secretPath, readerWD: "root",
@@ -248,7 +269,36 @@ func TestLaunderingThroughStorage(t *testing.T) {
 				bp = strings.Replace(bp, "[stages.one]", "[read_paths]\nallow = ["+runs+"]\n[stages.one]", 1)
 				readerCfg = append(readerCfg, "[agent_read_paths.reader]\nallow = ["+runs+"]\n")
 			}
+			var mcpLog string
+			if tc.mcp != "" {
+				t.Setenv("LEV_BENCH_SOCKET", "")
+				w.exec = mcpExec
+				mcpLog = logFile(t, tc.mcp)
+				table := stdioServer(tc.mcp, "fs", mcpLog, w.wd, "classification = \"local\"\n"+tc.mcpExtra)
+				if tc.mcp == "remote" {
+					table = httpServer(t, tc.mcp, "remote", mcpLog, "classification = \"local\"\n"+tc.mcpExtra)
+				}
+				readerCfg = append(readerCfg, table)
+				bp = strings.Replace(bp, "[stages.one]", "[mcp]\nservers = [\""+tc.mcp+"\"]\n[stages.one]", 1)
+				bp = strings.Replace(bp, `"submit_output"]`, `"submit_output", "mcp__`+tc.mcp+`__*"]`, 1)
+			}
 			reader := w.launderRun(t, "reader", bp, readerScript(tc.readTool, strings.ReplaceAll(tc.readArgs, "READER_RUN", writer.ID)), wd, readerCfg...)
+			if tc.mcp != "" {
+				// Attack and control alike: the read reached the server and returned the
+				// file (a refused or failed read would keep the secret out by itself).
+				if got := received(t, mcpLog); !strings.Contains(got, "read_text_file notes/leak.txt") {
+					t.Fatalf("the MCP server never got the read (status %s %s): %q", reader.Status, reader.Error, got)
+				}
+				var got *toolCallLine
+				for _, l := range toolCalls(t, filepath.Join(w.levHome, "runs", reader.ID)) {
+					if l.Tool == tc.readTool {
+						got = &l
+					}
+				}
+				if got == nil || got.IsError || got.Refusal != nil || !strings.Contains(got.Result, tc.mcpRead) {
+					t.Fatalf("the MCP read did not return %q: %+v", tc.mcpRead, got)
+				}
+			}
 			if tc.stateRefused {
 				data, err := os.ReadFile(filepath.Join(w.levHome, "runs", reader.ID, "stages", "0", "tool_calls.jsonl"))
 				if err != nil {
@@ -291,7 +341,10 @@ func TestLaunderingThroughStorage(t *testing.T) {
 					t.Fatalf("control reader gated: %+v", r)
 				}
 			}
-			if strings.Contains(string(reader.Result), "lvtsbx") {
+			if tc.mcpRead != "" && !strings.Contains(string(reader.Result), tc.mcpRead) {
+				t.Fatalf("control reader's result lacks %q: %s", tc.mcpRead, reader.Result)
+			}
+			if tc.mcp == "" && strings.Contains(string(reader.Result), "lvtsbx") {
 				t.Fatalf("control leaked the secret: %s", reader.Result)
 			}
 		})
