@@ -118,4 +118,3 @@ type Lima struct {
 
 // MachineName is the guest's name: lever-<name>.
 func (c *Config) MachineName() string { return "lever-" + c.Name }
-
