@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -69,6 +70,12 @@ func (c *countingBody) Read(p []byte) (int, error) {
 // the stream (a key split across writes is still caught). Every write waits at most
 // WriteIdleTimeout for the client, so a client that stops reading is cut off while a
 // long stream that keeps moving is not.
+//
+// A client may also read a header's text and the body's first bytes as one run, so the
+// header texts that end in a possible start of the key are joined onto the body's first
+// bytes (maskStream.join). When one ends in minHold characters or more, the header itself
+// waits for the body bytes that complete or break the match (held), so it can be masked
+// too; a shorter end goes out at once, as a short partial does in an SSE stream.
 type jailWriter struct {
 	http.ResponseWriter
 	rc          *http.ResponseController
@@ -76,6 +83,9 @@ type jailWriter struct {
 	stream      *maskStream
 	idle        time.Duration
 	wroteHeader bool
+	held        int       // status of a header waiting for the body's first bytes; 0: none
+	block       *hdrBlock // the header being held
+	joins       []hdrText // header texts joined onto the body's first bytes
 }
 
 func newJailWriter(w http.ResponseWriter, m *masker, idle time.Duration) *jailWriter {
@@ -89,15 +99,43 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 func (jw *jailWriter) writeOut(p []byte) (int, error) {
+	if jw.held != 0 {
+		jw.sendHeader()
+	}
 	jw.rc.SetWriteDeadline(time.Now().Add(jw.idle))
 	return jw.ResponseWriter.Write(p)
 }
 
 func (jw *jailWriter) WriteHeader(code int) {
-	if !jw.wroteHeader {
-		jw.wroteHeader = true
-		maskHeader(jw.ResponseWriter.Header(), jw.mask)
+	if jw.wroteHeader {
+		if jw.held == 0 {
+			jw.ResponseWriter.WriteHeader(code) // net/http logs the superfluous call
+		}
+		return
 	}
+	jw.wroteHeader = true
+	block, runs := maskHeader(jw.ResponseWriter.Header(), jw.mask)
+	joins, hold := block.cutTexts(jw.mask, runs)
+	for _, t := range joins {
+		jw.stream.join = append(jw.stream.join, t.b)
+	}
+	jw.joins = joins
+	if hold {
+		jw.held, jw.block = code, block
+		return
+	}
+	jw.ResponseWriter.WriteHeader(code)
+}
+
+// sendHeader sends a held header, with what the body's first bytes showed to be part of
+// the key masked (in the block's own bytes, or copied back from a run or line).
+func (jw *jailWriter) sendHeader() {
+	for _, t := range jw.joins {
+		jw.block.put(t.refs, t.b)
+	}
+	jw.block.writeTo(jw.ResponseWriter.Header())
+	code := jw.held
+	jw.held, jw.block, jw.joins = 0, nil, nil
 	jw.ResponseWriter.WriteHeader(code)
 }
 
@@ -109,57 +147,211 @@ func (jw *jailWriter) Write(p []byte) (int, error) {
 }
 
 // FlushError sends what the masker has released. Bytes it holds back (a possible start
-// of the key, never past a line break) wait for the next write or the end.
+// of the key, never past a line break) wait for the next write or the end, and so does a
+// held header while the body's bytes so far still continue the key: flushing the
+// underlying writer would send its header unmasked.
 func (jw *jailWriter) FlushError() error {
 	if !jw.wroteHeader {
 		jw.WriteHeader(http.StatusOK)
+	}
+	if jw.held != 0 {
+		if jw.stream.joinLive(minHold) {
+			return nil
+		}
+		jw.sendHeader()
 	}
 	jw.rc.SetWriteDeadline(time.Now().Add(jw.idle))
 	return jw.rc.Flush()
 }
 
-func (jw *jailWriter) finish() error { return jw.stream.Close() }
+// finish ends the response: a header still held goes out, its part of an occurrence the
+// body's end left cut off masked, then what the stream masker holds.
+func (jw *jailWriter) finish() error {
+	if jw.held != 0 {
+		jw.stream.maskJoinCut(minHold)
+		jw.sendHeader()
+	}
+	return jw.stream.Close()
+}
 
 func (jw *jailWriter) Unwrap() http.ResponseWriter { return jw.ResponseWriter }
 
-// maskHeader masks the key in header names and values. They are masked as one run, in
-// the order net/http writes them (names sorted, each followed by its values), so a key
-// split across two values of one header, or between a name and its value, is found as
-// well as one inside a single value. Masking keeps lengths, so the run splits back.
-func maskHeader(h http.Header, m *masker) {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var run []byte
+// hdrBlock is a header as the jail receives it: names sorted, as net/http writes them,
+// each with its values, as bytes that masking overwrites in place.
+type hdrBlock struct {
+	names [][]byte
+	vals  [][][]byte
+}
+
+// segRef is one name (v < 0) or value of a hdrBlock.
+type segRef struct{ h, v int }
+
+// hdrText is a run of names and values a client could read as one text.
+type hdrText struct {
+	refs []segRef
+	b    []byte
+}
+
+// newHdrBlock copies h into one buffer (this runs for every response).
+func newHdrBlock(h http.Header) *hdrBlock {
+	keys := slices.Sorted(maps.Keys(h))
+	size, nvals := 0, 0
 	for _, k := range keys {
-		run = append(run, k...)
+		size += len(k)
 		for _, v := range h[k] {
-			run = append(run, v...)
+			size += len(v)
+		}
+		nvals += len(h[k])
+	}
+	buf := make([]byte, 0, size)
+	vals := make([][]byte, 0, nvals)
+	b := &hdrBlock{names: make([][]byte, len(keys)), vals: make([][][]byte, len(keys))}
+	// Each piece is cut with its capacity at its end, so no append can run into the next.
+	piece := func(s string) []byte {
+		buf = append(buf, s...)
+		return buf[len(buf)-len(s) : len(buf) : len(buf)]
+	}
+	for i, k := range keys {
+		b.names[i] = piece(k)
+		from := len(vals)
+		for _, v := range h[k] {
+			vals = append(vals, piece(v))
+		}
+		b.vals[i] = vals[from:len(vals):len(vals)]
+	}
+	return b
+}
+
+func (b *hdrBlock) seg(r segRef) []byte {
+	if r.v < 0 {
+		return b.names[r.h]
+	}
+	return b.vals[r.h][r.v]
+}
+
+func (b *hdrBlock) text(refs []segRef) hdrText {
+	n := 0
+	for _, r := range refs {
+		n += len(b.seg(r))
+	}
+	t := hdrText{refs: refs, b: make([]byte, 0, n)}
+	for _, r := range refs {
+		t.b = append(t.b, b.seg(r)...)
+	}
+	return t
+}
+
+// put copies the masked bytes of a text back into its segments, and reports whether
+// that masked anything. Only '*' is copied, so texts that share a segment never undo
+// each other's masking.
+func (b *hdrBlock) put(refs []segRef, t []byte) bool {
+	changed, off := false, 0
+	for _, r := range refs {
+		s := b.seg(r)
+		for k := range s {
+			if t[off+k] == '*' && s[k] != '*' {
+				s[k], changed = '*', true
+			}
+		}
+		off += len(s)
+	}
+	return changed
+}
+
+// writeTo replaces h's contents with the block's (a masked name may now equal another).
+func (b *hdrBlock) writeTo(h http.Header) {
+	clear(h)
+	for i, n := range b.names {
+		k := string(n)
+		for _, v := range b.vals[i] {
+			h[k] = append(h[k], string(v))
 		}
 	}
-	if !m.maskInPlace(run) {
-		return
+}
+
+// runs are the orders in which a client could run the whole header together: as it is
+// written (each name followed by its values), the values alone, the names alone.
+func (b *hdrBlock) runs() []hdrText {
+	nv := 0
+	for _, vs := range b.vals {
+		nv += len(vs)
 	}
-	out := make(http.Header, len(keys))
-	off := 0
-	for _, k := range keys {
-		nk := string(run[off : off+len(k)])
-		off += len(k)
-		vs := make([]string, len(h[k]))
-		for i, v := range h[k] {
-			vs[i] = string(run[off : off+len(v)])
-			off += len(v)
+	wire := make([]segRef, 0, len(b.names)+nv)
+	vals := make([]segRef, 0, nv)
+	names := make([]segRef, 0, len(b.names))
+	for i := range b.names {
+		wire = append(wire, segRef{i, -1})
+		names = append(names, segRef{i, -1})
+		for j := range b.vals[i] {
+			wire = append(wire, segRef{i, j})
+			vals = append(vals, segRef{i, j})
 		}
-		out[nk] = append(out[nk], vs...)
 	}
-	for k := range h {
-		delete(h, k)
+	return []hdrText{b.text(wire), b.text(vals), b.text(names)}
+}
+
+// cutTexts returns the texts a client could put right before the body that end in a
+// possible start of the key (masker.cutAt), and whether one ends in minHold characters or
+// more of it. The candidates: the runs (as masked), and any one header line (its name
+// and values), name or value, since which header comes last is up to the server
+// (net/http appends Date and Content-Length after the sorted ones) and the client.
+//
+// This runs for every response, and many a header ends in one character that could
+// start the key ("application/json": base64 of the key can start with n), so nothing is
+// copied that need not be: a name or value is joined in place (its text is the block's
+// own bytes, so masking it masks the header), and a run or line only when its partial
+// starts before its last segment, since one inside that segment is the segment's own.
+func (b *hdrBlock) cutTexts(m *masker, runs []hdrText) (out []hdrText, hold bool) {
+	consider := func(t hdrText, last int, keep func(hdrText) hdrText) {
+		i := m.cutAt(t.b, 1)
+		if i < 0 || (len(t.refs) > 1 && i >= len(t.b)-last) {
+			return
+		}
+		out = append(out, keep(t))
+		hold = hold || m.cutAt(t.b, minHold) >= 0
 	}
-	for k, vs := range out {
-		h[k] = vs
+	as := func(t hdrText) hdrText { return t }
+	inPlace := func(t hdrText) hdrText { return hdrText{b: t.b} }
+	copied := func(t hdrText) hdrText { return hdrText{refs: slices.Clone(t.refs), b: bytes.Clone(t.b)} }
+	for _, t := range runs {
+		if len(t.refs) > 0 {
+			consider(t, len(b.seg(t.refs[len(t.refs)-1])), as)
+		}
 	}
+	var line hdrText
+	for i := range b.names {
+		consider(hdrText{b: b.names[i]}, 0, inPlace)
+		line.b = append(line.b[:0], b.names[i]...)
+		line.refs = append(line.refs[:0], segRef{i, -1})
+		for j, v := range b.vals[i] {
+			consider(hdrText{b: v}, 0, inPlace)
+			line.b = append(line.b, v...)
+			line.refs = append(line.refs, segRef{i, j})
+		}
+		consider(line, len(b.seg(line.refs[len(line.refs)-1])), copied)
+	}
+	return out, hold
+}
+
+// maskHeader masks the key in header names and values. Each of the runs (hdrBlock.runs)
+// is masked as one text, so a key split across two values of one header or of two
+// headers, between a name and its value, or across names is found as well as one inside
+// a single value. Masking keeps lengths, so each run splits back. It returns the block
+// and its runs, masked, for the join with the body.
+func maskHeader(h http.Header, m *masker) (*hdrBlock, []hdrText) {
+	b := newHdrBlock(h)
+	runs := b.runs()
+	changed := false
+	for _, t := range runs {
+		if m.maskInPlace(t.b) {
+			changed = b.put(t.refs, t.b) || changed
+		}
+	}
+	if changed {
+		b.writeTo(h)
+		runs = b.runs() // each shows what the others masked too
+	}
+	return b, runs
 }
 
 // deadlineBody clears the request's read deadline once the body is complete, so the body

@@ -280,12 +280,43 @@ func (m *masker) hold(b []byte) int {
 	return n
 }
 
+// cutAt returns the earliest start of an occurrence that the end of b cuts off after at
+// least least needle characters (an escape cut off counts as one), or -1. Only the last
+// maxLen bytes can hold one.
+func (m *masker) cutAt(b []byte, least int) int {
+	for i := max(len(b)-m.maxLen, 0); i < len(b); i++ {
+		c := b[i]
+		if !m.first[c] {
+			continue
+		}
+		// As in maskInPlace, only needles that can start here are tried: a plain byte
+		// starts only those that begin with it (an escape, any).
+		esc := c == '%' || c == '\\' || c == '&'
+		for _, n := range m.needles {
+			if !esc && n[0] != lower(c) {
+				continue
+			}
+			if partialLen(b, i, n, 0) >= least {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // maskStream masks a byte stream, however it is cut into writes. Flush writes out all
 // that can no longer be part of a match; Close writes the rest.
 type maskStream struct {
 	w   io.Writer
 	m   *masker
 	buf []byte
+	// join holds texts a client has just before the stream's first byte (header values,
+	// see jailWriter), each ending in a possible start of the key. Until the first byte
+	// is released a match may begin in one and end in buf; both parts are masked (the
+	// caller sends a held text's masked bytes). After it, none can: released bytes lie
+	// beyond a line break or maxLen-1 bytes of hold, which no match spans.
+	join [][]byte
+	tmp  []byte
 }
 
 func (s *maskStream) Write(p []byte) (int, error) {
@@ -298,6 +329,13 @@ func (s *maskStream) Write(p []byte) (int, error) {
 	for off := 0; off < len(p); off += slice {
 		s.buf = append(s.buf, p[off:min(off+slice, len(p))]...)
 		s.m.maskInPlace(s.buf)
+		for _, j := range s.join {
+			s.tmp = append(append(s.tmp[:0], j...), s.buf...)
+			if s.m.maskInPlace(s.tmp) {
+				copy(j, s.tmp)
+				copy(s.buf, s.tmp[len(j):])
+			}
+		}
 		if err := s.release(len(s.buf) - s.m.hold(s.buf)); err != nil {
 			return off, err
 		}
@@ -305,10 +343,39 @@ func (s *maskStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// joinLive reports whether an occurrence of at least least characters that begins in a
+// joined text still runs to the end of what is held, so the next bytes could complete it.
+func (s *maskStream) joinLive(least int) bool {
+	for _, j := range s.join {
+		s.tmp = append(append(s.tmp[:0], j...), s.buf...)
+		if i := s.m.cutAt(s.tmp, least); i >= 0 && i < len(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskJoinCut masks an occurrence of at least least characters that begins in a joined
+// text and is cut off by the end of the stream, in the text and in buf: nothing can
+// complete it any more, and it is a piece of the key.
+func (s *maskStream) maskJoinCut(least int) {
+	for _, j := range s.join {
+		s.tmp = append(append(s.tmp[:0], j...), s.buf...)
+		if i := s.m.cutAt(s.tmp, least); i >= 0 && i < len(j) {
+			for k := i; k < len(s.tmp); k++ {
+				s.tmp[k] = '*'
+			}
+			copy(j, s.tmp)
+			copy(s.buf, s.tmp[len(j):])
+		}
+	}
+}
+
 func (s *maskStream) release(n int) error {
 	if n <= 0 {
 		return nil
 	}
+	s.join = nil
 	_, err := s.w.Write(s.buf[:n])
 	rest := copy(s.buf, s.buf[n:])
 	s.buf = s.buf[:rest]
