@@ -188,9 +188,11 @@ func (s *Server) llmTarget(r *http.Request) (string, *url.URL, error) {
 }
 
 // handleLLM proxies /llm/<rest> to <llm_upstream>/<rest>, adding the API key on the way
-// out, for the allowed routes only. Memory per request is bounded: plain bodies stream
-// through a 32 KiB buffer, SSE streams hold at most one frame (capped at MaxFrame).
-// Masking of what goes back happens in the jail writer (handler.go), for every byte.
+// out, for the allowed routes only. Memory per request is bounded: bodies stream through
+// a 32 KiB buffer (a JSON answer's head of up to joinLimit is read whole), streams and
+// lines an SSE parser reads are held at most one frame or line (capped at MaxFrame) plus
+// the SSE masker's held frames. Masking of every byte that goes back happens in the jail
+// writer (handler.go); the joins across events and values, here.
 func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	if s.upstream == nil {
 		jsonError(w, r, http.StatusNotFound, "not_found", "the /llm/ route is off: no llm_upstream with an api_key_file (llm_auth is not api-key)")
@@ -319,48 +321,183 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = vs
 	}
 	rec(r).Detail = "upstream " + strconv.Itoa(resp.StatusCode)
-	// An event stream is one to a client whatever its Content-Type says, so a body that
-	// begins like one gets the stream's masking (events joined), not the plain body's.
-	sniff := bufio.NewReaderSize(src, 32<<10)
-	src = sniff
-	if isEventStream(resp.Header.Get("Content-Type")) || looksLikeSSE(sniff) {
+	br := bufio.NewReaderSize(src, 32<<10)
+	if isEventStream(resp.Header.Get("Content-Type")) {
 		w.Header().Del("Content-Length")
 		w.WriteHeader(resp.StatusCode)
-		s.streamSSE(w, r, src)
+		s.streamSSE(w, r, br)
 		return
 	}
-	// A body that fits joinLimit is read whole first, so the key spread over several of its
-	// JSON string values is masked too; a longer one streams from where that stopped.
-	hp := joinBufs.Get().(*[]byte)
-	defer joinBufs.Put(hp)
-	hn, err := io.ReadFull(src, *hp)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		jsonError(w, r, http.StatusBadGateway, "upstream", "reading upstream response: "+err.Error())
-		return
-	}
-	head := (*hp)[:hn]
-	if hn <= joinLimit {
-		maskJoinedJSON(s.mask, head)
+	// Any other body is masked as an event stream too (streamBody). One that begins as
+	// JSON and fits joinLimit is first read whole, so the key spread over several of its
+	// string values is masked as well; a longer one goes on from where that stopped. A body
+	// that does not begin as JSON is not waited for, so a stream labelled as something else
+	// still arrives as it comes.
+	var head []byte
+	whole := false // head is the whole body
+	if startsJSON(br) {
+		hp := joinBufs.Get().(*[]byte)
+		defer joinBufs.Put(hp)
+		hn, err := io.ReadFull(br, *hp)
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			jsonError(w, r, http.StatusBadGateway, "upstream", "reading upstream response: "+err.Error())
+			return
+		}
+		head, whole = (*hp)[:hn], err != nil
+		if hn <= joinLimit {
+			maskJoinedJSON(s.mask, head)
+		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	if _, err := w.Write(head); err != nil {
-		rec(r).Detail = "writing to client: " + err.Error()
-		panic(http.ErrAbortHandler)
+	s.streamBody(w, r, head, whole, br)
+}
+
+// plainLine is the longest line of a body not labelled text/event-stream that is joined
+// with its neighbours as SSE text whatever its field. A longer line an SSE parser ignores
+// (a one-line JSON document) streams past the SSE masker, so a large body is never held.
+const plainLine = 4 << 10
+
+// startsJSON reports whether the body's first byte after white space is '{' or '[' (or
+// all that fits the reader's buffer is white space), the bodies maskJoinedJSON reads. It
+// waits only for the bytes it looks at.
+func startsJSON(br *bufio.Reader) bool {
+	for i := 0; i < br.Size(); i++ {
+		b, err := br.Peek(i + 1)
+		if err != nil {
+			return false
+		}
+		switch b[i] {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '{', '[':
+			return true
+		}
+		return false
 	}
+	return true
+}
+
+// sseField reports whether an SSE parser acts on a line that begins with line: a data,
+// event, id or retry field, or a comment. Any other field it ignores. first: the line
+// begins the body, where a byte order mark is skipped.
+func sseField(line []byte, first bool) bool {
+	if first {
+		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+	}
+	// The longest of those names is five bytes, so its colon is within the first six.
+	i := bytes.IndexByte(line[:min(len(line), 6)], ':')
+	if i < 0 {
+		return false
+	}
+	switch string(line[:i]) {
+	case "", "data", "event", "id", "retry":
+		return true
+	}
+	return false
+}
+
+// streamBody sends a body that is not labelled text/event-stream, after head (the part
+// already read; whole: all of it). An SSE parser accepts any bytes: a line whose field it does not know it
+// ignores, wherever it stands, so a client can read any body as an event stream and join
+// its events, and nothing in a body's first bytes can rule that out (a sniff of them was
+// defeated by a preamble of blank or unknown lines). So every such body is masked as a
+// stream too: its lines, in order, go through the SSE masker in units of the complete
+// lines at hand, as streamSSE's frames do, with the per-form masking of the jail writer
+// on every byte as for any body.
+//
+// Two kinds of line are not held whole. One an SSE parser ignores that runs past
+// plainLine streams through as it comes, with the per-form masking only: the frames held
+// before it are released first, their part of a held partial occurrence masked, and the
+// masker's text stays, so what follows it still joins. One an SSE parser reads is held
+// whole up to MaxFrame, like a frame; past it, and past MaxBody or the masker's channel
+// cap, the response is aborted: the status line is gone, and a broken body is the honest
+// signal.
+func (s *Server) streamBody(w http.ResponseWriter, r *http.Request, head []byte, whole bool, body *bufio.Reader) {
+	rc := http.NewResponseController(w)
+	src := io.MultiReader(bytes.NewReader(head), io.LimitReader(body, s.opts.MaxBody+1-int64(len(head))))
+	sm := &sseMasker{m: s.mask}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	n, err := io.CopyBuffer(w, io.LimitReader(src, s.opts.MaxBody+1-int64(hn)), *bp)
-	n += int64(hn)
-	if n > s.opts.MaxBody {
-		// The status line is gone; aborting the connection is the only honest signal, so
-		// the client sees a broken body rather than a silently truncated one.
-		rec(r).Detail = fmt.Sprintf("upstream response body exceeds the %s body cap; connection aborted", sizeText(s.opts.MaxBody))
+	var acc []byte // read, not sent: the start of a line that has not ended
+	long := false  // inside a long line an SSE parser ignores, sent as it comes
+	var total int64
+	abort := func(detail string) {
+		rec(r).Detail = detail
 		panic(http.ErrAbortHandler)
 	}
-	if err != nil {
-		rec(r).Detail = "copying upstream response: " + err.Error()
-		noteRevoked(r)
-		panic(http.ErrAbortHandler)
+	write := func(frames ...[]byte) {
+		for _, f := range frames {
+			if _, err := w.Write(f); err != nil {
+				abort("writing to client: " + err.Error())
+			}
+		}
+	}
+	push := func(unit []byte) {
+		frames := sm.push(unit)
+		if sm.overflow {
+			abort(fmt.Sprintf("upstream response has string values under more than %d distinct JSON keys or fields, more than the key masker follows; connection aborted", maxChannels))
+		}
+		write(frames...)
+	}
+	for {
+		n, err := src.Read(*bp)
+		if total += int64(n); total > s.opts.MaxBody {
+			abort(fmt.Sprintf("upstream response body exceeds the %s body cap; connection aborted", sizeText(s.opts.MaxBody)))
+		}
+		p := (*bp)[:n]
+		for len(p) > 0 {
+			if long {
+				end := bytes.IndexAny(p, "\r\n")
+				if end < 0 {
+					write(p)
+					break
+				}
+				write(p[:end+1])
+				p, long = p[end+1:], false
+				continue
+			}
+			acc = append(acc, p...)
+			p = nil
+			// Only acc's first line can have grown over several reads; any other lies
+			// within this one.
+			first := bytes.IndexAny(acc, "\r\n")
+			if first < 0 {
+				first = len(acc)
+			}
+			if int64(first) > s.opts.MaxFrame && sseField(acc, !sm.started) {
+				abort(fmt.Sprintf("upstream response line exceeds the %s frame cap; connection aborted", sizeText(s.opts.MaxFrame)))
+			}
+			if k := bytes.LastIndexAny(acc, "\r\n"); k >= 0 {
+				push(acc[:k+1]) // push copies it
+				acc = append(acc[:0], acc[k+1:]...)
+			}
+			if len(acc) > plainLine && !sseField(acc, !sm.started) {
+				write(sm.release()...)
+				sm.started = true // a byte order mark after this is no longer the body's first
+				write(acc)
+				acc, long = acc[:0], true
+			}
+		}
+		// As in streamSSE: what arrived goes out when the next read could block. A body
+		// read whole has nothing left to wait for; it goes out as the handler returns, in
+		// one write with its header rather than a write for each.
+		if n > 0 && !whole && body.Buffered() == 0 {
+			if ferr := rc.Flush(); ferr != nil {
+				abort("writing to client: " + ferr.Error())
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			if len(acc) > 0 {
+				push(acc)
+			}
+			write(sm.finish()...)
+			return
+		case err != nil:
+			rec(r).Detail = "copying upstream response: " + err.Error()
+			noteRevoked(r)
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 
@@ -372,21 +509,6 @@ func noteRevoked(r *http.Request) {
 	if errors.Is(context.Cause(r.Context()), errRevokedInFlight) {
 		rec(r).Detail = errRevokedInFlight.Error() + "; response cut"
 	}
-}
-
-// looksLikeSSE reports whether a body begins as an event stream does: after an optional
-// byte order mark and blank lines, a field line ("data:", "event:", "id:", "retry:") or
-// a comment (":"). JSON, the other body a model route answers with, never does.
-func looksLikeSSE(br *bufio.Reader) bool {
-	head, _ := br.Peek(64)
-	head = bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
-	head = bytes.TrimLeft(head, "\r\n")
-	for _, p := range []string{"data:", "event:", "id:", "retry:", ":"} {
-		if bytes.HasPrefix(head, []byte(p)) {
-			return true
-		}
-	}
-	return false
 }
 
 func isEventStream(ct string) bool {

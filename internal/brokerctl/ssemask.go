@@ -24,7 +24,8 @@ type sseMasker struct {
 	base    int // sequence number of pending[0]; frames before it are sent
 	// Text is kept per channel: "" joins every string value of the stream, and "k:<name>"
 	// the values under one JSON key, so deltas interleaved with other fields ("type":
-	// "text_delta") still join up.
+	// "text_delta") still join up; "n" joins the object names, which a client reads as
+	// strings too ({"sk-lev":1} then {"er-...":1}).
 	ch map[string]*sseChannel
 	// scratch for one JSON string at a time, reused across frames
 	tmpText  []byte
@@ -87,11 +88,15 @@ func (s *sseMasker) channel(name string) *sseChannel {
 }
 
 func (s *sseMasker) appendText(key string, text []byte, spans []sseSpan) {
-	for _, name := range []string{"", "k:" + key} {
-		if c := s.channel(name); c != nil {
-			c.text = append(c.text, text...)
-			c.spans = append(c.spans, spans...)
-		}
+	s.appendTo("", text, spans)
+	s.appendTo("k:"+key, text, spans)
+}
+
+// appendTo adds text to one channel.
+func (s *sseMasker) appendTo(ch string, text []byte, spans []sseSpan) {
+	if c := s.channel(ch); c != nil {
+		c.text = append(c.text, text...)
+		c.spans = append(c.spans, spans...)
 	}
 }
 
@@ -166,16 +171,16 @@ func (s *sseMasker) appendRaw(ch string, f *sseFrame, seq, from, to int) {
 	}
 	if ch == "" {
 		s.appendText("", text, spans)
-	} else if c := s.channel(ch); c != nil {
-		c.text = append(c.text, text...)
-		c.spans = append(c.spans, spans...)
+	} else {
+		s.appendTo(ch, text, spans)
 	}
 	s.tmpText, s.tmpSpans = text[:0], spans[:0]
 }
 
 // jsonStrings adds the decoded contents of every JSON string value in f.b[from:to], to
-// the all-values channel and to the channel of the key it belongs to. Object keys are
-// names, not text.
+// the all-values channel and to the channel of the key it belongs to, and every object
+// name to the names channel. Names stay off the all-values channel: between two values
+// they would break the join of a key spread over values of different keys.
 func (s *sseMasker) jsonStrings(f *sseFrame, seq, from, to int) {
 	b := f.b
 	key := ""
@@ -200,6 +205,7 @@ func (s *sseMasker) jsonStrings(f *sseFrame, seq, from, to int) {
 			}
 			if next < to && b[next] == ':' {
 				key = string(text)
+				s.appendTo("n", text, spans)
 			} else {
 				s.appendText(key, text, spans)
 			}
@@ -427,14 +433,28 @@ func (c *sseChannel) trim(base int) {
 // finish releases what is held at the end of the stream, masking a held partial
 // occurrence: nothing more can complete it, and it is a piece of the key.
 func (s *sseMasker) finish() [][]byte {
-	var out [][]byte
+	out := s.release()
+	s.pending, s.ch = nil, nil
+	return out
+}
+
+// release sends every held frame now, its part of a held partial occurrence masked as at
+// the end of the stream. The channels keep their text, so text pushed later that
+// completes the occurrence is still found and masked in its own frames. For a caller
+// that must send something it cannot push (a line too long to hold) in order.
+func (s *sseMasker) release() [][]byte {
 	for _, c := range s.ch {
 		s.maskRange(c, c.holdPos(s.m), len(c.text))
 	}
+	out := make([][]byte, 0, len(s.pending))
 	for _, p := range s.pending {
 		out = append(out, p.b)
 	}
-	s.pending, s.ch = nil, nil
+	s.base += len(s.pending)
+	s.pending = nil
+	for _, c := range s.ch {
+		c.trim(s.base)
+	}
 	return out
 }
 
