@@ -118,6 +118,16 @@ func TestDailyLoopNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// lever.yaml and .git writable by anyone, so that only the read-only mounts stand
+	// between the agent's shell (another uid here) and them: what refuses its writes
+	// below is the mount (EROFS), not the files' modes.
+	filepath.Walk(filepath.Join(proj, ".git"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil {
+			os.Chmod(p, fi.Mode().Perm()|0o666|map[bool]os.FileMode{true: 0o111}[fi.IsDir()])
+		}
+		return nil
+	})
+	os.Chmod(cfgPath, 0o666)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatalf("the edited lever.yaml: %v\n%s", err, edited)
@@ -266,7 +276,8 @@ func TestDailyLoopNetns(t *testing.T) {
 	}
 	// Order: the tool calls as the host printed them.
 	var order []string
-	toolLine := regexp.MustCompile(`#\d+ tool ([a-z_]+) \{`)
+	// Arguments past the event's 1 KiB cap (the attack's) print as a cut JSON string.
+	toolLine := regexp.MustCompile(`#\d+ tool ([a-z_]+) [{"]`)
 	for i, l := range lines {
 		if m := toolLine.FindStringSubmatch(l); m != nil {
 			order = append(order, m[1])
@@ -336,11 +347,21 @@ func TestDailyLoopNetns(t *testing.T) {
 	if after, err := os.ReadFile(filepath.Join(proj, ".git", "config")); err != nil || !bytes.Equal(after, gitConfigBefore) {
 		t.Errorf("the agent's shell changed .git/config on the host (err %v):\n%s", err, after)
 	}
-	if m := regexp.MustCompile(`(?s)T-git\n(.*)T-end`).FindStringSubmatch(att); m == nil || strings.Count(m[1], "Read-only file system") < 3 {
-		t.Errorf("the writes into .git were not refused as read-only (did they reach it?):\n%s", att)
-	}
-	if !strings.Contains(att, "Read-only file system") {
-		t.Errorf("the write to lever.yaml was not refused as read-only (did it reach the file?):\n%s", att)
+	// Each attempt reached its file and was refused by the mount (the shell reports a
+	// failed redirection on its own stderr, which the result also carries).
+	for _, want := range []string{
+		"cannot create /lever/lever.yaml: Read-only file system",
+		"cannot move '/lever/lever.yaml' to '/lever/moved.yaml': Device or resource busy",
+		"cannot remove '/lever/lever.yaml': Device or resource busy",
+		"'/lever/hard.yaml' => '/lever/lever.yaml': Invalid cross-device link",
+		"cannot create /lever/.git/hooks/pre-commit: Read-only file system",
+		"cannot create /lever/.git/commondir: Read-only file system",
+		"could not lock config file .git/config: Read-only file system",
+		"Unable to create '/lever/.git/index.lock': Read-only file system",
+	} {
+		if !strings.Contains(att, want) {
+			t.Errorf("attack result lacks %q:\n%s", want, att)
+		}
 	}
 	if ctl, err := os.ReadFile(filepath.Join(proj, "cfg-control.txt")); err != nil || string(ctl) != "ok\n" {
 		t.Errorf("control: the file beside lever.yaml was not written by the agent's shell: %q %v", ctl, err)
@@ -362,7 +383,7 @@ func TestDailyLoopNetns(t *testing.T) {
 		t.Fatalf("no run id in lever ps --json:\n%s", stdout)
 	}
 	code, stdout, errs = leverIO("logs", "-c", cfgPath, id[1])
-	if code != 0 || strings.Count(stdout+errs, "tool shell {") != 3 || !strings.Contains(stdout+errs, "tool write_file {") {
+	if code != 0 || len(regexp.MustCompile(`tool shell [{"]`).FindAllString(stdout+errs, -1)) != 3 || !strings.Contains(stdout+errs, "tool write_file {") {
 		t.Errorf("lever logs %s: exit %d\n%s%s", id[1], code, stdout, errs)
 	}
 	code, stdout, errs = leverIO("result", "-c", cfgPath, id[1])

@@ -171,6 +171,23 @@ func newJail(t testing.TB, variant string) *jail {
 	}
 	listenIn(t, b.Namespace(), "tcp4", "127.0.0.1:9999")
 	listenIn(t, b.Namespace(), "tcp6", "[::1]:9999")
+	// Wait, with no firewall yet, until every stand-in answers once. A fresh veth's first
+	// IPv6 neighbour discovery can take longer than a probe's 400 ms on a loaded machine
+	// (CI saw the first IPv6 probe time out); the scenario's control then measures the
+	// stand-ins, not the link coming up.
+	for _, a := range []string{"169.254.169.254:80", "192.168.77.1:80", "203.0.113.10:80", hp(j.a4, 7444),
+		"[fdff::1]:80", "[fe80::77%" + j.gveth + "]:80", "[2001:db8::10]:80", hp(j.a6, 7444)} {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			got, _, err := dialFrom(b.Namespace(), a)
+			if err == nil && got == Connected {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("stand-in %s never answered before any firewall: %s %v", a, got, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	return j
 }
 
