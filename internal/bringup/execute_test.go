@@ -198,7 +198,7 @@ func TestStepFailures(t *testing.T) {
 			n := containers.ContainerName("u", containers.Worker, "a")
 			j.pod.containers[n] = containers.State{Name: n}
 			j.w.fail = "mount-check"
-		}, "refused: mount-check failed"},
+		}, `refused: "mount-check failed`},
 		{StepLev, func(j *tjail) {
 			n := containers.ContainerName("u", containers.Worker, "a")
 			j.pod.containers[n] = containers.State{Name: n}

@@ -29,10 +29,12 @@ func TestHostInputsOutsideTheTree(t *testing.T) {
 			"lima.kernel: {d}/proj/vmlinuz is inside the tree ({d}/proj), which the agents can write; keep what the VM boots outside the tree"},
 		{"lima kernel outside (control)", "", "outside/vmlinuz", "lima:\n  kernel: {p}\n  initrd: outside/initrd\n", ""},
 		{"limactl path in the tree", "lima.limactl", "proj/bin/limactl", "lima:\n  limactl: {p}\n",
-			`lima.limactl: "{d}/proj/bin/limactl" is at {d}/proj/bin/limactl, inside the tree ({d}/proj), which the agents can write; keep the programs lever runs outside the tree (and the tree's directories off PATH)`},
+			`lima.limactl: "{d}/proj/bin/limactl" is at {d}/proj/bin/limactl, inside the tree ({d}/proj), which the agents can write; keep the programs lever runs outside the tree`},
 		{"limactl path outside (control)", "", "outside/bin/limactl", "lima:\n  limactl: {p}\n", ""},
 		{"limactl reached through a symlink outside the tree", "lima.limactl", "proj/bin/limactl", "lima:\n  limactl: outside/limactl-link\n",
-			`lima.limactl: "{d}/outside/limactl-link" is at {d}/proj/bin/limactl, inside the tree ({d}/proj), which the agents can write; keep the programs lever runs outside the tree (and the tree's directories off PATH)`},
+			`lima.limactl: "{d}/outside/limactl-link" is at {d}/proj/bin/limactl, inside the tree ({d}/proj), which the agents can write; keep the programs lever runs outside the tree`},
+		{"lev image tarball hard-linked", "lev.image_tarball", "outside/lev.tar", "lev:\n  image_tarball: {p}\n",
+			"lev.image_tarball: {d}/outside/lev.tar has 2 hard links; another of its names could be in the tree, which the agents can write: copy the file instead"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,6 +42,11 @@ func TestHostInputsOutsideTheTree(t *testing.T) {
 			for _, f := range []string{tc.file, "outside/initrd"} {
 				os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755)
 				if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if strings.Contains(tc.name, "hard-linked") {
+				if err := os.Link(filepath.Join(dir, tc.file), filepath.Join(dir, "proj", "lev.tar")); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -67,28 +74,40 @@ func TestHostInputsOutsideTheTree(t *testing.T) {
 	}
 }
 
-// limactl given as a bare name is what PATH finds: a PATH entry in the tree (direnv's
-// PATH_add bin, say) would hand the agents the next lever command that drives Lima.
-func TestLimactlOnPathInTheTree(t *testing.T) {
+// lever runs programs it finds on PATH (limactl, ssh, orb, qemu, ip, iptables): a PATH
+// entry in the tree (direnv's PATH_add bin, say) would hand the agents the next lever
+// command, whatever the backend.
+func TestPATHInTheTree(t *testing.T) {
 	dir := fixture(t)
 	for _, d := range []string{"proj/bin", "outside/bin"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
-		os.WriteFile(filepath.Join(dir, d, "limactl"), []byte("#!/bin/sh\n"), 0o755)
 	}
-	t.Setenv("PATH", filepath.Join(dir, "proj", "bin")+":/usr/bin:/bin")
-	_, err := load(t, dir, base)
-	want := `lima.limactl: "limactl" is found on PATH at ` + dir + `/proj/bin/limactl, inside the tree (` + dir + `/proj)`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %v\nwant it to contain %s", err, want)
-	}
-	// Another backend never looks limactl up.
-	if _, err := load(t, dir, strings.Replace(base, "backend: lima", "backend: orbstack", 1)); err != nil && strings.Contains(err.Error(), "limactl") {
-		t.Errorf("orbstack refused over limactl: %v", err)
-	}
-	// Control: the same program first on PATH outside the tree loads.
-	t.Setenv("PATH", filepath.Join(dir, "outside", "bin")+":"+filepath.Join(dir, "proj", "bin"))
-	if _, err := load(t, dir, base); err != nil {
-		t.Fatalf("limactl outside the tree refused: %v", err)
+	os.Symlink(filepath.Join(dir, "proj", "bin"), filepath.Join(dir, "outside", "link"))
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"an entry in the tree", filepath.Join(dir, "proj", "bin") + ":/usr/bin:/bin",
+			"PATH has " + filepath.Join(dir, "proj", "bin") + ", inside the tree (" + filepath.Join(dir, "proj") + ")"},
+		{"a symlink outside to a directory in the tree", "/usr/bin:" + filepath.Join(dir, "outside", "link"),
+			"PATH has " + filepath.Join(dir, "outside", "link") + ", inside the tree"},
+		{"outside only (control)", filepath.Join(dir, "outside", "bin") + ":/usr/bin:/bin", ""},
+		{"a relative entry (Go's exec does not follow it)", "proj/bin:/usr/bin", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PATH", tc.path)
+			for _, backend := range []string{"lima", "orbstack"} {
+				_, err := load(t, dir, strings.Replace(base, "backend: lima", "backend: "+backend, 1))
+				if tc.want == "" {
+					if err != nil && strings.Contains(err.Error(), "PATH") {
+						t.Errorf("%s: refused: %v", backend, err)
+					}
+					continue
+				}
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: error %v\nwant it to contain %s", backend, err, tc.want)
+				}
+			}
+		})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -72,6 +71,7 @@ func validate(c *Config, file string, lines keyLines, r resolution) Problems {
 	v.identity(c)
 	v.tree(c)
 	v.configFile(c)
+	v.hostPATH()
 
 	switch c.Egress {
 	case EgressOpen:
@@ -525,6 +525,12 @@ func (v *validator) hostInput(key, abs, keep string) {
 	}
 	if in, why := inTreeAnySpelling(v.treePath, real); in {
 		v.add(key, "%s is inside the tree (%s)%s, which the agents can write; %s", real, v.treePath, why, keep)
+		return
+	}
+	// Another name for the same file could be in the tree, where the agents would write
+	// through it.
+	if n := linkCount(st); n > 1 {
+		v.add(key, "%s has %d hard links; another of its names could be in the tree, which the agents can write: copy the file instead", abs, n)
 	}
 }
 
@@ -568,7 +574,7 @@ func (v *validator) lima(c *Config) {
 		}
 		v.hostInput(f.key, *f.val, "keep what the VM boots outside the tree")
 	}
-	v.limactl(c.Lima.Limactl, c.Backend == "lima")
+	v.limactl(c.Lima.Limactl)
 	switch c.Lima.Accel {
 	case "auto", "kvm", "tcg":
 	default:
@@ -579,39 +585,43 @@ func (v *validator) lima(c *Config) {
 	}
 }
 
-// limactl checks lima.limactl, a program lever runs on this host as the user: given as a
-// path it must not be in the tree; given as a name (with backend lima), the program PATH
-// finds for it must not be in the tree either (a PATH entry in the project, e.g. from direnv, would
-// otherwise hand the agents the next lever command).
-func (v *validator) limactl(name string, used bool) {
-	if name == "" {
-		name = "limactl" // the lima backend's default
-	}
-	found := name
-	if !strings.ContainsRune(name, '/') {
-		if !used {
-			return // only the lima backend looks it up
-		}
-		var err error
-		if found, err = exec.LookPath(name); err != nil {
-			// Not on PATH: the lima backend says so when it is needed (lever backends too).
-			return
-		}
-	}
-	if v.treePath == "" {
+// limactl checks lima.limactl given as a path: a program lever runs on this host as the
+// user, so not in the tree (a name is looked up on PATH, which hostPATH checks).
+func (v *validator) limactl(name string) {
+	if !strings.ContainsRune(name, '/') || v.treePath == "" {
 		return
 	}
 	// A path that does not exist is the lima backend's to report, when it is needed.
-	real, err := filepath.EvalSymlinks(found)
+	real, err := filepath.EvalSymlinks(name)
 	if err != nil {
 		return
 	}
 	if in, why := inTreeAnySpelling(v.treePath, real); in {
-		where := "is"
-		if found != name {
-			where = "is found on PATH"
+		v.add("lima.limactl", "%q is at %s, inside the tree (%s)%s, which the agents can write; keep the programs lever runs outside the tree", name, real, v.treePath, why)
+	}
+}
+
+// hostPATH refuses a PATH entry in the tree. lever runs programs it finds on PATH as the
+// user (limactl, ssh, orb, and qemu through limactl; ip and iptables on the netns
+// substrate): one the agents wrote there would run at the next lever command (direnv's
+// PATH_add bin is the usual way a project directory gets on PATH). Relative entries are
+// not followed by Go's exec, so only absolute ones count.
+func (v *validator) hostPATH() {
+	if v.treePath == "" {
+		return
+	}
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if !filepath.IsAbs(dir) {
+			continue
 		}
-		v.add("lima.limactl", "%q %s at %s, inside the tree (%s)%s, which the agents can write; keep the programs lever runs outside the tree (and the tree's directories off PATH)", name, where, real, v.treePath, why)
+		real, err := filepath.EvalSymlinks(dir)
+		if err != nil {
+			continue
+		}
+		if in, why := inTreeAnySpelling(v.treePath, real); in {
+			v.add("tree", "PATH has %s, inside the tree (%s)%s: lever runs programs it finds on PATH (limactl, ssh, orb, qemu, ip, iptables), and the agents write the tree; take the tree's directories off PATH before running lever", dir, v.treePath, why)
+			return
+		}
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"slices"
 	"sort"
 	"strings"
 
@@ -283,12 +282,7 @@ func Plan(p Params) ([]Container, error) {
 		}
 		protected = append(protected, rel)
 	}
-	ro = append(ro, protected...)
-	sort.Strings(ro)
-	ro = slices.Compact(ro)
-	for _, rel := range ro {
-		mgrTree = append(mgrTree, Mount{Source: path.Join(p.TreeSource, rel), Dest: path.Join(TreeDir, rel), ReadOnly: true})
-	}
+	mgrTree = append(mgrTree, overTree(p.TreeSource, "", ro, protected)...)
 	mgr := base(ContainerName(p.Instance, Manager, ""), Manager, "")
 	levMounts(&mgr, AgentDir(Manager, ""), mgrTree)
 	mgrBench := bench(mgr, p, mgrTree)
@@ -314,12 +308,7 @@ func Plan(p Params) ([]Container, error) {
 		tree := []Mount{{Source: path.Join(p.TreeSource, strings.TrimPrefix(dir, TreeDir)), Dest: dir}}
 		// What lever protects inside the worker's own dir (its repository's .git) is
 		// read-only there too; manager.read_only is the manager's alone.
-		sort.Strings(protected)
-		for _, rel := range slices.Compact(protected) {
-			if d := path.Join(TreeDir, rel); fspath.Within(dir, d) && d != dir {
-				tree = append(tree, Mount{Source: path.Join(p.TreeSource, rel), Dest: d, ReadOnly: true})
-			}
-		}
+		tree = append(tree, overTree(p.TreeSource, strings.TrimPrefix(dir, TreeDir+"/"), nil, protected)...)
 		c := base(ContainerName(p.Instance, Worker, w.Name), Worker, w.Name)
 		c.WorkDir = dir
 		levMounts(&c, AgentDir(Worker, w.Name), tree)
@@ -395,4 +384,40 @@ func treeRel(r string) (string, bool) {
 		return "", false
 	}
 	return rel, true
+}
+
+// overTree is what is mounted over a container's writable part of the tree, whose root is
+// root (relative to the tree; "" for the whole tree): each of ro read-only, and each of
+// protected below root read-only with every directory between root and it bound onto
+// itself (writable, its content unchanged). A directory holding a mount point can be
+// renamed away, the read-only mount inside it, and a new one made in its place; a mount
+// point cannot be renamed, so the protected path stays where the host will look for it.
+// Paths are clean and relative to the tree; the mounts come parents first, one per
+// destination, a read-only one winning over a self-bind.
+func overTree(treeSource, root string, ro, protected []string) []Mount {
+	ms := map[string]bool{} // relative path -> read-only
+	for _, r := range ro {
+		ms[r] = true
+	}
+	for _, r := range protected {
+		if root != "" && !fspath.Within(root, r) || r == root {
+			continue
+		}
+		ms[r] = true
+		for d := path.Dir(r); d != "." && d != root; d = path.Dir(d) {
+			if _, ok := ms[d]; !ok {
+				ms[d] = false
+			}
+		}
+	}
+	rels := make([]string, 0, len(ms))
+	for r := range ms {
+		rels = append(rels, r)
+	}
+	sort.Strings(rels)
+	out := make([]Mount, 0, len(rels))
+	for _, r := range rels {
+		out = append(out, Mount{Source: path.Join(treeSource, r), Dest: path.Join(TreeDir, r), ReadOnly: ms[r]})
+	}
+	return out
 }

@@ -383,8 +383,10 @@ func TestPlanLevTree(t *testing.T) {
 
 // What lever protects (lever.yaml in the tree, the repositories' .git) is read-only in
 // every container that sees it: the manager and its bench see all of it, a worker and its
-// bench what lies in the worker's dir. A path also in manager.read_only, in either
-// spelling, is one mount.
+// bench what lies in the worker's dir. Every directory between a container's tree root and
+// a protected path is bound onto itself, so the manager cannot rename work/a away with
+// its read-only .git inside and make a new one. A path also in manager.read_only, in
+// either spelling, is one mount.
 func TestPlanProtected(t *testing.T) {
 	p := planParams()
 	p.ReadOnly = []string{"lever.yaml", "ref", "/lever/.git"}
@@ -394,8 +396,8 @@ func TestPlanProtected(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"lever-demo-manager":        "/lever:/lever:rw /lever/.git:/lever/.git:ro /lever/lever.yaml:/lever/lever.yaml:ro /lever/ref:/lever/ref:ro /lever/work/a/.git:/lever/work/a/.git:ro",
-		"lever-demo-manager-bench":  "/lever:/lever:rw /lever/.git:/lever/.git:ro /lever/lever.yaml:/lever/lever.yaml:ro /lever/ref:/lever/ref:ro /lever/work/a/.git:/lever/work/a/.git:ro",
+		"lever-demo-manager":        "/lever:/lever:rw /lever/.git:/lever/.git:ro /lever/lever.yaml:/lever/lever.yaml:ro /lever/ref:/lever/ref:ro /lever/work:/lever/work:rw /lever/work/a:/lever/work/a:rw /lever/work/a/.git:/lever/work/a/.git:ro",
+		"lever-demo-manager-bench":  "/lever:/lever:rw /lever/.git:/lever/.git:ro /lever/lever.yaml:/lever/lever.yaml:ro /lever/ref:/lever/ref:ro /lever/work:/lever/work:rw /lever/work/a:/lever/work/a:rw /lever/work/a/.git:/lever/work/a/.git:ro",
 		"lever-demo-worker-a":       "/lever/work/a:/lever/work/a:rw /lever/work/a/.git:/lever/work/a/.git:ro",
 		"lever-demo-worker-a-bench": "/lever/work/a:/lever/work/a:rw /lever/work/a/.git:/lever/work/a/.git:ro",
 		"lever-demo-worker-b":       "/lever/work/b:/lever/work/b:rw",
