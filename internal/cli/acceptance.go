@@ -51,7 +51,7 @@ flags. Writes a Markdown report (or --json).`,
 }
 
 func (o *acceptanceOptions) run(cmd *cobra.Command) error {
-	in, err := bringupTarget(cmd, o.config, false)
+	in, _, err := bringupTarget(cmd, o.config, false)
 	if err != nil {
 		return err
 	}

@@ -14,21 +14,24 @@ import (
 	"github.com/lever-jail/lever/internal/exitcode"
 )
 
-// bringupTarget loads the config and derives the bring-up instance.
-func bringupTarget(cmd *cobra.Command, configPath string, fresh bool) (*bringup.Instance, error) {
-	cfg, err := config.Load(configPath)
+// bringupTarget loads the config and derives the bring-up instance; keep makes the
+// config's bytes lever's copy of what it brought up (keepConfig), for a bring-up to call
+// before it runs.
+func bringupTarget(cmd *cobra.Command, configPath string, fresh bool) (in *bringup.Instance, keep func() error, err error) {
+	cfg, data, err := loadWith(cmd, configPath, config.Parse)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b, err := backend.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return bringup.New(bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh})
+	in, err = bringup.New(bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh})
+	return in, func() error { return keepConfig(cfg, data) }, err
 }
 
 // applyOptions are what apply and up take.
@@ -39,7 +42,7 @@ type applyOptions struct {
 
 // run is apply: the plan with --dry-run, else the bring-up.
 func (o *applyOptions) run(cmd *cobra.Command) (*bringup.Instance, *bringup.Result, error) {
-	in, err := bringupTarget(cmd, o.config, o.fresh)
+	in, keep, err := bringupTarget(cmd, o.config, o.fresh)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,6 +57,9 @@ func (o *applyOptions) run(cmd *cobra.Command) (*bringup.Instance, *bringup.Resu
 		}
 		bringup.PrintPlan(cmd.OutOrStdout(), plan)
 		return in, nil, nil
+	}
+	if err := keep(); err != nil {
+		return in, nil, err
 	}
 	res, err := in.Execute(ctx)
 	if err != nil {
@@ -132,7 +138,7 @@ func newStatusCmd() *cobra.Command {
 }
 
 func (o *statusOptions) run(cmd *cobra.Command) error {
-	in, err := bringupTarget(cmd, o.config, false)
+	in, _, err := bringupTarget(cmd, o.config, false)
 	if err != nil {
 		return err
 	}

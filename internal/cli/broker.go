@@ -113,7 +113,7 @@ func newBrokerServeCmd() *cobra.Command {
 }
 
 func (o *brokerOptions) serve(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func newBrokerStartCmd() *cobra.Command {
 }
 
 func (o *brokerOptions) start(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func newBrokerStopCmd() *cobra.Command {
 }
 
 func (o *brokerOptions) stop(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func newBrokerStatusCmd() *cobra.Command {
 }
 
 func (o *brokerOptions) status(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}

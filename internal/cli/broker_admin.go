@@ -8,14 +8,13 @@ import (
 
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/cap/ca"
-	"github.com/lever-jail/lever/internal/config"
 )
 
 // The broker's admin commands: revoke and rotate talk to the running broker's loopback
 // admin listener; ticket works on the state dir's ticket store, broker or not.
 
-func brokerAdmin(configPath string) (*brokerctl.Admin, error) {
-	cfg, err := config.Load(configPath)
+func brokerAdmin(cmd *cobra.Command, configPath string) (*brokerctl.Admin, error) {
+	cfg, err := loadConfig(cmd, configPath)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +45,7 @@ func (o *brokerRevokeOptions) run(cmd *cobra.Command) error {
 	if (o.serial == "") == (o.agent == "") {
 		return fmt.Errorf("give exactly one of --serial or --agent")
 	}
-	adm, err := brokerAdmin(o.config)
+	adm, err := brokerAdmin(cmd, o.config)
 	if err != nil {
 		return err
 	}
@@ -76,7 +75,7 @@ func newBrokerRotateCmd() *cobra.Command {
 }
 
 func (o *brokerRotateOptions) run(cmd *cobra.Command) error {
-	adm, err := brokerAdmin(o.config)
+	adm, err := brokerAdmin(cmd, o.config)
 	if err != nil {
 		return err
 	}
@@ -115,7 +114,7 @@ Without --out the ticket is printed on stdout.`,
 }
 
 func (o *brokerTicketOptions) run(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}

@@ -43,8 +43,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // egressTarget loads the config and builds its backend.
-func egressTarget(configPath string) (*config.Config, backend.Backend, error) {
-	cfg, err := config.Load(configPath)
+func egressTarget(cmd *cobra.Command, configPath string) (*config.Config, backend.Backend, error) {
+	cfg, err := loadConfig(cmd, configPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,7 +82,7 @@ func newEgressApplyCmd() *cobra.Command {
 }
 
 func (o *egressOptions) apply(cmd *cobra.Command) error {
-	cfg, b, err := egressTarget(o.config)
+	cfg, b, err := egressTarget(cmd, o.config)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func newEgressVerifyCmd() *cobra.Command {
 }
 
 func (o *egressOptions) verify(cmd *cobra.Command) error {
-	cfg, b, err := egressTarget(o.config)
+	cfg, b, err := egressTarget(cmd, o.config)
 	if err != nil {
 		return err
 	}

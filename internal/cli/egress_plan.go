@@ -89,7 +89,7 @@ func (o *egressPlanOptions) plan(cmd *cobra.Command, cfg *config.Config) (guest.
 }
 
 func (o *egressPlanOptions) run(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}

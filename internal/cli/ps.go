@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/exitcode"
 )
 
@@ -46,7 +45,7 @@ not be asked (the others are still listed), 2 when the jail is not up.`,
 }
 
 func (o *psOptions) run(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,7 @@ guest under rootless podman.`,
 		newShellCmd(),
 	)
 	addConfigFlags(root)
+	root.PersistentFlags().Bool(acceptConfigFlag, false, "take a lever.yaml in the tree that changed since the jail was last brought up as yours (the agents write the tree; see docs/config.md, tree)")
 	return root
 }
 

@@ -6,7 +6,6 @@ import (
 	"os"
 	"unicode/utf8"
 
-	"github.com/lever-jail/lever/internal/config"
 	"github.com/spf13/cobra"
 )
 
@@ -120,7 +119,7 @@ func (o *runOptions) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}

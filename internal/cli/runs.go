@@ -91,7 +91,7 @@ var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // jail that is up: its config, the attached jail, the agent whose lev holds the run and
 // the run's id. A malformed reference is refused before the jail is touched.
 func runTarget(cmd *cobra.Command, configPath, ref string) (*config.Config, *attached, string, string, error) {
-	cfg, err := config.Load(configPath)
+	cfg, err := loadConfig(cmd, configPath)
 	if err != nil {
 		return nil, nil, "", "", err
 	}

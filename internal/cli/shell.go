@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/bringup"
-	"github.com/lever-jail/lever/internal/config"
 )
 
 type shellOptions struct {
@@ -60,7 +59,7 @@ func (o *shellOptions) command() []string {
 }
 
 func (o *shellOptions) exec(cmd *cobra.Command) error {
-	cfg, err := config.Load(o.config)
+	cfg, err := loadConfig(cmd, o.config)
 	if err != nil {
 		return err
 	}

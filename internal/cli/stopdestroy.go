@@ -33,7 +33,7 @@ func lifecycleCmd(c *cobra.Command, act func(context.Context, *config.Config, ba
 }
 
 func (o *lifecycleOptions) run(cmd *cobra.Command, act func(context.Context, *config.Config, backend.Backend) (bringup.Lifecycle, error)) error {
-	cfg, b, err := teardownTarget(o.config)
+	cfg, b, err := teardownTarget(cmd, o.config)
 	if err != nil {
 		return err
 	}
@@ -83,8 +83,8 @@ func newDownCmd() *cobra.Command {
 
 // teardownTarget loads only the instance's identity (config.LoadIdentity), so that a jail
 // whose tree or key file has gone can still be stopped and destroyed.
-func teardownTarget(configPath string) (*config.Config, backend.Backend, error) {
-	cfg, err := config.LoadIdentity(configPath)
+func teardownTarget(cmd *cobra.Command, configPath string) (*config.Config, backend.Backend, error) {
+	cfg, err := loadIdentity(cmd, configPath)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -72,6 +72,11 @@ func LoadIdentity(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
+	return ParseIdentity(path, data)
+}
+
+// ParseIdentity is LoadIdentity for bytes already read from path.
+func ParseIdentity(path string, data []byte) (*Config, error) {
 	return parse(path, data, func(c *Config, file string, lines keyLines, _ resolution) Problems {
 		v := &validator{file: file, lines: lines}
 		v.identity(c)

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/hosttrust"
+)
+
+// acceptConfigFlag is the root's --accept-config.
+const acceptConfigFlag = "accept-config"
+
+// loadConfig is how every command reads its lever.yaml: config.Parse on the bytes read
+// once, and, when the file lies in the tree the agents write, those same bytes compared
+// with lever's copy of the lever.yaml it last brought up (hosttrust.CheckConfig), unless
+// --accept-config says the change is the person's (then they become the copy).
+func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
+	cfg, _, err := loadWith(cmd, path, config.Parse)
+	return cfg, err
+}
+
+// loadIdentity is loadConfig for the commands that need only the instance's identity
+// (stop, destroy): a config whose tree or key file has gone still loads.
+func loadIdentity(cmd *cobra.Command, path string) (*config.Config, error) {
+	cfg, _, err := loadWith(cmd, path, config.ParseIdentity)
+	return cfg, err
+}
+
+// loadWith reads path once and returns the config parsed from those bytes, and the bytes.
+func loadWith(cmd *cobra.Command, path string, parse func(string, []byte) (*config.Config, error)) (*config.Config, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, err := parse(path, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	real, ok := inTreeConfig(cfg)
+	if !ok {
+		return cfg, data, nil
+	}
+	if accepting(cmd) {
+		return cfg, data, hosttrust.AcceptConfig(config.StateRoot(), real, data)
+	}
+	return cfg, data, hosttrust.CheckConfig(config.StateRoot(), real, data)
+}
+
+// keepConfig makes data, the bytes a bring-up parsed and is about to bring up, lever's
+// copy of the lever.yaml, before anything runs: the broker lever starts reads the file
+// again and checks it against the copy. Only up and apply call it.
+func keepConfig(cfg *config.Config, data []byte) error {
+	real, ok := inTreeConfig(cfg)
+	if !ok {
+		return nil
+	}
+	return hosttrust.AcceptConfig(config.StateRoot(), real, data)
+}
+
+// inTreeConfig is the lever.yaml's real path when it lies in the tree.
+func inTreeConfig(cfg *config.Config) (string, bool) {
+	if cfg.ConfigInTree == "" || cfg.TreePath == "" {
+		return "", false
+	}
+	return filepath.Join(cfg.TreePath, filepath.FromSlash(cfg.ConfigInTree)), true
+}
+
+func accepting(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup(acceptConfigFlag)
+	return f != nil && f.Value.String() == "true"
+}

@@ -1,0 +1,59 @@
+package hosttrust
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigPin(t *testing.T) {
+	state := t.TempDir()
+	real := "/home/u/proj/lever.yaml"
+	v1, v2 := []byte("name: a\n"), []byte("name: a\negress: open\n")
+	// No copy yet (never brought up): anything passes.
+	if err := CheckConfig(state, real, v1); err != nil {
+		t.Fatalf("no copy: %v", err)
+	}
+	if err := AcceptConfig(state, real, v1); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(ConfigPin(state, real))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the copy: %v %v", st, err)
+	}
+	if dst, _ := os.Stat(filepath.Dir(ConfigPin(state, real))); dst.Mode().Perm() != 0o700 {
+		t.Errorf("the copies' directory has mode %v", dst.Mode().Perm())
+	}
+	cases := []struct {
+		name string
+		real string
+		data []byte
+		ok   bool
+	}{
+		{"the same bytes", real, v1, true},
+		{"changed", real, v2, false},
+		{"a byte more", real, append(append([]byte{}, v1...), ' '), false},
+		{"another file has no copy", "/home/u/other/lever.yaml", v2, true},
+	}
+	for _, tc := range cases {
+		err := CheckConfig(state, tc.real, tc.data)
+		if tc.ok != (err == nil) {
+			t.Errorf("%s: err %v", tc.name, err)
+		}
+		if err != nil && (!errors.Is(err, ErrConfigChanged) || !strings.Contains(err.Error(), "lever up --accept-config "+tc.real) || !strings.Contains(err.Error(), "diff "+ConfigPin(state, real))) {
+			t.Errorf("%s: the refusal does not say what to do: %v", tc.name, err)
+		}
+	}
+	// Accepting the change makes it the copy.
+	if err := AcceptConfig(state, real, v2); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckConfig(state, real, v2); err != nil {
+		t.Errorf("after accepting: %v", err)
+	}
+	if err := CheckConfig(state, real, v1); err == nil {
+		t.Errorf("the old bytes pass after the new were accepted")
+	}
+}
