@@ -47,6 +47,9 @@ type Lifecycle struct {
 	StateRemoved bool `json:"state_removed,omitempty"`
 	// Removed lists every file and directory destroy removed from StateDir, relative to it.
 	Removed []string `json:"removed,omitempty"`
+	// AcceptedConfig is lever's copy of a lever.yaml in the tree (hosttrust.ConfigPin)
+	// that destroy removed: nothing is brought up any more.
+	AcceptedConfig string `json:"accepted_config_removed,omitempty"`
 }
 
 func stopBroker(ctx context.Context, stateDir string) (int, error) {
@@ -154,6 +157,9 @@ func (out Lifecycle) WriteText(w io.Writer) {
 			for _, r := range out.Removed {
 				fmt.Fprintf(w, "  %s\n", r)
 			}
+		}
+		if out.AcceptedConfig != "" {
+			fmt.Fprintf(w, "removed lever's copy of the lever.yaml it brought up (%s)\n", out.AcceptedConfig)
 		}
 	}
 }

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -11,6 +14,7 @@ import (
 	_ "github.com/lever-jail/lever/internal/backend/all" // registers every backend
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
+	"github.com/lever-jail/lever/internal/hosttrust"
 )
 
 // lifecycleOptions are what stop and destroy take.
@@ -62,7 +66,26 @@ func newDestroyCmd() *cobra.Command {
 host state directory (CA and keys, tickets, broker state and audit log, backend files),
 listing what was removed. The project tree is never touched. Running it again on a
 destroyed instance succeeds and removes nothing.`,
-	}, bringup.Destroy)
+	}, destroy)
+}
+
+// destroy is bringup.Destroy, then the removal of lever's copy of a lever.yaml in the
+// tree: with nothing brought up, the next lever up starts from the file as it is.
+func destroy(ctx context.Context, cfg *config.Config, b backend.Backend) (bringup.Lifecycle, error) {
+	out, err := bringup.Destroy(ctx, cfg, b)
+	if err != nil {
+		return out, err
+	}
+	if real, ok := inTreeConfig(cfg); ok {
+		pin := hosttrust.ConfigPin(config.StateRoot(), real)
+		switch err := os.Remove(pin); {
+		case err == nil:
+			out.AcceptedConfig = pin
+		case !errors.Is(err, fs.ErrNotExist):
+			return out, fmt.Errorf("removing lever's copy of %s: %w", real, err)
+		}
+	}
+	return out, nil
 }
 
 // newDownCmd is destroy under its old name, kept as a deprecated alias (README's command

@@ -15,6 +15,7 @@ import (
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/hosttrust"
 )
 
 // fakeBackend records lifecycle calls; it is handed to stop/destroy directly, never
@@ -184,5 +185,35 @@ func TestDownIsDeprecatedDestroy(t *testing.T) {
 		if wOut.String() != dOut.String() {
 			t.Fatalf("%v: stdout differs: down %q, destroy %q", args, wOut.String(), dOut.String())
 		}
+	}
+}
+
+// Destroy also removes lever's copy of a lever.yaml in the tree (nothing is brought up
+// any more) and says so; a second destroy finds none.
+func TestDestroyForgetsTheAcceptedConfig(t *testing.T) {
+	cfg := instance(t)
+	real, ok := inTreeConfig(cfg)
+	if !ok {
+		t.Fatalf("the instance's lever.yaml is not in its tree: %+v", cfg)
+	}
+	data, _ := os.ReadFile(real)
+	if err := hosttrust.AcceptConfig(config.StateRoot(), real, data); err != nil {
+		t.Fatal(err)
+	}
+	pin := hosttrust.ConfigPin(config.StateRoot(), real)
+	out, err := destroy(context.Background(), cfg, &fakeBackend{})
+	if err != nil || out.AcceptedConfig != pin {
+		t.Fatalf("destroy: %+v %v", out, err)
+	}
+	if _, err := os.Stat(pin); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the copy is still there: %v", err)
+	}
+	var text bytes.Buffer
+	report(&text, false, out)
+	if !strings.Contains(text.String(), "removed lever's copy of the lever.yaml it brought up ("+pin+")") {
+		t.Errorf("text: %s", text.String())
+	}
+	if out, err := destroy(context.Background(), cfg, &fakeBackend{}); err != nil || out.AcceptedConfig != "" {
+		t.Errorf("second destroy: %+v %v", out, err)
 	}
 }
