@@ -13,8 +13,8 @@ import (
 // or write the clipboard (OSC 52). Every control character a terminal may obey is written
 // out visibly instead: C0 and DEL as \x1b, \x7f; the C1 controls U+0080-U+009F as \u009b
 // (8-bit CSI, OSC and ST are obeyed by some terminals); a byte that is not UTF-8 as \xNN
-// (a lone 0x9b is CSI to a terminal set to Latin-1). Printable text, UTF-8 included, is
-// never changed. lever's host commands and lev's renderer both use it, so there is one
+// (a lone 0x9b is CSI to a terminal set to Latin-1); the characters that reorder or hide
+// text (hidesText) as \u202e. Other printable text, UTF-8 included, is never changed. lever's host commands and lev's renderer both use it, so there is one
 // rule for what may reach a person's terminal.
 
 // keep is the set of C0 controls a caller lets through unchanged: the layout it emits on
@@ -55,7 +55,7 @@ func escape(dst, src []byte, k keep, final bool) ([]byte, int) {
 			return dst, i
 		case r == utf8.RuneError && n == 1:
 			dst = fmt.Appendf(dst, `\x%02x`, c)
-		case r >= 0x80 && r <= 0x9f:
+		case r >= 0x80 && r <= 0x9f, hidesText(r):
 			dst = fmt.Appendf(dst, `\u%04x`, r)
 		default:
 			dst = append(dst, src[i:i+n]...)
@@ -63,6 +63,21 @@ func escape(dst, src []byte, k keep, final bool) ([]byte, int) {
 		i += n
 	}
 	return dst, len(src)
+}
+
+// hidesText says whether r is a character a terminal draws as nothing or uses to reorder
+// what it draws: the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
+// U+2066-U+2069, the marks U+200E, U+200F and U+061C), the zero-width characters
+// (U+200B-U+200D, U+2060-U+2064, U+FEFF). None is a control a terminal obeys, but each
+// lets a command read differently from what runs ("rm -rf ~" shown reversed, a word split
+// invisibly), so, like the taint gate's target check, the neutraliser shows them.
+func hidesText(r rune) bool {
+	switch {
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r >= 0x200b && r <= 0x200f,
+		r >= 0x2060 && r <= 0x2064, r == 0xfeff, r == 0x061c:
+		return true
+	}
+	return false
 }
 
 // Escape is s neutralised for a terminal; newline and tab pass, for text laid out in
@@ -135,7 +150,7 @@ func EscapeJSON(b []byte) []byte {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			out = append(out, `\ufffd`...)
-		case r == 0x7f || (r >= 0x80 && r <= 0x9f):
+		case r == 0x7f || (r >= 0x80 && r <= 0x9f) || hidesText(r):
 			out = fmt.Appendf(out, `\u%04x`, r)
 		default:
 			out = append(out, b[i:i+n]...)

@@ -116,6 +116,10 @@ func TestEscapeLine(t *testing.T) {
 		{"ok\nlev: #9 tool shell: ok", `ok\x0alev: #9 tool shell: ok`},
 		{"a\tb", `a\x09b`},
 		{"\x1b[2K\r\u009b\x7f", `\x1b[2K\x0d\u009b\x7f`},
+		// What reorders or hides text: a right-to-left override that shows
+		// "rm -rf ~; echo hs.exe" for the bytes that run, an isolate, zero-width
+		// characters; the printable text around them, and other UTF-8, unchanged.
+		{"echo \u202ehs.exe \u2066x\u2069 a\u200bb\ufeff é 日本", `echo \u202ehs.exe \u2066x\u2069 a\u200bb\ufeff é 日本`},
 	}
 	for _, tc := range cases {
 		if got := EscapeLine(tc.in); got != tc.want {
@@ -137,6 +141,7 @@ func TestEscapeJSON(t *testing.T) {
 		{"8-bit CSI in a name", map[string]string{"agent": "x\u009b2Jy"}, false},
 		{"DEL and NEL", map[string]string{"error": "a\x7fb\u0085c"}, false},
 		{"C0 is encoding/json's own", map[string]string{"error": "\x1b]52;c;eA==\x07"}, true},
+		{"a right-to-left override", map[string]string{"agent": "doc\u202esbot"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
