@@ -102,6 +102,12 @@ func otherTarget(args map[string]any) (target, unclear string) {
 		if why := junk(v); why != "" {
 			return v, "its target argument " + why
 		}
+		// URL syntax without a scheme ("evil.test/x.example.com", "evil.test#.example.com",
+		// "user@evil.test"): a server that puts "https://" in front sends it to the host
+		// before the first of these, while a pattern like *.example.com matches the whole.
+		if strings.ContainsAny(v, "/@#?:\\") {
+			return v, "its target argument has a URL's punctuation (/ @ # ? : \\) but no scheme, so a server could read another host from it than a pattern matches"
+		}
 	case "path":
 		if why := controls(v); why != "" {
 			return v, "its path argument " + why
