@@ -20,6 +20,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 )
 
 // Git returns the .git of each repository at the tree's root and at each of dirs (paths
@@ -48,6 +49,70 @@ func Git(tree string, dirs []string) ([]string, error) {
 			return nil, fmt.Errorf("%s is neither a directory nor a gitdir file", filepath.Join(tree, filepath.FromSlash(rel)))
 		}
 		out = append(out, rel)
+		if st.Mode().IsRegular() {
+			// A gitdir file (a worktree, a submodule) points git at the repository's real
+			// directory: protected too when it lies in the tree, else the agents could
+			// write its hooks and config there.
+			gd, err := gitdirIn(tree, filepath.Join(tree, filepath.FromSlash(rel)))
+			if err != nil {
+				return nil, err
+			}
+			if gd != "" && !seen[gd] {
+				seen[gd] = true
+				out = append(out, gd)
+			}
+		}
 	}
-	return out, nil
+	return dropNested(out), nil
+}
+
+// gitdirIn reads the gitdir file at p and returns the directory it names relative to the
+// tree, slash-separated, when that lies in the tree (by its real path); "" when it lies
+// outside, where the agents cannot reach it.
+func gitdirIn(tree, p string) (string, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", p, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	dir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	if !ok {
+		return "", fmt.Errorf("%s is a .git file that names no gitdir", p)
+	}
+	dir = strings.TrimSpace(dir)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(p), dir)
+	}
+	realTree, err := filepath.EvalSymlinks(tree)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		// Not there: git will fail on it too; if the agents make it later, it is theirs.
+		return "", nil
+	}
+	rel, err := filepath.Rel(realTree, real)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", nil
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+// dropNested keeps the outermost of paths one of which lies in another (a submodule's
+// gitdir inside the root's .git): the outer read-only mount covers it.
+func dropNested(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		nested := false
+		for _, q := range paths {
+			if q != p && strings.HasPrefix(p, q+"/") {
+				nested = true
+			}
+		}
+		if !nested {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -18,7 +18,18 @@ func TestGit(t *testing.T) {
 	}{
 		{"no repository", func(t *testing.T, tree string) {}, []string{"w/a"}, nil, ""},
 		{"a repository at the root", func(t *testing.T, tree string) { mkdir(t, tree, ".git/hooks") }, nil, []string{".git"}, ""},
-		{"a worktree's gitdir file", func(t *testing.T, tree string) { write(t, tree, ".git", "gitdir: /elsewhere\n") }, nil, []string{".git"}, ""},
+		{"a worktree's gitdir file pointing outside the tree", func(t *testing.T, tree string) { write(t, tree, ".git", "gitdir: /elsewhere\n") }, nil, []string{".git"}, ""},
+		{"a worker's gitdir file pointing into the tree: both", func(t *testing.T, tree string) {
+			mkdir(t, tree, "repos/wa.git/hooks")
+			mkdir(t, tree, "wa")
+			write(t, tree, "wa/.git", "gitdir: ../repos/wa.git\n")
+		}, []string{"wa"}, []string{"wa/.git", "repos/wa.git"}, ""},
+		{"a submodule's gitdir inside the root's .git: the root's covers it", func(t *testing.T, tree string) {
+			mkdir(t, tree, ".git/modules/sub/hooks")
+			mkdir(t, tree, "sub")
+			write(t, tree, "sub/.git", "gitdir: ../.git/modules/sub\n")
+		}, []string{"sub"}, []string{".git", "sub/.git"}, ""},
+		{"a .git file naming no gitdir", func(t *testing.T, tree string) { write(t, tree, ".git", "hello\n") }, nil, nil, "names no gitdir"},
 		{"the root's and a worker's, the worker named twice", func(t *testing.T, tree string) {
 			mkdir(t, tree, ".git")
 			mkdir(t, tree, "w/a/.git")
