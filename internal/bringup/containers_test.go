@@ -193,3 +193,28 @@ func TestContainersProtectWhatTheHostTrusts(t *testing.T) {
 		t.Errorf("a symlinked .git: err %v", err)
 	}
 }
+
+// TestTreeNamesIgnoreMountsInsideMounts: the trees carry the mount points of the
+// containers that run them, but not those inside another mount (a protected .git under
+// /lever): a .git appearing in the project renames, and so rebuilds, neither tree. A new
+// worker's dir, a mount point of its own, does (the control).
+func TestTreeNamesIgnoreMountsInsideMounts(t *testing.T) {
+	t.Setenv("LEVER_STATE_DIR", t.TempDir())
+	tree := t.TempDir()
+	mk := func(workers ...config.Worker) (string, string) {
+		cfg := &config.Config{Name: "t", Egress: "open", Git: config.GitReadOnly, TreePath: tree, ConfigInTree: "lever.yaml",
+			Workers: workers, Broker: config.Broker{JailPort: 7443}}
+		in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+		return in.levTree(), in.benchTree("localhost/lever/workbench:1")
+	}
+	lev0, bench0 := mk()
+	if err := os.MkdirAll(filepath.Join(tree, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if lev1, bench1 := mk(); lev1 != lev0 || bench1 != bench0 {
+		t.Errorf("a .git renamed the trees: %s -> %s, %s -> %s", lev0, lev1, bench0, bench1)
+	}
+	if lev2, bench2 := mk(config.Worker{Name: "a", Dir: "wa"}); lev2 == lev0 || bench2 == bench0 {
+		t.Errorf("control: a worker's dir did not change the trees' mount points: %s, %s", lev2, bench2)
+	}
+}

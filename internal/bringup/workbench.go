@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/containers"
+	"github.com/lever-jail/lever/internal/fspath"
 	"github.com/lever-jail/lever/internal/guestside"
 	"github.com/lever-jail/lever/internal/guestside/imagebuild"
 	"github.com/lever-jail/lever/internal/levimage"
@@ -54,7 +55,11 @@ func (in *Instance) benchTree(ref string) string { return in.tree("bench", ref) 
 func (in *Instance) levTree() string             { return in.tree("lev", in.imageRef) }
 
 // treeMounts are the mount destinations of the planned containers that run a tree of
-// kind ("bench": the workbenches; "lev": the lev containers), sorted.
+// kind ("bench": the workbenches; "lev": the lev containers), sorted: the mount points
+// the tree, a read-only root, must carry. A destination inside another of the same
+// container's mounts (a read-only path or a protected .git under /lever) is left out: its
+// mount point is in that mount's content, not in the tree, and a .git appearing in the
+// project must not rename (and so rebuild) the trees.
 func (in *Instance) treeMounts(kind string) []string {
 	seen := map[string]bool{containers.TreeDir: true, containers.BenchMount: true}
 	if cs, err := in.plan(Facts{UID: 1}, "i", "b"); err == nil {
@@ -63,7 +68,15 @@ func (in *Instance) treeMounts(kind string) []string {
 				continue
 			}
 			for _, m := range c.Mounts {
-				seen[m.Dest] = true
+				inside := false
+				for _, o := range c.Mounts {
+					if o.Dest != m.Dest && fspath.Within(o.Dest, m.Dest) {
+						inside = true
+					}
+				}
+				if !inside {
+					seen[m.Dest] = true
+				}
 			}
 		}
 	}
