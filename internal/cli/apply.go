@@ -16,7 +16,8 @@ import (
 
 // bringupTarget loads the config and derives the bring-up instance; keep makes the
 // config's bytes lever's copy of what it brought up (keepConfig), for a bring-up to call
-// before it runs.
+// once agents may run on them. The broker it starts reads the file again and must find the
+// same bytes (configDigestEnv).
 func bringupTarget(cmd *cobra.Command, configPath string, fresh bool) (in *bringup.Instance, keep func() error, err error) {
 	cfg, data, err := loadWith(cmd, configPath, config.Parse)
 	if err != nil {
@@ -30,7 +31,8 @@ func bringupTarget(cmd *cobra.Command, configPath string, fresh bool) (in *bring
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err = bringup.New(bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh})
+	in, err = bringup.New(bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh,
+		BrokerEnv: configDigest(cfg, data)})
 	return in, func() error { return keepConfig(cfg, data) }, err
 }
 
@@ -58,10 +60,15 @@ func (o *applyOptions) run(cmd *cobra.Command) (*bringup.Instance, *bringup.Resu
 		bringup.PrintPlan(cmd.OutOrStdout(), plan)
 		return in, nil, nil
 	}
-	if err := keep(); err != nil {
-		return in, nil, err
-	}
 	res, err := in.Execute(ctx)
+	// The copy is what the agents run on: kept after a bring-up that reached the lev step
+	// (the image step done), failed or not, and only then. A first up that failed earlier
+	// keeps nothing, so the person's fix to lever.yaml needs no --accept-config.
+	if err == nil || reached(res, bringup.StepImage) {
+		if kerr := keep(); kerr != nil && err == nil {
+			err = kerr
+		}
+	}
 	if err != nil {
 		return in, res, err
 	}
@@ -154,4 +161,17 @@ func (o *statusOptions) run(cmd *cobra.Command) error {
 		return exitcode.New(1, nil)
 	}
 	return nil
+}
+
+// reached says whether a bring-up's result has step id among its finished steps.
+func reached(res *bringup.Result, id string) bool {
+	if res == nil {
+		return false
+	}
+	for _, st := range res.Steps {
+		if st.ID == id {
+			return true
+		}
+	}
+	return false
 }

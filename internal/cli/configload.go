@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,15 +46,21 @@ func loadWith(cmd *cobra.Command, path string, parse func(string, []byte) (*conf
 	if !ok {
 		return cfg, data, nil
 	}
+	if want := os.Getenv(configDigestEnv); want != "" {
+		// The broker a bring-up started: it must read the bytes that bring-up checked.
+		if got := digest(data); got != want {
+			return nil, nil, fmt.Errorf("%s changed while lever was bringing the jail up (sha256 %s, the bring-up checked %s): run lever up again", real, got, want)
+		}
+		return cfg, data, nil
+	}
 	if accepting(cmd) {
 		return cfg, data, hosttrust.AcceptConfig(config.StateRoot(), real, data)
 	}
 	return cfg, data, hosttrust.CheckConfig(config.StateRoot(), real, data)
 }
 
-// keepConfig makes data, the bytes a bring-up parsed and is about to bring up, lever's
-// copy of the lever.yaml, before anything runs: the broker lever starts reads the file
-// again and checks it against the copy. Only up and apply call it.
+// keepConfig makes data, the bytes a bring-up parsed and brought up, lever's copy of the
+// lever.yaml. Only up and apply call it.
 func keepConfig(cfg *config.Config, data []byte) error {
 	real, ok := inTreeConfig(cfg)
 	if !ok {
@@ -72,4 +80,22 @@ func inTreeConfig(cfg *config.Config) (string, bool) {
 func accepting(cmd *cobra.Command) bool {
 	f := cmd.Flags().Lookup(acceptConfigFlag)
 	return f != nil && f.Value.String() == "true"
+}
+
+// configDigestEnv carries, to the broker a bring-up starts, the sha256 of the lever.yaml
+// bytes that bring-up checked: the broker reads the file again, and takes it only if it
+// is those bytes (the copy is kept only once the bring-up reaches lev).
+const configDigestEnv = "LEVER_CONFIG_SHA256"
+
+// configDigest is the broker's environment entry for a lever.yaml in the tree.
+func configDigest(cfg *config.Config, data []byte) []string {
+	if _, ok := inTreeConfig(cfg); !ok {
+		return nil
+	}
+	return []string{configDigestEnv + "=" + digest(data)}
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -50,6 +50,18 @@ func TestChangedConfigInTheTreeRefused(t *testing.T) {
 	if code := Main([]string{"stop", cfg}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "changed since lever last brought") {
 		t.Errorf("lever stop on the changed file: exit %d %s", code, errb.String())
 	}
+	// The broker a bring-up starts reads the file again: it takes the bytes that bring-up
+	// checked (their digest in its environment), and nothing else.
+	changed, _ := os.ReadFile(cfg)
+	t.Setenv(configDigestEnv, digest([]byte(body)))
+	if code, errs := plan(); code != 2 || !strings.Contains(errs, "changed while lever was bringing the jail up") {
+		t.Errorf("the broker's read of other bytes: exit %d %s", code, errs)
+	}
+	t.Setenv(configDigestEnv, digest(changed))
+	if code, errs := plan(); code != 0 {
+		t.Errorf("the broker's read of the bytes the bring-up checked: exit %d %s", code, errs)
+	}
+	t.Setenv(configDigestEnv, "")
 	// The person says it is theirs: accepted, and from then on it is the copy.
 	if code, errs := plan("--accept-config"); code != 0 {
 		t.Fatalf("--accept-config: exit %d %s", code, errs)
