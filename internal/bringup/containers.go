@@ -176,24 +176,42 @@ func (in *Instance) checkMountSources(ctx context.Context, ct containers.Contain
 	return nil
 }
 
-// protected is what in the tree the host trusts later, read-only for the agents
+// protection is what in the tree the host trusts later, as bring-up found it: taken once
+// by New and shared by the steps' copies of the Instance, so the trees' names and the
+// containers' plans, each computed several times in a bring-up, see the same .git and
+// read the host's tree once.
+type protection struct {
+	paths []string
+	err   error
+}
+
+// protected is in's protection: New's snapshot, or (an Instance made without New, as in
+// unit tests) taken now.
+func (in *Instance) protected() ([]string, error) {
+	if in.protection != nil {
+		return in.protection.paths, in.protection.err
+	}
+	return protectedIn(in.cfg)
+}
+
+// protectedIn is what in the tree the host trusts later, read-only for the agents
 // (internal/hosttrust): lever.yaml when it lies in the tree, and, unless lever.yaml says
 // git: writable, the .git of the repositories at the tree's root and in the workers' dirs
 // as they are now. Anything but an explicit writable protects .git: a Config made without
 // Load (no defaults) fails safe.
-func (in *Instance) protected() ([]string, error) {
+func protectedIn(cfg *config.Config) ([]string, error) {
 	var out []string
-	if in.cfg.ConfigInTree != "" {
-		out = append(out, in.cfg.ConfigInTree)
+	if cfg.ConfigInTree != "" {
+		out = append(out, cfg.ConfigInTree)
 	}
-	if in.cfg.Git == config.GitWritable || in.cfg.TreePath == "" {
+	if cfg.Git == config.GitWritable || cfg.TreePath == "" {
 		return out, nil
 	}
 	var dirs []string
-	for _, w := range in.cfg.Workers {
+	for _, w := range cfg.Workers {
 		dirs = append(dirs, w.Dir)
 	}
-	git, err := hosttrust.Git(in.cfg.TreePath, dirs)
+	git, err := hosttrust.Git(cfg.TreePath, dirs)
 	if err != nil {
 		return nil, fmt.Errorf("protecting the repositories' .git from the agents: %w", err)
 	}

@@ -71,6 +71,8 @@ type Instance struct {
 	tarballErr    error
 	podman        Dialer
 	broker        BrokerControl
+	// protection is what bring-up mounts read-only for the agents (containers.go).
+	protection *protection
 }
 
 // New derives an Instance. Nothing is touched.
@@ -161,6 +163,8 @@ func New(o Options) (*Instance, error) {
 	if in.levErr != nil {
 		in.levErr = fmt.Errorf("the guest-side helpers and the workbench need a static Linux lev for the guest: %w", in.levErr)
 	}
+	in.protection = &protection{}
+	in.protection.paths, in.protection.err = protectedIn(o.Cfg)
 	if o.Cfg.Lev.BaseTarball != "" {
 		if in.tarballDigest, in.tarballErr = levimage.FileDigest(o.Cfg.Lev.BaseTarball); in.tarballErr != nil {
 			in.tarballErr = fmt.Errorf("lev.base_tarball: %w", in.tarballErr)

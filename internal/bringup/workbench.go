@@ -72,6 +72,7 @@ func (in *Instance) treeMounts(kind string) []string {
 				for _, o := range c.Mounts {
 					if o.Dest != m.Dest && fspath.Within(o.Dest, m.Dest) {
 						inside = true
+						break
 					}
 				}
 				if !inside {

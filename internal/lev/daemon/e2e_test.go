@@ -379,6 +379,19 @@ func TestReloadOnChange(t *testing.T) {
 	}
 }
 
+// waitQuestion polls the run until its record holds a question (10 s at most).
+func (e *env) waitQuestion(t *testing.T, rec *runner.Record) *runner.Record {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); rec.Question == nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("no question within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+		rec, _ = e.client.Get(context.Background(), rec.ID)
+	}
+	return rec
+}
+
 // TestInteractiveAsk: an interactive run's ask waits in its record for an answer over the
 // API; yes runs the tool, no refuses it; a wrong question id is rejected.
 func TestInteractiveAsk(t *testing.T) {
@@ -400,14 +413,7 @@ func TestInteractiveAsk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for rec.Question == nil {
-				if time.Now().After(deadline) {
-					t.Fatal("no question within 10s")
-				}
-				time.Sleep(20 * time.Millisecond)
-				rec, _ = e.client.Get(ctx, rec.ID)
-			}
+			rec = e.waitQuestion(t, rec)
 			if rec.Question.Tool != "shell" || !strings.Contains(string(rec.Question.Args), "asked-and-ran") {
 				t.Fatalf("question %+v", rec.Question)
 			}
@@ -441,14 +447,7 @@ func TestAskShowsTheWholeCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for rec.Question == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("no question within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-		rec, _ = e.client.Get(ctx, rec.ID)
-	}
+	rec = e.waitQuestion(t, rec)
 	if !strings.Contains(string(rec.Question.Args), "HIDDEN-TAIL") {
 		t.Fatalf("control: the record's question lacks the tail: %.200s", rec.Question.Args)
 	}
