@@ -89,6 +89,7 @@ func TestUnlabelledBodyThroughTheStreamMasker(t *testing.T) {
 // still holds the second.
 func TestUnlabelledStreamArrivesAsItComes(t *testing.T) {
 	for _, tc := range []struct{ name, ct, note string }{
+		{"labelled text/event-stream", "text/event-stream", ""}, // SSE frames flushed as they arrive
 		{"labelled text/plain", "text/plain", ""},
 		{"labelled application/json", "application/json", ""},
 		{"a header ending in sk-", "text/event-stream", "req-sk-"},

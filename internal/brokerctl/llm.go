@@ -456,18 +456,23 @@ func (s *Server) streamBody(w http.ResponseWriter, r *http.Request, head []byte,
 				p, long = p[end+1:], false
 				continue
 			}
+			// acc holds no line break here (it is empty, or the tail after the last one),
+			// so only what this read adds is searched: a line growing towards the frame
+			// cap over many reads is not scanned again each time.
+			old := len(acc)
 			acc = append(acc, p...)
 			p = nil
 			// Only acc's first line can have grown over several reads; any other lies
 			// within this one.
-			first := bytes.IndexAny(acc, "\r\n")
-			if first < 0 {
-				first = len(acc)
+			first := len(acc)
+			if i := bytes.IndexAny(acc[old:], "\r\n"); i >= 0 {
+				first = old + i
 			}
 			if int64(first) > s.opts.MaxFrame && sseField(acc, !sm.started) {
 				abort(fmt.Sprintf("upstream response line exceeds the %s frame cap; connection aborted", sizeText(s.opts.MaxFrame)))
 			}
-			if k := bytes.LastIndexAny(acc, "\r\n"); k >= 0 {
+			if k := bytes.LastIndexAny(acc[old:], "\r\n"); k >= 0 {
+				k += old
 				push(acc[:k+1]) // push copies it
 				acc = append(acc[:0], acc[k+1:]...)
 			}

@@ -1,7 +1,6 @@
 package brokerctl
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // echoUpstream is a hostile upstream: it sends back every request header it got, in a
@@ -286,38 +284,4 @@ type zeroReader struct{}
 func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
-}
-
-// SSE frames are forwarded as they arrive, not when the stream ends.
-func TestSSEFlushedPerFrame(t *testing.T) {
-	release := make(chan struct{})
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "event: a\ndata: first\n\n")
-		w.(http.Flusher).Flush()
-		<-release
-		io.WriteString(w, "event: b\ndata: second\n\n")
-	}), nil)
-	defer close(release)
-	cert := h.workerCert("w1")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", h.url+"/llm/s", strings.NewReader("{}"))
-	resp, err := h.client(&cert).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	var got []string
-	for len(got) < 3 {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading the first frame while upstream holds the second: %v (got %q)", err, got)
-		}
-		got = append(got, line)
-	}
-	if strings.Join(got, "") != "event: a\ndata: first\n\n" {
-		t.Fatalf("first frame %q", got)
-	}
 }

@@ -134,8 +134,10 @@ type Call struct {
 	Taint  Level
 	Stage  int
 	CallID string
-	// Args are the call's decoded arguments, shown to the person asked.
-	Args json.RawMessage
+	// Args gives the call's decoded arguments, shown to the person asked; called only
+	// then, so a call the gate lets through unasked (a write_file's whole content) is
+	// not encoded again for nothing. Nil: none to show.
+	Args func() json.RawMessage
 }
 
 // Outcome is the gate's answer for one call.
@@ -248,7 +250,11 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 
 	switch {
 	case g.Mode == Interactive && g.Asker != nil:
-		ans, err := g.Asker.Ask(ctx, Prompt{Request: req, Reason: why, Args: c.Args})
+		var args json.RawMessage
+		if c.Args != nil {
+			args = c.Args()
+		}
+		ans, err := g.Asker.Ask(ctx, Prompt{Request: req, Reason: why, Args: args})
 		if err != nil {
 			return finish(false, SourceAskFailed, why+"; the prompt got no answer: "+err.Error(), r)
 		}

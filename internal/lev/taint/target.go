@@ -58,15 +58,22 @@ func Target(tool string, args map[string]any) (target, unclear string) {
 	return otherTarget(args)
 }
 
+// targetRank is each of targetKeys by its place in that list (built once: otherTarget
+// runs for every call of a tool lev does not know).
+var targetRank = func() map[string]int {
+	m := map[string]int{}
+	for i, k := range targetKeys {
+		m[k] = i
+	}
+	return m
+}()
+
 // otherTarget reads the target of a tool lev does not know. lev cannot tell which of its
 // arguments the server acts on, so a call that names a target in two ways (url and host,
 // Url and target) has no target lev could vouch for: a rule for one of them would let the
 // call through to the other.
 func otherTarget(args map[string]any) (target, unclear string) {
-	rank := map[string]int{}
-	for i, k := range targetKeys {
-		rank[k] = i
-	}
+	rank := targetRank
 	var found []string
 	for k := range args {
 		if _, ok := rank[strings.ToLower(k)]; ok {

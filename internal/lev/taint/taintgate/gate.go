@@ -234,7 +234,7 @@ func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, 
 	}
 	target, unclear := Target(c)
 	out, err := g.gate.Check(ctx, taint.Call{Tool: c.Tool, Target: target, TargetUnclear: unclear, Taint: level,
-		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON()})
+		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON})
 	if err != nil {
 		return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "AuditError"}, nil
 	}
