@@ -30,33 +30,21 @@ func sseJoins(raw string) map[string]string {
 		case "":
 			j["comment"].WriteString(value)
 		case "data":
-			var v any
-			if json.Unmarshal([]byte(value), &v) != nil {
+			if !json.Valid([]byte(value)) {
 				j["data"].WriteString(value)
 				continue
 			}
-			var walk func(k string, v any)
-			walk = func(k string, v any) {
-				switch x := v.(type) {
-				case string:
-					j["data"].WriteString(x)
-					if k == "text" {
-						j["text"].WriteString(x)
-					}
-				case map[string]any:
-					// Go maps are unordered; the streams below put one string (or one
-					// name) per object where order matters.
-					for kk, vv := range x {
-						j["names"].WriteString(kk)
-						walk(kk, vv)
-					}
-				case []any:
-					for _, vv := range x {
-						walk(k, vv)
+			walkJSON(value, func(key, str string, isName bool) {
+				switch {
+				case isName:
+					j["names"].WriteString(str)
+				default:
+					j["data"].WriteString(str)
+					if key == "text" {
+						j["text"].WriteString(str)
 					}
 				}
-			}
-			walk("", v)
+			})
 		default:
 			if b := j[field]; b != nil {
 				b.WriteString(value)
@@ -68,6 +56,56 @@ func sseJoins(raw string) map[string]string {
 		out[k] = b.String()
 	}
 	return out
+}
+
+// walkJSON calls f for each object name and string value of the valid JSON text v, in
+// document order, with the name a string value sits under (an array's items keep their
+// array's name). Order matters: a join built by ranging over a decoded Go map is shuffled
+// on every run, and a shuffled join of names like "k81" can spell a piece of the key by
+// chance.
+func walkJSON(v string, f func(key, str string, isName bool)) {
+	dec := json.NewDecoder(strings.NewReader(v))
+	type frame struct {
+		object  bool
+		wantKey bool
+		key     string
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		key := ""
+		if top != nil {
+			key = top.key
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				stack = append(stack, frame{object: t == '{', wantKey: t == '{', key: key})
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.object && top.wantKey {
+				f("", t, true)
+				top.key, top.wantKey = t, false
+				continue
+			}
+			f(key, t, false)
+		}
+		// A value ended: an object's next token is a name again.
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].wantKey = true
+		}
+	}
 }
 
 // TestKeySplitAcrossSSEFraming: an upstream spreads the key over several events in ways
