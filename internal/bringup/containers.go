@@ -3,6 +3,7 @@ package bringup
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -11,7 +12,8 @@ import (
 
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/containers"
-	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guestside"
+	"github.com/lever-jail/lever/internal/guestside/mountcheck"
 	"github.com/lever-jail/lever/internal/hosttrust"
 	"github.com/lever-jail/lever/internal/levimage"
 )
@@ -141,37 +143,46 @@ func (in *Instance) customImagesPresent(c Images) error {
 	return nil
 }
 
-// checkMountSourcesScript fails when a bind-mount source inside the tree is missing or
-// reaches its real path through a symlink.
-//
-//go:embed scripts/checkmounts.sh
-var checkMountSourcesScript string
-
-// checkMountSources refuses a container whose in-tree bind sources (a worker's dir, the
-// manager's read_only paths) are symlinks now. The agents can write the tree: a manager
-// that swaps a worker's dir, or a read_only path, for a link to the run user's runtime dir
-// would otherwise hand that directory (podman's socket included) to a container at its
-// next start. One guest call, made only when a container is about to start.
-func (in *Instance) checkMountSources(ctx context.Context, ct containers.Container) error {
+// checkMounts proves, in one guest call (lev's mounts helper, as root), that container
+// ct, set up by podman init and not yet started (its process pid waiting), has at each
+// of its in-tree mount points the very file or directory the tree holds at that path,
+// reached with no symlink. The agents can write the tree: a manager that swaps a worker's
+// dir, or a read_only or protected path, for a link to the run user's runtime dir would
+// otherwise hand that directory (podman's socket included) to a container. Checking the
+// sources before the start was not enough: the runtime resolves them again when it
+// mounts, and a swap back and forth can fall between the two (internal/guestside/mountcheck).
+// Made only when a container is about to start.
+func (in *Instance) checkMounts(ctx context.Context, ct containers.Container, pid int) error {
 	tree := strings.TrimSuffix(in.TreeSrc, "/")
-	var rels []string
+	req := mountcheck.Request{Pid: pid, Tree: tree}
 	for _, m := range ct.Mounts {
+		// The tree itself is lever's guest path, whose name the agents cannot change:
+		// only what lies below it is theirs to swap.
 		if rel, ok := strings.CutPrefix(m.Source, tree+"/"); ok {
-			rels = append(rels, rel)
+			req.Mounts = append(req.Mounts, mountcheck.Mount{Rel: rel, Dest: m.Dest})
 		}
 	}
-	if len(rels) == 0 {
+	if len(req.Mounts) == 0 {
 		return nil
 	}
-	argv := append([]string{"/bin/sh", "-c", checkMountSourcesScript, "sh", tree}, rels...)
-	res, err := in.Runner.Run(ctx, guest.Cmd{As: guest.Root, Argv: argv})
+	body, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("checking bind-mount sources in the tree: %w", err)
+		return err
+	}
+	if in.levErr != nil {
+		return in.levErr
+	}
+	if in.helper == nil {
+		return fmt.Errorf("no guest helper (lev) chosen for this guest")
+	}
+	res, err := in.helper.Run(ctx, in.Runner, guestside.ModeMounts, body)
+	if err != nil {
+		return fmt.Errorf("checking the container's mounts of the tree: %w", err)
 	}
 	if res.ExitCode != 0 {
 		// Quoted: the stderr names where a symlink the agent made resolves, any bytes
 		// the agent chose, and the error reaches the host's terminal.
-		return fmt.Errorf("refused: %q", strings.TrimSpace(string(res.Stderr)))
+		return fmt.Errorf("refused: %q", strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(res.Stderr)), "lev: ")))
 	}
 	return nil
 }

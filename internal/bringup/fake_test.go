@@ -229,7 +229,10 @@ func (p *fakePodman) List(string) ([]containers.State, error) {
 	return out, nil
 }
 
-func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before func(containers.Container) error) (containers.Change, error) {
+// fakeContainerPid is the pid the fake reports for a container it has set up.
+const fakeContainerPid = 4242
+
+func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, h containers.StartHooks) (containers.Change, error) {
 	p.mu.Lock()
 	st, ok := p.containers[ct.Name]
 	p.mu.Unlock()
@@ -260,8 +263,15 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, before fun
 	} else {
 		p.mu.Unlock()
 	}
-	if err := before(ct); err != nil {
-		return "", fmt.Errorf("not starting container %s: %w", ct.Name, err)
+	if h.Before != nil {
+		if err := h.Before(ct); err != nil {
+			return "", fmt.Errorf("not starting container %s: %w", ct.Name, err)
+		}
+	}
+	if h.Mounted != nil {
+		if err := h.Mounted(ct, fakeContainerPid); err != nil {
+			return "", fmt.Errorf("not starting container %s (removed before anything in it ran): %w", ct.Name, err)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -509,7 +519,7 @@ func (j *tjail) script() {
 		w.mu.Unlock()
 		return guest.Result{Stdout: []byte("enrolled u-manager\n")}, nil
 	}))
-	j.r.On("mount-check", guesttest.Script("realpath -e"), failing("mount-check", guesttest.OK("")))
+	j.r.On("mount-check", helperCall(guestside.ModeMounts), failing("mount-check", guesttest.OK("")))
 }
 
 // cold makes the jail's guest a fresh one: down, nothing provisioned, no images, no
@@ -546,4 +556,16 @@ func testCA(t *testing.T, state string) string {
 		t.Fatal(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}))
+}
+
+// helperCall matches a call of lev's helper mode, run in place (lev's path, then the
+// mode) or from the guest's cached copy (a script ending by exec'ing it).
+func helperCall(mode string) func(guest.Cmd) bool {
+	inPlace := guesttest.Script(guestside.Command + "\x00" + mode)
+	return func(c guest.Cmd) bool {
+		if inPlace(c) {
+			return true
+		}
+		return len(c.Argv) == 3 && c.Argv[0] == "/bin/sh" && strings.HasSuffix(c.Argv[2], " "+guestside.Command+" "+mode)
+	}
 }

@@ -1,94 +1,77 @@
 package bringup
 
 import (
-	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/containers"
 	"github.com/lever-jail/lever/internal/guest"
+	"github.com/lever-jail/lever/internal/guest/guesttest"
+	"github.com/lever-jail/lever/internal/guestside"
+	"github.com/lever-jail/lever/internal/guestside/mountcheck"
 )
 
-// localRunner runs guest commands on this machine: the check is a shell script, and the
-// real sh and realpath are what it must be proven against.
-type localRunner struct{}
-
-func (localRunner) Run(ctx context.Context, c guest.Cmd) (guest.Result, error) {
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return guest.Result{Stdout: out.Bytes(), Stderr: errb.Bytes(), ExitCode: ee.ExitCode()}, nil
+// mountsJail is an Instance whose guest answers the mounts helper with reply, recording
+// each request.
+func mountsJail(t *testing.T, tree string, reply guesttest.Reply) (*Instance, *[]mountcheck.Request) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return guest.Result{Stdout: out.Bytes(), Stderr: errb.Bytes()}, err
+	var reqs []mountcheck.Request
+	r := &guesttest.Runner{}
+	r.On("mounts", guesttest.Script(guestside.Command+"\x00"+guestside.ModeMounts), func(c guest.Cmd) (guest.Result, error) {
+		var req mountcheck.Request
+		if err := json.Unmarshal(c.Stdin, &req); err != nil {
+			t.Errorf("the helper's request: %v", err)
+		}
+		reqs = append(reqs, req)
+		return reply(c)
+	})
+	in := &Instance{Runner: &guest.Counting{Inner: r}, TreeSrc: tree, InPlace: true, helper: &guestside.Helper{Lev: exe, InPlace: true}}
+	return in, &reqs
 }
 
-// TestMountSourcesRefuseSwappedSymlinks attacks the bind sources an agent can rewrite: a
-// worker's dir or a read_only path swapped for a symlink (to the run user's runtime dir,
-// say) is refused before the container starts, naming the path.
-func TestMountSourcesRefuseSwappedSymlinks(t *testing.T) {
-	root := t.TempDir()
-	tree := filepath.Join(root, "tree")
-	outside := filepath.Join(root, "run-user")
-	for _, d := range []string{"workers/a", "workers/b", "docs", outside} {
-		p := d
-		if !filepath.IsAbs(d) {
-			p = filepath.Join(tree, d)
-		}
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(outside, filepath.Join(tree, "workers", "evil")); err != nil {
+// TestCheckMountsAsksForEveryInTreeMount: the helper is asked about every mount below the
+// tree (a worker's dir, lever.yaml, a .git), with where the container has each, and about
+// nothing else (the tree itself is lever's guest path; lev's own dirs lie outside it); a
+// container with no such mount costs no guest call.
+func TestCheckMountsAsksForEveryInTreeMount(t *testing.T) {
+	tree := "/srv/proj"
+	in, reqs := mountsJail(t, tree+"/", guesttest.OK(""))
+	ct := containers.Container{Name: "c", Mounts: []containers.Mount{
+		{Source: tree, Dest: "/lever"},
+		{Source: tree + "/lever.yaml", Dest: "/lever/lever.yaml", ReadOnly: true},
+		{Source: tree + "/wa/.git", Dest: "/lever/wa/.git", ReadOnly: true},
+		{Source: tree + "x/elsewhere", Dest: "/lever/x"}, // shares the prefix, not the tree
+		{Source: "/run/user/1000/lever/agents/manager", Dest: "/run/lever", ReadOnly: true},
+	}}
+	if err := in.checkMounts(context.Background(), ct, 77); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(filepath.Join(tree, "workers", "a"), filepath.Join(tree, "docs-link")); err != nil {
-		t.Fatal(err)
+	want := []mountcheck.Request{{Pid: 77, Tree: tree, Mounts: []mountcheck.Mount{
+		{Rel: "lever.yaml", Dest: "/lever/lever.yaml"}, {Rel: "wa/.git", Dest: "/lever/wa/.git"},
+	}}}
+	if !reflect.DeepEqual(*reqs, want) {
+		t.Fatalf("requests %+v, want %+v", *reqs, want)
 	}
-	in := &Instance{Runner: &guest.Counting{Inner: localRunner{}}, TreeSrc: tree}
-	mounts := func(srcs ...string) containers.Container {
-		c := containers.Container{Name: "c"}
-		for _, s := range srcs {
-			c.Mounts = append(c.Mounts, containers.Mount{Source: s})
-		}
-		return c
-	}
-	cases := []struct {
-		name string
-		ct   containers.Container
-		want string // "" = accepted
-	}{
-		{"plain worker dir", mounts(filepath.Join(tree, "workers/a"), "/run/user/1000/lever/agents/worker-a"), ""},
-		{"the tree itself and a ticket dir", mounts(tree, "/run/user/1000/lever/agents/manager"), ""},
-		{"worker dir swapped for a link out", mounts(filepath.Join(tree, "workers/evil")), "workers/evil resolves to " + outside},
-		{"read_only path is a link inside the tree", mounts(tree, filepath.Join(tree, "docs-link")), "docs-link resolves to"},
-		{"missing source", mounts(filepath.Join(tree, "workers/gone")), "workers/gone is missing"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := in.checkMountSources(context.Background(), c.ct)
-			switch {
-			case c.want == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Fatalf("got %v, want a refusal naming %q", err, c.want)
-			}
-		})
+	if err := in.checkMounts(context.Background(), containers.Container{Name: "d", Mounts: []containers.Mount{{Source: tree, Dest: "/lever"}, {Source: "/run/x", Dest: "/run/lever"}}}, 77); err != nil || len(*reqs) != 1 {
+		t.Fatalf("a container with no in-tree mount: err %v, %d calls", err, len(*reqs))
 	}
 }
 
-// TestMountSourcesRefusalQuotesTheTarget: the refusal names where the agent's symlink
+// TestCheckMountsRefusalQuotesTheTarget: the refusal names where the agent's symlink
 // resolves, a name the agent chose; one holding an escape sequence (OSC 52, erase line,
 // CR, an 8-bit CSI) reaches lever's error quoted, with no byte a terminal obeys. The
-// control is a plain target, named as it is.
-func TestMountSourcesRefusalQuotesTheTarget(t *testing.T) {
+// control is a plain target, named as it is. (mountcheck's tests prove the refusal
+// itself; here the guest answers with it as lev prints an error.)
+func TestCheckMountsRefusalQuotesTheTarget(t *testing.T) {
 	cases := []struct {
 		name   string
 		target string // the directory the worker's dir is swapped for a link to
@@ -110,8 +93,10 @@ func TestMountSourcesRefusalQuotesTheTarget(t *testing.T) {
 			if err := os.Symlink(outside, filepath.Join(tree, "workers", "evil")); err != nil {
 				t.Fatal(err)
 			}
-			in := &Instance{Runner: &guest.Counting{Inner: localRunner{}}, TreeSrc: tree}
-			err := in.checkMountSources(context.Background(), containers.Container{Name: "c", Mounts: []containers.Mount{{Source: filepath.Join(tree, "workers", "evil")}}})
+			// What lev's __guest prints for mountcheck's refusal of this tree.
+			stderr := "lev: mount source " + filepath.Join(tree, "workers", "evil") + " resolves to " + outside + " through a symlink\n"
+			in, _ := mountsJail(t, tree, guesttest.Exit(1, stderr))
+			err := in.checkMounts(context.Background(), containers.Container{Name: "c", Mounts: []containers.Mount{{Source: filepath.Join(tree, "workers", "evil"), Dest: "/lever/workers/evil"}}}, 77)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want a refusal naming %q", err, c.want)
 			}

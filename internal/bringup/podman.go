@@ -23,9 +23,8 @@ type Images interface {
 type Podman interface {
 	Images
 	List(instance string) ([]containers.State, error)
-	// EnsureContainer is containers.Client.Ensure with beforeStart run right before a
-	// container is created or started.
-	EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error)
+	// EnsureContainer is containers.Client.EnsureWith: h's checks run around a start.
+	EnsureContainer(ct containers.Container, fresh bool, h containers.StartHooks) (containers.Change, error)
 	Inspect(name string) (*containers.State, error)
 	Logs(name string) (string, error)
 }
@@ -38,8 +37,8 @@ type Dialer interface {
 // podmanClient adapts containers.Client to Podman.
 type podmanClient struct{ *containers.Client }
 
-func (p podmanClient) EnsureContainer(ct containers.Container, fresh bool, beforeStart func(containers.Container) error) (containers.Change, error) {
-	return p.Client.EnsureWith(ct, fresh, beforeStart)
+func (p podmanClient) EnsureContainer(ct containers.Container, fresh bool, h containers.StartHooks) (containers.Change, error) {
+	return p.Client.EnsureWith(ct, fresh, h)
 }
 
 // socketDialer connects to the run user's podman socket: in place on the netns substrate,

@@ -43,7 +43,4 @@ func TestAssembledScriptsCheck(t *testing.T) {
 	if err := check(sc.Text() + "\nif then fi\n"); err == nil {
 		t.Fatal("a broken script passed the checks")
 	}
-	if err := check(checkMountSourcesScript); err != nil {
-		t.Fatalf("the mount check: %v", err)
-	}
 }

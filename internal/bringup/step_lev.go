@@ -50,7 +50,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 	if err := in.customImagesPresent(c); err != nil {
 		return false, "", err
 	}
-	before := func(ct containers.Container) error { return in.checkMountSources(ctx, ct) }
+	hooks := containers.StartHooks{Mounted: func(ct containers.Container, pid int) error { return in.checkMounts(ctx, ct, pid) }}
 	// One after the other. Created at once (they do not depend on each other), a fresh
 	// rootless service (podman 4.3.1) refused the second: "keep-id requires additional
 	// UIDs or GIDs defined in /etc/subuid" while the first was still setting up the run
@@ -58,7 +58,7 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 	changed := false
 	var parts []string
 	for _, ct := range cs {
-		ch, err := c.EnsureContainer(ct, in.opts.Fresh, before)
+		ch, err := c.EnsureContainer(ct, in.opts.Fresh, hooks)
 		if err != nil {
 			return false, "", err
 		}

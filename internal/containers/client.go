@@ -3,6 +3,7 @@ package containers
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -67,14 +68,23 @@ const (
 // spec-hash label matches is only started if stopped (so lever stop + up keeps it, and its
 // create-time devices); one with another hash, or any container under fresh, is replaced.
 func (c *Client) Ensure(ct Container, fresh bool) (Change, error) {
-	return c.EnsureWith(ct, fresh, nil)
+	return c.EnsureWith(ct, fresh, StartHooks{})
 }
 
-// EnsureWith is Ensure with before, when not nil, called right before the container is
-// created or started (never on the unchanged path): podman resolves bind-mount sources at
-// every start, and the in-tree sources are writable by the agents, so bring-up checks them
-// there.
-func (c *Client) EnsureWith(ct Container, fresh bool, before func(Container) error) (Change, error) {
+// StartHooks are a caller's checks around a container's start (never on the unchanged
+// path). podman resolves bind-mount sources at every start, and the in-tree sources are
+// writable by the agents, so bring-up checks them here.
+type StartHooks struct {
+	// Before, when set, runs right before the container is created or started.
+	Before func(Container) error
+	// Mounted, when set, runs once the runtime has set the container up (podman init: its
+	// mounts made, its process waiting and having run nothing) with that process's pid
+	// in the guest. An error removes the container before anything in it has run.
+	Mounted func(ct Container, pid int) error
+}
+
+// EnsureWith is Ensure with h run around the start.
+func (c *Client) EnsureWith(ct Container, fresh bool, h StartHooks) (Change, error) {
 	ins, err := c.inspect(ct.Name)
 	if err != nil {
 		return "", err
@@ -85,19 +95,25 @@ func (c *Client) EnsureWith(ct Container, fresh bool, before func(Container) err
 			if ins.State != nil && ins.State.Running {
 				return Unchanged, nil
 			}
-			if err := beforeStart(ct, before); err != nil {
+			if err := beforeStart(ct, h.Before); err != nil {
 				return "", err
 			}
-			err := podcontainers.Start(c.ctx, ct.Name, nil)
+			err := c.start(ct, h.Mounted)
 			if err == nil {
 				return Started, nil
+			}
+			var refused *mountsRefused
+			if errors.As(err, &refused) {
+				return "", err
 			}
 			// A guest that went down under podman (a netns stop, a VM power-off) can leave
 			// the container's recorded state behind ("state improper"): sync it by a stop,
 			// retry once, else replace the container below.
 			_ = podcontainers.Stop(c.ctx, ct.Name, new(podcontainers.StopOptions).WithIgnore(true).WithTimeout(1))
-			if err := podcontainers.Start(c.ctx, ct.Name, nil); err == nil {
+			if err := c.start(ct, h.Mounted); err == nil {
 				return Started, nil
+			} else if errors.As(err, &refused) {
+				return "", err
 			}
 		}
 		if err := c.Remove(ct.Name); err != nil {
@@ -105,16 +121,56 @@ func (c *Client) EnsureWith(ct Container, fresh bool, before func(Container) err
 		}
 		change = Recreated
 	}
-	if err := beforeStart(ct, before); err != nil {
+	if err := beforeStart(ct, h.Before); err != nil {
 		return "", err
 	}
 	if _, err := podcontainers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
 		return "", fmt.Errorf("creating container %s: %w", ct.Name, err)
 	}
-	if err := podcontainers.Start(c.ctx, ct.Name, nil); err != nil {
-		return "", fmt.Errorf("starting container %s: %w", ct.Name, err)
+	if err := c.start(ct, h.Mounted); err != nil {
+		return "", err
 	}
 	return change, nil
+}
+
+// mountsRefused is a Mounted hook's refusal: the container is gone, and no retry or
+// replacement may follow (it would mount the same sources again).
+type mountsRefused struct {
+	name string
+	err  error
+}
+
+func (e *mountsRefused) Error() string {
+	return fmt.Sprintf("not starting container %s (removed before anything in it ran): %v", e.name, e.err)
+}
+
+func (e *mountsRefused) Unwrap() error { return e.err }
+
+// start starts a created or stopped container. With mounted set, it is initialised first
+// (the runtime makes its mounts and its process, which waits), mounted judges it by that
+// pid, and only then does the process run.
+func (c *Client) start(ct Container, mounted func(Container, int) error) error {
+	if mounted != nil {
+		if err := podcontainers.ContainerInit(c.ctx, ct.Name, nil); err != nil {
+			return fmt.Errorf("initialising container %s: %w", ct.Name, err)
+		}
+		ins, err := podcontainers.Inspect(c.ctx, ct.Name, nil)
+		if err != nil {
+			return fmt.Errorf("inspecting container %s after init: %w", ct.Name, err)
+		}
+		pid := 0
+		if ins.State != nil {
+			pid = ins.State.Pid
+		}
+		if err := mounted(ct, pid); err != nil {
+			_ = c.Remove(ct.Name)
+			return &mountsRefused{name: ct.Name, err: err}
+		}
+	}
+	if err := podcontainers.Start(c.ctx, ct.Name, nil); err != nil {
+		return fmt.Errorf("starting container %s: %w", ct.Name, err)
+	}
+	return nil
 }
 
 func beforeStart(ct Container, before func(Container) error) error {

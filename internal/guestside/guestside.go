@@ -13,10 +13,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/lever-jail/lever/internal/guestside/enrol"
 	"github.com/lever-jail/lever/internal/guestside/imagebuild"
+	"github.com/lever-jail/lever/internal/guestside/mountcheck"
 	"github.com/lever-jail/lever/internal/guestside/probes"
 )
 
@@ -29,7 +31,22 @@ const (
 	ModeEnrol = "enrol" // bring-up: lev homes, enrolment, lev settings
 	// ModeImages builds lever's images in the guest and loads them there.
 	ModeImages = "images"
+	// ModeMounts proves a container's in-tree mounts after podman init, before it starts.
+	ModeMounts = "mounts"
 )
+
+// modes are the helper modes Serve knows, for the refusal of any other.
+var modes = []string{ModeProbe, ModeEnrol, ModeImages, ModeMounts}
+
+// knownMode says whether mode is one of the helper modes.
+func knownMode(mode string) bool {
+	for _, m := range modes {
+		if m == mode {
+			return true
+		}
+	}
+	return false
+}
 
 // Serve runs one helper mode with its request on r and its answer on w.
 func Serve(mode string, r io.Reader, w io.Writer) error {
@@ -40,8 +57,10 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 		return enrol.Serve(r, w)
 	case ModeImages:
 		return imagebuild.Serve(r, w)
+	case ModeMounts:
+		return mountcheck.Serve(r, w)
 	}
-	return fmt.Errorf("unknown guest helper mode %q (want %s, %s or %s)", mode, ModeProbe, ModeEnrol, ModeImages)
+	return fmt.Errorf("unknown guest helper mode %q (want one of %s)", mode, strings.Join(modes, ", "))
 }
 
 // InPlaceArgv is how the host starts helper mode where the guest shares the host's
@@ -49,7 +68,7 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 // architecture, runs from its host path as root. In a VM guest Helper runs lever's
 // installed copy instead.
 func InPlaceArgv(lev string, mode string) ([]string, error) {
-	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
+	if !knownMode(mode) {
 		return nil, fmt.Errorf("unknown guest helper mode %q", mode)
 	}
 	// In place the helper runs as root from a host path: a path anyone but root (or

@@ -118,7 +118,7 @@ func (h *Helper) named(f func() string) string {
 
 // Run runs helper mode with req on its stdin, as root.
 func (h *Helper) Run(ctx context.Context, r guest.Runner, mode string, req []byte) (guest.Result, error) {
-	if mode != ModeProbe && mode != ModeEnrol && mode != ModeImages {
+	if !knownMode(mode) {
 		return guest.Result{}, fmt.Errorf("unknown guest helper mode %q", mode)
 	}
 	if h.InPlace {

@@ -15,12 +15,12 @@ type guestOptions struct {
 
 // newGuestCmd is lever's guest-side helpers, served by lev because lev is the binary lever
 // has for the guest's OS and architecture: lever runs `lev __guest probe` (acceptance),
-// `lev __guest enrol` and `lev __guest images` (bring-up) as root in the guest with the
+// `lev __guest enrol` and `lev __guest images` and `lev __guest mounts` (bring-up) as root in the guest with the
 // request on stdin.
 func newGuestCmd() *cobra.Command {
 	opts := &guestOptions{}
 	return &cobra.Command{
-		Use:    guestside.Command + " " + guestside.ModeProbe + "|" + guestside.ModeEnrol + "|" + guestside.ModeImages,
+		Use:    guestside.Command + " " + guestside.ModeProbe + "|" + guestside.ModeEnrol + "|" + guestside.ModeImages + "|" + guestside.ModeMounts,
 		Short:  "lever's guest-side helpers (lever runs them in the guest; not for people)",
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
