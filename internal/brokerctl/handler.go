@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -357,6 +358,14 @@ func maskHeader(h http.Header, m *masker) (*hdrBlock, []hdrText) {
 // deadlineBody clears the request's read deadline once the body is complete, so the body
 // timeout never fires on a connection that is only waiting for a long response (net/http
 // cancels the request when a read on its connection times out), and notes a timeout.
+//
+// The last read can come after the handler has returned: the upstream transport's
+// goroutine that copies the body upstream reads on until the body ends, and an upstream
+// that answers without reading it lets the handler return first. The response controller
+// must not be used then (on HTTP/2 net/http has released the stream's writer, and the
+// call dereferenced nil: a panic that took the whole broker down, reachable by any
+// client). ended, under mu, is set by audited as the handler returns; a read after it
+// leaves the connection's deadline to net/http, which is done with the request.
 type deadlineBody struct {
 	io.ReadCloser
 	rc       *http.ResponseController
@@ -364,6 +373,9 @@ type deadlineBody struct {
 	done     atomic.Bool // read to the end (or failed)
 	eof      atomic.Bool // read to the end
 	timedOut atomic.Bool
+
+	mu    sync.Mutex
+	ended bool // the handler has returned
 }
 
 func (d *deadlineBody) Read(p []byte) (int, error) {
@@ -375,10 +387,22 @@ func (d *deadlineBody) Read(p []byte) (int, error) {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			d.timedOut.Store(true)
 		} else {
-			d.rc.SetReadDeadline(time.Time{})
+			d.mu.Lock()
+			if !d.ended {
+				d.rc.SetReadDeadline(time.Time{})
+			}
+			d.mu.Unlock()
 		}
 	}
 	return n, err
+}
+
+// handlerReturned marks the handler as returned (audited's deferred call): no later read
+// touches the response controller. A read clearing the deadline right now finishes first.
+func (d *deadlineBody) handlerReturned() {
+	d.mu.Lock()
+	d.ended = true
+	d.mu.Unlock()
 }
 
 // bodyTimedOut says whether the request's body missed its deadline. net/http may cancel
@@ -424,6 +448,9 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), recKey{}, record))
 		defer func() {
 			p := recover()
+			if record.body != nil {
+				record.body.handlerReturned()
+			}
 			if jw != nil && p == nil {
 				if err := jw.finish(); err != nil && record.Detail == "" {
 					record.Detail = "writing to client: " + err.Error()
