@@ -238,7 +238,9 @@ func TestBinaryRunOnATerminalNeutralised(t *testing.T) {
 	}
 	tty.Close()
 	out := &ptyOutput{}
+	drained := make(chan struct{})
 	go func() {
+		defer close(drained)
 		b := make([]byte, 4096)
 		for {
 			n, err := ptmx.Read(b)
@@ -263,8 +265,14 @@ func TestBinaryRunOnATerminalNeutralised(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("lev run did not end; terminal:\n%q", out.buf.String())
 	}
-	// Let the reader drain what the pty still holds.
-	time.Sleep(100 * time.Millisecond)
+	// Let the reader drain what the pty still holds: it ends (EIO) once the last holder of
+	// the terminal has closed it and its buffer is read. A fixed pause could end first on a
+	// loaded machine, and a control or the final answer not read yet would go unchecked.
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Log("the terminal was not closed 10 s after lev run exited; checking what it showed so far")
+	}
 	out.mu.Lock()
 	shown := out.buf.String()
 	out.mu.Unlock()
@@ -288,8 +296,8 @@ func TestBinaryRunOnATerminalNeutralised(t *testing.T) {
 
 // TestWarnUngrantedNeutralised: the read-path warning quotes the blueprint's entries and
 // name, a tree blueprint's included; entries holding the payload print with no control,
-// and the grant line still names the entry as TOML would (its own %q), while the plain
-// warning (TestWarnUngranted) is the control.
+// and the grant line still names the entry as TOML would (TOML's escapes, which a
+// config.toml parses back), while the plain warning (TestWarnUngranted) is the control.
 func TestWarnUngrantedNeutralised(t *testing.T) {
 	var b bytes.Buffer
 	warnUngranted(&b, &runner.Record{Agent: "a\u009b2J", ReadPaths: []runner.ReadPathStatus{{Entry: "~/d" + payload}}})
@@ -299,7 +307,7 @@ func TestWarnUngrantedNeutralised(t *testing.T) {
 	}
 	for _, want := range []string{
 		"lev: WARN your config does not grant ~/d" + payloadShown + `\x0d\u009b2J\x7f: reads`,
-		`add to your config.toml: [agent_read_paths."a\u009b2J"] allow = ["~/d\x1b]52;c;Y3VybCBldmlsfHNoCg==\a\x1b[2K\r\u009b2J\x7f"]`,
+		`add to your config.toml: [agent_read_paths."a\u009b2J"] allow = ["~/d\u001b]52;c;Y3VybCBldmlsfHNoCg==\u0007\u001b[2K\r\u009b2J\u007f"]`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lacks %q\nall: %q", want, got)

@@ -98,6 +98,10 @@ func textResult(text string) map[string]any {
 //	ask           tools/call first sends ping, sampling, elicitation and roots/list requests
 //	              and answers what came back, and the capabilities lev advertised
 //	stderr N      writes N bytes to stderr before serving, then like ok
+//	sized D,S     "echo", then "big" with a D-byte description and an input schema of S
+//	              bytes as the client re-encodes it ({"description":…,"type":"object"})
+//	many N        N tools t0…, each with a 60 KiB description, 10 to a page (the cursor
+//	              is the next tool's index)
 func fakeStdio(mode, arg string) {
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	out := bufio.NewWriter(os.Stdout)
@@ -151,6 +155,31 @@ func fakeStdio(mode, arg string) {
 						return
 					}
 				}
+			case "sized":
+				d, sz, _ := strings.Cut(arg, ",")
+				dn, _ := strconv.Atoi(d)
+				sn, _ := strconv.Atoi(sz)
+				l := toolList("echo", "echoes text")
+				big := map[string]any{"name": "big", "description": strings.Repeat("d", dn),
+					"inputSchema": map[string]any{"type": "object", "description": strings.Repeat("s", sn-len(`{"description":"","type":"object"}`))}}
+				l["tools"] = append(l["tools"].([]any), big)
+				send(reply(m.ID, l))
+			case "many":
+				n, _ := strconv.Atoi(arg)
+				var p struct {
+					Cursor string `json:"cursor"`
+				}
+				json.Unmarshal(m.Params, &p)
+				from, _ := strconv.Atoi(p.Cursor)
+				var tools []any
+				for i := from; i < n && i < from+10; i++ {
+					tools = append(tools, map[string]any{"name": "t" + strconv.Itoa(i), "description": strings.Repeat("d", 60<<10), "inputSchema": map[string]any{"type": "object"}})
+				}
+				page := map[string]any{"tools": tools}
+				if from+10 < n {
+					page["nextCursor"] = strconv.Itoa(from + 10)
+				}
+				send(reply(m.ID, page))
 			case "badname":
 				send(reply(m.ID, toolList(arg, "bad")))
 			case "dup":

@@ -95,11 +95,33 @@ const DefaultTimeout = 30 * time.Second
 // forever is cut off rather than followed until the deadline.
 const MaxTools = 1000
 
+// Caps on what lev takes from a server's tools/list, beside the transport's caps (which
+// bound one reply, not a list paged over many, nor what lev keeps of it). A tool's
+// description and input schema are kept for the session's life and handed to the model
+// with every request of the run, so a server must not make them as large as a transport
+// reply (64 MiB over HTTP, for each of up to MaxTools tools). Real servers stay far below:
+// server-everything and server-filesystem list descriptions of at most 457 bytes and
+// schemas of at most 648 bytes, 7 KiB in all.
+const (
+	// MaxToolDescription bounds one tool's description (bytes); a tool over it is listed
+	// with Refused set, and a run does not offer it.
+	MaxToolDescription = 64 << 10
+	// MaxToolSchema bounds one tool's input schema as JSON (bytes); as for a description.
+	MaxToolSchema = 256 << 10
+	// MaxToolsBytes bounds a server's whole list as lev keeps it: the names, descriptions
+	// and input schemas of the tools it offers. A server over it fails Tools, offering
+	// nothing, as one listing more than MaxTools tools does.
+	MaxToolsBytes = 8 << 20
+)
+
 // Tool is one tool a server offers.
 type Tool struct {
 	Name        string
 	Description string
 	InputSchema json.RawMessage
+	// Refused says why lev does not offer the tool (its description or input schema is
+	// over a cap); Description and InputSchema are then not kept.
+	Refused string
 }
 
 // Result is a tool call's outcome: its text content joined by newlines (other content
@@ -331,7 +353,10 @@ func (s *Session) Name() string { return s.name }
 
 // Tools lists the server's tools (all pages, at most MaxTools). A tool whose name is not
 // [A-Za-z0-9][A-Za-z0-9_-]{0,63}, or that is listed twice, fails the whole list: a server
-// that names tools ambiguously is not offered at all.
+// that names tools ambiguously is not offered at all. So does a list over MaxToolsBytes.
+// A tool whose description or input schema is over its cap is listed with Refused set
+// (the rest of the server's tools stay usable), like a tool named as a built-in is
+// refused by mcprun.
 func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
 	if f := s.fault.get(); f != nil {
 		return nil, fmt.Errorf("listing tools: %w", f)
@@ -340,6 +365,7 @@ func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
 	defer cancel()
 	var tools []Tool
 	seen := map[string]bool{}
+	kept := 0 // bytes of names, descriptions and schemas kept, against MaxToolsBytes
 	for t, err := range s.cs.Tools(cctx, nil) {
 		if err != nil {
 			return nil, s.explain(cctx, "listing tools", err)
@@ -357,6 +383,21 @@ func (s *Session) Tools(ctx context.Context) ([]Tool, error) {
 		schema, err := json.Marshal(t.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("MCP server %s: tool %s: input schema: %w", s.name, t.Name, err)
+		}
+		switch {
+		case len(t.Description) > MaxToolDescription:
+			tools = append(tools, Tool{Name: t.Name, Refused: fmt.Sprintf("MCP server %s offers the tool %q with a description of %d bytes, over lev's cap of %s on a tool's description: not offered",
+				s.name, t.Name, len(t.Description), capread.Size(MaxToolDescription))})
+			continue
+		case len(schema) > MaxToolSchema:
+			tools = append(tools, Tool{Name: t.Name, Refused: fmt.Sprintf("MCP server %s offers the tool %q with an input schema of %d bytes (as JSON), over lev's cap of %s on a tool's input schema: not offered",
+				s.name, t.Name, len(schema), capread.Size(MaxToolSchema))})
+			continue
+		}
+		kept += len(t.Name) + len(t.Description) + len(schema)
+		if kept > MaxToolsBytes {
+			return nil, fmt.Errorf("MCP server %s lists more than %s of tools (names, descriptions and input schemas, lev's cap on one server's list; passed at the tool %q): it offers nothing",
+				s.name, capread.Size(MaxToolsBytes), t.Name)
 		}
 		tools = append(tools, Tool{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}

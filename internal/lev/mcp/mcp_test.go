@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -37,7 +38,7 @@ func TestStdioHostile(t *testing.T) {
 		wantErr         string // "" = must succeed
 		wantCap         bool
 	}{
-		{"control: a 900 KiB line passes", "pad", "921600", 0, "", false},
+		{"control: a 900 KiB line passes (its 900 KiB description is then refused)", "pad", "921600", 0, "", false},
 		{"endless line", "endless", "", 0, "line exceeded 1 MiB from the MCP server srv", true},
 		{"a 1 MiB + 1 KiB line", "pad", "1049600", 0, "line exceeded 1 MiB from the MCP server srv", true},
 		{"control: answers within the deadline", "ok", "", time.Second, "", false},
@@ -66,8 +67,10 @@ func TestStdioHostile(t *testing.T) {
 				if err != nil || len(tools) != 1 {
 					t.Fatalf("Tools = %v, %v; want one tool", tools, err)
 				}
-				if tc.mode == "pad" && len(tools[0].Description) != 921600 {
-					t.Fatalf("description %d bytes, want 921600", len(tools[0].Description))
+				// The whole line arrived: lev read the description's every byte, and then
+				// refused the tool for it (MaxToolDescription), keeping none of them.
+				if tc.mode == "pad" && (!strings.Contains(tools[0].Refused, "a description of 921600 bytes") || tools[0].Description != "") {
+					t.Fatalf("tool %s", brief(tools[0]))
 				}
 				if tc.mode == "badname" && tools[0].Name != tc.arg {
 					t.Fatalf("tool %q", tools[0].Name)
@@ -282,8 +285,20 @@ func TestHTTPHostile(t *testing.T) {
 			runtime.ReadMemStats(&after)
 			t.Logf("allocated %.0f MiB in all (client and server)", float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
 			if tc.wantErr == "" {
-				if err != nil || len(tools) != 1 || len(tools[0].Description) != tc.n {
+				if err != nil || len(tools) != 1 {
 					t.Fatalf("Tools: %d tools, %v", len(tools), err)
+				}
+				// The whole reply arrived: its description's every byte was read (a big
+				// one is then refused for its size, MaxToolDescription, and not kept).
+				got := len(tools[0].Description)
+				if tc.n > MaxToolDescription {
+					got = -1
+					if strings.Contains(tools[0].Refused, fmt.Sprintf("a description of %d bytes", tc.n)) && tools[0].Description == "" {
+						got = tc.n
+					}
+				}
+				if got != tc.n {
+					t.Fatalf("Tools: %s; want a description of %d bytes", brief(tools[0]), tc.n)
 				}
 				res, err := s.Call(context.Background(), "echo", json.RawMessage(`{"text":"hi"}`))
 				if err != nil || res.Text != "hi" {
@@ -317,6 +332,82 @@ func TestHTTPHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestToolListCaps: what lev takes from tools/list is capped beside the transport (docs/mcp.md,
+// "Caps and deadlines"). A tool whose description or input schema is over its cap is listed
+// refused, naming the server, the tool, its size and the cap, and keeps neither; the
+// server's other tool is still offered and called. A list of more than MaxToolsBytes, paged
+// so that no reply comes near a transport cap, fails whole, naming the tool it passed the
+// cap at. The controls sit exactly at each cap, on the same server.
+func TestToolListCaps(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode, arg string
+		tools           int    // listed; 0: Tools fails
+		refused         string // the "big" tool's Refused; "" for none
+		wantErr         string
+	}{
+		{"control: a description and a schema at the caps", "sized", "65536,262144", 2, "", ""},
+		{"a description a byte over", "sized", "65537,100", 2,
+			`MCP server srv offers the tool "big" with a description of 65537 bytes, over lev's cap of 64 KiB on a tool's description: not offered`, ""},
+		{"a 1000 KiB description", "sized", "1024000,100", 2, "a description of 1024000 bytes", ""},
+		{"an input schema a byte over", "sized", "10,262145", 2,
+			`MCP server srv offers the tool "big" with an input schema of 262145 bytes (as JSON), over lev's cap of 256 KiB on a tool's input schema: not offered`, ""},
+		{"control: 136 tools of 60 KiB in 14 pages (8 MiB less 29 KiB)", "many", "136", 136, "", ""},
+		{"137 tools of 60 KiB in 14 pages", "many", "137", 0, "",
+			`MCP server srv lists more than 8 MiB of tools (names, descriptions and input schemas, lev's cap on one server's list; passed at the tool "t136"): it offers nothing`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := connect(t, fakeServer("srv", tc.mode, tc.arg, nil), Options{Timeout: 10 * time.Second})
+			tools, err := s.Tools(context.Background())
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("Tools = %d tools, %v\nwant %q", len(tools), err, tc.wantErr)
+				}
+				if capread.IsCap(err) {
+					t.Fatalf("a transport cap, not lev's cap on the list: %v", err)
+				}
+				return
+			}
+			if err != nil || len(tools) != tc.tools {
+				t.Fatalf("Tools = %d tools, %v; want %d", len(tools), err, tc.tools)
+			}
+			if tc.mode == "many" {
+				for _, tl := range tools {
+					if tl.Refused != "" || len(tl.Description) != 60<<10 {
+						t.Fatalf("tool %s", brief(tl))
+					}
+				}
+				return
+			}
+			big := tools[1]
+			if big.Name != "big" || !strings.Contains(big.Refused, tc.refused) {
+				t.Fatalf("big: refused %q, want %q", big.Refused, tc.refused)
+			}
+			if tc.refused == "" {
+				dn, sn, _ := strings.Cut(tc.arg, ",")
+				if big.Refused != "" || fmt.Sprint(len(big.Description)) != dn || fmt.Sprint(len(big.InputSchema)) != sn {
+					t.Fatalf("control: big kept with a %d-byte description and a %d-byte schema, refused %q; want %s and %s",
+						len(big.Description), len(big.InputSchema), big.Refused, dn, sn)
+				}
+			} else if big.Description != "" || big.InputSchema != nil {
+				t.Fatalf("a refused tool's description or schema was kept: %d, %d bytes", len(big.Description), len(big.InputSchema))
+			}
+			// The other tool is offered and works.
+			if tools[0].Name != "echo" || tools[0].Refused != "" {
+				t.Fatalf("echo: %+v", tools[0])
+			}
+			res, err := s.Call(context.Background(), "echo", json.RawMessage(`{"text":"hi"}`))
+			if err != nil || res.Text != "hi" {
+				t.Fatalf("Call = %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// brief describes a listed tool without its (large) description and schema.
+func brief(t Tool) string {
+	return fmt.Sprintf("%s: %d-byte description, %d-byte schema, refused %q", t.Name, len(t.Description), len(t.InputSchema), t.Refused)
 }
 
 // TestConnectRefusesBadConfig: bad input names the bad field and starts nothing.

@@ -1,9 +1,12 @@
 package readpaths
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Grants are the read-path grants of the user's config.toml.
@@ -54,26 +57,103 @@ func keys(es []Entry) map[string]bool {
 	return m
 }
 
-// GrantLine is the exact config.toml line that would grant the given entries to agent.
+// GrantLine is the exact config.toml line that would grant the given entries to agent:
+// the table's header and its key on one line, as lev's messages show it ("add to your
+// config.toml: [agent_read_paths.cto] allow = ["~/docs"]"). Every string in it is a valid
+// TOML basic string that reads back as the entry (tomlString). An entry or agent name
+// that is not valid UTF-8, which no TOML file can hold, gets a sentence saying so instead
+// of a line: Parse refuses such entries, so only a caller handing raw text gets it.
 func GrantLine(agent string, raws []string) string {
-	q := make([]string, len(raws))
-	for i, r := range raws {
-		q[i] = fmt.Sprintf("%q", r)
+	header, assign, err := grantTOML(agent, raws)
+	if err != nil {
+		return "(no config.toml line can grant it: " + err.Error() + ")"
 	}
-	if agent == "" {
-		// A blueprint with no install name (run by its path) has no per-agent table.
-		return fmt.Sprintf("[security] read_paths = [%s]", strings.Join(q, ", "))
-	}
-	return fmt.Sprintf("[agent_read_paths.%s] allow = [%s]", tableKey(agent), strings.Join(q, ", "))
+	return header + " " + assign
 }
 
-func tableKey(s string) string {
-	for _, c := range s {
-		if !(c == '-' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return fmt.Sprintf("%q", s)
+// grantTOML is GrantLine's table header and key-value line, each valid TOML on its own
+// line.
+func grantTOML(agent string, raws []string) (header, assign string, err error) {
+	q := make([]string, len(raws))
+	for i, r := range raws {
+		if q[i], err = tomlString(r); err != nil {
+			return "", "", fmt.Errorf("read path %q %w", r, err)
 		}
 	}
-	return s
+	list := "[" + strings.Join(q, ", ") + "]"
+	if agent == "" {
+		// A blueprint with no install name (run by its path) has no per-agent table.
+		return "[security]", "read_paths = " + list, nil
+	}
+	key, err := tableKey(agent)
+	if err != nil {
+		return "", "", fmt.Errorf("agent name %q %w", agent, err)
+	}
+	return "[agent_read_paths." + key + "]", "allow = " + list, nil
+}
+
+// tableKey is s as a TOML key: bare when TOML allows it (ASCII letters, digits, _ and -),
+// else quoted (an install name may hold a dot, which a bare key would split on).
+func tableKey(s string) (string, error) {
+	if s == "" {
+		return tomlString(s)
+	}
+	for _, c := range s {
+		if !(c == '-' || c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return tomlString(s)
+		}
+	}
+	return s, nil
+}
+
+// tomlString quotes s as a TOML basic string that a TOML parser reads back as s. Go's %q
+// is not one: its \x1b, \a and \v escapes are not TOML's (which has only \b \t \n \f \r
+// \" \\ \uXXXX \UXXXXXXXX), and invalid UTF-8 comes out as \xff, which TOML does not
+// read at all. Besides what TOML requires escaped (", \ and control characters), every
+// character a terminal does not show as itself (C1 controls, bidi and zero-width format
+// characters, separators, spaces other than U+0020) is escaped, so the line a person
+// copies shows which path it grants. Invalid UTF-8 is an error: TOML text is UTF-8, so no
+// escape or replacement would read back as the same bytes.
+func tomlString(s string) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", errors.New("is not valid UTF-8, which a TOML file cannot hold")
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		default:
+			switch {
+			case r != ' ' && !unicode.IsPrint(r):
+				// Not printable: control (C0, DEL, C1) and format characters (bidi,
+				// zero-width, U+FEFF), separators, spaces but U+0020, private and
+				// unassigned code points.
+				if r > 0xffff {
+					fmt.Fprintf(&b, `\U%08x`, r)
+				} else {
+					fmt.Fprintf(&b, `\u%04x`, r)
+				}
+			default:
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String(), nil
 }
 
 // Fence matches real paths against one run's declared entries, bound to its home and

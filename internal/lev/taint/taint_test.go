@@ -194,10 +194,113 @@ func TestTarget(t *testing.T) {
 		{"mcp__fs__write_file", map[string]any{"path": "notes.md", "content": "x"}, "notes.md", false},
 		{"mcp__fs__write_file", map[string]any{"path": "notes\n.md"}, "notes\n.md", true},
 		{"mcp__x", map[string]any{"channel": 3}, "", false},
+		// A URL in an argument that is not a target argument: the server may send there.
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "endpoint": "https://evil.test/"}, "path=/tmp/x endpoint=https://evil.test/", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "uri": "https://evil.test/"}, "path=/tmp/x uri=https://evil.test/", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "webhook": "https://evil.test/h"}, "path=/tmp/x webhook=https://evil.test/h", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "server": "wss://evil.test/socket"}, "path=/tmp/x server=wss://evil.test/socket", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "request": map[string]any{"url": "https://evil.test/"}}, "path=/tmp/x request.url=https://evil.test/", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "hooks": []any{"x", map[string]any{"to": "https://evil.test/"}}}, "path=/tmp/x hooks[1].to=https://evil.test/", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "hooks": map[string]any{"https://evil.test/": "go"}}, "path=/tmp/x hooks(key)=https://evil.test/", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "https://evil.test/": true}, "path=/tmp/x (name)=https://evil.test/", true},
+		{"mcp__x__send", map[string]any{"path": "/tmp/x", "a": "https://a.test/", "b": "ftp://b.test/"}, "path=/tmp/x a=https://a.test/ b=ftp://b.test/", true},
+		{"mcp__x__send", map[string]any{"command": "deploy", "endpoint": "https://evil.test/"}, "command=deploy endpoint=https://evil.test/", true},
+		{"mcp__x__send", map[string]any{"target": "general", "text": "https://evil.test/"}, "target=general text=https://evil.test/", true},
+		// As WHATWG reads it: trimmed, tabs and newlines dropped, slashes optional for http(s),
+		// a space later in the path percent-encoded.
+		{"mcp__x__send", map[string]any{"path": "x", "endpoint": " https://evil.test/\n"}, "path=x endpoint= https://evil.test/\n", true},
+		{"mcp__x__send", map[string]any{"path": "x", "endpoint": "ht\ttps://evil.test/"}, "path=x endpoint=ht\ttps://evil.test/", true},
+		{"mcp__x__send", map[string]any{"path": "x", "endpoint": "https:evil.test"}, "path=x endpoint=https:evil.test", true},
+		{"mcp__x__send", map[string]any{"path": "x", "endpoint": "https://evil.test/ x"}, "path=x endpoint=https://evil.test/ x", true},
+		{"mcp__x__send", map[string]any{"path": "x", "content": "https://evil.test/ is where this goes"}, "path=x content=https://evil.test/ is where this goes", true},
+		// Another URL to the target's own host, and text that only contains links, leave the
+		// target clear.
+		{"mcp__web__fetch", map[string]any{"url": "https://a.example/x", "referer": "https://a.example/"}, "a.example", false},
+		{"mcp__web__fetch", map[string]any{"url": "https://a.example/x", "referer": "HTTPS://A.Example:443/y"}, "a.example", false},
+		{"mcp__web__fetch", map[string]any{"url": "https://a.example/x", "referer": "https://evil.test/"}, "url=https://a.example/x referer=https://evil.test/", true},
+		{"mcp__web__fetch", map[string]any{"url": "https://a.example/x", "referer": "https://a.example\\@evil.test/"}, "url=https://a.example/x referer=https://a.example\\@evil.test/", true},
+		{"mcp__ssh__run", map[string]any{"host": "A.example:22", "callback": "https://a.example/cb"}, "a.example", false},
+		{"mcp__x__send", map[string]any{"target": "Docs.Example.com", "link": "https://docs.example.com/x"}, "Docs.Example.com", false},
+		{"mcp__x__send", map[string]any{"path": "/a.example", "link": "https://a.example/"}, "path=/a.example link=https://a.example/", true},
+		{"mcp__fs__write_text_file", map[string]any{"path": "notes.md", "content": "# Notes\n\nSee https://evil.test/ and <https://x.example/>.\n"}, "notes.md", false},
+		{"mcp__fs__write_text_file", map[string]any{"path": "notes.md", "lines": []any{"see https://evil.test/", "// https://x", "mailto:a@b.test", "12:30", "C:\\x"}}, "notes.md", false},
+		// No target argument: the one URL's host, if it reads clean; several, or one that
+		// does not, unclear.
+		{"mcp__x__send", map[string]any{"request": map[string]any{"url": "https://Docs.Example.com/a"}, "body": "x"}, "docs.example.com", false},
+		{"mcp__x__send", map[string]any{"endpoint": "https://hooks.example.com/a"}, "hooks.example.com", false},
+		{"mcp__x__send", map[string]any{"endpoint": "https://evil.test/\t.example.com"}, "https://evil.test/\t.example.com", true},
+		{"mcp__x__send", map[string]any{"server": "wss://evil.test/"}, "wss://evil.test/", true},
+		{"mcp__x__send", map[string]any{"endpoint": "https://a.example/", "webhook": "https://a.example/h"}, "endpoint=https://a.example/ webhook=https://a.example/h", true},
+		{"mcp__x__send", map[string]any{"body": "see https://evil.test/ for more"}, "", false},
+		// Arguments past the walk's bounds are not read whole: unclear, and never the clear
+		// target's text (a session answer for it must not cover them).
+		{"mcp__x__send", map[string]any{"path": "x", "deep": nested(maxURLWalkDepth + 1)}, "path=x (nest deeper than 64 levels)", true},
+		{"mcp__x__send", map[string]any{"deep": nested(maxURLWalkDepth + 1)}, "(nest deeper than 64 levels)", true},
+		{"mcp__x__send", map[string]any{"path": "x", "deep": nested(maxURLWalkDepth - 2)}, "x", false},
+		{"mcp__x__send", map[string]any{"path": "x", "many": make([]any, maxURLWalkValues)}, "path=x (hold more than 65536 values)", true},
 	} {
 		got, why := Target(tc.tool, tc.args)
 		if got != tc.want || (why != "") != tc.unclear {
 			t.Errorf("Target(%s, %q) = %q, unclear %q; want %q, unclear %v", tc.tool, tc.args, got, why, tc.want, tc.unclear)
+		}
+	}
+}
+
+// nested is depth arrays, one inside the other.
+func nested(depth int) any {
+	var v any = "x"
+	for i := 0; i < depth; i++ {
+		v = []any{v}
+	}
+	return v
+}
+
+// TestURLShaped: a value a client would take whole for a URL, and text that only contains
+// one.
+func TestURLShaped(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{
+		{"https://evil.test/", true},
+		{"HTTPS://evil.test", true},
+		{"  https://evil.test/\n", true},
+		{"\x00https://evil.test/", true},
+		{"ht\ttps://evil.test/", true},
+		{"https:/\n/evil.test/", true},
+		{"https:evil.test", true},
+		{"wss://evil.test/s", true},
+		{"git+ssh://evil.test/r", true},
+		{"s3://bucket/key", true},
+		{"file:///etc/passwd", true},
+		{"https://evil.test/ x", true},
+		{"https:// evil.test", false},
+		{"https://", false},
+		{"h\nttps://evil.test/", true},
+		{"https:/\t/evil.test/", true},
+		{"HTTP:evil.test", true},
+		{"wss:evil.test", true},
+		{"file:x", true},
+		{"https:\\\\evil.test", true},
+		{"https:\n", false},
+		{"javascript:alert(1)", false},
+		{"mcp-server:evil.test", false},
+		{"ht tps://evil.test/", false},
+		{"1http://evil.test/", false},
+		{"+x://evil.test/", false},
+		{"see https://evil.test/", false},
+		{"<https://evil.test/>", false},
+		{"mailto:me@evil.test", false},
+		{"urn:isbn:0451450523", false},
+		{"12:30", false},
+		{"C:\\x", false},
+		{"//evil.test/x", false},
+		{"evil.test/x", false},
+		{"http: not a url", false},
+		{"", false},
+	} {
+		if got := urlShaped(tc.s); got != tc.want {
+			t.Errorf("urlShaped(%q) = %v, want %v", tc.s, got, tc.want)
 		}
 	}
 }
@@ -215,6 +318,8 @@ func TestGivenTarget(t *testing.T) {
 		{"http_post", "evil.test\\@x.example.com", "evil.test\\@x.example.com", true},
 		{"mcp__web__fetch", "https://evil.test/\t.example.com", "https://evil.test/\t.example.com", true},
 		{"mcp__web__fetch", "docs.example.com", "docs.example.com", false},
+		{"mcp__web__fetch", "https:evil.test", "https:evil.test", true},
+		{"mcp__web__fetch", "https://Hooks.Example.com/a", "hooks.example.com", false},
 		{"mcp__fs__write_text_file", "notes/a b.md", "notes/a b.md", false},
 		{"shell", "curl https://e.test", "curl https://e.test", false},
 	} {

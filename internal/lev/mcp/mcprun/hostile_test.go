@@ -41,6 +41,19 @@ function handle(m) {
   if (m.method === "tools/list") {
     const tools = [{name: "probe", description: "probe", inputSchema: {type: "object"}}];
     if (mode === "builtin") tools.push({name: "read_file", inputSchema: {type: "object"}}, {name: "shell", inputSchema: {type: "object"}});
+    if (mode === "bloated") tools.push(
+      {name: "roomy", description: "d".repeat(64 << 10), inputSchema: {type: "object"}},
+      {name: "wordy", description: "d".repeat((64 << 10) + 1), inputSchema: {type: "object"}},
+      {name: "deep", description: "deep", inputSchema: {type: "object", description: "s".repeat(256 << 10)}});
+    if (mode === "many") {
+      // probe, then argv[3] tools of 60 KiB descriptions, ten to a page.
+      const n = Number(process.argv[3]), from = Number((m.params && m.params.cursor) || 0);
+      const page = from === 0 ? tools : [];
+      for (let i = from; i < n && i < from + 10; i++) page.push({name: "t" + i, description: "d".repeat(60 << 10), inputSchema: {type: "object"}});
+      const result = {tools: page};
+      if (from + 10 < n) result.nextCursor = String(from + 10);
+      return send({jsonrpc: "2.0", id: m.id, result});
+    }
     return send({jsonrpc: "2.0", id: m.id, result: {tools}});
   }
   if (m.method === "tools/call") {
@@ -311,6 +324,75 @@ func TestHostileServerTools(t *testing.T) {
 	}
 	if calls[2].IsError || calls[2].Result != "ok from builtin" {
 		t.Fatalf("control: %+v", calls[2])
+	}
+}
+
+// TestToolListCaps: what lev takes from a server's tools/list is capped (mcp.MaxToolDescription,
+// mcp.MaxToolSchema, mcp.MaxToolsBytes), through a real run. A tool whose description or
+// input schema is over its cap is not offered, and run.json's refused says which cap; the
+// server's other tools run, among them one whose description is exactly at the cap (the
+// control). A list over 8 MiB in all, paged so that no line nears the transport's cap,
+// fails the server: run.json names the cap and the tool, and nothing of it is offered;
+// the control, a list just under the cap on the same paging, starts and its tool runs.
+func TestToolListCaps(t *testing.T) {
+	node := nodePath(t)
+	js := filepath.Join(t.TempDir(), "hostile.js")
+	os.WriteFile(js, []byte(hostileJS), 0o644)
+	t.Run("one tool over a cap", func(t *testing.T) {
+		w := newWorld(t)
+		w.start("[tool_permissions]\n\"mcp__bad__*\" = \"allow\"\n[mcp.servers.bad]\nclassification = \"local\"\ncommand = "+q(node)+"\nargs = ["+q(js)+", \"bloated\"]\n", "",
+			calls1("s", [2]string{"mcp__bad__wordy", `{}`}, [2]string{"mcp__bad__deep", `{}`}, [2]string{"mcp__bad__roomy", `{}`}, [2]string{"mcp__bad__probe", `{}`}))
+		w.agent("h", hostileAgent)
+		rec := w.run("h", false)
+		w.wholeRecord(rec)
+		st := rec.MCP[0]
+		if !st.Started || !slices.Equal(st.Tools, []string{"mcp__bad__probe", "mcp__bad__roomy"}) || len(st.Refused) != 2 ||
+			st.Refused[0] != `MCP server bad offers the tool "wordy" with a description of 65537 bytes, over lev's cap of 64 KiB on a tool's description: not offered` ||
+			st.Refused[1] != `MCP server bad offers the tool "deep" with an input schema of 262178 bytes (as JSON), over lev's cap of 256 KiB on a tool's input schema: not offered` {
+			t.Fatalf("mcp status: %+v", st)
+		}
+		calls := w.calls(rec, 0)
+		for _, c := range calls[:2] {
+			if c.Refusal == nil || c.Refusal.Code != "not-offered" {
+				t.Fatalf("%s: %+v", c.Tool, c)
+			}
+		}
+		for _, c := range calls[2:4] {
+			if c.IsError || c.Result != "ok from bloated" {
+				t.Fatalf("control %s: %+v", c.Tool, c)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		n    int
+		err  string // run.json's mcp[].error; "" for the control
+	}{
+		{"control: a list just under 8 MiB", 136, ""},
+		{"a list over 8 MiB", 137, `MCP server bad lists more than 8 MiB of tools (names, descriptions and input schemas, lev's cap on one server's list; passed at the tool "t136"): it offers nothing`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.start("[tool_permissions]\n\"mcp__bad__*\" = \"allow\"\n[mcp.servers.bad]\nclassification = \"local\"\ncommand = "+q(node)+"\nargs = ["+q(js)+", \"many\", \""+fmt.Sprint(tc.n)+"\"]\n", "",
+				calls1("s", [2]string{"mcp__bad__probe", `{}`}))
+			w.agent("h", hostileAgent)
+			rec := w.run("h", false)
+			w.wholeRecord(rec)
+			st := rec.MCP[0]
+			c := w.call(rec, "mcp__bad__probe")
+			if tc.err == "" {
+				if !st.Started || len(st.Tools) != tc.n+1 || st.Error != "" || c.IsError || c.Result != "ok from many" {
+					t.Fatalf("control: started %v, %d tools, error %q; probe %+v", st.Started, len(st.Tools), st.Error, c)
+				}
+				return
+			}
+			if st.Started || len(st.Tools) != 0 || st.Error != tc.err {
+				t.Fatalf("started %v, %d tools, error %q\nwant %q", st.Started, len(st.Tools), st.Error, tc.err)
+			}
+			if c.Refusal == nil || c.Refusal.Code != "not-offered" {
+				t.Fatalf("probe: %+v", c)
+			}
+		})
 	}
 }
 

@@ -13,6 +13,7 @@ package mcprun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -189,6 +190,11 @@ func spawner(env Env) mcp.Spawner {
 // Tool makes one server tool a pipeline tool named mcp__SERVER__TOOL.
 func Tool(sess *mcp.Session, cfg *levconfig.MCPServer, t mcp.Tool) (*pipeline.Tool, error) {
 	name := toolnames.MCPName(cfg.Name, t.Name)
+	if t.Refused != "" {
+		// Over a cap on what lev takes from tools/list (mcp.MaxToolDescription,
+		// mcp.MaxToolSchema): recorded as refused, with why, like the case below.
+		return nil, errors.New(t.Refused)
+	}
 	if slices.Contains(toolnames.Builtin, t.Name) {
 		// Offered as mcp__SERVER__NAME it would shadow nothing, but a tool named like a
 		// built-in is there to be taken for it (by the model, or by a person reading a
@@ -205,7 +211,9 @@ func Tool(sess *mcp.Session, cfg *levconfig.MCPServer, t mcp.Tool) (*pipeline.To
 	}
 	desc := t.Description
 	if len(desc) > 4096 {
-		desc = desc[:4096] + "…"
+		// Cut on a character boundary (the description is valid UTF-8, as JSON decoding
+		// leaves it): dropping what is left of a character cut in two.
+		desc = strings.ToValidUTF8(desc[:4096], "") + "…"
 	}
 	// The pipeline's deadline is the session's own plus a moment, so the session's
 	// message (naming the server) is the one the model and the record see.

@@ -23,7 +23,7 @@ import (
 // server (lev's sandbox executor, kind none: the host with lev's state masked; its working
 // directory is "/", never the workdir). KIND "fs" serves the files under ROOT (given the
 // run's workdir, as a user gives the reference filesystem server its directory); KIND
-// "web" pretends to fetch and post. Every call a server receives is appended to LOG, so a test can tell a
+// "web" pretends to fetch, post and deliver. Every call a server receives is appended to LOG, so a test can tell a
 // call the gate blocked from one that reached the server.
 
 const mcpServerArg = "taintgate-mcp-server"
@@ -54,6 +54,25 @@ type urlArgs struct {
 	URL  string `json:"url,omitempty"`
 	Host string `json:"host,omitempty"`
 	Body string `json:"body,omitempty"`
+}
+
+// deliverArgs are a tool whose destination argument is not one lev reads a target from
+// (endpoint, uri, webhook, server, request.url), beside a path: what lev must make of it
+// is the point, so the server's schema accepts each.
+type deliverArgs struct {
+	Path     string        `json:"path,omitempty"`
+	URL      string        `json:"url,omitempty"`
+	Content  string        `json:"content,omitempty"`
+	Endpoint string        `json:"endpoint,omitempty"`
+	URI      string        `json:"uri,omitempty"`
+	Webhook  string        `json:"webhook,omitempty"`
+	Server   string        `json:"server,omitempty"`
+	Referer  string        `json:"referer,omitempty"`
+	Request  *deliverInner `json:"request,omitempty"`
+}
+
+type deliverInner struct {
+	URL string `json:"url,omitempty"`
 }
 
 func text(s string) *mcp.CallToolResult {
@@ -103,6 +122,14 @@ func newTestServer(kind, root string, note func(string)) *mcp.Server {
 				return text(name + " done"), nil, nil
 			})
 		}
+		mcp.AddTool(s, &mcp.Tool{Name: "deliver", Description: "deliver a file"}, func(_ context.Context, _ *mcp.CallToolRequest, a deliverArgs) (*mcp.CallToolResult, any, error) {
+			inner := ""
+			if a.Request != nil {
+				inner = a.Request.URL
+			}
+			note(strings.Join([]string{"deliver", a.Path, a.URL, a.Endpoint, a.URI, a.Webhook, a.Server, a.Referer, inner}, " "))
+			return text("delivered"), nil, nil
+		})
 	}
 	return s
 }
