@@ -215,13 +215,13 @@ func TestConnectionCap(t *testing.T) {
 		}
 		held = append(held, conn)
 	}
-	attempt := func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", h.srv.JailAddr(), tc)
+	attempt := func(wait time.Duration) error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: wait}, "tcp", h.srv.JailAddr(), tc)
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(time.Second))
+		conn.SetDeadline(time.Now().Add(wait))
 		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
@@ -234,15 +234,17 @@ func TestConnectionCap(t *testing.T) {
 		return nil
 	}
 	t0 := time.Now()
-	if err := attempt(); err == nil {
+	if err := attempt(time.Second); err == nil {
 		t.Fatal("a third connection was served while two were open")
 	} else if time.Since(t0) < 900*time.Millisecond {
 		t.Fatalf("third connection failed fast (%v), not by waiting for a slot", err)
 	}
-	// Positive control: with one connection closed, the next one is served.
+	// Positive control: with one connection closed, the next one is served. It may wait
+	// for the broker to see the close (and to drop the attempt above, queued before it), so
+	// it gets seconds rather than the one above; still well before the default 10 s header
+	// timeout would cut held[1], the only other way a slot could come free.
 	held[0].Close()
-	time.Sleep(100 * time.Millisecond)
-	if err := attempt(); err != nil {
+	if err := attempt(5 * time.Second); err != nil {
 		t.Errorf("after closing one: %v", err)
 	}
 	held[1].Close()
@@ -252,8 +254,14 @@ func TestConnectionCap(t *testing.T) {
 // TLS handshake (nothing sent, or half a ClientHello) are cut after ReadHeaderTimeout,
 // which net/http also applies to the handshake, so they cannot hold the cap for ever.
 // Control: while they are held, a real client waits for a slot and gets nothing.
+// ReadHeaderTimeout is a few seconds so the control, which must end before the stalled
+// connections are cut, cannot run into the cut on a loaded machine (at 600 ms it could).
+// The stalled connections stay open on the test's side to the end, so only the broker's
+// timeout can free their slots: the client after the control, waiting well under the
+// broker's other timeouts (minutes), is served only if it does.
 func TestStalledHandshakesReleaseSlots(t *testing.T) {
-	h := newHarness(t, nil, func(o *Options) { o.MaxConns = 2; o.ReadHeaderTimeout = 600 * time.Millisecond })
+	const stall = 3 * time.Second
+	h := newHarness(t, nil, func(o *Options) { o.MaxConns = 2; o.ReadHeaderTimeout = stall })
 	cert := h.workerCert("w1")
 	tc := &tls.Config{RootCAs: h.srv.CA.Pool(), Certificates: []tls.Certificate{cert}, ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"}}
 	var stalled []net.Conn
@@ -294,9 +302,9 @@ func TestStalledHandshakesReleaseSlots(t *testing.T) {
 	if err := attempt(300 * time.Millisecond); err == nil {
 		t.Fatal("control: a client was served while two stalled handshakes held the cap of 2")
 	}
-	// The stalled ones are still open on our side; the broker cuts them at the timeout.
-	time.Sleep(600 * time.Millisecond)
-	if err := attempt(2 * time.Second); err != nil {
+	// The stalled ones are still open on our side; the broker cuts them at the timeout,
+	// and this client, waiting in the listener's queue, is served then.
+	if err := attempt(stall + 5*time.Second); err != nil {
 		t.Errorf("after the handshake timeout the slots are still held: %v", err)
 	}
 }

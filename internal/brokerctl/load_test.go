@@ -245,6 +245,11 @@ func TestReissueWhileServing(t *testing.T) {
 	}
 	h.srv.Certs.Issue = good
 	time.Sleep(30 * time.Millisecond)
+	// Control: the clients really ran. On a loaded machine not one request may have ended
+	// in the ~200 ms above; wait for one (those in flight rode the re-issues).
+	for deadline := time.Now().Add(30 * time.Second); done.Load() == 0 && errs.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	wg.Wait()
 	if errs.Load() != 0 || done.Load() == 0 {

@@ -14,8 +14,9 @@ import (
 )
 
 // `lever up` (the built binary) as the unprivileged VM owner on a host whose /dev/kvm it
-// cannot open: lima.accel: kvm fails in under a second naming the device, its mode and
-// the user, before limactl runs; auto prints exactly one warning line and goes on to
+// cannot open: lima.accel: kvm fails at once (under a second on an idle machine; the
+// bound allows for a loaded one) naming the device, its mode and the user, before limactl
+// runs; auto prints exactly one warning line and goes on to
 // limactl (the positive control that the same config reaches the backend); tcg goes on
 // without a warning. limactl is a recorder that answers --version and then garbage, so
 // nothing boots.
@@ -88,8 +89,11 @@ func TestLeverUpAccelE2E(t *testing.T) {
 			if (merr == nil) != tc.limactl {
 				t.Errorf("limactl ran: %t, want %t", merr == nil, tc.limactl)
 			}
-			if tc.accel == "kvm" && took >= time.Second {
-				t.Errorf("lima.accel: kvm refused after %v, want under a second", took)
+			// Promptly: before anything slow (limactl, the marker above, never ran). The
+			// bound has room for a start of the binary on a loaded machine; a refusal
+			// that came only after a wait on the backend would take far longer.
+			if tc.accel == "kvm" && took >= 5*time.Second {
+				t.Errorf("lima.accel: kvm refused after %v, want within a few seconds", took)
 			}
 			t.Logf("accel %s: %v in %v", tc.accel, err, took.Round(time.Millisecond))
 		})

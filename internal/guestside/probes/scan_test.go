@@ -99,8 +99,15 @@ func TestSearchProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
-	outsider := start(true)
-	time.Sleep(200 * time.Millisecond)
+	outsider := start(true) // exec'd with the key in its environment when Start returns
+	// The container's child holds the key once sh has forked and exec'd it: wait for that
+	// (a fixed pause could end first on a loaded machine).
+	for deadline := time.Now().Add(20 * time.Second); !childEnvHolds(sh.Process.Pid, key); {
+		if time.Now().After(deadline) {
+			t.Fatal("control: the container's child never ran with the key in its environment")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	pats := Patterns(key)
 	for _, tc := range []struct {
 		name string
@@ -131,6 +138,17 @@ func TestSearchProcesses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// childEnvHolds reports whether a child of pid has s in its environment.
+func childEnvHolds(pid int, s []byte) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	for _, c := range strings.Fields(string(b)) {
+		if env, err := os.ReadFile("/proc/" + c + "/environ"); err == nil && bytes.Contains(env, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestUnescapeMount(t *testing.T) {

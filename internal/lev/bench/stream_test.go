@@ -52,7 +52,9 @@ func TestStream(t *testing.T) {
 			tag := uniqueTag()
 			deadline := int64(60000)
 			if mode == "deadline" {
-				deadline = 1500
+				// Long enough that the control below (both processes seen alive before
+				// the deadline kills them) holds on a loaded machine.
+				deadline = 4000
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

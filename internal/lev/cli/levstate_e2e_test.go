@@ -3,9 +3,11 @@
 package cli
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -101,14 +103,28 @@ func TestContainerSandboxHidesLevState(t *testing.T) {
 		if out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo"); code != 0 {
 			t.Fatalf("first run: exit %d\n%s\n%s", code, out, stderr)
 		}
+		// This run's container is the new one that mounts this box's workdir: other
+		// tests (run in parallel, in other packages too) make lev-sbx- containers of
+		// their own, and taking one of those would replace another test's container and
+		// leave this row's own container unplanted.
 		var name string
-		for n := range names() {
-			if !before[n] && strings.HasPrefix(n, "lev-sbx-") {
-				name = n
+		var others []string
+		for _, n := range slices.Sorted(maps.Keys(names())) {
+			if before[n] || !strings.HasPrefix(n, "lev-sbx-") {
+				continue
 			}
+			out, _ := exec.Command("podman", "inspect", "-f", `{{range .Mounts}}{{.Destination}}{{"\n"}}{{end}}`, n).Output()
+			if !slices.Contains(strings.Split(string(out), "\n"), b.wd) {
+				others = append(others, n)
+				continue
+			}
+			if name != "" {
+				t.Fatalf("two new containers mount %s: %s and %s", b.wd, name, n)
+			}
+			name = n
 		}
 		if name == "" {
-			t.Fatal("no persistent container after the first run")
+			t.Fatalf("no persistent container mounting %s after the first run (other new ones: %v)", b.wd, others)
 		}
 		t.Cleanup(func() { exec.Command("podman", "rm", "-f", name).Run() })
 		exec.Command("podman", "rm", "-f", name).Run()

@@ -65,14 +65,19 @@ func startDaemon(t *testing.T, bin, extraConfig string) *levDaemon {
 		<-d.exited
 	})
 	d.client = &daemon.Client{Base: "http://" + addr, Token: daemonToken}
-	for i := 0; ; i++ {
+	// Polled for up to 30 s: a binary's start on a loaded machine can take seconds.
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		if d.client.Health(context.Background()) == nil {
 			break
 		}
-		if i > 100 {
+		if time.Now().After(deadline) {
 			t.Fatalf("daemon did not come up:\n%s", d.log.String())
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-d.exited:
+			t.Fatalf("daemon exited before it answered:\n%s", d.log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	return d
 }

@@ -261,7 +261,9 @@ func fakeSSH(args []string) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 255
 		}
-		for i := 0; i < 100; i++ {
+		// Up to 20 s: the master is this test binary started afresh, which a loaded
+		// machine can take seconds to bring up.
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 			if _, err := os.Stat(ctl); err == nil {
 				return 0
 			}

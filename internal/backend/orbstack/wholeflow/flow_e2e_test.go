@@ -531,7 +531,7 @@ func dropEnv(env []string, key string) []string {
 // childOf is the single child of pid (unshare --fork's child: the substrate's init).
 func childOf(t *testing.T, pid int) int {
 	t.Helper()
-	for i := 0; i < 100; i++ {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 		if f := strings.Fields(string(b)); len(f) == 1 {
 			c, _ := strconv.Atoi(f[0])

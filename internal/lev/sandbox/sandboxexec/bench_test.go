@@ -80,7 +80,8 @@ func startBench(t *testing.T) benchFixture {
 			t.Logf("bench log:\n%s", b)
 		}
 	})
-	for i := 0; i < 100; i++ {
+	// Polled for up to 30 s: a binary's start on a loaded machine can take seconds.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if c, err := net.Dial("unix", f.sock); err == nil {
 			c.Close()
 			return f
