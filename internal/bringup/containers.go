@@ -146,7 +146,8 @@ func (in *Instance) customImagesPresent(c Images) error {
 // checkMounts proves, in one guest call (lev's mounts helper, as root), that container
 // ct, set up by podman init and not yet started (its process pid waiting), has at each
 // of its in-tree mount points the very file or directory the tree holds at that path,
-// reached with no symlink. The agents can write the tree: a manager that swaps a worker's
+// reached with no symlink, mounted there (not seen through the writable tree above it),
+// and read-only where planned so. The agents can write the tree: a manager that swaps a worker's
 // dir, or a read_only or protected path, for a link to the run user's runtime dir would
 // otherwise hand that directory (podman's socket included) to a container. Checking the
 // sources before the start was not enough: the runtime resolves them again when it
@@ -159,7 +160,7 @@ func (in *Instance) checkMounts(ctx context.Context, ct containers.Container, pi
 		// The tree itself is lever's guest path, whose name the agents cannot change:
 		// only what lies below it is theirs to swap.
 		if rel, ok := strings.CutPrefix(m.Source, tree+"/"); ok {
-			req.Mounts = append(req.Mounts, mountcheck.Mount{Rel: rel, Dest: m.Dest})
+			req.Mounts = append(req.Mounts, mountcheck.Mount{Rel: rel, Dest: m.Dest, ReadOnly: m.ReadOnly})
 		}
 	}
 	if len(req.Mounts) == 0 {

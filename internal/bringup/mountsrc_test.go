@@ -56,7 +56,7 @@ func TestCheckMountsAsksForEveryInTreeMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []mountcheck.Request{{Pid: 77, Tree: tree, Mounts: []mountcheck.Mount{
-		{Rel: "lever.yaml", Dest: "/lever/lever.yaml"}, {Rel: "wa/.git", Dest: "/lever/wa/.git"},
+		{Rel: "lever.yaml", Dest: "/lever/lever.yaml", ReadOnly: true}, {Rel: "wa/.git", Dest: "/lever/wa/.git", ReadOnly: true},
 	}}}
 	if !reflect.DeepEqual(*reqs, want) {
 		t.Fatalf("requests %+v, want %+v", *reqs, want)

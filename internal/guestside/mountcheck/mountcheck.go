@@ -34,10 +34,12 @@ type Request struct {
 }
 
 // Mount is one bind mount of a path in the tree: Rel is the source relative to the tree
-// ("." for the tree itself), Dest where the container has it.
+// ("." for the tree itself), Dest where the container has it, ReadOnly whether it was
+// planned read-only.
 type Mount struct {
-	Rel  string `json:"rel"`
-	Dest string `json:"dest"`
+	Rel      string `json:"rel"`
+	Dest     string `json:"dest"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }
 
 // Serve reads a Request (strict JSON) from r and proves it; the error says which mount
@@ -70,12 +72,12 @@ func Check(req Request) error {
 	if self.Dev == theirs.Dev && self.Ino == theirs.Ino {
 		return fmt.Errorf("mount check: process %d shares the guest's mount namespace: it is not a container's", req.Pid)
 	}
-	return check(req, proc+"/root")
+	return check(req, proc+"/root", true)
 }
 
 // check proves req against the container root at root (a /proc/PID/root, or a plain
-// directory in tests).
-func check(req Request, root string) error {
+// directory in tests, where nothing is a mount point: mountRoots false).
+func check(req Request, root string, mountRoots bool) error {
 	if !path.IsAbs(req.Tree) {
 		return fmt.Errorf("mount check: the tree %q is not an absolute path", req.Tree)
 	}
@@ -118,12 +120,56 @@ func check(req Request, root string) error {
 		}
 		// Inside the container's root, symlinks resolve there (IN_ROOT) and none is
 		// expected on lever's own mount points (NO_SYMLINKS).
-		got, err := statBeneath(croot, strings.TrimPrefix(m.Dest, "/"), unix.RESOLVE_IN_ROOT|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+		fd, err := unix.Openat2(croot, strings.TrimPrefix(m.Dest, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
 		if err != nil {
 			return fmt.Errorf("mount check: the container's %s: %w", m.Dest, err)
 		}
-		if want.Dev != got.Dev || want.Ino != got.Ino {
-			return fmt.Errorf("the container's %s is not the tree's %s: the runtime mounted another file than the one there now (a symlink put in its place after the last check, and taken away)", m.Dest, src)
+		err = proveDest(fd, m, src, want, mountRoots)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proveDest proves what the container holds at m.Dest (open as fd) is the tree's file
+// want, mounted there.
+//
+// The inode alone is not enough: the runtime resolves the destination too, inside the
+// container, and a nested mount point's parent is the writable tree. A symlink put at
+// tree/docs to /tmp while the runtime mounts a read-only docs sends the source and the
+// destination both to /tmp (the guest's /tmp mounted over the container's); with the
+// directory put back, the container's /lever/docs is the tree's docs again, seen through
+// the writable tree, with no mount on it. So the destination must be the root of a mount,
+// and read-only when planned so.
+func proveDest(fd int, m Mount, src string, want unix.Stat_t, mountRoots bool) error {
+	var got unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil {
+		return fmt.Errorf("mount check: the container's %s: %w", m.Dest, err)
+	}
+	if want.Dev != got.Dev || want.Ino != got.Ino {
+		return fmt.Errorf("the container's %s is not the tree's %s: the runtime mounted another file than the one there now (a symlink put in its place after the last check, and taken away)", m.Dest, src)
+	}
+	if mountRoots {
+		var stx unix.Statx_t
+		if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil {
+			return fmt.Errorf("mount check: the container's %s: %w", m.Dest, err)
+		}
+		if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+			return fmt.Errorf("mount check: the guest's kernel cannot tell a mount point (statx STATX_ATTR_MOUNT_ROOT: Linux 5.8 or later is needed)")
+		}
+		if stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+			return fmt.Errorf("the container's %s is not a mount point: the runtime mounted %s somewhere else (a symlink put on the way to it after the last check, and taken away)", m.Dest, src)
+		}
+	}
+	if m.ReadOnly {
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(fd, &fs); err != nil {
+			return fmt.Errorf("mount check: the container's %s: %w", m.Dest, err)
+		}
+		if fs.Flags&unix.ST_RDONLY == 0 {
+			return fmt.Errorf("the container's %s is writable, and was planned read-only", m.Dest)
 		}
 	}
 	return nil

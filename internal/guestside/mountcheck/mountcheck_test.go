@@ -50,27 +50,32 @@ func TestCheck(t *testing.T) {
 	// The tree itself, seen in the container: croot/lever is not the tree, so the
 	// control for "." uses the tree as the container's root too.
 	cases := []struct {
-		name   string
-		root   string
-		mounts []Mount
-		want   string // "" = proven
+		name       string
+		root       string
+		mounts     []Mount
+		mountRoots bool   // require mount points (nothing here is one)
+		want       string // "" = proven
 	}{
-		{"the file itself (hard link: one inode)", croot, []Mount{{"lever.yaml", "/lever/lever.yaml"}}, ""},
-		{"the tree itself", root, []Mount{{".", "/tree"}}, ""},
-		{"another file with the same bytes", croot, []Mount{{"lever.yaml", "/lever/copy.yaml"}}, "the container's /lever/copy.yaml is not the tree's " + tree + "/lever.yaml"},
-		{"what a followed symlink mounted, the link taken away since", croot, []Mount{{"workers/a/notes", "/lever/outside-notes"}}, "is not the tree's"},
-		{"source is a symlink out of the tree", croot, []Mount{{"workers/evil", "/lever/workers"}}, "workers/evil resolves to " + outside + " through a symlink"},
-		{"source is a symlink inside the tree", croot, []Mount{{"workers/inside", "/lever/workers"}}, "workers/inside resolves to " + tree + "/workers/a through a symlink"},
-		{"a symlink on the way", croot, []Mount{{"via/notes", "/lever/outside-notes"}}, "via/notes resolves to " + outside + "/notes through a symlink"},
-		{"missing source", croot, []Mount{{"workers/gone", "/lever/workers"}}, "workers/gone is missing"},
-		{"source climbing out", croot, []Mount{{"../run-user", "/lever/workers"}}, `"../run-user" is not a clean path below the tree`},
-		{"unclean source", croot, []Mount{{"workers/./a", "/lever/workers"}}, "is not a clean path below the tree"},
-		{"relative destination", croot, []Mount{{"lever.yaml", "lever/lever.yaml"}}, "is not a clean absolute path in the container"},
-		{"missing destination", croot, []Mount{{"lever.yaml", "/lever/nope"}}, "the container's /lever/nope"},
+		{"the file itself (hard link: one inode)", croot, []Mount{{Rel: "lever.yaml", Dest: "/lever/lever.yaml"}}, false, ""},
+		{"the tree itself", root, []Mount{{Rel: ".", Dest: "/tree"}}, false, ""},
+		{"another file with the same bytes", croot, []Mount{{Rel: "lever.yaml", Dest: "/lever/copy.yaml"}}, false, "the container's /lever/copy.yaml is not the tree's " + tree + "/lever.yaml"},
+		{"what a followed symlink mounted, the link taken away since", croot, []Mount{{Rel: "workers/a/notes", Dest: "/lever/outside-notes"}}, false, "is not the tree's"},
+		{"source is a symlink out of the tree", croot, []Mount{{Rel: "workers/evil", Dest: "/lever/workers"}}, false, "workers/evil resolves to " + outside + " through a symlink"},
+		{"source is a symlink inside the tree", croot, []Mount{{Rel: "workers/inside", Dest: "/lever/workers"}}, false, "workers/inside resolves to " + tree + "/workers/a through a symlink"},
+		{"a symlink on the way", croot, []Mount{{Rel: "via/notes", Dest: "/lever/outside-notes"}}, false, "via/notes resolves to " + outside + "/notes through a symlink"},
+		{"missing source", croot, []Mount{{Rel: "workers/gone", Dest: "/lever/workers"}}, false, "workers/gone is missing"},
+		{"source climbing out", croot, []Mount{{Rel: "../run-user", Dest: "/lever/workers"}}, false, `"../run-user" is not a clean path below the tree`},
+		{"unclean source", croot, []Mount{{Rel: "workers/./a", Dest: "/lever/workers"}}, false, "is not a clean path below the tree"},
+		{"relative destination", croot, []Mount{{Rel: "lever.yaml", Dest: "lever/lever.yaml"}}, false, "is not a clean absolute path in the container"},
+		{"missing destination", croot, []Mount{{Rel: "lever.yaml", Dest: "/lever/nope"}}, false, "the container's /lever/nope"},
+		// The right file, but seen through its parent, not mounted at the destination:
+		// what a nested mount's redirected destination leaves behind.
+		{"the right file, not a mount point", croot, []Mount{{Rel: "lever.yaml", Dest: "/lever/lever.yaml"}}, true, "the container's /lever/lever.yaml is not a mount point"},
+		{"planned read-only, writable", croot, []Mount{{Rel: "lever.yaml", Dest: "/lever/lever.yaml", ReadOnly: true}}, false, "the container's /lever/lever.yaml is writable, and was planned read-only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := check(Request{Pid: 1, Tree: tree, Mounts: c.mounts}, c.root)
+			err := check(Request{Pid: 1, Tree: tree, Mounts: c.mounts}, c.root, c.mountRoots)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -87,8 +92,8 @@ func TestCheck(t *testing.T) {
 // through check, against the same root, which passes.
 func TestCheckRefusesTheGuestsOwnNamespace(t *testing.T) {
 	tree := t.TempDir()
-	req := Request{Pid: os.Getpid(), Tree: tree, Mounts: []Mount{{".", tree}}}
-	if err := check(req, "/"); err != nil {
+	req := Request{Pid: os.Getpid(), Tree: tree, Mounts: []Mount{{Rel: ".", Dest: tree}}}
+	if err := check(req, "/", false); err != nil {
 		t.Fatalf("control: the tree compared with itself: %v", err)
 	}
 	if err := Check(req); err == nil || !strings.Contains(err.Error(), "shares the guest's mount namespace") {
