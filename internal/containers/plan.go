@@ -387,23 +387,29 @@ func treeRel(r string) (string, bool) {
 }
 
 // overTree is what is mounted over a container's writable part of the tree, whose root is
-// root (relative to the tree; "" for the whole tree): each of ro read-only, and each of
-// protected below root read-only with every directory between root and it bound onto
-// itself (writable, its content unchanged). A directory holding a mount point can be
+// root (relative to the tree; "" for the whole tree): each of ro, and each of protected
+// below root, read-only, with every directory between root and it bound onto itself
+// (writable, its content unchanged). A directory holding a mount point can be
 // renamed away, the read-only mount inside it, and a new one made in its place; a mount
 // point cannot be renamed, so the protected path stays where the host will look for it.
 // Paths are clean and relative to the tree; the mounts come parents first, one per
 // destination, a read-only one winning over a self-bind.
 func overTree(treeSource, root string, ro, protected []string) []Mount {
 	ms := map[string]bool{} // relative path -> read-only
-	for _, r := range ro {
-		ms[r] = true
-	}
+	var held []string       // read-only paths whose parents are bound onto themselves
+	held = append(held, ro...)
 	for _, r := range protected {
 		if root != "" && !fspath.Within(root, r) || r == root {
 			continue
 		}
+		held = append(held, r)
+	}
+	for _, r := range held {
 		ms[r] = true
+	}
+	// manager.read_only's parents too: the manager could otherwise rename a/ away with
+	// its read-only a/b/docs inside, and make a writable a/b/docs where the host finds it.
+	for _, r := range held {
 		for d := path.Dir(r); d != "." && d != root; d = path.Dir(d) {
 			if _, ok := ms[d]; !ok {
 				ms[d] = false

@@ -41,7 +41,7 @@ func TestPlanConfinesEachContainer(t *testing.T) {
 		ag   = "/run/user/1001/lever/agents/"
 		bn   = "/run/user/1001/lever/bench/"
 		home = "/var/lib/lever/demo/lev/"
-		mgrT = "/lever:/lever:rw /lever/docs/spec:/lever/docs/spec:ro /lever/ref:/lever/ref:ro"
+		mgrT = "/lever:/lever:rw /lever/docs:/lever/docs:rw /lever/docs/spec:/lever/docs/spec:ro /lever/ref:/lever/ref:ro" // docs: spec's parent, bound onto itself
 	)
 	levEnv := "LEVER_ROLE LEV_AGENTS_DIR LEV_BENCH_SOCKET LEV_CONFIG LEV_HOME LEV_LISTEN LEV_PROVIDER_BASE_URL LEV_TOKEN_FILE"
 	cases := []struct {
