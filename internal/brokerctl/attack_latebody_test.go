@@ -1,9 +1,11 @@
 package brokerctl
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +67,39 @@ func TestBodyEndingAfterTheHandlerLeavesTheWriterAlone(t *testing.T) {
 				t.Fatalf("%d read deadline calls, want %d", w.calls, tc.wantCalls)
 			}
 		})
+	}
+}
+
+// TestLateBodyReadIsCountedWithoutARace: the upstream transport's goroutine may read a
+// request body after audited's handler has returned, while audited's deferred function
+// reads the count of bytes in for the audit record. Under -race (CGO_ENABLED=1 go test
+// -race) a plain counter is a data race between the two; the count must be atomic. The
+// control reads the body while the handler runs, and its count reaches the record.
+func TestLateBodyReadIsCountedWithoutARace(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		h := newHarness(t, http.NotFoundHandler(), nil)
+		done := make(chan struct{})
+		handler := h.srv.audited("admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !late {
+				io.ReadAll(r.Body)
+				close(done)
+				return
+			}
+			go func() { // as the transport's writeLoop does, unordered with the handler's return
+				io.ReadAll(r.Body)
+				close(done)
+			}()
+		}))
+		r := httptest.NewRequest("POST", "/x", strings.NewReader("0123456789"))
+		handler.ServeHTTP(httptest.NewRecorder(), r)
+		<-done
+		if !late {
+			data, _ := os.ReadFile(auditPath(h.state))
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			var rec Record
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil || rec.Route != "/x" || rec.BytesIn != 10 {
+				t.Fatalf("read in time: last audit line %q (%v), want /x with bytes_in 10", lines[len(lines)-1], err)
+			}
+		}
 	}
 }

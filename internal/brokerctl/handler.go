@@ -55,14 +55,17 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
+// countingBody counts the request body's bytes for the audit record. The count is atomic:
+// the upstream transport may read the body's end on its own goroutine after the handler
+// has returned, while audited's deferred function reads the count.
 type countingBody struct {
 	io.ReadCloser
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingBody) Read(p []byte) (int, error) {
 	n, err := c.ReadCloser.Read(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 
@@ -457,7 +460,7 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 				}
 			}
 			record.Status = cw.status
-			record.BytesIn, record.BytesOut = body.n, cw.n
+			record.BytesIn, record.BytesOut = body.n.Load(), cw.n
 			record.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 			if p != nil {
 				record.Outcome = "aborted"

@@ -162,7 +162,14 @@ type Gate struct {
 
 	mu      sync.Mutex
 	seq     int
-	session map[[2]string]Level
+	session map[sessionKey]Level
+}
+
+// sessionKey is what an "allow for session" answer covers: the tool, its target's text,
+// and whether that text is an unclear target's raw text.
+type sessionKey struct {
+	tool, target string
+	unclear      bool
 }
 
 // Check decides one call. Nothing has fired yet when it returns; the caller runs the tool
@@ -224,7 +231,9 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 	if c.TargetUnclear != "" {
 		above += fmt.Sprintf("; its target %q is unclear: %s", c.Target, c.TargetUnclear)
 	}
-	key := [2]string{c.Tool, c.Target}
+	// An unclear target's raw text may read as a clear target (a path may be any text):
+	// the answer for one does not cover the other.
+	key := sessionKey{c.Tool, c.Target, c.TargetUnclear != ""}
 	g.mu.Lock()
 	sl, hasSession := g.session[key]
 	g.mu.Unlock()
@@ -264,7 +273,7 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 		case AnswerSession:
 			g.mu.Lock()
 			if g.session == nil {
-				g.session = map[[2]string]Level{}
+				g.session = map[sessionKey]Level{}
 			}
 			g.session[key] = Max(g.session[key], c.Taint)
 			g.mu.Unlock()

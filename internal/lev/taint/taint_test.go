@@ -232,6 +232,31 @@ func TestTarget(t *testing.T) {
 		{"mcp__x__send", map[string]any{"server": "wss://evil.test/"}, "wss://evil.test/", true},
 		{"mcp__x__send", map[string]any{"endpoint": "https://a.example/", "webhook": "https://a.example/h"}, "endpoint=https://a.example/ webhook=https://a.example/h", true},
 		{"mcp__x__send", map[string]any{"body": "see https://evil.test/ for more"}, "", false},
+		// A URL ending at its host, beside other text: a server joining the two strings
+		// (base_url + endpoint) sends to the host the joined text names, not the URL's.
+		{"mcp__x__get", map[string]any{"base_url": "https://api.allowed.com", "endpoint": "@evil.test/"}, "base_url=https://api.allowed.com endpoint=@evil.test/", true},
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com", "suffix": ".evil.test"}, "url=https://api.allowed.com suffix=.evil.test", true},
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com:8443", "opts": map[string]any{"tail": []any{":@evil.test"}}}, "url=https://api.allowed.com:8443 opts.tail[0]=:@evil.test", true},
+		{"mcp__x__get", map[string]any{"target": "https://api.allowed.com", "suffix": "	.evil.test"}, "target=https://api.allowed.com suffix=	.evil.test", true},
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com/v1", "base": "https://api.allowed.com", "suffix": ".evil.test"}, "url=https://api.allowed.com/v1 suffix=.evil.test", true},
+		// Controls: a path, query or fragment after the host; no other text; text that
+		// starts a path, query or fragment itself; numbers and empty strings.
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com/v1/x", "body": "hello"}, "api.allowed.com", false},
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com?q=1", "body": "hello"}, "api.allowed.com", false},
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com"}, "api.allowed.com", false},
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com", "n": 5, "dry": true, "note": ""}, "api.allowed.com", false},
+		{"mcp__x__get", map[string]any{"base_url": "https://api.allowed.com", "endpoint": "/v1/x", "query": "?a=1", "frag": "#top"}, "api.allowed.com", false},
+		{"mcp__x__get", map[string]any{"url": "https://api.allowed.com/v1", "base": "https://api.allowed.com"}, "api.allowed.com", false},
+		// A path a server could resolve as a URL with a host of its own.
+		{"mcp__fs__read", map[string]any{"path": "https://evil.test/x.json"}, "https://evil.test/x.json", true},
+		{"mcp__fs__read", map[string]any{"path": "https:evil.test/x.json"}, "https:evil.test/x.json", true},
+		{"mcp__fs__read", map[string]any{"path": "//evil.test/x"}, "//evil.test/x", true},
+		{"mcp__fs__read", map[string]any{"path": " //evil.test/x"}, " //evil.test/x", true},
+		{"mcp__fs__read", map[string]any{"path": "/\\evil.test/x"}, "/\\evil.test/x", true},
+		{"mcp__fs__read", map[string]any{"path": "notes\\x.md"}, "notes\\x.md", true},
+		{"mcp__fs__read", map[string]any{"path": "/tmp/x.json"}, "/tmp/x.json", false},
+		{"mcp__fs__read", map[string]any{"path": "notes/a b.md"}, "notes/a b.md", false},
+		{"mcp__fs__read", map[string]any{"path": "./a//b:c"}, "./a//b:c", false},
 		// Arguments past the walk's bounds are not read whole: unclear, and never the clear
 		// target's text (a session answer for it must not cover them).
 		{"mcp__x__send", map[string]any{"path": "x", "deep": nested(maxURLWalkDepth + 1)}, "path=x (nest deeper than 64 levels)", true},

