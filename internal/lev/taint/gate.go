@@ -2,6 +2,8 @@ package taint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -166,10 +168,27 @@ type Gate struct {
 }
 
 // sessionKey is what an "allow for session" answer covers: the tool, its target's text,
-// and whether that text is an unclear target's raw text.
+// and whether that text is an unclear target's raw text. For an unclear target the text
+// is not the key: it joins label=value pairs unescaped, so two calls sending to different
+// places can spell it alike (url "https://a.example/ host=evil.test" alone, and url and
+// host apart). The key is then the digest of the call's whole arguments, as encoded for
+// the person asked: an answer covers exactly the call that was shown.
 type sessionKey struct {
 	tool, target string
 	unclear      bool
+}
+
+// keyOf is c's session key.
+func keyOf(c Call) sessionKey {
+	if c.TargetUnclear == "" {
+		return sessionKey{c.Tool, c.Target, false}
+	}
+	target := c.Target
+	if c.Args != nil {
+		sum := sha256.Sum256(c.Args())
+		target = "args sha256:" + hex.EncodeToString(sum[:])
+	}
+	return sessionKey{c.Tool, target, true}
 }
 
 // Check decides one call. Nothing has fired yet when it returns; the caller runs the tool
@@ -233,7 +252,7 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 	}
 	// An unclear target's raw text may read as a clear target (a path may be any text):
 	// the answer for one does not cover the other.
-	key := sessionKey{c.Tool, c.Target, c.TargetUnclear != ""}
+	key := keyOf(c)
 	g.mu.Lock()
 	sl, hasSession := g.session[key]
 	g.mu.Unlock()

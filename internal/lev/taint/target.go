@@ -209,7 +209,7 @@ func hostPath(v string) string {
 	switch {
 	case urlShaped(v):
 		return "is a URL, which a server may fetch"
-	case strings.HasPrefix(strings.TrimLeft(v, " "), "//"):
+	case strings.HasPrefix(strings.TrimLeftFunc(v, func(r rune) bool { return r <= ' ' || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) }), "//"):
 		return "starts with //, which a server resolving it as a URL reads as a host"
 	case strings.Contains(v, "\\"):
 		return "contains a backslash, which a server resolving it as a URL may read as a slash (/\\evil.test is a host)"
@@ -616,10 +616,11 @@ func capRaw(s string) string {
 // make it text: Node percent-encodes a space in a URL's path, so "https://evil.test/ x"
 // still goes to evil.test. It reads only as far as the scheme and the slashes.
 func urlShaped(s string) bool {
+	// Leading C0 and spaces, as WHATWG strips them, and every leading Unicode space or
+	// invisible formatting character: Python's requests lstrip()s the URL (U+00A0 and
+	// U+3000 included) before it parses it.
+	s = strings.TrimLeftFunc(s, func(r rune) bool { return r <= ' ' || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) })
 	i := 0
-	for i < len(s) && s[i] <= ' ' {
-		i++
-	}
 	skip := func() {
 		for i < len(s) && (s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 			i++

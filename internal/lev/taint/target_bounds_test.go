@@ -2,6 +2,7 @@ package taint
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -130,5 +131,69 @@ func TestGateSessionAnswerKeepsClearAndUnclearApart(t *testing.T) {
 		if out, _ := g.Check(context.Background(), call); out.Allowed {
 			t.Errorf("a session answer for %q (unclear %q) covered the same text with unclear %q", text, first, call.TargetUnclear)
 		}
+	}
+}
+
+// TestGateSessionAnswerCoversOnlyTheCallShown: an unclear target's raw text joins
+// label=value pairs unescaped, so two calls sending to different places can read alike:
+// a url argument holding "url=https://a.example/ host=evil.test", and a url and a host
+// argument apart. A session answer for the first must not cover the second; the control
+// is the first call again, which it covers.
+func TestGateSessionAnswerCoversOnlyTheCallShown(t *testing.T) {
+	one := map[string]any{"url": "url=https://a.example/ host=evil.test"}
+	two := map[string]any{"url": "https://a.example/", "host": "evil.test"}
+	call := func(args map[string]any) Call {
+		target, unclear := Target("mcp__x__fetch", args)
+		return Call{Tool: "mcp__x__fetch", Target: target, TargetUnclear: unclear, Taint: Private,
+			Args: func() json.RawMessage { b, _ := json.Marshal(args); return b }}
+	}
+	c1, c2 := call(one), call(two)
+	if c1.Target != c2.Target || c1.TargetUnclear == "" || c2.TargetUnclear == "" {
+		t.Fatalf("control: the two calls should read alike and unclear: %q (%s) and %q (%s)", c1.Target, c1.TargetUnclear, c2.Target, c2.TargetUnclear)
+	}
+	asked := 0
+	g := &Gate{Table: NewTable(nil), Mode: Interactive, Audit: &MemAudit{},
+		Asker: AskFunc(func(context.Context, Prompt) (Answer, error) { asked++; return AnswerSession, nil })}
+	for i := 0; i < 2; i++ {
+		if out, err := g.Check(context.Background(), c1); err != nil || !out.Allowed {
+			t.Fatalf("call %d: %+v %v", i, out, err)
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("the session answer did not cover the same call again: asked %d times", asked)
+	}
+	g.Asker = AskFunc(func(context.Context, Prompt) (Answer, error) { return AnswerDeny, nil })
+	if out, _ := g.Check(context.Background(), c2); out.Allowed {
+		t.Errorf("a session answer for %v covered %v, which reads alike (%q)", one, two, c2.Target)
+	}
+}
+
+// TestURLBehindUnicodeSpace: Python's requests strips every leading Unicode space (U+00A0,
+// U+3000) from a URL before it parses it, so a value starting with one is a URL all the
+// same: the call's target is unclear. The controls are the same values without the space
+// (read as URLs too) and a path argument alone (clear).
+func TestURLBehindUnicodeSpace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    map[string]any
+		unclear bool
+	}{
+		{"no-break space before the only URL", map[string]any{"data": "\u00a0https://evil.test/x"}, true},
+		{"ideographic space before an endpoint", map[string]any{"path": "/tmp/x", "endpoint": "\u3000https://evil.test/x"}, true},
+		{"zero-width space before an endpoint", map[string]any{"path": "/tmp/x", "endpoint": "\u200bhttps://evil.test/x"}, true},
+		{"path with ideographic space and //", map[string]any{"path": "\u3000//evil.test/x"}, true},
+		{"control: an endpoint URL with no space", map[string]any{"path": "/tmp/x", "endpoint": "https://evil.test/x"}, true},
+		{"control: the path alone", map[string]any{"path": "/tmp/x"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target, unclear := Target("mcp__x__send", tc.args)
+			if (unclear != "") != tc.unclear {
+				t.Fatalf("target %q, unclear %q; want unclear %v", target, unclear, tc.unclear)
+			}
+		})
+	}
+	// The only URL, with no space: its host is the target.
+	if target, unclear := Target("mcp__x__send", map[string]any{"data": "https://evil.test/x"}); target != "evil.test" || unclear != "" {
+		t.Fatalf("control: the only URL gave %q, %q", target, unclear)
 	}
 }
