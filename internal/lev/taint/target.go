@@ -553,16 +553,8 @@ func (t *rawText) fieldBytes(label []byte, value string) {
 	t.add(value)
 }
 
-func (t *rawText) addBytes(p []byte) {
-	t.n += len(p)
-	if t.h == nil && len(t.b)+len(p) <= maxTargetBytes {
-		t.b = append(t.b, p...)
-		return
-	}
-	t.spill()
-	t.b = append(t.b, p[:min(len(p), maxTargetBytes-len(t.b))]...)
-	t.h.Write(p)
-}
+// addBytes is add for a place's name, which is cut at 256 bytes: the copy is small.
+func (t *rawText) addBytes(p []byte) { t.add(string(p)) }
 
 func (t *rawText) add(s string) {
 	t.n += len(s)
