@@ -65,7 +65,9 @@ bench: build
 LINT_TOOL := $(GO) tool -modfile=tools/lint/go.mod
 
 # The guest scripts are files (//go:embed), POSIX sh: shellcheck reads each one (the parts
-# a script is assembled from each say `shellcheck shell=sh`).
+# a script is assembled from each say `shellcheck shell=sh`). shellcheck is a Debian
+# package `make` does not install: without it, lint warns and skips the shell part, except
+# under CI=true (.ci/run installs it), where a skipped check is a failure.
 lint:
 	@out=$$(gofmt -l cmd internal tools 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -74,8 +76,14 @@ lint:
 	$(LINT_TOOL) staticcheck -tags $(E2E_TAGS) ./...
 	@echo "deadcode -test -tags $(E2E_TAGS) ./..."; out=$$($(LINT_TOOL) deadcode -test -tags $(E2E_TAGS) ./...) || exit 1; \
 		if [ -n "$$out" ]; then echo "deadcode: unreachable functions (delete them, or use them):"; echo "$$out"; exit 1; fi
-	@command -v shellcheck >/dev/null || { echo "lint: shellcheck is not installed (Debian package shellcheck)"; exit 1; }
-	find cmd internal scripts templates -name '*.sh' -print0 | xargs -0 shellcheck -S warning .ci/run
+	@if command -v shellcheck >/dev/null; then \
+		echo "shellcheck -S warning (the guest scripts and .ci/run)"; \
+		find cmd internal scripts templates -name '*.sh' -print0 | xargs -0 shellcheck -S warning .ci/run; \
+	elif [ "$$CI" = true ]; then \
+		echo "lint: shellcheck is not installed (Debian package shellcheck; .ci/run installs it)"; exit 1; \
+	else \
+		echo "lint: WARNING: shellcheck is not installed, the shell scripts were NOT checked (apt-get install shellcheck); CI checks them"; \
+	fi
 
 # A few seconds of coverage-guided fuzzing of the lever.yaml loader (its seed corpus in
 # internal/config/testdata/fuzz also runs with every plain `go test`).
