@@ -378,6 +378,9 @@ func containerChecks(e Expect, m Measured) []Result {
 			bad = append(bad, fmt.Sprintf("%s: podman reports capabilities %v %v", c.Name, c.EffCaps, c.CapAdd))
 		case p.NoNewPrivs != "1":
 			bad = append(bad, c.Name+": no_new_privs is not set")
+		case !isNetNS(p.NetNS) || !isNetNS(p.JailNetNS):
+			// Two unread namespaces compare equal: never judge them.
+			bad = append(bad, fmt.Sprintf("%s: network namespace not read (container %q, jail %q)", c.Name, p.NetNS, p.JailNetNS))
 		case p.NetNS != p.JailNetNS:
 			bad = append(bad, fmt.Sprintf("%s is in network namespace %s, not the jail's %s", c.Name, p.NetNS, p.JailNetNS))
 		default:
@@ -413,6 +416,17 @@ func containerChecks(e Expect, m Measured) []Result {
 		add("container-limits", "lev's pids and memory limits are in force", Fail, strings.Join(lbad, "; "))
 	}
 	return rs
+}
+
+// isNetNS reports whether s is a network namespace as /proc/PID/ns/net reads: net:[inode].
+func isNetNS(s string) bool {
+	in, ok := strings.CutPrefix(s, "net:[")
+	in, ok2 := strings.CutSuffix(in, "]")
+	if !ok || !ok2 || in == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(in, 10, 64)
+	return err == nil
 }
 
 // humanBytes is n in the largest binary unit that keeps it at least 1.

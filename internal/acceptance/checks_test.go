@@ -121,6 +121,15 @@ func TestEvaluateEachAttackFailsItsCheck(t *testing.T) {
 		{"lev outside the jail's netns", "containers-rootless", "not the jail's", func(e *Expect, m *Measured) {
 			m.Procs[0].NetNS = "net:[2]"
 		}, Fail},
+		{"neither namespace read: equal but unknown", "containers-rootless", "network namespace not read", func(e *Expect, m *Measured) {
+			m.Procs[0].NetNS, m.Procs[0].JailNetNS = "", ""
+		}, Fail},
+		{"jail namespace not read", "containers-rootless", "network namespace not read", func(e *Expect, m *Measured) {
+			m.Procs[0].JailNetNS = ""
+		}, Fail},
+		{"namespaces not in the kernel's form", "containers-rootless", "network namespace not read", func(e *Expect, m *Measured) {
+			m.Procs[0].NetNS, m.Procs[0].JailNetNS = "x", "x"
+		}, Fail},
 		{"lev not running", "containers-rootless", "not running", func(e *Expect, m *Measured) {
 			m.Containers[0].Running = false
 		}, Fail},

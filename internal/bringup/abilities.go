@@ -50,3 +50,12 @@ type Namespacer interface {
 type UpSnapshotter interface {
 	EnsureUpWithSnapshot(ctx context.Context, req guest.SnapshotRequest) (guest.Sections, error)
 }
+
+// RunUserClaimer is a backend whose run user is a host account that two jails could name
+// (the netns substrate): bring-up claims it before starting the guest, and refuses a user
+// another jail owns; destroy removes the user only when this jail owns it (owner names
+// the jail that does).
+type RunUserClaimer interface {
+	ClaimRunUser() error
+	OwnsRunUser() (owns bool, owner string, err error)
+}

@@ -21,6 +21,13 @@ var jailStep = Step{
 		return ActionCreate, "guest is not reachable"
 	},
 	Run: func(ctx context.Context, in *Instance, obs Observed, f Facts) (Done, error) {
+		// First, on every up: a run user that is a host account must be this jail's alone
+		// (its podman service, containers and credentials would otherwise be shared).
+		if c, ok := in.b.(RunUserClaimer); ok {
+			if err := c.ClaimRunUser(); err != nil {
+				return Done{Facts: f}, err
+			}
+		}
 		if obs.GuestReachable {
 			if c, ok := in.b.(backend.Containment); ok {
 				if err := c.CheckHost(ctx); err != nil {

@@ -175,7 +175,25 @@ func (in *Instance) Teardown(ctx context.Context) error {
 	if !in.InPlace {
 		return nil
 	}
+	if skip, err := runUserElsewhere(in.b); skip || err != nil {
+		return err
+	}
 	return teardownRunUser(ctx, in.Runner, in.RunUser, namespace(in.b))
+}
+
+// runUserElsewhere says the run user belongs to another jail (RunUserClaimer): its
+// account, containers and podman state are that jail's, and this jail's teardown leaves
+// them alone.
+func runUserElsewhere(b backend.Backend) (bool, error) {
+	c, ok := b.(RunUserClaimer)
+	if !ok {
+		return false, nil
+	}
+	owns, _, err := c.OwnsRunUser()
+	if err != nil {
+		return false, err
+	}
+	return !owns, nil
 }
 
 // TeardownInPlace is Teardown for `lever destroy`, which must work without a lev binary
@@ -188,6 +206,9 @@ func TeardownInPlace(ctx context.Context, b backend.Backend) error {
 	user := "lever"
 	if n, ok := b.(RunUserNamer); ok && n.RunUser() != "" {
 		user = n.RunUser()
+	}
+	if skip, err := runUserElsewhere(b); skip || err != nil {
+		return err
 	}
 	return teardownRunUser(ctx, b.Runner(), user, namespace(b))
 }

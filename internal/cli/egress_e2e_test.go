@@ -74,7 +74,7 @@ func TestEgressCommandsE2E(t *testing.T) {
 		t.Fatalf("tamper: %v %s", err, o)
 	}
 	code, out, _ = lever("egress", "verify", cfg)
-	if code != 1 || !strings.Contains(out, "IPv4: extra rule at 10: `-A LEVER_EGRESS -d 203.0.113.9/32 -j ACCEPT`") {
+	if code != 1 || !strings.Contains(out, "IPv4: extra rule at 13: `-A LEVER_EGRESS -d 203.0.113.9/32 -j ACCEPT`") {
 		t.Errorf("verify on drift: exit %d, %q", code, out)
 	}
 	code, out, _ = lever("egress", "verify", cfg, "--json")

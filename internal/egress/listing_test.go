@@ -101,7 +101,7 @@ func TestCapturedTampered(t *testing.T) {
 					Rules: []RuleDiff{
 						{Kind: Changed, Want: "-A LEVER_EGRESS -d 10.77.0.1/32 -p tcp -m tcp --dport 1 -j ACCEPT", Got: "-A LEVER_EGRESS -d 10.77.0.1/32 -p tcp -m tcp --dport 3001 -j ACCEPT", WantPos: 1, GotPos: 1},
 						{Kind: Missing, Want: "-A LEVER_EGRESS -d 10.77.0.1/32 -p tcp -m tcp --dport 3000 -j ACCEPT", WantPos: 2},
-						{Kind: Extra, Got: "-A LEVER_EGRESS -d 198.51.100.7/32 -j ACCEPT", GotPos: 11},
+						{Kind: Extra, Got: "-A LEVER_EGRESS -d 198.51.100.7/32 -j ACCEPT", GotPos: 14},
 					}},
 				V6:          FamilyDiff{Family: "IPv6", JumpCopies: 1},
 				HalfApplied: true,

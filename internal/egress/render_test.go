@@ -85,7 +85,7 @@ func TestRenderOrder(t *testing.T) {
 		return -1
 	}
 	v4 := rs.V4
-	order := []string{"-o lo -j ACCEPT", "--dport 80 -j ACCEPT", "--sport 22", "--icmp-type 3/10", "-d 10.77.0.1/32 -j DROP", "-d 10.0.0.0/8", "-d 172.16.0.0/12", "-d 192.168.0.0/16", "169.254.169.254/32 -j REJECT", "-d 169.254.0.0/16", "-d 100.64.0.0/10", "LEVER_EGRESS -j DROP"}
+	order := []string{"-o lo -j ACCEPT", "--dport 80 -j ACCEPT", "--sport 22", "--icmp-type 3/10", "-d 10.77.0.1/32 -j DROP", "-d 10.0.0.0/8", "-d 172.16.0.0/12", "-d 192.168.0.0/16", "169.254.169.254/32 -j REJECT", "-d 169.254.0.0/16", "-d 100.64.0.0/10", "-d 224.0.0.0/4 -j DROP", "-d 240.0.0.0/4 -j DROP", "--dst-type BROADCAST -j DROP", "LEVER_EGRESS -j DROP"}
 	last := -1
 	for _, o := range order {
 		i := idx(v4, o)
@@ -107,6 +107,11 @@ func TestRenderOrder(t *testing.T) {
 	if nd := idx(v6, "--icmpv6-type 135"); nd < 0 || nd > idx(v6, "--dport 80") || idx(v6, "--icmpv6-type 136") != nd+1 {
 		t.Errorf("IPv6 neighbour discovery not ahead of the alias rules:\n%s", strings.Join(v6, "\n"))
 	}
+	// Neighbour discovery (NS to a solicited-node group ff02::1:ffXX:XXXX) must come before
+	// the multicast DROP, which must come before the closed catch-all.
+	if mc := idx(v6, "-d ff00::/8 -j DROP"); mc < idx(v6, "--icmpv6-type 136") || mc < idx(v6, "-d fc00::/7 -j DROP") || mc > idx(v6, "LEVER_EGRESS -j DROP") {
+		t.Errorf("IPv6 multicast DROP out of place:\n%s", strings.Join(v6, "\n"))
+	}
 	if idx(v6, "REJECT") >= 0 || idx(v6, "--icmp-type") >= 0 {
 		t.Errorf("IPv6 carries a REJECT or ICMP exception:\n%s", strings.Join(v6, "\n"))
 	}
@@ -126,6 +131,14 @@ func TestRenderRejectsBadInput(t *testing.T) {
 		{"port 65536", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), Ports: []int{80, 65536}}, "allowed port 65536"},
 		{"dnat proto", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), DNAT: []ProtoPort{{"sctp", 53}}}, "resolver DNAT target sctp:53"},
 		{"reply port", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), ReplyPorts: []int{-1}}, "reply port -1"},
+		// The alias ACCEPTs precede the link-wide DROPs: an alias that is not one host's
+		// address would let multicast or broadcast through them.
+		{"multicast v4 alias", Inputs{Posture: Open, AliasV4: a("224.0.0.251")}, "host alias address 224.0.0.251: a multicast"},
+		{"broadcast v4 alias", Inputs{Posture: Open, AliasV4: a("255.255.255.255")}, "host alias address 255.255.255.255: a multicast"},
+		{"reserved v4 alias", Inputs{Posture: Open, AliasV4: a("240.0.0.1")}, "host alias address 240.0.0.1"},
+		{"unspecified v4 alias", Inputs{Posture: Open, AliasV4: a("0.0.0.0")}, "host alias address 0.0.0.0"},
+		{"multicast v6 alias", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), AliasV6: a("ff02::1")}, "host alias address ff02::1: a multicast"},
+		{"unspecified v6 alias", Inputs{Posture: Open, AliasV4: a("10.0.0.1"), AliasV6: a("::")}, "host alias address ::"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Render(tc.in)

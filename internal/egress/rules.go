@@ -95,6 +95,13 @@ var (
 	privateV4 = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"}
 	lateV4    = []string{"169.254.0.0/16", "100.64.0.0/10"}
 	privateV6 = []string{"fe80::/10", "fc00::/7"}
+	// linkWideV4 are the destinations that reach every host on a link rather than one:
+	// multicast (224/4) and the reserved 240/4, which holds the limited broadcast
+	// 255.255.255.255. They are dropped in both postures, after the private ranges.
+	linkWideV4 = []string{"224.0.0.0/4", "240.0.0.0/4"}
+	// linkWideV6 is IPv6 multicast (IPv6 has no broadcast). Neighbour discovery, which
+	// needs ff02::1 and the solicited-node groups, is accepted earlier by ndRules.
+	linkWideV6 = []string{"ff00::/8"}
 )
 
 const (
@@ -109,6 +116,12 @@ const (
 	// no REJECT, so it needs no exception.
 	icmpException = "-A " + Chain + " -o lo -p icmp -m icmp --icmp-type 3/10 -m conntrack --ctstate RELATED -j ACCEPT"
 	rejectRule    = "-A " + Chain + " -d " + metadataV4 + " -j REJECT --reject-with icmp-host-prohibited"
+	// broadcastDrop drops every broadcast address of the guest's own subnets (the kernel's
+	// local routing table says which: `ip route show table local type broadcast`), whatever
+	// range the link is in: a directed broadcast such as 198.19.249.255 on a public-range
+	// link is in no dropped range. iptables-nft commits it as the native
+	// `fib daddr type broadcast`, which it lists back in this form.
+	broadcastDrop = "-A " + Chain + " -m addrtype --dst-type BROADCAST -j DROP"
 )
 
 // ndRules keep IPv6 neighbour discovery working. Unlike ARP, NS/NA are IP packets that
@@ -134,6 +147,13 @@ func (in Inputs) Validate() error {
 	}
 	if in.AliasV6.IsValid() && (!in.AliasV6.Is6() || in.AliasV6.Is4In6()) {
 		return fmt.Errorf("host alias IPv6 address %q: not an IPv6 address", in.AliasV6)
+	}
+	// The alias ACCEPTs come before the link-wide DROPs: an alias that is not one host's
+	// address would open multicast or broadcast through them.
+	for _, al := range []netip.Addr{in.AliasV4, in.AliasV6} {
+		if al.IsValid() && !unicastHost(al) {
+			return fmt.Errorf("host alias address %s: a multicast, broadcast, reserved or unspecified address, not one host's", al)
+		}
 	}
 	for _, p := range in.Ports {
 		if p < 1 || p > 65535 {
@@ -208,8 +228,15 @@ func renderFamily(in Inputs, f Family) []string {
 		for _, n := range lateV4 {
 			add("-d " + n + " -j DROP")
 		}
+		for _, n := range linkWideV4 {
+			add("-d " + n + " -j DROP")
+		}
+		rules = append(rules, broadcastDrop)
 	} else {
 		for _, n := range privateV6 {
+			add("-d " + n + " -j DROP")
+		}
+		for _, n := range linkWideV6 {
 			add("-d " + n + " -j DROP")
 		}
 	}
@@ -217,6 +244,15 @@ func renderFamily(in Inputs, f Family) []string {
 		rules = append(rules, catchAll)
 	}
 	return rules
+}
+
+// unicastHost reports whether a is one host's address: not unspecified, multicast or in
+// 240/4 (reserved, with the limited broadcast).
+func unicastHost(a netip.Addr) bool {
+	if a.IsUnspecified() || a.IsMulticast() {
+		return false
+	}
+	return !a.Is4() || a.As4()[0] < 240
 }
 
 func uniqSorted(ps []int) []int {

@@ -404,7 +404,7 @@ func egressScenario(t *testing.T, variant string) {
 		{"rule reordered", func() {
 			j.ipt(v4, "-D", "LEVER_EGRESS", "-d", "10.0.0.0/8", "-j", "DROP")
 			j.ipt(v4, "-A", "LEVER_EGRESS", "-d", "10.0.0.0/8", "-j", "DROP")
-		}, open, []string{"IPv4: rule reordered: `-A LEVER_EGRESS -d 10.0.0.0/8 -j DROP` wanted at 4, found at 9", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
+		}, open, []string{"IPv4: rule reordered: `-A LEVER_EGRESS -d 10.0.0.0/8 -j DROP` wanted at 4, found at 12", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
 		{"jump removed", func() { j.ipt(v6, "-D", "OUTPUT", "-j", "LEVER_EGRESS") }, open,
 			[]string{"IPv6: jump missing from OUTPUT"}, nil},
 		{"jump moved down", func() {
@@ -448,8 +448,8 @@ func egressScenario(t *testing.T, variant string) {
 			}, nil},
 		{"posture switched to closed", func() {}, j.spec(egress.Closed, 7443, 9000),
 			[]string{
-				"IPv4: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv4: rule 12 missing: `-A LEVER_EGRESS -j DROP`",
-				"IPv6: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv6: rule 9 missing: `-A LEVER_EGRESS -j DROP`",
+				"IPv4: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv4: rule 15 missing: `-A LEVER_EGRESS -j DROP`",
+				"IPv6: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv6: rule 10 missing: `-A LEVER_EGRESS -j DROP`",
 			}, func(t *testing.T) {
 				j.traffic([]probe{
 					{"203.0.113.10:80", TimedOut}, {"[2001:db8::10]:80", TimedOut},

@@ -102,6 +102,8 @@ type Options struct {
 	HostNamespace string
 	// RunUser is the guest's unprivileged user; default "lever".
 	RunUser string
+	// ClaimDir replaces ClaimDir (unit tests).
+	ClaimDir string
 }
 
 // Backend is one netns jail.
@@ -324,7 +326,8 @@ func (b *Backend) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Destroy stops the guest and removes every host file the backend made for it.
+// Destroy stops the guest and removes every host file the backend made for it, and its
+// claim on the run user (only its own: a claim another jail holds stays).
 func (b *Backend) Destroy(ctx context.Context) error {
 	if err := b.Stop(ctx); err != nil {
 		return err
@@ -332,7 +335,8 @@ func (b *Backend) Destroy(ctx context.Context) error {
 	if err := os.RemoveAll(b.EtcDir()); err != nil {
 		return fmt.Errorf("removing %s: %w", b.EtcDir(), err)
 	}
-	return nil
+	// Last: while the claim stands, no other jail can take the run user.
+	return b.releaseRunUser()
 }
 
 // Runner runs guest commands with `ip netns exec`.
