@@ -243,14 +243,14 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 	}); ok {
 		reads, writes := fp.paths()
 		for _, r := range reads {
-			a, err := p.FS.ResolveRead(tc.Name, r)
+			a, err := p.files().ResolveRead(tc.Name, r)
 			if err != nil {
 				return c, fenceRefusal(err)
 			}
 			c.Reads = append(c.Reads, a)
 		}
 		for _, w := range writes {
-			a, err := p.FS.ResolveWrite(tc.Name, w)
+			a, err := p.files().ResolveWrite(tc.Name, w)
 			if err != nil {
 				return c, fenceRefusal(err)
 			}
@@ -302,6 +302,33 @@ func (p *Pipeline) Specs(st Stage) []provider.ToolSpec {
 	return out
 }
 
+// files is the filesystem the file tools act through: p.FS, also refusing the Protected
+// paths that p.FS.Protect does not already cover, so every descriptor check (workfs) knows
+// them as the fence step's path check does.
+func (p *Pipeline) files() *workfs.FS {
+	var extra []string
+	for _, prot := range p.Protected {
+		if prot == "" {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(prot); err == nil {
+			prot = r
+		}
+		if p.FS.Protect != nil {
+			if _, ok := p.FS.Protect.Covers(prot); ok {
+				continue
+			}
+		}
+		extra = append(extra, prot)
+	}
+	if len(extra) == 0 {
+		return p.FS
+	}
+	f := *p.FS
+	f.Protect = workfs.Union(p.FS.Protect, workfs.Paths(extra))
+	return &f
+}
+
 // protects returns the protected path that real (a resolved real path) falls under.
 func (p *Pipeline) protects(real string) string {
 	for _, prot := range p.Protected {
@@ -342,6 +369,7 @@ func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (
 	} else if res.Refusal != nil && res.Refusal.Step == StepGate && p.Gate != nil {
 		p.Gate.Observe(ctx, c, res)
 	}
+	capCall(tc.Name, res)
 	res.Duration = time.Since(start)
 	return c, res
 }

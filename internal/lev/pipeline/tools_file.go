@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
 // --- file tools ---
@@ -98,7 +100,7 @@ func fileTools() []*Tool {
 			}
 			// Offset and max are kept apart: offset+max could overflow, and reading the
 			// whole prefix to slice it off would let a large offset bypass MaxReadBytes.
-			data, trunc, err := p.FS.ReadFileAt("read_file", c.Reads[0], a.Offset, max)
+			data, trunc, err := p.files().ReadFileAt("read_file", c.Reads[0], a.Offset, max)
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +120,7 @@ func fileTools() []*Tool {
 			var b strings.Builder
 			budget := int64(MaxReadBytes)
 			for _, acc := range c.Reads {
-				data, trunc, err := p.FS.ReadFile("read_files", acc, max(budget, 0))
+				data, trunc, err := p.files().ReadFile("read_files", acc, max(budget, 0))
 				if err != nil {
 					return nil, err
 				}
@@ -137,12 +139,12 @@ func fileTools() []*Tool {
 		Schema:      schemaFor[listDirArgs](),
 		parse:       strict[listDirArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			ents, err := p.FS.ReadDir("list_dir", c.Reads[0])
+			ents, more, err := p.files().ReadDir("list_dir", c.Reads[0], MaxListEntries)
 			if err != nil {
 				return nil, err
 			}
 			var b strings.Builder
-			for _, e := range ents {
+			for i, e := range ents {
 				suffix := ""
 				switch {
 				case e.IsDir():
@@ -150,7 +152,15 @@ func fileTools() []*Tool {
 				case e.Type()&fs.ModeSymlink != 0:
 					suffix = "@"
 				}
+				if b.Len()+len(e.Name())+len(suffix)+1 > MaxResultBytes {
+					fmt.Fprintf(&b, "[list_dir: stopped after %d of the entries read: the listing reached the %d KiB result cap (MaxResultBytes)]\n", i, MaxResultBytes>>10)
+					more = false
+					break
+				}
 				b.WriteString(e.Name() + suffix + "\n")
+			}
+			if more {
+				fmt.Fprintf(&b, "[list_dir: stopped at %d entries, the list_dir entry cap (MaxListEntries); the directory holds more]\n", MaxListEntries)
 			}
 			return &Result{Content: b.String()}, nil
 		},
@@ -162,7 +172,7 @@ func fileTools() []*Tool {
 		parse:       strict[writeFileArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
 			a := c.Args.(writeFileArgs)
-			if err := p.FS.WriteFile("write_file", c.Writes[0], []byte(a.Content)); err != nil {
+			if err := p.files().WriteFile("write_file", c.Writes[0], []byte(a.Content)); err != nil {
 				return nil, err
 			}
 			return &Result{Content: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), a.Path)}, nil
@@ -175,23 +185,28 @@ func fileTools() []*Tool {
 		parse:       strict[editFileArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
 			a := c.Args.(editFileArgs)
-			acc := c.Writes[0]
-			data, trunc, err := p.FS.ReadFile("edit_file", acc, 16<<20)
+			var n int
+			err := p.files().EditFile("edit_file", c.Writes[0], func(data []byte) ([]byte, error) {
+				n = strings.Count(string(data), a.OldString)
+				switch {
+				case n == 0:
+					return nil, fmt.Errorf("edit_file: old_string not found in %s", a.Path)
+				case n > 1 && !a.ReplaceAll:
+					return nil, fmt.Errorf("edit_file: old_string occurs %d times in %s; make it unique or set replace_all", n, a.Path)
+				}
+				k := 1
+				if a.ReplaceAll {
+					k = n
+				}
+				// The size is known before the bytes are built: a replace_all that would
+				// pass the write cap allocates nothing.
+				size := int64(len(data)) + int64(k)*(int64(len(a.NewString))-int64(len(a.OldString)))
+				if err := workfs.CheckWriteSize("edit_file", a.Path, size, "the result would be"); err != nil {
+					return nil, err
+				}
+				return []byte(strings.Replace(string(data), a.OldString, a.NewString, k)), nil
+			})
 			if err != nil {
-				return nil, err
-			}
-			if trunc {
-				return nil, fmt.Errorf("edit_file: %s is over 16 MiB", a.Path)
-			}
-			n := strings.Count(string(data), a.OldString)
-			switch {
-			case n == 0:
-				return nil, fmt.Errorf("edit_file: old_string not found in %s", a.Path)
-			case n > 1 && !a.ReplaceAll:
-				return nil, fmt.Errorf("edit_file: old_string occurs %d times in %s; make it unique or set replace_all", n, a.Path)
-			}
-			out := strings.Replace(string(data), a.OldString, a.NewString, map[bool]int{true: -1, false: 1}[a.ReplaceAll])
-			if err := p.FS.WriteFile("edit_file", acc, []byte(out)); err != nil {
 				return nil, err
 			}
 			return &Result{Content: fmt.Sprintf("replaced %d occurrence(s) in %s", map[bool]int{true: n, false: 1}[a.ReplaceAll], a.Path)}, nil
