@@ -268,7 +268,6 @@ func TestConcurrentSwapRace(t *testing.T) {
 	}
 }
 
-
 // TestBindMountOfLevHomeRefused: lev's home reached under a name no path check knows (a
 // bind mount made after lev built its protected set, as a mount namespace's view or a
 // later mount would give). Only the device and inode of the directories above the

@@ -22,7 +22,7 @@ func (a readFileArgs) validate() error {
 	if a.Offset < 0 || a.MaxBytes < 0 {
 		return errors.New("offset and max_bytes must not be negative")
 	}
-	return required("path", a.Path)
+	return pathArg("path", a.Path)
 }
 func (a readFileArgs) paths() ([]string, []string) { return []string{a.Path}, nil }
 
@@ -41,6 +41,9 @@ func (a readFilesArgs) validate() error {
 		if p == "" {
 			return errors.New("empty path in paths")
 		}
+		if err := pathArg("paths", p); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -50,7 +53,12 @@ type listDirArgs struct {
 	Path string `json:"path"`
 }
 
-func (a listDirArgs) validate() error { return nil }
+func (a listDirArgs) validate() error {
+	if a.Path == "" {
+		return nil
+	}
+	return pathArg("path", a.Path)
+}
 func (a listDirArgs) paths() ([]string, []string) {
 	if a.Path == "" {
 		return []string{"."}, nil
@@ -63,7 +71,15 @@ type writeFileArgs struct {
 	Content string `json:"content" schema:"required"`
 }
 
-func (a writeFileArgs) validate() error             { return required("path", a.Path) }
+func (a writeFileArgs) validate() error {
+	if err := pathArg("path", a.Path); err != nil {
+		return err
+	}
+	if len(a.Content) > MaxWriteBytes {
+		return errors.New(workfs.WriteCapText("content is", int64(len(a.Content))))
+	}
+	return nil
+}
 func (a writeFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
 
 type editFileArgs struct {
@@ -74,7 +90,7 @@ type editFileArgs struct {
 }
 
 func (a editFileArgs) validate() error {
-	if err := required("path", a.Path); err != nil {
+	if err := pathArg("path", a.Path); err != nil {
 		return err
 	}
 	return required("old_string", a.OldString)
@@ -82,6 +98,21 @@ func (a editFileArgs) validate() error {
 
 // edit_file reads what it edits, but only inside the workdir: the write check covers both.
 func (a editFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
+
+// MaxPathBytes caps a path argument: the kernel resolves nothing longer (PATH_MAX), and a
+// longer one would only be echoed back in refusals.
+const MaxPathBytes = 4096
+
+// pathArg requires a path argument no longer than MaxPathBytes.
+func pathArg(name, v string) error {
+	if err := required(name, v); err != nil {
+		return err
+	}
+	if len(v) > MaxPathBytes {
+		return fmt.Errorf("argument %q is %d bytes, over the %d-byte path cap (MaxPathBytes, the kernel's PATH_MAX)", name, len(v), MaxPathBytes)
+	}
+	return nil
+}
 
 // fileTools are the file tools: reads may leave the workdir through a granted read path,
 // writes never do.

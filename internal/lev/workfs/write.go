@@ -26,14 +26,19 @@ var errFDUnknown = errors.New("cannot tell where the opened file is")
 var errFDUnsupported = errors.New("descriptor paths unsupported on this platform")
 
 // CheckWriteSize refuses n bytes (what a write would leave in path) over MaxWriteBytes,
-// naming the cap; what says whose size n is ("the content is", "the result would be"). Callers that build the bytes (edit_file) call it before building them.
+// naming the cap; what says whose size n is ("the content is", "the result would be").
 func CheckWriteSize(tool, path string, n int64, what string) error {
 	if n <= MaxWriteBytes {
 		return nil
 	}
 	return &Refusal{Code: CodeWriteCap, Path: path,
-		Msg: fmt.Sprintf("%s: refused: %s: %s %s, over the %s write cap (MaxWriteBytes); nothing was written",
-			tool, path, what, humanSize(n), humanSize(MaxWriteBytes))}
+		Msg: fmt.Sprintf("%s: refused: %s: %s", tool, path, WriteCapText(what, n))}
+}
+
+// WriteCapText says that n bytes are over the write cap: "the content is 20 MiB, over
+// the 16 MiB write cap (MaxWriteBytes); nothing was written".
+func WriteCapText(what string, n int64) string {
+	return fmt.Sprintf("%s %s, over the %s write cap (MaxWriteBytes); nothing was written", what, humanSize(n), humanSize(MaxWriteBytes))
 }
 
 // humanSize: "16 MiB", "70.3 MiB (73714483 bytes)", "512 bytes".
