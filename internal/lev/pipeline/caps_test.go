@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
 // TestWriteCaps attacks the write cap through Handle: write_file with content over it,
@@ -64,6 +65,8 @@ func TestWriteCaps(t *testing.T) {
 				}
 			} else if !res.IsError || !strings.Contains(res.Content, tc.refused) {
 				t.Fatalf("want refusal %q, got %s", tc.refused, cut(res.Content))
+			} else if tc.tool == "edit_file" && (res.Refusal == nil || res.Refusal.Step != StepExecute || res.Refusal.Code != workfs.CodeWriteCap) {
+				t.Fatalf("want an execute/write-cap refusal, got %+v", res.Refusal)
 			}
 			if tc.size >= 0 {
 				fi, err := os.Stat(f)

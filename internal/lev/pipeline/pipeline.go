@@ -396,6 +396,10 @@ func (p *Pipeline) execute(ctx context.Context, c *Call) *Result {
 	if err != nil {
 		var r *workfs.Refusal
 		if errors.As(err, &r) {
+			if r.Code == workfs.CodeWriteCap {
+				// Not the fence: the write was in bounds, its size was not.
+				return refused(StepExecute, r.Code, r.Msg)
+			}
 			// The descriptor re-check caught a path that changed after the fence step.
 			return refused(StepFence, r.Code, r.Msg)
 		}
