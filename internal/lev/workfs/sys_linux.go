@@ -78,11 +78,16 @@ func walkUp(fd int, visit func(st *unix.Stat_t) (done bool, err error)) (reached
 // ancestorsClear refuses a directory descriptor that is, or lies under, one of lev's
 // protected directories by device and inode (when the Protector knows them).
 func (f *FS) ancestorsClear(tool, given string, file *os.File) error {
+	return f.ancestorsClearFD(tool, given, int(file.Fd()))
+}
+
+// ancestorsClearFD is ancestorsClear on a raw descriptor the caller keeps owning.
+func (f *FS) ancestorsClearFD(tool, given string, fd int) error {
 	dp, ok := f.Protect.(DirProtector)
 	if !ok {
 		return nil
 	}
-	_, err := walkUp(int(file.Fd()), func(st *unix.Stat_t) (bool, error) {
+	_, err := walkUp(fd, func(st *unix.Stat_t) (bool, error) {
 		if what, hit := dp.CoversDir(uint64(st.Dev), uint64(st.Ino)); hit {
 			return true, stateRefusal(tool, given, "", what)
 		}
@@ -113,8 +118,7 @@ func (f *FS) fileAncestorsClear(tool, given string, file *os.File, real string) 
 	if in.Dev != st.Dev || in.Ino != st.Ino {
 		return &Refusal{Code: CodeOutside, Path: given, Msg: fmt.Sprintf("%s: refused: %s changed while it was opened", tool, given)}
 	}
-	d := os.NewFile(uintptr(dfd), filepath.Dir(real))
-	return f.ancestorsClear(tool, given, d)
+	return f.ancestorsClearFD(tool, given, dfd)
 }
 
 const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
