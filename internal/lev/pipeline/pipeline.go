@@ -358,6 +358,9 @@ func fenceRefusal(err error) *Result {
 func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (*Call, *Result) {
 	start := time.Now()
 	c, res := p.Prepare(ctx, st, tc)
+	if res != nil {
+		capCall(tc.Name, res) // before the live event shows the refusal, too
+	}
 	if p.Decided != nil {
 		p.Decided(c, res)
 	}

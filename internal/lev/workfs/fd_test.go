@@ -1,6 +1,7 @@
 package workfs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -109,5 +110,29 @@ func TestDescriptorHygiene(t *testing.T) {
 	}
 	if after := count(); after != before {
 		t.Fatalf("descriptors: %d before, %d after 100 more rounds of calls", before, after)
+	}
+}
+
+// TestFDRealFailsClosed: a descriptor whose file was unlinked since it was opened has no
+// place to decide, so asking where it is fails (and every caller refuses) rather than
+// answering with a path the kernel marks "(deleted)". Control: the same descriptor before
+// the unlink answers its real path.
+func TestFDRealFailsClosed(t *testing.T) {
+	_, wd, _ := setup(t)
+	p := filepath.Join(wd, "gone.txt")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	if got, err := fdReal(file); err != nil || got != p {
+		t.Fatalf("control: fdReal = %q, %v; want %s", got, err, p)
+	}
+	os.Remove(p)
+	if got, err := fdReal(file); err == nil || !errors.Is(err, errFDUnknown) {
+		t.Fatalf("fdReal of an unlinked file = %q, %v; want errFDUnknown", got, err)
 	}
 }
