@@ -1,10 +1,13 @@
 // Package workfs confines lev's file tools to a run's workdir and lets reads (never
 // writes) leave it only through the read-path fence. Every decision is made on the
-// symlink-resolved real path, and re-checked on the opened file descriptor so a symlink
-// swapped in between the check and the open cannot widen it.
+// symlink-resolved real path, and made again on the descriptor the tool acts on (its
+// kernel path, its device and inode, and those of every directory above it), so a symlink
+// swapped in between the check and the open cannot widen it. Writes reach their file only
+// through directory descriptors so checked (write_linux.go), never by name.
 //
-// It owns that confinement for lev's file tools. It must not decide on a path as written,
-// and must never let a write leave the workdir.
+// It owns that confinement for lev's file tools and the write cap (MaxWriteBytes). It
+// must not decide on a path as written, must never let a write leave the workdir, and
+// must never let a descriptor it cannot place through.
 package workfs
 
 import (
