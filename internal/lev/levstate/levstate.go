@@ -35,6 +35,10 @@ type State struct {
 	Home    string
 	entries []Entry
 	ids     map[fileID]string
+	// dirs are the protected directories by device and inode: a descriptor's ancestors
+	// are compared with them, so a directory reached under a name the path checks do not
+	// know (a mount made later, another mount namespace's view) is still lev's.
+	dirs map[fileID]string
 	// records is lev's run-records directory: the only protected part a read may reach,
 	// and only through a declared and granted [read_paths] entry (GrantableRead).
 	records string
@@ -85,7 +89,7 @@ func Resolve(p string) (string, error) {
 // New builds the set from home (lev's home directory) and other paths, keyed by path,
 // valued by what they are. Empty paths are skipped.
 func New(home string, paths map[string]string) (*State, error) {
-	s := &State{ids: map[fileID]string{}}
+	s := &State{ids: map[fileID]string{}, dirs: map[fileID]string{}}
 	h, err := Resolve(home)
 	if err != nil {
 		return nil, fmt.Errorf("lev home %q: %w", home, err)
@@ -134,6 +138,9 @@ func (s *State) add(e Entry) {
 	// are remembered when they are regular files directly in it (the token, config.toml).
 	s.remember(e.Path, e.What)
 	if fi, err := os.Stat(e.Path); err == nil && fi.IsDir() {
+		if id, ok := idOf(fi); ok {
+			s.dirs[id] = fmt.Sprintf("%s is %s", e.Path, e.What)
+		}
 		if ents, err := os.ReadDir(e.Path); err == nil {
 			for _, d := range ents {
 				s.remember(filepath.Join(e.Path, d.Name()), e.What)
@@ -196,6 +203,16 @@ func (s *State) CoversFile(fi os.FileInfo) (string, bool) {
 		return "", false
 	}
 	what, ok := s.ids[id]
+	return what, ok
+}
+
+// CoversDir says whether the directory with this device and inode is one of lev's
+// protected directories (a descriptor's ancestor walk asks it, workfs).
+func (s *State) CoversDir(dev, ino uint64) (string, bool) {
+	if s == nil {
+		return "", false
+	}
+	what, ok := s.dirs[fileID{dev, ino}]
 	return what, ok
 }
 

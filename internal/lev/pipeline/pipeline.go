@@ -243,14 +243,14 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 	}); ok {
 		reads, writes := fp.paths()
 		for _, r := range reads {
-			a, err := p.FS.ResolveRead(tc.Name, r)
+			a, err := p.files().ResolveRead(tc.Name, r)
 			if err != nil {
 				return c, fenceRefusal(err)
 			}
 			c.Reads = append(c.Reads, a)
 		}
 		for _, w := range writes {
-			a, err := p.FS.ResolveWrite(tc.Name, w)
+			a, err := p.files().ResolveWrite(tc.Name, w)
 			if err != nil {
 				return c, fenceRefusal(err)
 			}
@@ -302,6 +302,33 @@ func (p *Pipeline) Specs(st Stage) []provider.ToolSpec {
 	return out
 }
 
+// files is the filesystem the file tools act through: p.FS, also refusing the Protected
+// paths that p.FS.Protect does not already cover, so every descriptor check (workfs) knows
+// them as the fence step's path check does.
+func (p *Pipeline) files() *workfs.FS {
+	var extra []string
+	for _, prot := range p.Protected {
+		if prot == "" {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(prot); err == nil {
+			prot = r
+		}
+		if p.FS.Protect != nil {
+			if _, ok := p.FS.Protect.Covers(prot); ok {
+				continue
+			}
+		}
+		extra = append(extra, prot)
+	}
+	if len(extra) == 0 {
+		return p.FS
+	}
+	f := *p.FS
+	f.Protect = workfs.Union(p.FS.Protect, workfs.Paths(extra))
+	return &f
+}
+
 // protects returns the protected path that real (a resolved real path) falls under.
 func (p *Pipeline) protects(real string) string {
 	for _, prot := range p.Protected {
@@ -331,6 +358,9 @@ func fenceRefusal(err error) *Result {
 func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (*Call, *Result) {
 	start := time.Now()
 	c, res := p.Prepare(ctx, st, tc)
+	if res != nil {
+		capCall(tc.Name, res) // before the live event shows the refusal, too
+	}
 	if p.Decided != nil {
 		p.Decided(c, res)
 	}
@@ -342,6 +372,7 @@ func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (
 	} else if res.Refusal != nil && res.Refusal.Step == StepGate && p.Gate != nil {
 		p.Gate.Observe(ctx, c, res)
 	}
+	capCall(tc.Name, res)
 	res.Duration = time.Since(start)
 	return c, res
 }
@@ -368,6 +399,10 @@ func (p *Pipeline) execute(ctx context.Context, c *Call) *Result {
 	if err != nil {
 		var r *workfs.Refusal
 		if errors.As(err, &r) {
+			if r.Code == workfs.CodeWriteCap {
+				// Not the fence: the write was in bounds, its size was not.
+				return refused(StepExecute, r.Code, r.Msg)
+			}
 			// The descriptor re-check caught a path that changed after the fence step.
 			return refused(StepFence, r.Code, r.Msg)
 		}

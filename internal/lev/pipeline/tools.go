@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/strictjson"
@@ -88,12 +87,6 @@ func DecodeArgs(tool string, raw json.RawMessage) (Args, error) {
 	}
 	return decodeObject(raw)
 }
-
-// Output limits what one tool result puts in the model's context.
-const (
-	MaxReadBytes   = 1 << 20
-	MaxResultBytes = 256 << 10
-)
 
 // registry is lev's built-in tools, one family per file, put together here explicitly
 // (nothing registers itself from an init function: what lev offers is this list).
@@ -183,19 +176,6 @@ func NewExternalTool(name, description string, class Class, schema json.RawMessa
 		},
 		deadline: func(Args) time.Duration { return deadline },
 	}, nil
-}
-
-// CapResult cuts s to at most MaxResultBytes, at a UTF-8 character's start (the cut never
-// leaves half a character for the provider to mangle), and says where it was cut.
-func CapResult(s string) string {
-	if len(s) <= MaxResultBytes {
-		return s
-	}
-	n := MaxResultBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + fmt.Sprintf("\n[truncated at %d bytes]", MaxResultBytes)
 }
 
 // AnswerCall is the submit_output call a plain final answer stands for: the engine puts

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
 // --- file tools ---
@@ -20,7 +22,7 @@ func (a readFileArgs) validate() error {
 	if a.Offset < 0 || a.MaxBytes < 0 {
 		return errors.New("offset and max_bytes must not be negative")
 	}
-	return required("path", a.Path)
+	return pathArg("path", a.Path)
 }
 func (a readFileArgs) paths() ([]string, []string) { return []string{a.Path}, nil }
 
@@ -39,6 +41,9 @@ func (a readFilesArgs) validate() error {
 		if p == "" {
 			return errors.New("empty path in paths")
 		}
+		if err := pathArg("paths", p); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -48,7 +53,12 @@ type listDirArgs struct {
 	Path string `json:"path"`
 }
 
-func (a listDirArgs) validate() error { return nil }
+func (a listDirArgs) validate() error {
+	if a.Path == "" {
+		return nil
+	}
+	return pathArg("path", a.Path)
+}
 func (a listDirArgs) paths() ([]string, []string) {
 	if a.Path == "" {
 		return []string{"."}, nil
@@ -61,7 +71,15 @@ type writeFileArgs struct {
 	Content string `json:"content" schema:"required"`
 }
 
-func (a writeFileArgs) validate() error             { return required("path", a.Path) }
+func (a writeFileArgs) validate() error {
+	if err := pathArg("path", a.Path); err != nil {
+		return err
+	}
+	if len(a.Content) > MaxWriteBytes {
+		return errors.New(workfs.WriteCapText("content is", int64(len(a.Content))))
+	}
+	return nil
+}
 func (a writeFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
 
 type editFileArgs struct {
@@ -72,7 +90,7 @@ type editFileArgs struct {
 }
 
 func (a editFileArgs) validate() error {
-	if err := required("path", a.Path); err != nil {
+	if err := pathArg("path", a.Path); err != nil {
 		return err
 	}
 	return required("old_string", a.OldString)
@@ -80,6 +98,21 @@ func (a editFileArgs) validate() error {
 
 // edit_file reads what it edits, but only inside the workdir: the write check covers both.
 func (a editFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
+
+// MaxPathBytes caps a path argument: the kernel resolves nothing longer (PATH_MAX), and a
+// longer one would only be echoed back in refusals.
+const MaxPathBytes = 4096
+
+// pathArg requires a path argument no longer than MaxPathBytes.
+func pathArg(name, v string) error {
+	if err := required(name, v); err != nil {
+		return err
+	}
+	if len(v) > MaxPathBytes {
+		return fmt.Errorf("argument %q is %d bytes, over the %d-byte path cap (MaxPathBytes, the kernel's PATH_MAX)", name, len(v), MaxPathBytes)
+	}
+	return nil
+}
 
 // fileTools are the file tools: reads may leave the workdir through a granted read path,
 // writes never do.
@@ -98,7 +131,7 @@ func fileTools() []*Tool {
 			}
 			// Offset and max are kept apart: offset+max could overflow, and reading the
 			// whole prefix to slice it off would let a large offset bypass MaxReadBytes.
-			data, trunc, err := p.FS.ReadFileAt("read_file", c.Reads[0], a.Offset, max)
+			data, trunc, err := p.files().ReadFileAt("read_file", c.Reads[0], a.Offset, max)
 			if err != nil {
 				return nil, err
 			}
@@ -118,7 +151,7 @@ func fileTools() []*Tool {
 			var b strings.Builder
 			budget := int64(MaxReadBytes)
 			for _, acc := range c.Reads {
-				data, trunc, err := p.FS.ReadFile("read_files", acc, max(budget, 0))
+				data, trunc, err := p.files().ReadFile("read_files", acc, max(budget, 0))
 				if err != nil {
 					return nil, err
 				}
@@ -137,12 +170,12 @@ func fileTools() []*Tool {
 		Schema:      schemaFor[listDirArgs](),
 		parse:       strict[listDirArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			ents, err := p.FS.ReadDir("list_dir", c.Reads[0])
+			ents, more, err := p.files().ReadDir("list_dir", c.Reads[0], MaxListEntries)
 			if err != nil {
 				return nil, err
 			}
 			var b strings.Builder
-			for _, e := range ents {
+			for i, e := range ents {
 				suffix := ""
 				switch {
 				case e.IsDir():
@@ -150,7 +183,15 @@ func fileTools() []*Tool {
 				case e.Type()&fs.ModeSymlink != 0:
 					suffix = "@"
 				}
+				if b.Len()+len(e.Name())+len(suffix)+1 > MaxResultBytes {
+					fmt.Fprintf(&b, "[list_dir: stopped after %d of the entries read: the listing reached the %d KiB result cap (MaxResultBytes)]\n", i, MaxResultBytes>>10)
+					more = false
+					break
+				}
 				b.WriteString(e.Name() + suffix + "\n")
+			}
+			if more {
+				fmt.Fprintf(&b, "[list_dir: stopped at %d entries, the list_dir entry cap (MaxListEntries); the directory holds more]\n", MaxListEntries)
 			}
 			return &Result{Content: b.String()}, nil
 		},
@@ -162,7 +203,7 @@ func fileTools() []*Tool {
 		parse:       strict[writeFileArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
 			a := c.Args.(writeFileArgs)
-			if err := p.FS.WriteFile("write_file", c.Writes[0], []byte(a.Content)); err != nil {
+			if err := p.files().WriteFile("write_file", c.Writes[0], []byte(a.Content)); err != nil {
 				return nil, err
 			}
 			return &Result{Content: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), a.Path)}, nil
@@ -175,23 +216,28 @@ func fileTools() []*Tool {
 		parse:       strict[editFileArgs],
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
 			a := c.Args.(editFileArgs)
-			acc := c.Writes[0]
-			data, trunc, err := p.FS.ReadFile("edit_file", acc, 16<<20)
+			var n int
+			err := p.files().EditFile("edit_file", c.Writes[0], func(data []byte) ([]byte, error) {
+				n = strings.Count(string(data), a.OldString)
+				switch {
+				case n == 0:
+					return nil, fmt.Errorf("edit_file: old_string not found in %s", a.Path)
+				case n > 1 && !a.ReplaceAll:
+					return nil, fmt.Errorf("edit_file: old_string occurs %d times in %s; make it unique or set replace_all", n, a.Path)
+				}
+				k := 1
+				if a.ReplaceAll {
+					k = n
+				}
+				// The size is known before the bytes are built: a replace_all that would
+				// pass the write cap allocates nothing.
+				size := int64(len(data)) + int64(k)*(int64(len(a.NewString))-int64(len(a.OldString)))
+				if err := workfs.CheckWriteSize("edit_file", a.Path, size, "the result would be"); err != nil {
+					return nil, err
+				}
+				return []byte(strings.Replace(string(data), a.OldString, a.NewString, k)), nil
+			})
 			if err != nil {
-				return nil, err
-			}
-			if trunc {
-				return nil, fmt.Errorf("edit_file: %s is over 16 MiB", a.Path)
-			}
-			n := strings.Count(string(data), a.OldString)
-			switch {
-			case n == 0:
-				return nil, fmt.Errorf("edit_file: old_string not found in %s", a.Path)
-			case n > 1 && !a.ReplaceAll:
-				return nil, fmt.Errorf("edit_file: old_string occurs %d times in %s; make it unique or set replace_all", n, a.Path)
-			}
-			out := strings.Replace(string(data), a.OldString, a.NewString, map[bool]int{true: -1, false: 1}[a.ReplaceAll])
-			if err := p.FS.WriteFile("edit_file", acc, []byte(out)); err != nil {
 				return nil, err
 			}
 			return &Result{Content: fmt.Sprintf("replaced %d occurrence(s) in %s", map[bool]int{true: n, false: 1}[a.ReplaceAll], a.Path)}, nil

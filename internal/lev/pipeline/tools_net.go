@@ -79,10 +79,7 @@ func doHTTP(ctx context.Context, p *Pipeline, tool, method, u, body, ctype strin
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)
 	}
-	s := string(data)
-	if len(s) > MaxResultBytes {
-		s = s[:MaxResultBytes] + fmt.Sprintf("\n[truncated at %d bytes]", MaxResultBytes)
-	}
+	s := CapResult(string(data))
 	return &Result{Content: fmt.Sprintf("HTTP %d\n%s", resp.StatusCode, s), IsError: resp.StatusCode >= 400}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 )
 
 // --- submit_output ---
@@ -15,6 +16,9 @@ type submitArgs struct {
 func (a submitArgs) validate() error {
 	if len(a.Output) == 0 || string(a.Output) == "null" {
 		return errors.New(`argument "output" is required`)
+	}
+	if len(a.Output) > MaxOutputBytes {
+		return fmt.Errorf("output is %d bytes, over the %d MiB output cap (MaxOutputBytes)", len(a.Output), MaxOutputBytes>>20)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package workfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,163 +21,123 @@ func openNoBlock(p string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), p), nil
 }
 
-// fdPath is the kernel's idea of where an open descriptor lives.
-func fdPath(f *os.File) (string, bool) {
-	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-	if err != nil || !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
-		return "", false
+// fdReal is the kernel's idea of where an open file lives. It fails (never answers "")
+// when that cannot be told: /proc unreadable, or the file unlinked since it was opened.
+func fdReal(f *os.File) (string, error) { return fdRealFD(int(f.Fd())) }
+
+func fdRealFD(fd int) (string, error) {
+	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", fmt.Errorf("%w (/proc/self/fd: %v)", errFDUnknown, err)
 	}
-	return p, true
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
+		return "", fmt.Errorf("%w (the kernel names it %q)", errFDUnknown, p)
+	}
+	return p, nil
+}
+
+// maxDepth bounds the walk up from a descriptor: deeper than any path the kernel resolves.
+const maxDepth = 4096
+
+// walkUp visits the directory open at fd and each directory above it, by "..", until
+// visit says done or the filesystem root is reached (its ".." is itself). The walk goes
+// through descriptors, so a rename or a symlink swapped in by name changes nothing.
+func walkUp(fd int, visit func(st *unix.Stat_t) (done bool, err error)) (reachedRoot bool, err error) {
+	cur, err := unix.Openat(fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	defer func() { unix.Close(cur) }()
+	for range maxDepth {
+		var st unix.Stat_t
+		if err := unix.Fstat(cur, &st); err != nil {
+			return false, err
+		}
+		if done, err := visit(&st); done || err != nil {
+			return false, err
+		}
+		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false, err
+		}
+		var pst unix.Stat_t
+		if err := unix.Fstat(up, &pst); err != nil {
+			unix.Close(up)
+			return false, err
+		}
+		if pst.Dev == st.Dev && pst.Ino == st.Ino {
+			unix.Close(up)
+			return true, nil
+		}
+		unix.Close(cur)
+		cur = up
+	}
+	return false, errors.New("directory nesting deeper than any path")
+}
+
+// ancestorsClear refuses a directory descriptor that is, or lies under, one of lev's
+// protected directories by device and inode (when the Protector knows them).
+func (f *FS) ancestorsClear(tool, given string, file *os.File) error {
+	return f.ancestorsClearFD(tool, given, int(file.Fd()))
+}
+
+// ancestorsClearFD is ancestorsClear on a raw descriptor the caller keeps owning.
+func (f *FS) ancestorsClearFD(tool, given string, fd int) error {
+	dp, ok := f.Protect.(DirProtector)
+	if !ok {
+		return nil
+	}
+	_, err := walkUp(fd, func(st *unix.Stat_t) (bool, error) {
+		if what, hit := dp.CoversDir(uint64(st.Dev), uint64(st.Ino)); hit {
+			return true, stateRefusal(tool, given, "", what)
+		}
+		return false, nil
+	})
+	return err
+}
+
+// fileAncestorsClear is ancestorsClear for a regular file's descriptor, which has no "..":
+// the directory the kernel names as its parent is opened and must hold, under the file's
+// name, this very file (same device and inode); then that directory is walked up.
+func (f *FS) fileAncestorsClear(tool, given string, file *os.File, real string) error {
+	if _, ok := f.Protect.(DirProtector); !ok {
+		return nil
+	}
+	dfd, err := unix.Open(filepath.Dir(real), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", tool, given, err)
+	}
+	defer unix.Close(dfd)
+	var in, st unix.Stat_t
+	if err := unix.Fstatat(dfd, filepath.Base(real), &in, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &Refusal{Code: CodeOutside, Path: given, Msg: fmt.Sprintf("%s: refused: %s changed while it was opened", tool, given)}
+	}
+	if err := unix.Fstat(int(file.Fd()), &st); err != nil {
+		return err
+	}
+	if in.Dev != st.Dev || in.Ino != st.Ino {
+		return &Refusal{Code: CodeOutside, Path: given, Msg: fmt.Sprintf("%s: refused: %s changed while it was opened", tool, given)}
+	}
+	return f.ancestorsClearFD(tool, given, dfd)
 }
 
 const beneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS
 
-// writeBeneath writes rel under root with openat2(RESOLVE_BENEATH): a symlink or ".." that
-// would leave root fails in the kernel, whatever raced in after ResolveWrite.
-func writeBeneath(root, rel string, data []byte) error {
-	rootfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
+// openat2 is openat2(2), falling back to openat(2) on a kernel without it: the beneath
+// resolution is then lost, but every descriptor is still checked after opening
+// (checkDir, checkWritten), and that check is what decides.
+func openat2(dirfd int, p string, how *unix.OpenHow) (int, error) {
+	fd, err := unix.Openat2(dirfd, p, how)
+	if errors.Is(err, unix.ENOSYS) {
+		return unix.Openat(dirfd, p, int(how.Flags), uint32(how.Mode))
 	}
-	defer unix.Close(rootfd)
-	dir := filepath.Dir(rel)
-	if dir != "." {
-		if err := mkdirBeneath(rootfd, dir); err != nil {
-			return err
-		}
-	}
-	// Look before opening: opening a device can act on it, and opening a FIFO to write
-	// waits for a reader (forever, for a run). O_PATH opens nothing.
-	if pfd, err := unix.Openat2(rootfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC, Resolve: beneath}); err == nil {
-		var st unix.Stat_t
-		err = unix.Fstat(pfd, &st)
-		unix.Close(pfd)
-		if err != nil {
-			return err
-		}
-		if err := regularMode(st.Mode); err != nil {
-			return err
-		}
-	} else if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
-		return errEscape
-	} else if errors.Is(err, unix.ENOSYS) {
-		return writeFallback(filepath.Join(root, rel), data)
-	}
-	// No O_TRUNC: truncate only once the descriptor is known to be a regular file.
-	// O_NONBLOCK: a FIFO swapped in since the look fails (ENXIO) instead of waiting.
-	fd, err := unix.Openat2(rootfd, rel, &unix.OpenHow{
-		Flags:   unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY,
-		Mode:    0o644,
-		Resolve: beneath,
-	})
-	if err != nil {
-		if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
-			return errEscape
-		}
-		if errors.Is(err, unix.ENXIO) {
-			return errNotRegular{"a named pipe or socket"}
-		}
-		if errors.Is(err, unix.ENOSYS) {
-			return writeFallback(filepath.Join(root, rel), data)
-		}
-		return err
-	}
-	return replaceContents(fd, rel, data)
+	return fd, err
 }
 
-// regularMode refuses anything but a regular file, by its stat mode.
-func regularMode(mode uint32) error {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return nil
-	case unix.S_IFIFO:
-		return errNotRegular{"a named pipe (FIFO)"}
-	case unix.S_IFSOCK:
-		return errNotRegular{"a socket"}
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return errNotRegular{"a device"}
-	case unix.S_IFDIR:
-		return errNotRegular{"a directory"}
-	case unix.S_IFLNK:
+// escapeErr maps the kernel's "this resolution would leave the root" to errEscape.
+func escapeErr(err error) error {
+	if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
 		return errEscape
 	}
-	return errNotRegular{"not a regular file"}
-}
-
-func mkdirBeneath(rootfd int, dir string) error {
-	parts := strings.Split(dir, "/")
-	for i := range parts {
-		sub := strings.Join(parts[:i+1], "/")
-		fd, err := unix.Openat2(rootfd, sub, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
-		if err == nil {
-			unix.Close(fd)
-			continue
-		}
-		if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
-			return errEscape
-		}
-		if !errors.Is(err, unix.ENOENT) {
-			return err
-		}
-		parent := "."
-		if i > 0 {
-			parent = strings.Join(parts[:i], "/")
-		}
-		pfd, err := unix.Openat2(rootfd, parent, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: beneath})
-		if err != nil {
-			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ELOOP) {
-				return errEscape
-			}
-			return err
-		}
-		err = unix.Mkdirat(pfd, parts[i], 0o755)
-		unix.Close(pfd)
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeFallback is for kernels without openat2: the same look-then-open rules, without
-// the kernel's beneath check.
-func writeFallback(p string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	if st, err := os.Lstat(p); err == nil {
-		if err := fileModeRegular(st.Mode()); err != nil {
-			return err
-		}
-	}
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0o644)
-	if err != nil {
-		if errors.Is(err, unix.ENXIO) {
-			return errNotRegular{"a named pipe or socket"}
-		}
-		return err
-	}
-	return replaceContents(fd, p, data)
-}
-
-// replaceContents writes data over the file open at fd (opened for writing without
-// O_TRUNC): only once fstat shows a regular file is it truncated, so a FIFO, device or
-// socket swapped in after the path checks is refused before anything is written.
-func replaceContents(fd int, name string, data []byte) error {
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if err := regularMode(st.Mode); err != nil {
-		return err
-	}
-	if err := f.Truncate(0); err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	return f.Close()
+	return err
 }

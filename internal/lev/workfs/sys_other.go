@@ -9,18 +9,31 @@ import (
 
 func openNoBlock(p string) (*os.File, error) { return os.Open(p) }
 
-// fdPath has no portable equivalent; the pre-open check on the resolved path stands.
-func fdPath(*os.File) (string, bool) { return "", false }
+// fdReal has no portable equivalent; the checks on the resolved path before opening stand.
+func fdReal(*os.File) (string, error) { return "", errFDUnsupported }
 
-func writeBeneath(root, rel string, data []byte) error {
-	p := filepath.Join(root, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
+func (f *FS) ancestorsClear(string, string, *os.File) error { return nil }
+
+func (f *FS) fileAncestorsClear(string, string, *os.File, string) error { return nil }
+
+// openWrite without descriptor checks: lev's jail is Linux, this is for building and
+// testing elsewhere.
+func (f *FS) openWrite(tool string, a Access, rel string, rw int, create bool) (*os.File, error) {
+	p := filepath.Join(f.Workdir, rel)
+	if create {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, f.mapWriteErr(tool, a, err)
+		}
+		rw |= os.O_CREATE
 	}
 	if st, err := os.Lstat(p); err == nil {
 		if err := fileModeRegular(st.Mode()); err != nil {
-			return err
+			return nil, f.mapWriteErr(tool, a, err)
 		}
 	}
-	return os.WriteFile(p, data, 0o644)
+	file, err := os.OpenFile(p, rw, 0o644)
+	if err != nil {
+		return nil, f.mapWriteErr(tool, a, err)
+	}
+	return file, nil
 }

@@ -1,10 +1,13 @@
 // Package workfs confines lev's file tools to a run's workdir and lets reads (never
 // writes) leave it only through the read-path fence. Every decision is made on the
-// symlink-resolved real path, and re-checked on the opened file descriptor so a symlink
-// swapped in between the check and the open cannot widen it.
+// symlink-resolved real path, and made again on the descriptor the tool acts on (its
+// kernel path, its device and inode, and those of every directory above it), so a symlink
+// swapped in between the check and the open cannot widen it. Writes reach their file only
+// through directory descriptors so checked (write_linux.go), never by name.
 //
-// It owns that confinement for lev's file tools. It must not decide on a path as written,
-// and must never let a write leave the workdir.
+// It owns that confinement for lev's file tools and the write cap (MaxWriteBytes). It
+// must not decide on a path as written, must never let a write leave the workdir, and
+// must never let a descriptor it cannot place through.
 package workfs
 
 import (
@@ -77,15 +80,29 @@ func (f *FS) protected(tool, given, real string, fi os.FileInfo, read bool) erro
 	if !ok {
 		return nil
 	}
-	if read && f.Protect.GrantableRead(real) && f.Fence != nil {
+	if read && f.grantedRecord(real) {
 		// A read of a run record the user granted by an explicit entry; the record's
 		// taint label applies to what the agent reads (taint/labels).
-		if m := f.Fence.Match(real); m.Found && m.Granted {
-			return nil
-		}
+		return nil
 	}
-	return &Refusal{Code: CodeLevState, Path: given, Real: real,
-		Msg: fmt.Sprintf("%s: refused: %s is lev's own state (%s); no tool reads or writes it", tool, given, what)}
+	return stateRefusal(tool, given, real, what)
+}
+
+// grantedRecord: real lies in lev's run records and a declared, granted [read_paths]
+// entry matches it, the one protected place a read may reach.
+func (f *FS) grantedRecord(real string) bool {
+	if f.Protect == nil || f.Fence == nil || !f.Protect.GrantableRead(real) {
+		return false
+	}
+	m := f.Fence.Match(real)
+	return m.Found && m.Granted
+}
+
+// DirProtector is a Protector that also knows lev's protected directories by device and
+// inode (levstate.State does): a descriptor's ancestors are compared with them, so no
+// other name for one of them (a mount made after the set was built) reaches inside.
+type DirProtector interface {
+	CoversDir(dev, ino uint64) (string, bool)
 }
 
 // New resolves workdir to its real path (a symlinked component is followed once, here, so
@@ -352,18 +369,28 @@ func (f *FS) ReadFileAt(tool string, a Access, offset, max int64) (data []byte, 
 	return buf[:n], false, nil
 }
 
-// ReadDir lists an access returned by ResolveRead.
-func (f *FS) ReadDir(tool string, a Access) ([]fs.DirEntry, error) {
+// ReadDir lists an access returned by ResolveRead: at most max entries (in directory
+// order), more reporting that the directory holds others. Only max+1 entries are ever
+// read, so a directory of millions costs no more than one of max.
+func (f *FS) ReadDir(tool string, a Access, max int) (ents []fs.DirEntry, more bool, err error) {
 	file, err := f.open(tool, a)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer file.Close()
-	ents, err := file.ReadDir(-1)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", tool, a.Path, err)
+	if st, err := file.Stat(); err != nil {
+		return nil, false, err
+	} else if !st.IsDir() {
+		return nil, false, fmt.Errorf("%s: %s: not a directory", tool, a.Path)
 	}
-	return ents, nil
+	ents, err = file.ReadDir(max + 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, fmt.Errorf("%s: %s: %w", tool, a.Path, err)
+	}
+	if len(ents) > max {
+		return ents[:max], true, nil
+	}
+	return ents, false, nil
 }
 
 // open opens read-only without blocking on a FIFO, then checks the descriptor's real path
@@ -387,16 +414,43 @@ func (f *FS) open(tool string, a Access) (*os.File, error) {
 		file.Close()
 		return nil, err
 	}
-	if real, ok := fdPath(file); ok {
+	// The descriptor is what the tool reads, so it is what is decided: its real path
+	// (the kernel's), its inode (a hard link to one of lev's files) and, for a directory,
+	// the device and inode of every directory above it. A descriptor whose place cannot
+	// be told is refused (errFDUnknown), never waved through.
+	real, err := fdReal(file)
+	if err != nil && !errors.Is(err, errFDUnsupported) {
+		file.Close()
+		return nil, &Refusal{Code: CodeOutside, Path: a.Path,
+			Msg: fmt.Sprintf("%s: refused: %s: %v", tool, a.Path, err)}
+	}
+	if err == nil {
 		if err := f.fence(tool, real, a.Abs, a.Path); err != nil {
 			file.Close()
 			return nil, err
 		}
+	} else {
+		real = a.Real
 	}
-	if fi, err := file.Stat(); err == nil {
-		if err := f.protected(tool, a.Path, a.Real, fi, true); err != nil {
+	fi, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	if err := f.protected(tool, a.Path, real, fi, true); err != nil {
+		file.Close()
+		return nil, err
+	}
+	if !f.grantedRecord(real) {
+		var check error
+		if fi.IsDir() {
+			check = f.ancestorsClear(tool, a.Path, file)
+		} else {
+			check = f.fileAncestorsClear(tool, a.Path, file, real)
+		}
+		if check != nil {
 			file.Close()
-			return nil, err
+			return nil, check
 		}
 	}
 	return file, nil
@@ -413,31 +467,6 @@ func regularOrDir(tool, path string, m fs.FileMode) error {
 		return notRegular(tool, path, nr)
 	} else if err != nil {
 		return fmt.Errorf("%s: %s: %w", tool, path, err)
-	}
-	return nil
-}
-
-// WriteFile writes an access returned by ResolveWrite, creating parent directories, with
-// the kernel refusing any path that would resolve outside the workdir.
-func (f *FS) WriteFile(tool string, a Access, data []byte) error {
-	rel, err := filepath.Rel(f.Workdir, a.Real)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return &Refusal{Code: CodeWriteOutside, Path: a.Path, Real: a.Real,
-			Msg: fmt.Sprintf("%s: refused: %s is outside the workdir", tool, a.Path)}
-	}
-	if err := f.protectedWrite(tool, a); err != nil {
-		return err
-	}
-	if err := writeBeneath(f.Workdir, rel, data); err != nil {
-		if errors.Is(err, errEscape) {
-			return &Refusal{Code: CodeWriteOutside, Path: a.Path, Real: a.Real,
-				Msg: fmt.Sprintf("%s: refused: %s resolves outside the workdir; writes never leave the workdir", tool, a.Path)}
-		}
-		var nr errNotRegular
-		if errors.As(err, &nr) {
-			return notRegular(tool, a.Path, nr)
-		}
-		return fmt.Errorf("%s: %s: %w", tool, a.Path, err)
 	}
 	return nil
 }
