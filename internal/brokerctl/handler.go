@@ -307,12 +307,12 @@ func (b *hdrBlock) runs() []hdrText {
 // starts before its last segment, since one inside that segment is the segment's own.
 func (b *hdrBlock) cutTexts(m *masker, runs []hdrText) (out []hdrText, hold bool) {
 	consider := func(t hdrText, last int, keep func(hdrText) hdrText) {
-		i := m.cutAt(t.b, 1)
+		i := m.cutAt(t.b, 1, false)
 		if i < 0 || (len(t.refs) > 1 && i >= len(t.b)-last) {
 			return
 		}
 		out = append(out, keep(t))
-		hold = hold || m.cutAt(t.b, minHold) >= 0
+		hold = hold || m.cutAt(t.b, minHold, false) >= 0
 	}
 	as := func(t hdrText) hdrText { return t }
 	inPlace := func(t hdrText) hdrText { return hdrText{b: t.b} }
