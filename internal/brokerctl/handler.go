@@ -442,7 +442,7 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 			// on its connection would cancel the response it is waiting for.
 			if r.ContentLength != 0 {
 				rc := http.NewResponseController(w)
-				db := &deadlineBody{ReadCloser: body, rc: rc, deadline: time.Now().Add(s.opts.BodyTimeout)}
+				db := &deadlineBody{ReadCloser: body, rc: rc, deadline: time.Now().Add(s.bodyTimeout(r))}
 				rc.SetReadDeadline(db.deadline)
 				r.Body = db
 				record.body = db
@@ -453,6 +453,9 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 			p := recover()
 			if record.body != nil {
 				record.body.handlerReturned()
+				if record.body.unread(r.ContentLength) {
+					closeAfterAnswer(w, r, record.body.rc) // earlyclose.go
+				}
 			}
 			if jw != nil && p == nil {
 				if err := jw.finish(); err != nil && record.Detail == "" {
