@@ -229,3 +229,37 @@ func TestExtraHeadersRefusedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayRoutingQueryRefused: the same routing choice by query parameter
+// (?target_url=, ?api_base=, ?fallbacks=) is refused with 400 before anything is sent, as
+// a credential parameter is. Control: an ordinary parameter reaches the gateway.
+func TestGatewayRoutingQueryRefused(t *testing.T) {
+	rec := &recorder{}
+	h := newHarness(t, fakeGateway(rec), nil)
+	cert := h.workerCert("w1")
+	c := h.client(&cert)
+	for _, tc := range []struct {
+		q    string
+		want int
+	}{
+		{"beta=true", 200},
+		{"target_url=http://127.0.0.1:1", 400}, {"api_base=http://127.0.0.1:1", 400}, {"Helicone-Target-Url=x", 400},
+		{"fallbacks=x", 400}, {"baseURL=x", 400}, {"beta=true&upstream=x", 400}, {"config=x", 400},
+	} {
+		before := len(rec.all())
+		code, body, err := get(c, "POST", h.url+"/llm/v1/messages?"+tc.q, "{}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		reached := len(rec.all()) > before
+		if code != tc.want || reached != (tc.want == 200) {
+			t.Errorf("?%s: %d %s (reached the gateway: %v), want %d", tc.q, code, body, reached, tc.want)
+		}
+		if tc.want == 400 && !strings.Contains(body, "could choose where a gateway sends the request") {
+			t.Errorf("?%s: %s", tc.q, body)
+		}
+		if tc.want == 200 && rec.all()[len(rec.all())-1].query != tc.q {
+			t.Errorf("?%s: the gateway saw %q", tc.q, rec.all()[len(rec.all())-1].query)
+		}
+	}
+}

@@ -114,6 +114,9 @@ func (s *Server) llmTarget(r *http.Request) (string, *url.URL, error) {
 			if config.NamesCredential(n) {
 				return "", nil, fmt.Errorf("query parameter %q names a credential or account; the broker's key is the only one upstream sees; refused", k)
 			}
+			if config.NamesRouting(n) {
+				return "", nil, fmt.Errorf("query parameter %q could choose where a gateway sends the request (and the key); refused", k)
+			}
 		}
 		target.RawQuery = vals.Encode()
 	}

@@ -77,6 +77,10 @@ func NamesCredential(n string) bool {
 	return containsAny(n, credentialWords)
 }
 
+// NamesRouting reports whether a (lower-case) header or parameter name carries a routing
+// word: a gateway could read it as where to send the request.
+func NamesRouting(n string) bool { return containsAny(n, routingWords) }
+
 func containsAny(n string, words []string) bool {
 	for _, w := range words {
 		if strings.Contains(n, w) {
@@ -108,7 +112,7 @@ func LLMHeaderRefused(name string) string {
 		return "names a credential or account; the broker's key is the only one upstream sees"
 	case llmHeadersNever[n]:
 		return "could change the method, the route, or how the response is encoded or sliced"
-	case containsAny(n, routingWords):
+	case NamesRouting(n):
 		return "could choose where a gateway sends the request (and the key)"
 	}
 	for _, p := range llmHeadersNeverPrefix {
