@@ -56,6 +56,9 @@ func randomBinary(rng *rand.Rand) []byte {
 		[]byte(testKey[:2] + "&#"), []byte(testKey[:2] + `\u00`),
 		utf(testKey[:2], 2, false), utf(testKey[:2], 2, true)[:4], utf(testKey[:2], 4, true), utf(testKey[:2], 4, false),
 		append(utf(testKey[:2], 4, true), 0, 0, 0),
+		// the start of the hex form: two bytes of the key ("736b"), a number ending in
+		// "736" (a byte and a half)
+		[]byte(fmt.Sprintf("%x", testKey[:2])), []byte("total 1736"),
 	}
 	return append(b, tails[rng.Intn(len(tails))]...)
 }
@@ -64,7 +67,7 @@ func randomBinary(rng *rand.Rand) []byte {
 // (audio, an image, a file) came back altered: three trailing zero bytes became "***",
 // because they begin the big-endian UTF-32 form of every key and the masker masked a
 // cut-off occurrence at the end of the stream by its bytes, not by how much of the key
-// they hold. Bytes that are not a match must never change: hundreds of random binary
+// they hold (so did "736", the start of the key's hex form, a byte and a half of it). Bytes that are not a match must never change: hundreds of random binary
 // bodies, with zero runs, long lines and endings that hold less of the key than the
 // masker acts on in any form, labelled as octet-stream, audio, JSON (a body that starts
 // with '{' is joined as JSON), SSE or nothing, each sent by the upstream in random pieces,
@@ -107,6 +110,7 @@ func TestBinaryBodiesPassByteForByte(t *testing.T) {
 	}
 	embed("control: key cut off at the end", []byte(testKey[:12]), true)
 	embed("control: UTF-32BE key cut off at the end, three characters", utf(testKey[:3], 4, true), true)
+	embed("control: hex key cut off at the end, three bytes", []byte(fmt.Sprintf("%x", testKey[:3])), true)
 
 	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i, err := strconv.Atoi(r.URL.Query().Get("i"))

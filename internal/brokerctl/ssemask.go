@@ -290,49 +290,50 @@ func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
 
 // partial is an occurrence of a needle that the end of the text cuts off.
 type partial struct {
-	n   int  // needle bytes matched (0: none); a cut-off escape counts as one
-	key int  // of them, matched whole and carrying bits of the key (masker.carries)
-	cut bool // the text ends inside an escape that could still decode to the next byte
+	n    int // needle bytes matched (0: none); a cut-off escape counts as one
+	bits int // bits of the key they carry, matched whole (masker.bits)
+	cut  int // bits of the key an escape cut off by the end could still carry
 }
 
-// keyChars is how many characters of the key the partial holds: sure, only those
-// matched whole, which is what may be masked (nothing can complete the rest at the end of
-// the text); else a cut-off escape counts too, which is what is worth waiting for.
-func (p partial) keyChars(sure bool) int {
-	if p.cut && !sure {
-		return p.key + 1
+// keyBits is how many bits of the key the partial holds: sure, only those matched
+// whole, which is what may be masked (nothing can complete the rest at the end of the
+// text); else a cut-off escape counts too, which is what is worth waiting for.
+func (p partial) keyBits(sure bool) int {
+	if sure {
+		return p.bits
 	}
-	return p.key
+	return p.bits + p.cut
 }
+
+// holdBits: a partial occurrence is held (and, when cut off for good, masked) once it
+// carries more than minHold-1 whole characters of the key, so at most that much of the
+// key, in any form, reaches a client before the rest is masked.
+const holdBits = 8*(minHold-1) + 1
 
 // partialAt reports how much of needle ni text[i:] matches when it runs out before the
 // needle does (n 0: no partial match).
 func (m *masker) partialAt(b []byte, i, ni int) partial {
-	return partialLen(b, i, m.needles[ni], m.carries[ni], 0, 0)
+	return partialLen(b, i, m.needles[ni], m.bits[ni], 0, 0)
 }
 
-func partialLen(b []byte, i int, needle []byte, carries []bool, j, key int) partial {
+func partialLen(b []byte, i int, needle []byte, bits []uint8, j, got int) partial {
 	if j == len(needle) {
 		return partial{} // a whole match; handled by the full scan
 	}
 	if i >= len(b) {
-		return partial{n: j, key: key}
-	}
-	k := key
-	if carries[j] {
-		k++
+		return partial{n: j, bits: got}
 	}
 	if lower(b[i]) == needle[j] {
-		if p := partialLen(b, i+1, needle, carries, j+1, k); p.n > 0 {
+		if p := partialLen(b, i+1, needle, bits, j+1, got+int(bits[j])); p.n > 0 {
 			return p
 		}
 	}
 	if v, n := escapedAt(b, i); n > 0 && lower(v) == needle[j] {
-		return partialLen(b, i+n, needle, carries, j+1, k)
+		return partialLen(b, i+n, needle, bits, j+1, got+int(bits[j]))
 	}
 	if (b[i] == '%' || b[i] == '\\' || b[i] == '&') && len(b)-i < maxToken {
 		// an escape cut off by the end of the text so far
-		return partial{n: j + 1, key: key, cut: carries[j]}
+		return partial{n: j + 1, bits: got, cut: int(bits[j])}
 	}
 	return partial{}
 }
@@ -365,10 +366,11 @@ func (s *sseMasker) maskWhole(c *sseChannel) {
 }
 
 // holdPos is the earliest start of a partial occurrence at the end of the text holding
-// at least minHold characters of the key (len(text) when there is none): its frame and
-// every later one are held. sure: count only characters matched whole, for a caller
-// about to mask it (a cut-off escape is worth waiting for, not masking). Zero padding
-// of the UTF-16 and UTF-32 forms counts for nothing either way.
+// more than minHold-1 characters of the key, by the bits it carries (holdBits;
+// len(text) when there is none): its frame and every later one are held. sure: count
+// only what is matched whole, for a caller about to mask it (a cut-off escape is worth
+// waiting for, not masking). Zero padding of the UTF-16 and UTF-32 forms counts for
+// nothing either way.
 // It also records the channel's tail (see sseChannel.tail) for the next frame.
 func (c *sseChannel) holdPos(m *masker, sure bool) int {
 	from := max(len(c.text)-m.maxLen, c.from, 0)
@@ -382,7 +384,7 @@ func (c *sseChannel) holdPos(m *masker, sure bool) int {
 			if p.n >= 1 && tail == len(c.text) {
 				tail = i
 			}
-			if p.keyChars(sure) >= minHold {
+			if p.keyBits(sure) >= holdBits {
 				c.tail = tail
 				return i
 			}
