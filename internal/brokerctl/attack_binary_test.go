@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // utf encodes s in UTF-16 or UTF-32 (width 2 or 4), little- or big-endian.
@@ -32,6 +33,7 @@ type binaryCase struct {
 	ct         string
 	body       []byte
 	start, end int
+	split      int // > 0: the upstream sends body[:split] and waits before the rest
 }
 
 // randomBinary is a body of random bytes in the shapes binary formats take: runs of zero
@@ -72,7 +74,8 @@ func randomBinary(rng *rand.Rand) []byte {
 // masker acts on in any form, labelled as octet-stream, audio, JSON (a body that starts
 // with '{' is joined as JSON), SSE or nothing, each sent by the upstream in random pieces,
 // come back through the broker byte for byte. Controls, in the same bodies: the key whole
-// (raw, UTF-16, UTF-32, hex, split over the upstream's writes) and a cut-off occurrence
+// (raw, UTF-16, UTF-32, hex; and split between two upstream writes with a pause between,
+// in a binary body and in an event stream) and a cut-off occurrence
 // holding enough of it (raw and big-endian UTF-32, the form whose padding caused the bug)
 // are masked, and only their bytes change.
 func TestBinaryBodiesPassByteForByte(t *testing.T) {
@@ -84,11 +87,11 @@ func TestBinaryBodiesPassByteForByte(t *testing.T) {
 		if i%7 == 0 { // begins as JSON, so the joined-JSON pass reads it
 			b = append([]byte("{\"a\":\""), b...)
 		}
-		cases = append(cases, binaryCase{fmt.Sprintf("random %d", i), cts[i%len(cts)], b, -1, -1})
+		cases = append(cases, binaryCase{fmt.Sprintf("random %d", i), cts[i%len(cts)], b, -1, -1, 0})
 	}
 	// The zero-byte endings the suite found, alone.
 	for n := 1; n <= 8; n++ {
-		cases = append(cases, binaryCase{fmt.Sprintf("%d trailing zeros", n), "application/octet-stream", append([]byte("RIFF\x10\x00"), make([]byte, n)...), -1, -1})
+		cases = append(cases, binaryCase{fmt.Sprintf("%d trailing zeros", n), "application/octet-stream", append([]byte("RIFF\x10\x00"), make([]byte, n)...), -1, -1, 0})
 	}
 	embed := func(name string, key []byte, atEnd bool) {
 		b := randomBinary(rng)
@@ -100,13 +103,22 @@ func TestBinaryBodiesPassByteForByte(t *testing.T) {
 		if atEnd {
 			body = body[:at+len(key)]
 		}
-		cases = append(cases, binaryCase{name, "application/octet-stream", body, at, at + len(key)})
+		cases = append(cases, binaryCase{name, "application/octet-stream", body, at, at + len(key), 0})
 	}
 	for i := range 4 {
 		embed(fmt.Sprintf("control: raw key %d", i), []byte(testKey), false)
 		embed(fmt.Sprintf("control: UTF-16LE key %d", i), utf(testKey, 2, false), false)
 		embed(fmt.Sprintf("control: UTF-32BE key %d", i), utf(testKey, 4, true), false)
 		embed(fmt.Sprintf("control: hex key %d", i), []byte(fmt.Sprintf("%x", testKey)), false)
+	}
+	// The key split between two upstream writes, with a pause between (so between two
+	// reads of the broker), in a binary body and in one labelled as an event stream.
+	for i, form := range [][]byte{[]byte(testKey), utf(testKey, 4, true), utf(testKey, 2, false)} {
+		for _, ct := range []string{"application/octet-stream", "text/event-stream"} {
+			embed(fmt.Sprintf("control: key split over two writes, form %d, %s", i, ct), form, false)
+			c := &cases[len(cases)-1]
+			c.ct, c.split = ct, c.start+len(form)/2+1
+		}
 	}
 	embed("control: key cut off at the end", []byte(testKey[:12]), true)
 	embed("control: UTF-32BE key cut off at the end, three characters", utf(testKey[:3], 4, true), true)
@@ -127,7 +139,14 @@ func TestBinaryBodiesPassByteForByte(t *testing.T) {
 		// In random pieces, each flushed, so the broker reads the body (and a key in it)
 		// split at random points.
 		prng := rand.New(rand.NewSource(int64(i)))
-		for b := c.body; len(b) > 0; {
+		b := c.body
+		if c.split > 0 {
+			w.Write(b[:c.split])
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+			b = b[c.split:]
+		}
+		for len(b) > 0 {
 			n := min(len(b), 1+prng.Intn(8<<10))
 			w.Write(b[:n])
 			w.(http.Flusher).Flush()
