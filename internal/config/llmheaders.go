@@ -136,7 +136,7 @@ func CheckLLMHeader(h string) error {
 		return fmt.Errorf("%q is %d bytes; a header name here is at most 64", h, len(name))
 	case family && (!strings.HasSuffix(name, "-") || len(name) < 3):
 		return fmt.Errorf("%q: a family of headers is written \"prefix-*\", with at least two characters before the '-'", h)
-	case strings.HasPrefix(name, "-") || strings.Contains(name, "--"):
+	case strings.HasPrefix(name, "-") || strings.Contains(name, "--") || !family && strings.HasSuffix(name, "-"):
 		return fmt.Errorf("%q is not a header name", h)
 	}
 	if why := LLMHeaderRefused(strings.TrimSuffix(name, "-")); why != "" {

@@ -230,6 +230,8 @@ func TestLoadRejects(t *testing.T) {
 			want: `{f}:6: broker.llm_extra_headers[0]: "*" is not a header name`},
 		{name: "extra header: the conditionals' family", body: base + "  llm_extra_headers: [\"if-*\"]\n",
 			want: `{f}:6: broker.llm_extra_headers[0]: "if-*" would take in the if-* headers, which are never forwarded`},
+		{name: "extra header: a trailing dash", body: base + "  llm_extra_headers: [X-Title-]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "X-Title-" is not a header name`},
 		{name: "extra header: twice", body: base + "  llm_extra_headers: [X-Title, x-title]\n",
 			want: `{f}:6: broker.llm_extra_headers[1]: "x-title" is also broker.llm_extra_headers[0]`},
 
