@@ -27,7 +27,7 @@ func TestCredentialHeadersAndParamsRefused(t *testing.T) {
 			req, _ := http.NewRequest("GET", h.url+"/llm/v1/models", nil)
 			req.Header.Set(name, "jail-chosen")
 			// Positive controls: API headers still go through.
-			req.Header.Set("Anthropic-Version", "2023-06-01")
+			req.Header.Set("OpenAI-Beta", "assistants=v2")
 			req.Header.Set("Idempotency-Key", "retry-1")
 			resp, err := c.Do(req)
 			if err != nil {
@@ -35,7 +35,7 @@ func TestCredentialHeadersAndParamsRefused(t *testing.T) {
 			}
 			resp.Body.Close()
 			got := last().hdr
-			if resp.StatusCode != 200 || got.Get("Anthropic-Version") != "2023-06-01" || got.Get("Idempotency-Key") != "retry-1" || got.Get("Authorization") != "Bearer "+testKey {
+			if resp.StatusCode != 200 || got.Get("OpenAI-Beta") != "assistants=v2" || got.Get("Idempotency-Key") != "retry-1" || got.Get("Authorization") != "Bearer "+testKey {
 				t.Fatalf("%s: control: status %d, upstream headers %v", name, resp.StatusCode, got)
 			}
 			if v := got.Values(name); len(v) > 0 {

@@ -172,7 +172,7 @@ func TestEncodingAttacksRefused(t *testing.T) {
 		for k, v := range map[string]string{
 			"Range": "bytes=0-10", "If-Range": "x", "Accept-Encoding": "br", "Te": "gzip",
 			"Accept_Encoding": "deflate", "If-None-Match": "*", "X-Http-Method-Override": "DELETE",
-			"X-Forwarded-Host": "evil", "Proxy-Foo": "1", "Anthropic-Version": "2023-06-01", "Accept-Charset": "utf-16",
+			"X-Forwarded-Host": "evil", "Proxy-Foo": "1", "OpenAI-Beta": "assistants=v2", "Accept-Charset": "utf-16",
 		} {
 			req.Header[k] = []string{v}
 		}
@@ -194,7 +194,7 @@ func TestEncodingAttacksRefused(t *testing.T) {
 			t.Errorf("upstream saw Accept-Encoding %v, want the broker's own [gzip]", ae)
 		}
 		// Positive control: API headers go through, the key is injected, the echo masked.
-		if got.Get("Anthropic-Version") != "2023-06-01" || got.Get("Authorization") != "Bearer "+testKey {
+		if got.Get("OpenAI-Beta") != "assistants=v2" || got.Get("Authorization") != "Bearer "+testKey {
 			t.Errorf("upstream headers %v", got)
 		}
 		if resp.StatusCode != 200 || strings.Contains(string(body), testKey) || !strings.Contains(string(body), stars) {

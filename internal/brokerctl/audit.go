@@ -29,6 +29,10 @@ type Record struct {
 	Remote     string    `json:"remote,omitempty"`
 	Detail     string    `json:"detail,omitempty"`
 
+	// DroppedHeaders names (never values) the client request headers /llm/ did not
+	// forward (reqheaders.go).
+	DroppedHeaders string `json:"dropped_headers,omitempty"`
+
 	// skip, set by the rate limiter, drops the line: a flood of refusals is summarised
 	// by the next line it lets through instead.
 	skip bool

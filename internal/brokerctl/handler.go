@@ -307,12 +307,12 @@ func (b *hdrBlock) runs() []hdrText {
 // starts before its last segment, since one inside that segment is the segment's own.
 func (b *hdrBlock) cutTexts(m *masker, runs []hdrText) (out []hdrText, hold bool) {
 	consider := func(t hdrText, last int, keep func(hdrText) hdrText) {
-		i := m.cutAt(t.b, 1)
+		i := m.cutAt(t.b, 1, false)
 		if i < 0 || (len(t.refs) > 1 && i >= len(t.b)-last) {
 			return
 		}
 		out = append(out, keep(t))
-		hold = hold || m.cutAt(t.b, minHold) >= 0
+		hold = hold || m.cutAt(t.b, minHold, false) >= 0
 	}
 	as := func(t hdrText) hdrText { return t }
 	inPlace := func(t hdrText) hdrText { return hdrText{b: t.b} }
@@ -442,7 +442,7 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 			// on its connection would cancel the response it is waiting for.
 			if r.ContentLength != 0 {
 				rc := http.NewResponseController(w)
-				db := &deadlineBody{ReadCloser: body, rc: rc, deadline: time.Now().Add(s.opts.BodyTimeout)}
+				db := &deadlineBody{ReadCloser: body, rc: rc, deadline: time.Now().Add(s.bodyTimeout(r))}
 				rc.SetReadDeadline(db.deadline)
 				r.Body = db
 				record.body = db
@@ -453,6 +453,9 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 			p := recover()
 			if record.body != nil {
 				record.body.handlerReturned()
+				if record.body.unread(r.ContentLength) {
+					closeAfterAnswer(w, r, record.body.rc) // earlyclose.go
+				}
 			}
 			if jw != nil && p == nil {
 				if err := jw.finish(); err != nil && record.Detail == "" {

@@ -18,73 +18,6 @@ import (
 	"github.com/lever-jail/lever/internal/config"
 )
 
-// Request headers never forwarded upstream, by normalised name (lower case, '_' read as
-// '-', since some servers treat the two alike). Client-sent credentials are dropped so the
-// only credential upstream sees is the host's key; hop-by-hop headers are per connection;
-// Range and the conditionals would let a client fetch a response in pieces, each too
-// short to hold the whole key; Accept-Encoding and TE would make the upstream encode the
-// body in a way the masker cannot read; method and URL override headers would let a
-// client reach an endpoint the route allowlist refuses.
-var dropRequest = map[string]bool{
-	"authorization": true, "proxy-authorization": true, "x-api-key": true, "api-key": true,
-	"cookie": true, "connection": true, "keep-alive": true, "proxy-connection": true,
-	"te": true, "trailer": true, "transfer-encoding": true, "upgrade": true, "host": true,
-	"http2-settings": true, "expect": true, "content-length": true,
-	"accept-encoding": true, "accept-charset": true, "range": true, "if-range": true,
-	"forwarded": true, "via": true, "max-forwards": true,
-	"x-http-method-override": true, "x-http-method": true, "x-method-override": true,
-	"x-original-url": true, "x-rewrite-url": true, "x-original-method": true,
-}
-
-// dropRequestPrefix extends dropRequest to families: every conditional (If-*), every
-// X-Forwarded-*, every Proxy-*.
-var dropRequestPrefix = []string{"if-", "x-forwarded-", "proxy-"}
-
-// credentialWords mark a header or query parameter that names a credential or picks the
-// account, organisation or project the key is spent on (OpenAI-Organization,
-// OpenAI-Project, x-goog-api-key, ?key=, ?access_token=, X-Session-Token...): the only
-// credential and account upstream sees are the host's, so none of these come from the jail.
-var credentialWords = []string{"key", "token", "auth", "secret", "passw", "cookie", "session", "credential", "organization", "organisation", "project", "account", "tenant", "workspace"}
-
-// credentialAllowed are names that hold a credential word without being one.
-var credentialAllowed = map[string]bool{"idempotency-key": true}
-
-// namesCredential reports whether a (lower-case, '_' read as '-') header or parameter name
-// carries a credential word.
-func namesCredential(n string) bool {
-	if credentialAllowed[n] {
-		return false
-	}
-	for _, w := range credentialWords {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// forwardRequestHeader says whether a client header may go upstream. A name with a
-// character outside letters, digits and '-' is never forwarded: "Accept_Encoding" is
-// Accept-Encoding to some servers.
-func forwardRequestHeader(name string, h http.Header) bool {
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	n := strings.ToLower(name)
-	if dropRequest[n] || namesCredential(n) || connectionListed(h, name) {
-		return false
-	}
-	for _, p := range dropRequestPrefix {
-		if strings.HasPrefix(n, p) {
-			return false
-		}
-	}
-	return true
-}
-
 var dropResponse = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true,
 	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Set-Cookie": true,
@@ -178,8 +111,11 @@ func (s *Server) llmTarget(r *http.Request) (string, *url.URL, error) {
 			if strings.Contains(n, "method") || strings.Contains(n, "override") || strings.HasPrefix(n, "-") {
 				return "", nil, fmt.Errorf("query parameter %q could override the method or route; refused", k)
 			}
-			if namesCredential(n) {
+			if config.NamesCredential(n) {
 				return "", nil, fmt.Errorf("query parameter %q names a credential or account; the broker's key is the only one upstream sees; refused", k)
+			}
+			if config.NamesRouting(n) {
+				return "", nil, fmt.Errorf("query parameter %q could choose where a gateway sends the request (and the key); refused", k)
 			}
 		}
 		target.RawQuery = vals.Encode()
@@ -254,11 +190,9 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength == 0 {
 		out.Body = http.NoBody
 	}
-	for k, vs := range r.Header {
-		if forwardRequestHeader(k, r.Header) {
-			out.Header[k] = vs
-		}
-	}
+	// An allowlist per API kind (reqheaders.go): a header the list does not name, such
+	// as a gateway's routing header, never reaches the upstream; its name is audited.
+	rec(r).DroppedHeaders = s.headers.copyTo(out.Header, r.Header)
 	// The broker's own choice: gzip, which it decodes itself before masking (the
 	// transport's transparent decoding is off, see newUpstreamTransport).
 	out.Header.Set("Accept-Encoding", "gzip")

@@ -162,7 +162,7 @@ func TestRequestHeadersAndPath(t *testing.T) {
 	}), nil)
 	cert := h.workerCert("w1")
 	req, _ := http.NewRequest("POST", h.url+"/llm/v1/messages?beta=true", strings.NewReader("{}"))
-	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("OpenAI-Beta", "assistants=v2")
 	req.Header.Set("Cookie", "c=1")
 	req.Header.Set("Connection", "X-Private")
 	req.Header.Set("X-Private", "1")
@@ -174,7 +174,7 @@ func TestRequestHeadersAndPath(t *testing.T) {
 	if gotPath != "/v1base/v1/messages" || gotQuery != "beta=true" || !strings.HasPrefix(gotHost, "127.0.0.1:") {
 		t.Errorf("upstream saw path %q query %q host %q", gotPath, gotQuery, gotHost)
 	}
-	if gotHdr.Get("Anthropic-Version") != "2023-06-01" {
+	if gotHdr.Get("OpenAI-Beta") != "assistants=v2" {
 		t.Error("API headers not forwarded")
 	}
 	for _, k := range []string{"Cookie", "X-Private"} {

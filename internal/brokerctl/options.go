@@ -84,6 +84,9 @@ type Options struct {
 	// config.DefaultLLMRoutes of the API kind the auth header implies (x-api-key:
 	// anthropic, bearer: openai).
 	LLMRoutes []string
+	// LLMExtraHeaders are client request headers /llm/ forwards besides the defaults of
+	// the API kind (broker.llm_extra_headers; config.DefaultLLMHeaders).
+	LLMExtraHeaders []string
 	// NoLLMAgents are agents (certificate CNs) that may not use /llm/ at all: workers whose
 	// llm_auth is subscription have no business spending the broker's key.
 	NoLLMAgents []string
@@ -196,11 +199,12 @@ func (o *Options) fill() error {
 		return fmt.Errorf("broker: auth header %q is not %s or %s", o.AuthHeader, AuthBearer, AuthXAPIKey)
 	}
 	if o.LLMRoutes == nil {
-		kind := config.LLMKindOpenAI
-		if o.AuthHeader == AuthXAPIKey {
-			kind = config.LLMKindAnthropic
+		o.LLMRoutes = config.DefaultLLMRoutes(o.apiKind())
+	}
+	for _, h := range o.LLMExtraHeaders {
+		if err := config.CheckLLMHeader(h); err != nil {
+			return fmt.Errorf("broker: llm_extra_headers: %w", err)
 		}
-		o.LLMRoutes = config.DefaultLLMRoutes(kind)
 	}
 	for _, r := range o.LLMRoutes {
 		if _, _, err := config.ParseLLMRoute(r); err != nil {
@@ -229,6 +233,15 @@ func (o *Options) fill() error {
 		o.Logf = func(string, ...any) {}
 	}
 	return nil
+}
+
+// apiKind is the upstream's API kind, which the auth header implies (x-api-key:
+// Anthropic, bearer: OpenAI-compatible); it picks the default routes and headers.
+func (o *Options) apiKind() string {
+	if o.AuthHeader == AuthXAPIKey {
+		return config.LLMKindAnthropic
+	}
+	return config.LLMKindOpenAI
 }
 
 // sizeText renders a cap for error messages: "64 MiB".

@@ -28,8 +28,14 @@ import (
 // to its last line break at once (an SSE frame is never held back).
 type masker struct {
 	needles [][]byte
-	first   [256]bool // bytes a match can start with (a needle's first byte or an escape)
-	maxLen  int       // longest byte span one match can cover
+	// bits[i][j] is how many bits of the key needles[i][j] carries: 8 for a raw or
+	// UTF-16/32 character, 6 for base64, 4 for hex, 0 for the zero padding of UTF-16/32.
+	// A cut-off occurrence is a piece of the key only by the bits it carries: three
+	// trailing zero bytes begin the UTF-32 form of every key and hold none of it, "736"
+	// begins its hex form and holds a byte and a half.
+	bits   [][]uint8
+	first  [256]bool // bytes a match can start with (a needle's first byte or an escape)
+	maxLen int       // longest byte span one match can cover
 }
 
 // maxToken is the longest escaped form of one byte the masker decodes (&#0000115;).
@@ -40,20 +46,28 @@ func newMasker(secret []byte) *masker {
 	if len(secret) == 0 {
 		return m
 	}
-	add := func(n []byte) {
+	// add takes a needle whose byte j carries per bits of the key when j%width == at.
+	add := func(n []byte, width, at int, per uint8) {
 		// Too short a fragment would mask innocent text; 8 characters of base64 still
 		// carry 6 bytes of the key.
 		if len(n) >= 8 {
+			b := make([]uint8, len(n))
+			for j := range b {
+				if j%width == at {
+					b[j] = per
+				}
+			}
 			m.needles = append(m.needles, n)
+			m.bits = append(m.bits, b)
 		}
 	}
-	add(append([]byte(nil), secret...))
+	add(append([]byte(nil), secret...), 1, 0, 8)
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for align := 0; align < 3; align++ {
-			add(base64Core(enc, secret, align))
+			add(base64Core(enc, secret, align), 1, 0, 6)
 		}
 	}
-	add([]byte(hex.EncodeToString(secret)))
+	add([]byte(hex.EncodeToString(secret)), 1, 0, 4)
 	// UTF-16 and UTF-32, either byte order: an upstream may answer in a charset the
 	// client asked for or simply chose.
 	for _, width := range []int{2, 4} {
@@ -62,8 +76,8 @@ func newMasker(secret []byte) *masker {
 			le = append(append(le, c), make([]byte, width-1)...)
 			be = append(append(be, make([]byte, width-1)...), c)
 		}
-		add(le)
-		add(be)
+		add(le, width, 0, 8)
+		add(be, width, width-1, 8)
 	}
 	m.first['%'], m.first['\\'], m.first['&'] = true, true, true
 	for i, n := range m.needles {
@@ -280,10 +294,11 @@ func (m *masker) hold(b []byte) int {
 	return n
 }
 
-// cutAt returns the earliest start of an occurrence that the end of b cuts off after at
-// least least needle characters (an escape cut off counts as one), or -1. Only the last
-// maxLen bytes can hold one.
-func (m *masker) cutAt(b []byte, least int) int {
+// cutAt returns the earliest start of an occurrence that the end of b cuts off holding
+// more than least-1 whole characters of the key, by the bits it carries (sure: matched
+// whole; else an escape cut off counts too, for a caller deciding whether to wait, not
+// whether to mask), or -1. Only the last maxLen bytes can hold one.
+func (m *masker) cutAt(b []byte, least int, sure bool) int {
 	for i := max(len(b)-m.maxLen, 0); i < len(b); i++ {
 		c := b[i]
 		if !m.first[c] {
@@ -292,11 +307,11 @@ func (m *masker) cutAt(b []byte, least int) int {
 		// As in maskInPlace, only needles that can start here are tried: a plain byte
 		// starts only those that begin with it (an escape, any).
 		esc := c == '%' || c == '\\' || c == '&'
-		for _, n := range m.needles {
+		for ni, n := range m.needles {
 			if !esc && n[0] != lower(c) {
 				continue
 			}
-			if partialLen(b, i, n, 0) >= least {
+			if p := m.partialAt(b, i, ni); p.keyBits(sure) > 8*(least-1) {
 				return i
 			}
 		}
@@ -348,7 +363,7 @@ func (s *maskStream) Write(p []byte) (int, error) {
 func (s *maskStream) joinLive(least int) bool {
 	for _, j := range s.join {
 		s.tmp = append(append(s.tmp[:0], j...), s.buf...)
-		if i := s.m.cutAt(s.tmp, least); i >= 0 && i < len(j) {
+		if i := s.m.cutAt(s.tmp, least, false); i >= 0 && i < len(j) {
 			return true
 		}
 	}
@@ -361,7 +376,7 @@ func (s *maskStream) joinLive(least int) bool {
 func (s *maskStream) maskJoinCut(least int) {
 	for _, j := range s.join {
 		s.tmp = append(append(s.tmp[:0], j...), s.buf...)
-		if i := s.m.cutAt(s.tmp, least); i >= 0 && i < len(j) {
+		if i := s.m.cutAt(s.tmp, least, true); i >= 0 && i < len(j) {
 			for k := i; k < len(s.tmp); k++ {
 				s.tmp[k] = '*'
 			}

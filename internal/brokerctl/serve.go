@@ -86,6 +86,7 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 		}
 	}
 	o.LLMRoutes = cfg.Broker.LLMRoutes
+	o.LLMExtraHeaders = cfg.Broker.LLMExtraHeaders
 	for _, w := range cfg.Workers {
 		if w.LLMAuth == config.AuthSubscription {
 			o.NoLLMAgents = append(o.NoLLMAgents, cfg.Name+"-"+containers.AgentDir(containers.Worker, w.Name))
@@ -110,6 +111,7 @@ type Server struct {
 	client   *http.Client
 	mask     *masker         // finds the API key in every form (redact.go)
 	routes   map[string]bool // "METHOD /path" allowed below /llm/
+	headers  *headerPolicy   // client request headers /llm/ forwards (reqheaders.go)
 	noLLM    map[string]bool // agents refused at /llm/
 	unauth   *rateLimiter    // requests without a client certificate, per source IP
 	hsLog    *rateLimiter    // audit lines for failed TLS handshakes, per source IP
@@ -178,6 +180,7 @@ func New(opts Options) (*Server, error) {
 		m, p, _ := config.ParseLLMRoute(r)
 		s.routes[m+" "+p] = true
 	}
+	s.headers = newHeaderPolicy(opts.apiKind(), opts.LLMExtraHeaders)
 	s.noLLM = map[string]bool{}
 	for _, a := range opts.NoLLMAgents {
 		s.noLLM[a] = true

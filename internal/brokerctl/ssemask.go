@@ -288,27 +288,54 @@ func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
 	}
 }
 
-// partialLen reports how many needle bytes text[i:] matches when it runs out before the
-// needle does (0: no partial match).
-func partialLen(b []byte, i int, needle []byte, matched int) int {
-	if len(needle) == 0 {
-		return 0 // a whole match; handled by the full scan
+// partial is an occurrence of a needle that the end of the text cuts off.
+type partial struct {
+	n    int // needle bytes matched (0: none); a cut-off escape counts as one
+	bits int // bits of the key they carry, matched whole (masker.bits)
+	cut  int // bits of the key an escape cut off by the end could still carry
+}
+
+// keyBits is how many bits of the key the partial holds: sure, only those matched
+// whole, which is what may be masked (nothing can complete the rest at the end of the
+// text); else a cut-off escape counts too, which is what is worth waiting for.
+func (p partial) keyBits(sure bool) int {
+	if sure {
+		return p.bits
+	}
+	return p.bits + p.cut
+}
+
+// holdBits: a partial occurrence is held (and, when cut off for good, masked) once it
+// carries more than minHold-1 whole characters of the key, so at most that much of the
+// key, in any form, reaches a client before the rest is masked.
+const holdBits = 8*(minHold-1) + 1
+
+// partialAt reports how much of needle ni text[i:] matches when it runs out before the
+// needle does (n 0: no partial match).
+func (m *masker) partialAt(b []byte, i, ni int) partial {
+	return partialLen(b, i, m.needles[ni], m.bits[ni], 0, 0)
+}
+
+func partialLen(b []byte, i int, needle []byte, bits []uint8, j, got int) partial {
+	if j == len(needle) {
+		return partial{} // a whole match; handled by the full scan
 	}
 	if i >= len(b) {
-		return matched
+		return partial{n: j, bits: got}
 	}
-	if lower(b[i]) == needle[0] {
-		if n := partialLen(b, i+1, needle[1:], matched+1); n > 0 {
-			return n
+	if lower(b[i]) == needle[j] {
+		if p := partialLen(b, i+1, needle, bits, j+1, got+int(bits[j])); p.n > 0 {
+			return p
 		}
 	}
-	if v, n := escapedAt(b, i); n > 0 && lower(v) == needle[0] {
-		return partialLen(b, i+n, needle[1:], matched+1)
+	if v, n := escapedAt(b, i); n > 0 && lower(v) == needle[j] {
+		return partialLen(b, i+n, needle, bits, j+1, got+int(bits[j]))
 	}
 	if (b[i] == '%' || b[i] == '\\' || b[i] == '&') && len(b)-i < maxToken {
-		return matched + 1 // an escape cut off by the end of the text so far
+		// an escape cut off by the end of the text so far
+		return partial{n: j + 1, bits: got, cut: int(bits[j])}
 	}
-	return 0
+	return partial{}
 }
 
 // maskWhole masks every whole occurrence in the channel's text. Only starts from which
@@ -338,22 +365,26 @@ func (s *sseMasker) maskWhole(c *sseChannel) {
 	}
 }
 
-// holdPos is the earliest start of a long enough partial occurrence at the end of the
-// text (len(text) when there is none): its frame and every later one are held.
+// holdPos is the earliest start of a partial occurrence at the end of the text holding
+// more than minHold-1 characters of the key, by the bits it carries (holdBits;
+// len(text) when there is none): its frame and every later one are held. sure: count
+// only what is matched whole, for a caller about to mask it (a cut-off escape is worth
+// waiting for, not masking). Zero padding of the UTF-16 and UTF-32 forms counts for
+// nothing either way.
 // It also records the channel's tail (see sseChannel.tail) for the next frame.
-func (c *sseChannel) holdPos(m *masker) int {
+func (c *sseChannel) holdPos(m *masker, sure bool) int {
 	from := max(len(c.text)-m.maxLen, c.from, 0)
 	tail := len(c.text)
 	for i := from; i < len(c.text); i++ {
 		if !m.first[c.text[i]] {
 			continue
 		}
-		for _, n := range m.needles {
-			p := partialLen(c.text, i, n, 0)
-			if p >= 1 && tail == len(c.text) {
+		for ni := range m.needles {
+			p := m.partialAt(c.text, i, ni)
+			if p.n >= 1 && tail == len(c.text) {
 				tail = i
 			}
-			if p >= minHold {
+			if p.keyBits(sure) >= holdBits {
 				c.tail = tail
 				return i
 			}
@@ -382,12 +413,12 @@ func (s *sseMasker) push(frame []byte) [][]byte {
 	first := len(s.pending)
 	for _, c := range s.ch {
 		s.maskWhole(c)
-		hold := c.holdPos(s.m)
+		hold := c.holdPos(s.m, false)
 		if hold == len(c.text) {
 			continue
 		}
 		if held > maxHeld {
-			s.maskRange(c, hold, len(c.text))
+			s.maskRange(c, c.holdPos(s.m, true), len(c.text))
 			continue
 		}
 		// The first unsent frame with a part of the partial occurrence (its start may be
@@ -444,7 +475,7 @@ func (s *sseMasker) finish() [][]byte {
 // that must send something it cannot push (a line too long to hold) in order.
 func (s *sseMasker) release() [][]byte {
 	for _, c := range s.ch {
-		s.maskRange(c, c.holdPos(s.m), len(c.text))
+		s.maskRange(c, c.holdPos(s.m, true), len(c.text))
 	}
 	out := make([][]byte, 0, len(s.pending))
 	for _, p := range s.pending {

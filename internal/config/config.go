@@ -73,6 +73,10 @@ type Broker struct {
 	// (paths relative to llm_upstream). Unset: the model-call routes of the upstream's
 	// API kind (DefaultLLMRoutes).
 	LLMRoutes []string `yaml:"llm_routes"`
+	// LLMExtraHeaders are client request headers the /llm/ route forwards besides the
+	// defaults of the upstream's API kind (DefaultLLMHeaders): names, or "prefix-*"
+	// families. Every other header is dropped (its name audited).
+	LLMExtraHeaders []string `yaml:"llm_extra_headers"`
 
 	// APIKeyPath is api_key_file resolved to an absolute host path (set by Load).
 	APIKeyPath string `yaml:"-"`

@@ -64,7 +64,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "unknown key in a list item", body: base + "workers:\n  - name: a\n    dri: a\n",
 			want: `{f}:8: workers[0].dri: unknown key (known keys in workers[0]: dir, image, llm_auth, name)`},
 		{name: "unknown key three deep", body: base + "  extra:\n    x: 1\n",
-			want: `{f}:6: broker.extra: unknown key (known keys in broker: admin_port, api_key_file, jail_port, llm_auth, llm_routes, llm_upstream)`},
+			want: `{f}:6: broker.extra: unknown key (known keys in broker: admin_port, api_key_file, jail_port, llm_auth, llm_extra_headers, llm_routes, llm_upstream)`},
 		{name: "string where integer", body: base + "manager:\n  allow_ports: [80, http]\n",
 			want: `{f}:7: manager.allow_ports[1]: expected an integer, got the string "http"`},
 		{name: "list where mapping", body: base + "manager: [1]\n",
@@ -206,6 +206,34 @@ func TestLoadRejects(t *testing.T) {
 			want: `{f}:6: broker.llm_routes[2]: "POST /v1/messages" is also broker.llm_routes[0]`},
 		{name: "llm route not a list", body: base + "  llm_routes: POST /v1/messages\n",
 			want: `{f}:6: broker.llm_routes: expected a list of strings, got the string "POST /v1/messages"`},
+
+		// --- broker.llm_extra_headers (issue 27 item 13) ---
+		{name: "extra header: a gateway's routing header", body: base + "  llm_extra_headers: [X-Title, Helicone-Target-Url]\n",
+			want: `{f}:6: broker.llm_extra_headers[1]: "Helicone-Target-Url" could choose where a gateway sends the request (and the key); it is never forwarded`},
+		{name: "extra header: an api base", body: base + "  llm_extra_headers: [X-Litellm-Api-Base]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "X-Litellm-Api-Base" could choose where a gateway sends the request (and the key); it is never forwarded`},
+		{name: "extra header: fallbacks", body: base + "  llm_extra_headers: [helicone-fallbacks]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "helicone-fallbacks" could choose where a gateway sends the request (and the key); it is never forwarded`},
+		{name: "extra header: a credential", body: base + "  llm_extra_headers: [OpenAI-Organization]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "OpenAI-Organization" names a credential or account; the broker's key is the only one upstream sees; it is never forwarded`},
+		{name: "extra header: framing", body: base + "  llm_extra_headers: [Accept-Encoding]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "Accept-Encoding" belongs to the connection or the body's framing, which the broker sets itself; it is never forwarded`},
+		{name: "extra header: a range", body: base + "  llm_extra_headers: [Range]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "Range" could change the method, the route, or how the response is encoded or sliced; it is never forwarded`},
+		{name: "extra header: a conditional", body: base + "  llm_extra_headers: [If-None-Match]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "If-None-Match" is one of the if-* headers; it is never forwarded`},
+		{name: "extra header: underscore", body: base + "  llm_extra_headers: [X_Title]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "X_Title" has "_"; only letters, digits and '-' are forwarded (some servers read '_' as '-'); it is never forwarded`},
+		{name: "extra header: too broad a family", body: base + "  llm_extra_headers: [\"x-*\"]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "x-*": a family of headers is written "prefix-*", with at least two characters before the '-'`},
+		{name: "extra header: everything", body: base + "  llm_extra_headers: [\"*\"]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "*" is not a header name`},
+		{name: "extra header: the conditionals' family", body: base + "  llm_extra_headers: [\"if-*\"]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "if-*" would take in the if-* headers, which are never forwarded`},
+		{name: "extra header: a trailing dash", body: base + "  llm_extra_headers: [X-Title-]\n",
+			want: `{f}:6: broker.llm_extra_headers[0]: "X-Title-" is not a header name`},
+		{name: "extra header: twice", body: base + "  llm_extra_headers: [X-Title, x-title]\n",
+			want: `{f}:6: broker.llm_extra_headers[1]: "x-title" is also broker.llm_extra_headers[0]`},
 
 		// --- manager.read_only ---
 		{name: "read_only outside the tree", body: base + "manager:\n  read_only: [../key]\n",
@@ -356,6 +384,11 @@ func TestLoadAccepts(t *testing.T) {
 		{name: "llm_routes listed", body: base + "  llm_routes: [POST /v1/messages, GET /v1/models]\n", check: func(t *testing.T, c *Config) {
 			if strings.Join(c.Broker.LLMRoutes, ",") != "POST /v1/messages,GET /v1/models" {
 				t.Errorf("llm_routes %q", c.Broker.LLMRoutes)
+			}
+		}},
+		{name: "llm_extra_headers listed", body: base + "  llm_extra_headers: [X-Title, \"x-myco-*\"]\n", check: func(t *testing.T, c *Config) {
+			if strings.Join(c.Broker.LLMExtraHeaders, ",") != "X-Title,x-myco-*" {
+				t.Errorf("llm_extra_headers %q", c.Broker.LLMExtraHeaders)
 			}
 		}},
 		{name: "netns with LEVER_DEV_NETNS=1", body: strings.Replace(base, "backend: lima", "backend: netns", 1),

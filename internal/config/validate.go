@@ -373,6 +373,7 @@ func (v *validator) broker(c *Config) {
 		v.add("broker.llm_upstream", "%q is plain http to a non-loopback host; the API key would cross the network unencrypted (use https)", b.LLMUpstream)
 	}
 	v.llmRoutes(b.LLMRoutes)
+	v.llmHeaders(b.LLMExtraHeaders)
 	okJ := v.port("broker.jail_port", b.JailPort)
 	okA := v.port("broker.admin_port", b.AdminPort)
 	if okJ && okA && b.JailPort == b.AdminPort {
@@ -405,6 +406,22 @@ func (v *validator) llmRoutes(routes []string) {
 			continue
 		}
 		seen[method+" "+path] = i
+	}
+}
+
+func (v *validator) llmHeaders(headers []string) {
+	seen := map[string]int{}
+	for i, h := range headers {
+		k := fmt.Sprintf("broker.llm_extra_headers[%d]", i)
+		if err := CheckLLMHeader(h); err != nil {
+			v.add(k, "%v", err)
+			continue
+		}
+		if j, dup := seen[strings.ToLower(h)]; dup {
+			v.add(k, "%q is also broker.llm_extra_headers[%d]", h, j)
+			continue
+		}
+		seen[strings.ToLower(h)] = i
 	}
 }
 
