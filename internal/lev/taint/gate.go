@@ -62,6 +62,9 @@ type PolicyDecision struct {
 	Verdict Verdict
 	Rule    string
 	Reason  string
+	// NoWaive, on an ask, says why --yolo must not waive it (an unclear target that a
+	// deny rule on the target could not be matched against): it blocks as headless.
+	NoWaive string `json:",omitempty"`
 }
 
 // Policy decides calls above clearance. internal/lev/policy implements it from the
@@ -300,6 +303,8 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 		default:
 			return finish(false, SourceUserDeny, why+"; you denied it", r)
 		}
+	case g.Mode == Yolo && pd.NoWaive != "":
+		return finish(false, SourceAutoBlock, why+"; nobody to ask, so blocked; --yolo does not waive it: "+pd.NoWaive, r)
 	case g.Mode == Yolo:
 		blk := r
 		blk.Decision, blk.DecisionSource = "block", SourceAutoBlock
