@@ -139,6 +139,9 @@ type Call struct {
 	Taint  Level
 	Stage  int
 	CallID string
+	// NoAsk: nobody is put to a prompt for this call (a run's error text, decided as the
+	// run ends): an ask blocks as in headless mode (--yolo still waives what it may).
+	NoAsk bool
 	// Args gives the call's decoded arguments, shown to the person asked; called only
 	// then, so a call the gate lets through unasked (a write_file's whole content) is
 	// not encoded again for nothing. Nil: none to show.
@@ -280,7 +283,7 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 	}
 
 	switch {
-	case g.Mode == Interactive && g.Asker != nil:
+	case g.Mode == Interactive && g.Asker != nil && !c.NoAsk:
 		var args json.RawMessage
 		if c.Args != nil {
 			args = c.Args()

@@ -215,6 +215,16 @@ func (g *Gate) Evict(callID string) bool {
 
 // Check is pipeline step 4.
 func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, error) {
+	return g.check(ctx, c, false)
+}
+
+// CheckUnasked decides c as Check does, but puts nobody to a prompt: an ask blocks as in
+// headless mode. The engine uses it for a run's error text, decided as the run ends.
+func (g *Gate) CheckUnasked(ctx context.Context, c *pipeline.Call) (pipeline.Decision, error) {
+	return g.check(ctx, c, true)
+}
+
+func (g *Gate) check(ctx context.Context, c *pipeline.Call, noAsk bool) (pipeline.Decision, error) {
 	g.mu.Lock()
 	g.enter(c.Stage.Index)
 	level := g.ctx.Level()
@@ -234,7 +244,7 @@ func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, 
 	}
 	target, unclear := Target(c)
 	out, err := g.gate.Check(ctx, taint.Call{Tool: c.Tool, Target: target, TargetUnclear: unclear, Taint: level,
-		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON})
+		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON, NoAsk: noAsk})
 	if err != nil {
 		return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "AuditError"}, nil
 	}
