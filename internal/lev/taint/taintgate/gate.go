@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
@@ -64,6 +65,9 @@ type Gate struct {
 	high taint.Level
 	// err is the first failure to write taint_state.json; the run stops on it.
 	err error
+	// began is when each call that can write anywhere in the workdir (shell, a stdio MCP
+	// server) was let through: what changed there since takes the context's label.
+	began map[string]time.Time
 }
 
 // New builds the gate for a run from its environment.
@@ -239,6 +243,7 @@ func (g *Gate) check(ctx context.Context, c *pipeline.Call, noAsk bool) (pipelin
 			}
 		}
 	}
+	g.noteStart(c)
 	if !g.enabled {
 		return pipeline.Decision{Allow: true, Source: "TaintTrackingOff"}, nil
 	}
@@ -279,7 +284,45 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 	l = taint.Max(l, g.storedLevel(c))
 	l = taint.Max(l, g.mcpResultLabel(c.Tool))
 	g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID)
+	g.markChanged(c)
 	g.save()
+}
+
+// writesAnywhere: the tool runs a process that can create, copy, rename and link files
+// anywhere in the workdir, out of sight of the file tools (shell, and what seesWorkdir
+// names).
+func (g *Gate) writesAnywhere(tool string) bool { return tool == "shell" || g.seesWorkdir(tool) }
+
+// noteStart remembers when a call that writes anywhere was let through.
+func (g *Gate) noteStart(c *pipeline.Call) {
+	if g.env.Labels == nil || !g.writesAnywhere(c.Tool) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.began == nil {
+		g.began = map[string]time.Time{}
+	}
+	g.began[c.ID] = time.Now()
+}
+
+// markChanged labels what a finished shell command (or stdio MCP call) changed in the
+// workdir with the context's level now: it includes what the command could read (its
+// output's label is the workdir's) and what the context held when it ran. A copy made by
+// `cp`, a file a script derived from a labelled one, a rename: all keep the label. Called
+// with g.mu held.
+func (g *Gate) markChanged(c *pipeline.Call) {
+	t, ok := g.began[c.ID]
+	if !ok {
+		return
+	}
+	delete(g.began, c.ID)
+	if _, err := g.env.Labels.MarkChanged(g.env.Workdir, t, g.ctx.Level()); err != nil {
+		// The run stops: what the command wrote would otherwise read unlabelled.
+		if g.err == nil {
+			g.err = fmt.Errorf("labelling what %s %s changed in the workdir: %w", c.Tool, c.ID, err)
+		}
+	}
 }
 
 // labelWrites records the label of the files a successful write_file or edit_file wrote:
