@@ -107,6 +107,16 @@ args = '{"path": "`+filepath.Join(j.root, "vault")+`/{{last}}.txt"}'
 			if res.Label != tc.label || ps.Label != tc.label || rec.Label != tc.label || api.Label != tc.label {
 				t.Errorf("labels: lev result %q, ps %q, record %q, /result %q; want %q", res.Label, ps.Label, rec.Label, api.Label, tc.label)
 			}
+			// The gate decided the error text and audited it as the submit_output it
+			// stands for.
+			audit, err := os.ReadFile(filepath.Join(j.levHome, "runs", id, "stages", "0", "taint_audit.json"))
+			wantSrc := `"decision_source": "AutoBlock"`
+			if !tc.withheld {
+				wantSrc = `"decision_source": "WithinClearance"`
+			}
+			if err != nil || !strings.Contains(string(audit), `"call_id": "run-error-0"`) || !strings.Contains(string(audit), wantSrc) {
+				t.Fatalf("the run error's gate decision (%s) is not audited (%v):\n%s", wantSrc, err, audit)
+			}
 			kept, err := os.ReadFile(filepath.Join(j.levHome, "runs", id, "error.txt"))
 			if tc.withheld && (err != nil || !strings.Contains(string(kept), tc.payload)) {
 				t.Fatalf("the withheld message (%v) lacks the path the model chose: %q", err, kept)

@@ -19,11 +19,6 @@ var MaxWalk = 200000
 
 var errWalkCap = errors.New("walk cap reached")
 
-// ctimeSlack is how far before a command's start a change still counts as the command's:
-// the kernel stamps ctime from a coarse clock that may lag the wall clock by a tick (at
-// most 10ms at HZ=100). Wider, it would label files changed just before the command.
-const ctimeSlack = 50 * time.Millisecond
-
 // walk calls f for every entry under dir (dir included), never following a symbolic link,
 // skipping lev's own state (its records are labelled by run), and stops at MaxWalk.
 func (s *Store) walk(dir string, f func(path string, fi fs.FileInfo)) error {
@@ -84,53 +79,76 @@ func (s *Store) moved(st *state, dir string, l taint.Level) taint.Level {
 	return found
 }
 
-// MarkChanged labels, at l, every file and directory under dir whose status changed since
-// since (less ctimeSlack): what a shell command or stdio MCP server that ran then, able to
-// read data at l, created, wrote, renamed or linked. A copy or transform made by the shell
-// thus carries its source's label, which no file tool saw. Labels at or below Internal
-// (every workdir file's default) are not stored. A tree too big to walk is marked whole.
-// It returns how many entries it labelled.
-func (s *Store) MarkChanged(dir string, since time.Time, l taint.Level) (int, error) {
-	if l <= taint.Internal {
-		return 0, nil
-	}
-	since = since.Add(-ctimeSlack)
-	var changed []entry
+// Snapshot is what a tree held before a command ran: each entry's identity and
+// status-change time (ctime: set by every write, rename, link and chmod, and not settable
+// by a process). Whole: the tree was too big to walk, so all of it counts as changed.
+type Snapshot struct {
+	dir   string
+	files map[string]stamp
+	whole bool
+}
+
+type stamp struct {
+	dev, ino uint64
+	ctime    time.Time
+}
+
+// Snapshot records dir's entries before a command that may change them runs.
+func (s *Store) Snapshot(dir string) *Snapshot {
+	snap := &Snapshot{dir: dir, files: map[string]stamp{}}
 	err := s.walk(dir, func(p string, fi fs.FileInfo) {
 		dev, ino, ctime, ok := fileID(fi)
-		if ok && ctime.Before(since) {
-			return
+		if ok {
+			snap.files[p] = stamp{dev, ino, ctime}
 		}
-		changed = append(changed, entry{Path: p, Dev: dev, Ino: ino, Level: l})
 	})
-	whole := errors.Is(err, errWalkCap)
-	if err != nil && !whole {
-		// dir itself cannot be walked: mark it whole rather than leave the changes bare.
-		whole = true
+	if err != nil {
+		snap.whole = true
+	}
+	return snap
+}
+
+// MarkChanged labels, at l, every file and directory under the snapshot's tree that is new
+// or changed since it was taken: what a shell command or stdio MCP server, able to read
+// data at l, created, wrote, renamed or linked. A copy or transform made by the shell thus
+// carries its source's label, which no file tool saw. Labels at or below Internal (every
+// workdir file's default) are not stored. A tree too big to walk is marked whole. It
+// returns how many entries it labelled.
+func (s *Store) MarkChanged(before *Snapshot, l taint.Level) (int, error) {
+	if l <= taint.Internal || before == nil {
+		return 0, nil
+	}
+	var changed []entry
+	whole := before.whole
+	if !whole {
+		err := s.walk(before.dir, func(p string, fi fs.FileInfo) {
+			dev, ino, ctime, ok := fileID(fi)
+			if was, seen := before.files[p]; ok && seen && was == (stamp{dev, ino, ctime}) {
+				return
+			}
+			changed = append(changed, entry{Path: p, Dev: dev, Ino: ino, Level: l})
+		})
+		whole = err != nil
 	}
 	if whole {
-		changed = []entry{{Path: dir, Under: true, Level: l}}
+		changed = []entry{{Path: before.dir, Under: true, Level: l}}
 	}
-	uerr := s.update(func(st *state) bool {
+	err := s.update(func(st *state) bool {
 		have := map[entry]bool{}
 		for _, e := range st.Files {
-			have[entry{Path: e.Path, Dev: e.Dev, Ino: e.Ino, Under: e.Under, Level: e.Level}] = true
+			have[e] = true
 		}
 		added := false
 		for _, c := range changed {
-			if have[c] {
-				continue
+			if !have[c] {
+				st.Files = append(st.Files, c)
+				added = true
 			}
-			st.Files = append(st.Files, c)
-			added = true
 		}
 		return added
 	})
-	if uerr != nil {
-		return 0, uerr
-	}
-	if whole && err != nil && !errors.Is(err, errWalkCap) {
-		return len(changed), err
+	if err != nil {
+		return 0, err
 	}
 	return len(changed), nil
 }

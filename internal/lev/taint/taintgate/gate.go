@@ -22,13 +22,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/policy"
 	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/taint/labels"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
@@ -65,9 +65,9 @@ type Gate struct {
 	high taint.Level
 	// err is the first failure to write taint_state.json; the run stops on it.
 	err error
-	// began is when each call that can write anywhere in the workdir (shell, a stdio MCP
-	// server) was let through: what changed there since takes the context's label.
-	began map[string]time.Time
+	// began is the workdir as it was before each call that can write anywhere in it
+	// (shell, a stdio MCP server) ran: what changed since takes the context's label.
+	began map[string]*labels.Snapshot
 }
 
 // New builds the gate for a run from its environment.
@@ -250,6 +250,11 @@ func (g *Gate) check(ctx context.Context, c *pipeline.Call, noAsk bool) (pipelin
 	target, unclear := Target(c)
 	out, err := g.gate.Check(ctx, taint.Call{Tool: c.Tool, Target: target, TargetUnclear: unclear, Taint: level,
 		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON, NoAsk: noAsk})
+	if err != nil && noAsk && out.Source == taint.SourceWithinClearance {
+		// A run's error text within clearance needs no decision to leave; the audit that
+		// failed is usually what the run failed on, and the error must say so.
+		return pipeline.Decision{Allow: true, Reason: "within clearance (unaudited: " + err.Error() + ")", Source: string(out.Source)}, nil
+	}
 	if err != nil {
 		return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "AuditError"}, nil
 	}
@@ -271,18 +276,31 @@ func (g *Gate) mcpResultLabel(tool string) taint.Level {
 
 // Observe labels a finished call's result as it enters the conversation.
 func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) {
-	if r == nil || r.Refusal != nil {
+	if r == nil || (r.Refusal != nil && r.Refusal.Step != pipeline.StepFence) {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.enter(c.Stage.Index)
+	// A refusal or error names paths and what they resolve to (a symlink's target is data
+	// a run wrote): it reads at least at the label of the workdir's names.
+	named := taint.Public
+	if r.Refusal != nil || (r.IsError && c.Tool != "shell") {
+		named = g.namesLevel()
+	}
+	if r.Refusal != nil {
+		l := taint.Max(named, taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant}))
+		g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID+" (refused)")
+		g.save()
+		return
+	}
 	if !r.IsError {
 		g.labelWrites(c)
 	}
 	l := taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant})
 	l = taint.Max(l, g.storedLevel(c))
 	l = taint.Max(l, g.mcpResultLabel(c.Tool))
+	l = taint.Max(l, named)
 	g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID)
 	g.markChanged(c)
 	g.save()
@@ -293,17 +311,33 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 // names).
 func (g *Gate) writesAnywhere(tool string) bool { return tool == "shell" || g.seesWorkdir(tool) }
 
-// noteStart remembers when a call that writes anywhere was let through.
+// noteStart snapshots the workdir before a call that writes anywhere runs, when what
+// the call could read is above Internal (else nothing it writes needs a label).
 func (g *Gate) noteStart(c *pipeline.Call) {
-	if g.env.Labels == nil || !g.writesAnywhere(c.Tool) {
+	if g.env.Labels == nil || g.env.Workdir == "" || !g.writesAnywhere(c.Tool) {
 		return
 	}
 	g.mu.Lock()
+	l := taint.Max(g.ctx.Level(), taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant}))
+	l = taint.Max(l, g.mcpResultLabel(c.Tool))
+	g.mu.Unlock()
+	if l <= taint.Internal {
+		tl, err := g.env.Labels.Tree(g.env.Workdir, true)
+		if err != nil {
+			tl = taint.Private
+		}
+		l = taint.Max(l, tl)
+	}
+	if l <= taint.Internal {
+		return
+	}
+	snap := g.env.Labels.Snapshot(g.env.Workdir)
+	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.began == nil {
-		g.began = map[string]time.Time{}
+		g.began = map[string]*labels.Snapshot{}
 	}
-	g.began[c.ID] = time.Now()
+	g.began[c.ID] = snap
 }
 
 // markChanged labels what a finished shell command (or stdio MCP call) changed in the
@@ -312,12 +346,12 @@ func (g *Gate) noteStart(c *pipeline.Call) {
 // `cp`, a file a script derived from a labelled one, a rename: all keep the label. Called
 // with g.mu held.
 func (g *Gate) markChanged(c *pipeline.Call) {
-	t, ok := g.began[c.ID]
+	snap, ok := g.began[c.ID]
 	if !ok {
 		return
 	}
 	delete(g.began, c.ID)
-	if _, err := g.env.Labels.MarkChanged(g.env.Workdir, t, g.ctx.Level()); err != nil {
+	if _, err := g.env.Labels.MarkChanged(snap, g.ctx.Level()); err != nil {
 		// The run stops: what the command wrote would otherwise read unlabelled.
 		if g.err == nil {
 			g.err = fmt.Errorf("labelling what %s %s changed in the workdir: %w", c.Tool, c.ID, err)
@@ -339,6 +373,19 @@ func (g *Gate) labelWrites(c *pipeline.Call) {
 			g.logf("run %s: %v", g.env.RunID, err)
 		}
 	}
+}
+
+// namesLevel is the label of the names under the workdir (list_dir's), what an error or
+// refusal naming paths there may carry. Called with g.mu held.
+func (g *Gate) namesLevel() taint.Level {
+	if g.env.Labels == nil || g.env.Workdir == "" {
+		return taint.Public
+	}
+	l, err := g.env.Labels.Tree(g.env.Workdir, false)
+	if err != nil {
+		g.logf("run %s: %v (read as private)", g.env.RunID, err)
+	}
+	return l
 }
 
 // storedLevel is the label lev stored for what the call read: a labelled file, a run

@@ -78,6 +78,11 @@ func TestLabelsFollowData(t *testing.T) {
 		{name: "hard-linked by shell, original path rewritten, shell cat of the link",
 			command: "ln notes/leak.txt notes/link.txt && rm notes/leak.txt", fresh: "notes/leak.txt",
 			readTool: "shell", readArgs: `{"command": "cat notes/link.txt"}`, moved: "notes/link.txt"},
+		// The data as a symlink's target: a read of the link is refused at the fence
+		// (it leaves the workdir), and the refusal names where it resolves to.
+		{name: "symlink whose target spells the data, read_file refused naming it",
+			command:  "ln -s \"/nonexistent/$(cat notes/leak.txt)\" notes/link.txt",
+			readTool: "read_file", readArgs: `{"path": "notes/link.txt"}`, moved: "notes/link.txt"},
 		{name: "copied out of the tree and back by shell, read_file of the copy",
 			command:  "cp notes/leak.txt ../outside.txt && rm notes/leak.txt && cp ../outside.txt notes/back.txt",
 			readTool: "read_file", readArgs: `{"path": "notes/back.txt"}`, moved: "notes/back.txt"},
@@ -100,7 +105,7 @@ func TestLabelsFollowData(t *testing.T) {
 					t.Fatalf("writer (%s %s) did not write notes/leak.txt: %v", writer.Status, writer.Error, err)
 				}
 				w.launderRun(t, "mover", moverBP, moverScript(b.command), w.wd)
-				if _, err := os.Stat(filepath.Join(w.wd, b.moved)); err != nil {
+				if _, err := os.Lstat(filepath.Join(w.wd, b.moved)); err != nil {
 					t.Fatalf("the mover's shell command did not run: %v", err)
 				}
 				if b.fresh != "" {
