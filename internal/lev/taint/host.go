@@ -168,3 +168,49 @@ func percentDecode(s string) (string, bool) {
 	}
 	return b.String(), true
 }
+
+// hostSpan is where a URL's host is written in raw: after "://" and the userinfo (cut at
+// the authority's last '@', as every parser does), before the port.
+func hostSpan(raw string) (start, end int, ok bool) {
+	sep := strings.Index(raw, "://")
+	if sep < 0 {
+		return 0, 0, false
+	}
+	start = sep + 3
+	rest := raw[start:]
+	authEnd := strings.IndexAny(rest, "/?#")
+	if authEnd < 0 {
+		authEnd = len(rest)
+	}
+	hostStart := strings.LastIndex(rest[:authEnd], "@") + 1
+	hostPart := rest[hostStart:authEnd]
+	if strings.HasPrefix(hostPart, "[") {
+		if e := strings.Index(hostPart, "]"); e >= 0 {
+			hostPart = hostPart[:e+1]
+		}
+	} else if c := strings.LastIndex(hostPart, ":"); c >= 0 {
+		hostPart = hostPart[:c]
+	}
+	start += hostStart
+	return start, start + len(hostPart), true
+}
+
+// DialURL is raw with its host written as the policy matched it (canonicalHost), for a
+// built-in tool to dial: the tool must reach the place the gate saw. Go's resolver reads
+// 2130706433 or 0x7f.1 as names and asks DNS for them, and refuses some percent-encoded
+// hosts, where the gate matched 127.0.0.1 or evil.test. An unclear URL comes back as it
+// was (the gate decided on its raw text).
+func DialURL(raw string) string {
+	h, why := hostOf(raw)
+	if why != "" || h == "" {
+		return raw
+	}
+	start, end, ok := hostSpan(raw)
+	if !ok {
+		return raw
+	}
+	if strings.Contains(h, ":") {
+		h = "[" + h + "]"
+	}
+	return raw[:start] + h + raw[end:]
+}

@@ -719,33 +719,17 @@ func hostOf(raw string) (host, unclear string) {
 	if why := junk(raw); why != "" {
 		return raw, "its url " + why
 	}
-	// The authority as written (userinfo cut off at its last '@', as every parser does),
-	// and in it the host without its port.
-	sep := strings.Index(raw, "://")
-	if sep < 0 {
+	at, end, ok := hostSpan(raw)
+	if !ok {
 		return raw, "its url is not an absolute http(s) URL"
 	}
-	rest := raw[sep+3:]
-	authEnd := strings.IndexAny(rest, "/?#")
-	if authEnd < 0 {
-		authEnd = len(rest)
-	}
-	hostStart := strings.LastIndex(rest[:authEnd], "@") + 1
-	hostPart := rest[hostStart:authEnd]
-	if strings.HasPrefix(hostPart, "[") {
-		if end := strings.Index(hostPart, "]"); end >= 0 {
-			hostPart = hostPart[:end+1]
-		}
-	} else if c := strings.LastIndex(hostPart, ":"); c >= 0 {
-		hostPart = hostPart[:c]
-	}
+	hostPart := raw[at:end]
 	u, err := url.Parse(raw)
 	if err != nil && strings.Contains(hostPart, "%") && !strings.HasPrefix(hostPart, "[") {
 		// Go refuses some percent-encoded hosts that WHATWG clients decode and reach
 		// (evil%2etest): check the rest of the URL with a stand-in host, and read the host
 		// itself below.
-		at := sep + 3 + hostStart
-		u, err = url.Parse(raw[:at] + "host.invalid" + raw[at+len(hostPart):])
+		u, err = url.Parse(raw[:at] + "host.invalid" + raw[end:])
 	}
 	if err != nil {
 		return raw, "its url does not parse"

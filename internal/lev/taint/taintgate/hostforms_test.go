@@ -87,3 +87,45 @@ func TestHostSpellingsMeetDenyRules(t *testing.T) {
 		})
 	}
 }
+
+// TestBuiltinToolsDialWhatTheGateMatched: the built-in HTTP tools reach the host the gate
+// matched, not another reading of the same text (Go's resolver would look 2130706433 up
+// in DNS, where the gate matched 127.0.0.1). A real run reads Private data and posts it
+// with http_post under an allowlist entry for 127.0.0.1; each spelling must be allowed on
+// target 127.0.0.1 and reach the loopback server. Control: the plain spelling; and a
+// spelling of another address (127.0.0.2, as 2130706434) is not covered by the entry and
+// reaches nothing.
+func TestBuiltinToolsDialWhatTheGateMatched(t *testing.T) {
+	const allow = "[[allow]]\ntool = \"http_post\"\ntarget = \"127.0.0.1\"\nmax_sensitivity = \"private\"\n"
+	for _, tc := range []struct {
+		host    string
+		allowed bool
+	}{
+		{"127.0.0.1", true},
+		{"2130706433", true},
+		{"0x7f.1", true},
+		{"0177.0.0.1", true},
+		{"127.1", true},
+		{"[::ffff:127.0.0.1]", true},
+		{"2130706434", false},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			w := newWorld(t)
+			u := strings.Replace(w.srv.URL, "127.0.0.1", tc.host, 1) + "/collect"
+			o := w.run(t, runCase{tools: []string{"read_file", "http_post"}, policy: allow,
+				script: strings.ReplaceAll(script("one", "http_post", `{"url": "`+u+`", "body": "{{last}}"}`), "HOME", w.home)})
+			src, rule := taint.SourceAutoBlock, ""
+			if tc.allowed {
+				src, rule = taint.SourcePolicyAllow, "allow[0]"
+			}
+			checkAudit(t, o.audit, want{tool: "http_post", sources: []taint.Source{src}, taint: taint.Private, rule: rule})
+			hits, bodies := w.received()
+			if tc.allowed && (hits != 1 || !strings.Contains(bodies, secret)) {
+				t.Fatalf("allowed, but the loopback server got %d requests: %q", hits, bodies)
+			}
+			if !tc.allowed && hits != 0 {
+				t.Fatalf("blocked, but the server got %q", bodies)
+			}
+		})
+	}
+}
