@@ -103,6 +103,12 @@ args = '{"path": "`+filepath.Join(j.root, "vault")+`/{{last}}.txt"}'
 				if tc.withheld && !strings.Contains(text, "withheld") {
 					t.Errorf("%s: error %q does not say it was withheld", where, text)
 				}
+				// Either way the operator learns what to grant and how to go on.
+				for _, w := range []string{"~/vault", "add to your config.toml", "lev resume " + id} {
+					if !strings.Contains(text, w) {
+						t.Errorf("%s: error %q lacks %q", where, text, w)
+					}
+				}
 			}
 			if res.Label != tc.label || ps.Label != tc.label || rec.Label != tc.label || api.Label != tc.label {
 				t.Errorf("labels: lev result %q, ps %q, record %q, /result %q; want %q", res.Label, ps.Label, rec.Label, api.Label, tc.label)

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/readpaths"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
@@ -70,7 +72,19 @@ func (e *Engine) gateError(ctx context.Context, r *run, msg string, ref *pipelin
 	out := fmt.Sprintf("%s in stage %d; its message is withheld: it may carry the run's data, and the taint gate kept it out of the run's error (%s); the message is in %s",
 		what, stage, d.Source, where)
 	if ref != nil && ref.Code == workfs.CodeNotGranted {
-		out += "; the record's read_paths name the entries your config does not grant (then: lev resume " + r.rec.ID + ")"
+		// Which entry the refused path fell under is the model's choice; the line for
+		// every entry the config does not grant is not.
+		var ungranted []string
+		for _, rp := range r.rec.ReadPaths {
+			if !rp.Granted {
+				ungranted = append(ungranted, rp.Entry)
+			}
+		}
+		if len(ungranted) > 0 {
+			out += "; [read_paths] entries your config does not grant: " + strings.Join(ungranted, ", ") +
+				"; to grant them, add to your config.toml: " + readpaths.GrantLine(r.rec.Agent, ungranted)
+		}
+		out += " (then: lev resume " + r.rec.ID + ")"
 	}
 	if ref != nil {
 		ref = &pipeline.Refusal{Step: ref.Step, Code: ref.Code, Msg: out}
