@@ -48,7 +48,7 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 		// GET /api/agents/{id}.
 		out := make([]psRow, 0, len(recs))
 		for _, r := range recs {
-			row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error}
+			row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error, Label: r.Label}
 			if r.Stage < len(r.Stages) {
 				row.StageName = r.Stages[r.Stage].Name
 			}
@@ -92,4 +92,7 @@ type psRow struct {
 	Created   time.Time     `json:"created"`
 	Updated   time.Time     `json:"updated"`
 	Error     string        `json:"error,omitempty"`
+	// Label is the run's taint label, which its error carries (gated before it was
+	// recorded).
+	Label string `json:"label,omitempty"`
 }

@@ -53,7 +53,7 @@ func runResult(ctx context.Context, opts *resultOptions, stdout, stderr io.Write
 		if gerr != nil {
 			return runErr(id, gerr)
 		}
-		res = &daemon.Result{ID: rec.ID, Status: rec.Status, Error: rec.Error}
+		res = &daemon.Result{ID: rec.ID, Status: rec.Status, Error: rec.Error, Label: rec.Label}
 		if res.Error == "" {
 			res.Error = "run is " + string(rec.Status) + "; no result yet"
 		}

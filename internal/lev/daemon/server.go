@@ -109,6 +109,9 @@ type Result struct {
 	Status runner.Status   `json:"status"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
+	// Label is the run's taint label, which its output and error carry (both went
+	// through the taint gate before the run recorded them).
+	Label string `json:"label,omitempty"`
 }
 
 func (s *Server) result(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +120,7 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, statusOf(err), err)
 		return
 	}
-	res := Result{ID: rec.ID, Status: rec.Status, Output: rec.Result, Error: rec.Error}
+	res := Result{ID: rec.ID, Status: rec.Status, Output: rec.Result, Error: rec.Error, Label: rec.Label}
 	code := http.StatusOK
 	if rec.Status != runner.StatusCompleted {
 		code = http.StatusConflict

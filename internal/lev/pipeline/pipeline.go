@@ -369,7 +369,9 @@ func (p *Pipeline) Handle(ctx context.Context, st Stage, tc provider.ToolCall) (
 		if p.Gate != nil {
 			p.Gate.Observe(ctx, c, res)
 		}
-	} else if res.Refusal != nil && res.Refusal.Step == StepGate && p.Gate != nil {
+	} else if p.Gate != nil && (res.Refusal == nil || res.Refusal.Step == StepGate || res.Refusal.Step == StepFence) {
+		// A fence's answer enters the conversation too, and can name what the workdir
+		// holds (a symlink's target in "resolves to", a file's name): the gate labels it.
 		p.Gate.Observe(ctx, c, res)
 	}
 	capCall(tc.Name, res)

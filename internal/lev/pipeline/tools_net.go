@@ -11,6 +11,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/capread"
 	"github.com/lever-jail/lever/internal/lev/provider"
+	"github.com/lever-jail/lever/internal/lev/taint"
 )
 
 // --- network tools ---
@@ -57,6 +58,9 @@ func checkURL(s string) error {
 }
 
 func doHTTP(ctx context.Context, p *Pipeline, tool, method, u, body, ctype string, hdr map[string]string) (*Result, error) {
+	// Dial the host the taint gate matched (2130706433 is 127.0.0.1 there; Go's resolver
+	// would ask DNS for it), never another reading of the same text.
+	u = taint.DialURL(u)
 	req, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tool, err)

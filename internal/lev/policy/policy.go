@@ -263,7 +263,40 @@ func (p *Policy) ruleName(i int) string {
 // Decide implements taint.Policy. Precedence: a matching deny rule beats everything (and a
 // rule that fails to evaluate counts as a deny); then the first matching allowlist entry or
 // allow rule; then an ask rule; then the file's default.
+//
+// A call whose target is unclear cannot be matched by a deny rule that reads the target:
+// the rule might have matched the place the tool really reaches. While any deny rule reads
+// the target, such a call is never allowed by an entry or rule that did not read it either
+// (an allow becomes an ask), and its ask carries NoWaive: --yolo does not waive it, since
+// nobody would then stand in for the deny rule that could not run.
 func (p *Policy) Decide(r taint.Request) taint.PolicyDecision {
+	d := p.decide(r)
+	if r.TargetUnclear == "" || d.Verdict == taint.VerdictDeny {
+		return d
+	}
+	deny := p.denyOnTarget()
+	if deny == "" {
+		return d
+	}
+	if d.Verdict == taint.VerdictAllow {
+		d.Verdict = taint.VerdictAsk
+		d.Reason += fmt.Sprintf("; but %s denies by target, and this call's target is unclear: ask", deny)
+	}
+	d.NoWaive = fmt.Sprintf("%s denies by target and cannot be matched against an unclear target", deny)
+	return d
+}
+
+// denyOnTarget names the first deny rule that reads the call's target ("" if none).
+func (p *Policy) denyOnTarget() string {
+	for i := range p.rules {
+		if p.File.Rules[i].Action == "deny" && p.ruleTarget[i] {
+			return p.ruleName(i)
+		}
+	}
+	return ""
+}
+
+func (p *Policy) decide(r taint.Request) taint.PolicyDecision {
 	env := newEnv(r)
 	var allow, ask *taint.PolicyDecision
 	// near: entries and rules that would have allowed the call but do not apply to it.

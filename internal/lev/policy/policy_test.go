@@ -359,3 +359,36 @@ action = "deny"
 		})
 	}
 }
+
+// TestUnclearTargetUnderDenyOnTarget: while a deny rule reads the target, a call whose
+// target is unclear is not allowed by an entry or rule that did not read it (an ask
+// instead), and its ask may not be waived (NoWaive, which the gate honours under --yolo).
+// Controls: the same call with a clear target is allowed; the same unclear call under a
+// policy whose deny rule does not read the target keeps its allow and carries no NoWaive.
+func TestUnclearTargetUnderDenyOnTarget(t *testing.T) {
+	const onTarget = "[[rule]]\nwhen = 'target == \"127.0.0.1\"'\naction = \"deny\"\n"
+	const onTool = "[[rule]]\nwhen = 'tool == \"web_search\"'\naction = \"deny\"\n"
+	const allowRule = "[[rule]]\nwhen = 'tool == \"http_post\"'\naction = \"allow\"\n"
+	const allowEntry = "[[allow]]\ntool = \"http_post\"\nmax_sensitivity = \"private\"\n"
+	for _, tc := range []struct {
+		name, policy, target, unclear string
+		want                          taint.Verdict
+		noWaive                       bool
+	}{
+		{"allow rule, unclear target", onTarget + allowRule, "http://[fe80::1%25lo]/", "zone", taint.VerdictAsk, true},
+		{"allow entry, unclear target", onTarget + allowEntry, "http://[fe80::1%25lo]/", "zone", taint.VerdictAsk, true},
+		{"default ask, unclear target", onTarget, "http://[fe80::1%25lo]/", "zone", taint.VerdictAsk, true},
+		{"control: allow rule, clear target", onTarget + allowRule, "evil.test", "", taint.VerdictAllow, false},
+		{"control: deny rule on the target matches", onTarget + allowRule, "127.0.0.1", "", taint.VerdictDeny, false},
+		{"control: deny rule not on the target", onTool + allowRule, "http://[fe80::1%25lo]/", "zone", taint.VerdictAllow, false},
+		{"control: default ask, no deny rule on the target", onTool, "http://[fe80::1%25lo]/", "zone", taint.VerdictAsk, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustParse(t, tc.policy)
+			d := p.Decide(taint.Request{Tool: "http_post", Target: tc.target, TargetUnclear: tc.unclear, Taint: taint.Private})
+			if d.Verdict != tc.want || (d.NoWaive != "") != tc.noWaive {
+				t.Fatalf("got %+v, want %s (no waive %v)", d, tc.want, tc.noWaive)
+			}
+		})
+	}
+}

@@ -27,10 +27,27 @@ type stageState struct {
 
 func (e *Engine) drive(ctx context.Context, r *run) {
 	rec := r.rec
+	// The text a run ends with is output (gateError); decided once, for both the
+	// stage_end event and the run's record.
+	var gatedIn, gatedOut string
+	var gatedRef *pipeline.Refusal
+	gate := func(msg string, ref *pipeline.Refusal) (string, *pipeline.Refusal) {
+		switch {
+		case msg == "":
+			return msg, ref
+		case gatedOut != "" && msg == gatedOut:
+			return msg, ref // already decided (the stage's end, now the run's)
+		case msg != gatedIn:
+			gatedIn = msg
+			gatedOut, gatedRef = e.gateError(ctx, r, msg, ref)
+		}
+		return gatedOut, gatedRef
+	}
 	fail := func(status Status, msg string, ref *pipeline.Refusal) {
 		if err := r.evErr(); err != nil && !strings.Contains(msg, err.Error()) {
 			msg += "; " + err.Error()
 		}
+		msg, ref = gate(msg, ref)
 		rec.Status, rec.Error, rec.Refusal = status, msg, ref
 		end := events.Event{Type: events.RunEnd, Status: events.Status(status), Error: msg}
 		if ref != nil {
@@ -95,6 +112,7 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			status, ref = StatusFailed, nil
 			sr.Status = status
 		}
+		msg, ref = gate(msg, ref)
 		r.emit(e, events.Event{Type: events.StageEnd, Stage: st.Name, StageIndex: intp(i), Status: events.Status(status), Turn: sr.Turns, Error: msg})
 		if status != StatusCompleted {
 			fail(status, msg, ref)

@@ -31,6 +31,7 @@ func (e *Engine) labelRun(r *run) error {
 	if h, ok := r.pipe.Gate.(interface{ HighWater() taint.Level }); ok {
 		l = h.HighWater()
 	}
+	r.rec.Label = l.String()
 	return e.LabelStore().RaiseRun(r.rec.ID, l)
 }
 

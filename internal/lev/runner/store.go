@@ -62,14 +62,17 @@ type Record struct {
 	Yolo      bool     `json:"yolo,omitempty"`
 	Allow     []string `json:"allow,omitempty"`
 	// Interactive: ask prompts wait in Question for an answer over the API.
-	Interactive bool              `json:"interactive,omitempty"`
-	Question    *Question         `json:"question,omitempty"`
-	Status      Status            `json:"status"`
-	Error       string            `json:"error,omitempty"`
-	Refusal     *pipeline.Refusal `json:"refusal,omitempty"`
-	Stage       int               `json:"stage"` // the current (or last) stage
-	Stages      []StageRecord     `json:"stages"`
-	Seeds       []SeedRecord      `json:"seeds,omitempty"`
+	Interactive bool      `json:"interactive,omitempty"`
+	Question    *Question `json:"question,omitempty"`
+	Status      Status    `json:"status"`
+	// Label is the run's taint label (the highest its context ever had): what its result,
+	// error and records carry, as the label store reads them.
+	Label   string            `json:"label,omitempty"`
+	Error   string            `json:"error,omitempty"`
+	Refusal *pipeline.Refusal `json:"refusal,omitempty"`
+	Stage   int               `json:"stage"` // the current (or last) stage
+	Stages  []StageRecord     `json:"stages"`
+	Seeds   []SeedRecord      `json:"seeds,omitempty"`
 	// Admission is the blueprint snapshot (and config hashes) the run was admitted under.
 	Admission *Admission `json:"admission,omitempty"`
 	// ReadPaths says, per declared [read_paths] entry, whether the config in force at

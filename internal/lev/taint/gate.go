@@ -62,6 +62,9 @@ type PolicyDecision struct {
 	Verdict Verdict
 	Rule    string
 	Reason  string
+	// NoWaive, on an ask, says why --yolo must not waive it (an unclear target that a
+	// deny rule on the target could not be matched against): it blocks as headless.
+	NoWaive string `json:",omitempty"`
 }
 
 // Policy decides calls above clearance. internal/lev/policy implements it from the
@@ -136,6 +139,9 @@ type Call struct {
 	Taint  Level
 	Stage  int
 	CallID string
+	// NoAsk: nobody is put to a prompt for this call (a run's error text, decided as the
+	// run ends): an ask blocks as in headless mode (--yolo still waives what it may).
+	NoAsk bool
 	// Args gives the call's decoded arguments, shown to the person asked; called only
 	// then, so a call the gate lets through unasked (a write_file's whole content) is
 	// not encoded again for nothing. Nil: none to show.
@@ -277,7 +283,7 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 	}
 
 	switch {
-	case g.Mode == Interactive && g.Asker != nil:
+	case g.Mode == Interactive && g.Asker != nil && !c.NoAsk:
 		var args json.RawMessage
 		if c.Args != nil {
 			args = c.Args()
@@ -300,6 +306,8 @@ func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
 		default:
 			return finish(false, SourceUserDeny, why+"; you denied it", r)
 		}
+	case g.Mode == Yolo && pd.NoWaive != "":
+		return finish(false, SourceAutoBlock, why+"; nobody to ask, so blocked; --yolo does not waive it: "+pd.NoWaive, r)
 	case g.Mode == Yolo:
 		blk := r
 		blk.Decision, blk.DecisionSource = "block", SourceAutoBlock

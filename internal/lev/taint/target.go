@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
-	"net"
 	"net/url"
 	"sort"
 	"strconv"
@@ -704,14 +703,15 @@ func capUnclear(target, unclear string) (string, string) {
 	return target, unclear
 }
 
-// hostOf reads a URL's host (lower-cased, without port, userinfo or trailing dot) the way
-// every client agrees on, or says why it cannot. Parsers differ on exactly the inputs
+// hostOf reads a URL's host (canonicalHost: every spelling of one address or name comes
+// out the same, without port, userinfo or trailing dot) the way every client agrees on, or
+// says why it cannot. Parsers differ on exactly the inputs
 // refused here: WHATWG URL (Node, browsers) reads a backslash as a slash and strips tabs
 // and newlines anywhere, Python's urlsplit strips some of them, Go refuses control
 // characters; so `https://evil.test\@x.example.com` is evil.test to
-// Node and x.example.com to Go. A percent-encoded or non-ASCII host is mapped (IDNA,
-// decoding) differently by each, and a numeric host such as 0x7f.1 is an IPv4 address to
-// WHATWG and a name to Go.
+// Node and x.example.com to Go. Spellings clients agree on once decoded (percent-encoding,
+// IDNA, numeric IPv4 forms such as 0x7f.1) are canonicalised, not left unclear: a deny
+// rule on the canonical address must catch them all.
 func hostOf(raw string) (host, unclear string) {
 	if raw == "" {
 		return "", ""
@@ -719,41 +719,32 @@ func hostOf(raw string) (host, unclear string) {
 	if why := junk(raw); why != "" {
 		return raw, "its url " + why
 	}
+	at, end, ok := hostSpan(raw)
+	if !ok {
+		return raw, "its url is not an absolute http(s) URL"
+	}
+	hostPart := raw[at:end]
 	u, err := url.Parse(raw)
+	if err != nil && strings.Contains(hostPart, "%") && !strings.HasPrefix(hostPart, "[") {
+		// Go refuses some percent-encoded hosts that WHATWG clients decode and reach
+		// (evil%2etest): check the rest of the URL with a stand-in host, and read the host
+		// itself below.
+		u, err = url.Parse(raw[:at] + "host.invalid" + raw[end:])
+	}
 	if err != nil {
 		return raw, "its url does not parse"
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return raw, "its url is not an absolute http(s) URL"
 	}
-	if u.Host == "" {
+	if u.Host == "" || hostPart == "" {
 		return raw, "its url has no host"
 	}
-	authority, _, _ := strings.Cut(raw[strings.Index(raw, "://")+3:], "/")
-	authority, _, _ = strings.Cut(authority, "?")
-	authority, _, _ = strings.Cut(authority, "#")
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		authority = authority[at+1:]
-	}
-	if strings.Contains(authority, "%") {
-		return raw, "its url percent-encodes its host"
-	}
-	h := u.Hostname()
-	for _, r := range h {
-		if r > unicode.MaxASCII {
-			return raw, "its url's host is not plain ASCII (clients map such names differently)"
-		}
-	}
-	if ip := net.ParseIP(h); ip != nil {
-		return ip.String(), ""
-	}
-	h = strings.TrimSuffix(strings.ToLower(h), ".")
-	if h == "" {
-		return raw, "its url has no host"
-	}
-	labels := strings.Split(h, ".")
-	if numeric(labels[len(labels)-1]) {
-		return raw, "its url's host is an IPv4 address in a spelling clients read differently"
+	// Go's u.Hostname() has already decoded the host; canonicalHost decodes it from the
+	// text as written, with every other spelling.
+	h, why := canonicalHost(hostPart)
+	if why != "" {
+		return raw, why
 	}
 	return h, ""
 }

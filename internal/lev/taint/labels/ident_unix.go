@@ -5,6 +5,7 @@ package labels
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // identity is path's device and inode, following symlinks (the file tools act on real
@@ -19,4 +20,14 @@ func identity(path string) (dev, ino uint64, ok bool) {
 		return 0, 0, false
 	}
 	return uint64(st.Dev), uint64(st.Ino), true
+}
+
+// fileID is fi's device, inode and status-change time (ctime: set by every write, rename,
+// link and chmod, and not settable by a process, unlike mtime).
+func fileID(fi os.FileInfo) (dev, ino uint64, ctime time.Time, ok bool) {
+	st, isStat := fi.Sys().(*syscall.Stat_t)
+	if !isStat {
+		return 0, 0, time.Time{}, false
+	}
+	return uint64(st.Dev), uint64(st.Ino), time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)), true
 }

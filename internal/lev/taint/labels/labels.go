@@ -17,9 +17,12 @@
 //     entry for that path or that identity, so a rename or hard link made later (by a shell
 //     command, say) still carries it. A label is only ever lowered when write_file replaces
 //     the file's whole content from a context at a lower label.
-//
-// What is not tracked: bytes a shell command copies or transforms into a new file; the
-// shell runs outside lev's file tools (see docs/lev-security.md, residuals).
+//   - A listing or a command that can read a whole tree (Tree) takes the labels of paths
+//     under it, of paths labelled data used to have there (Was), and of labelled identities
+//     found under it by a walk (moved), so a renamed or linked file is seen wherever it is.
+//   - Files a shell command (or a stdio MCP server) created or changed are labelled with
+//     what that command could read (MarkChanged): a copy, a transform or a move by the
+//     shell carries the label of its source.
 //
 // It owns the label store file and its lookups. It must not keep labels anywhere an
 // agent's tools can write.
@@ -51,8 +54,16 @@ type Store struct {
 // entry is one labelled file. Ino == 0 means the identity is not known (a label stamped
 // before the file was written); Path == "" means only the identity is (the path was later
 // rewritten, but the labelled inode may live on under another name).
+//
+// Was keeps the path an identity-only entry used to have: the data may have moved anywhere
+// under it (renamed, copied by a shell command before its path was reused), so a command
+// that can read the tree holding Was still reads it (Tree with contents). Under marks a
+// whole tree: everything at or under Path reads at least Level (MarkChanged's fail-closed
+// answer to a tree too big to walk).
 type entry struct {
 	Path  string      `json:"path,omitempty"`
+	Was   string      `json:"was,omitempty"`
+	Under bool        `json:"under,omitempty"`
 	Dev   uint64      `json:"dev,omitempty"`
 	Ino   uint64      `json:"ino,omitempty"`
 	Level taint.Level `json:"level"`
@@ -218,8 +229,10 @@ func (s *Store) AfterWrite(path string, l taint.Level, replaced bool) error {
 				continue // this inode's content was rewritten: its new label is l
 			case e.Path == path && e.Ino == 0:
 				continue // the stamp taken before the write
-			case e.Path == path:
-				e.Path = "" // a former inode of this path: keep its label by identity
+			case e.Path == path && !e.Under:
+				// A former inode of this path: keep its label by identity, and the path
+				// it had for the commands that can read wherever it went.
+				e.Was, e.Path = e.Path, ""
 			}
 			kept = append(kept, e)
 		}
@@ -266,13 +279,18 @@ func (s *Store) Tree(dir string, contents bool) (taint.Level, error) {
 		return l, nil
 	}
 	l := taint.Public
+	for _, e := range st.Files {
+		if e.Under && e.Path != "" && (fspath.Within(e.Path, dir) || fspath.Within(dir, e.Path)) {
+			l = taint.Max(l, e.Level) // a marked tree holding dir, or inside it
+		}
+	}
 	if !contents {
 		for _, e := range st.Files {
 			if e.Path != "" && fspath.Within(dir, e.Path) && e.Path != dir {
 				l = taint.Max(l, e.Level)
 			}
 		}
-		return l, nil
+		return taint.Max(l, s.moved(st, dir, l)), nil
 	}
 	if s.Runs != "" && fspath.Within(dir, clean(s.Runs)) {
 		// lev's runs directory lies inside dir (a jail's tree holds LEV_HOME): every run's
@@ -281,11 +299,11 @@ func (s *Store) Tree(dir string, contents bool) (taint.Level, error) {
 		l = taint.Max(l, s.allRuns(st))
 	}
 	for _, e := range st.Files {
-		if e.Path != "" && fspath.Within(dir, e.Path) {
+		if (e.Path != "" && fspath.Within(dir, e.Path)) || (e.Was != "" && fspath.Within(dir, e.Was)) {
 			l = taint.Max(l, e.Level)
 		}
 	}
-	return l, nil
+	return taint.Max(l, s.moved(st, dir, l)), nil
 }
 
 // stateLevel labels a path inside lev's own state.
@@ -330,7 +348,7 @@ func (s *Store) allRuns(st *state) taint.Level {
 func (s *Store) fileLevel(st *state, path string, dev, ino uint64, ok bool) taint.Level {
 	l := taint.Public
 	for _, e := range st.Files {
-		if e.Path == path || (ok && e.Ino != 0 && e.Dev == dev && e.Ino == ino) {
+		if e.Path == path || (ok && e.Ino != 0 && e.Dev == dev && e.Ino == ino) || (e.Under && e.Path != "" && fspath.Within(e.Path, path)) {
 			l = taint.Max(l, e.Level)
 		}
 	}

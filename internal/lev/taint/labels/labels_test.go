@@ -68,6 +68,24 @@ func TestStore(t *testing.T) {
 			os.Rename(filepath.Join(e.wd, "a.txt"), filepath.Join(e.wd, "b.txt"))
 			stamp(t, e, "a.txt", taint.Internal, true)
 		}, read: "b.txt", want: taint.Private},
+		{name: "moved away, then the path rewritten: a whole-tree read still sees it", setup: func(t *testing.T, e env) {
+			stamp(t, e, "a.txt", taint.Private, true)
+			os.Rename(filepath.Join(e.wd, "a.txt"), filepath.Join(e.wd, "b.txt"))
+			stamp(t, e, "a.txt", taint.Internal, true)
+		}, read: ".", tree: 2, want: taint.Private},
+		{name: "moved into a directory, the path rewritten: its listing finds it by identity", setup: func(t *testing.T, e env) {
+			stamp(t, e, "a.txt", taint.Private, true)
+			os.MkdirAll(filepath.Join(e.wd, "n"), 0o700)
+			os.Rename(filepath.Join(e.wd, "a.txt"), filepath.Join(e.wd, "n", "secret-name"))
+			stamp(t, e, "a.txt", taint.Internal, true)
+		}, read: "n", tree: 1, want: taint.Private},
+		{name: "control: a directory the moved file is not in", setup: func(t *testing.T, e env) {
+			stamp(t, e, "a.txt", taint.Private, true)
+			os.MkdirAll(filepath.Join(e.wd, "m"), 0o700)
+			write(t, filepath.Join(e.wd, "m", "x"), "x")
+			os.Rename(filepath.Join(e.wd, "a.txt"), filepath.Join(e.wd, "n-other"))
+			stamp(t, e, "a.txt", taint.Internal, true)
+		}, read: "m", tree: 1, want: taint.Public},
 		{name: "edited at internal keeps it", setup: func(t *testing.T, e env) {
 			stamp(t, e, "a.txt", taint.Private, true)
 			stamp(t, e, "a.txt", taint.Internal, false)
@@ -153,4 +171,47 @@ func BenchmarkStore(b *testing.B) {
 			s.AfterWrite(target, taint.Private, true)
 		}
 	})
+}
+
+// TestMarkChanged: what a command created or changed under a tree since its snapshot is
+// labelled (a shell command's copy, a rename), what it left alone is not (control); a tree
+// past MaxWalk is marked whole (fail closed).
+func TestMarkChanged(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	wd := filepath.Join(root, "wd")
+	os.MkdirAll(wd, 0o700)
+	os.WriteFile(filepath.Join(wd, "old.txt"), []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(wd, "a.txt"), []byte("x"), 0o600)
+	s := &Store{Path: filepath.Join(root, "labels.json"), Runs: filepath.Join(root, "runs")}
+	snap := s.Snapshot(wd)
+	os.WriteFile(filepath.Join(wd, "copy.txt"), []byte("x"), 0o600)
+	os.Rename(filepath.Join(wd, "a.txt"), filepath.Join(wd, "b.txt"))
+	if _, err := s.MarkChanged(snap, taint.Private); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"copy.txt", "b.txt"} {
+		if l, _ := s.File(filepath.Join(wd, f)); l != taint.Private {
+			t.Fatalf("%s reads %s", f, l)
+		}
+	}
+	if l, _ := s.File(filepath.Join(wd, "old.txt")); l != taint.Public {
+		t.Fatalf("control: the untouched file reads %s", l)
+	}
+	// Internal is every file's default: nothing stored.
+	if n, _ := s.MarkChanged(s.Snapshot(wd), taint.Internal); n != 0 {
+		t.Fatalf("internal marked %d", n)
+	}
+	defer func(m int) { MaxWalk = m }(MaxWalk)
+	MaxWalk = 2
+	big := filepath.Join(root, "big")
+	for i := 0; i < 5; i++ {
+		os.MkdirAll(filepath.Join(big, strconv.Itoa(i)), 0o700)
+	}
+	os.WriteFile(filepath.Join(big, "0", "f"), []byte("x"), 0o600)
+	if _, err := s.MarkChanged(s.Snapshot(big), taint.Private); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := s.File(filepath.Join(big, "0", "f")); l != taint.Private {
+		t.Fatalf("a tree past the walk's cap is not marked whole: %s", l)
+	}
 }

@@ -181,12 +181,24 @@ type want struct {
 	rule    string
 }
 
-// calls drops the records of plain final answers (call ids "answer-N"), which the engine
-// gates as submit_output; TestFinalAnswerIsGated covers those.
+// calls drops the records of plain final answers (call ids "answer-N") and of the text a
+// failed run ends with ("run-error-N"), which the engine gates as submit_output;
+// TestFinalAnswerIsGated and cli.TestRunErrorIsGated cover those.
 func calls(recs []taint.Record) []taint.Record {
 	var out []taint.Record
 	for _, r := range recs {
-		if !strings.HasPrefix(r.CallID, "answer-") {
+		if !strings.HasPrefix(r.CallID, "answer-") && !strings.HasPrefix(r.CallID, "run-error-") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// runErrors are the records of a failed run's error text (see calls).
+func runErrors(recs []taint.Record) []taint.Record {
+	var out []taint.Record
+	for _, r := range recs {
+		if strings.HasPrefix(r.CallID, "run-error-") {
 			out = append(out, r)
 		}
 	}
@@ -426,10 +438,11 @@ text = "the key is ` + secret + `"
 		if got := strings.Contains(string(o.rec.Result), secret); got != tc.leaks {
 			t.Errorf("yolo=%v: result %s (status %s)", tc.yolo, o.rec.Result, o.rec.Status)
 		}
-		if len(o.audit) != len(tc.sources) {
+		answers := o.audit[:len(o.audit)-len(runErrors(o.audit))] // the failed run's error comes last
+		if len(answers) != len(tc.sources) {
 			t.Fatalf("yolo=%v: audit %+v", tc.yolo, o.audit)
 		}
-		for i, r := range o.audit {
+		for i, r := range answers {
 			if r.Tool != "submit_output" || r.CallID != "answer-2" || r.DecisionSource != tc.sources[i] || r.Taint != taint.Private {
 				t.Errorf("yolo=%v: record %d %+v", tc.yolo, i, r)
 			}

@@ -28,6 +28,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/policy"
 	"github.com/lever-jail/lever/internal/lev/taint"
+	"github.com/lever-jail/lever/internal/lev/taint/labels"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
@@ -64,6 +65,9 @@ type Gate struct {
 	high taint.Level
 	// err is the first failure to write taint_state.json; the run stops on it.
 	err error
+	// began is the workdir as it was before each call that can write anywhere in it
+	// (shell, a stdio MCP server) ran: what changed since takes the context's label.
+	began map[string]*labels.Snapshot
 }
 
 // New builds the gate for a run from its environment.
@@ -215,6 +219,16 @@ func (g *Gate) Evict(callID string) bool {
 
 // Check is pipeline step 4.
 func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, error) {
+	return g.check(ctx, c, false)
+}
+
+// CheckUnasked decides c as Check does, but puts nobody to a prompt: an ask blocks as in
+// headless mode. The engine uses it for a run's error text, decided as the run ends.
+func (g *Gate) CheckUnasked(ctx context.Context, c *pipeline.Call) (pipeline.Decision, error) {
+	return g.check(ctx, c, true)
+}
+
+func (g *Gate) check(ctx context.Context, c *pipeline.Call, noAsk bool) (pipeline.Decision, error) {
 	g.mu.Lock()
 	g.enter(c.Stage.Index)
 	level := g.ctx.Level()
@@ -229,12 +243,18 @@ func (g *Gate) Check(ctx context.Context, c *pipeline.Call) (pipeline.Decision, 
 			}
 		}
 	}
+	g.noteStart(c)
 	if !g.enabled {
 		return pipeline.Decision{Allow: true, Source: "TaintTrackingOff"}, nil
 	}
 	target, unclear := Target(c)
 	out, err := g.gate.Check(ctx, taint.Call{Tool: c.Tool, Target: target, TargetUnclear: unclear, Taint: level,
-		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON})
+		Stage: c.Stage.Index, CallID: c.ID, Args: c.ArgsJSON, NoAsk: noAsk})
+	if err != nil && noAsk && out.Source == taint.SourceWithinClearance {
+		// A run's error text within clearance needs no decision to leave; the audit that
+		// failed is usually what the run failed on, and the error must say so.
+		return pipeline.Decision{Allow: true, Reason: "within clearance (unaudited: " + err.Error() + ")", Source: string(out.Source)}, nil
+	}
 	if err != nil {
 		return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "AuditError"}, nil
 	}
@@ -256,20 +276,87 @@ func (g *Gate) mcpResultLabel(tool string) taint.Level {
 
 // Observe labels a finished call's result as it enters the conversation.
 func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) {
-	if r == nil || r.Refusal != nil {
+	if r == nil || (r.Refusal != nil && r.Refusal.Step != pipeline.StepFence) {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.enter(c.Stage.Index)
+	// A refusal or error names paths and what they resolve to (a symlink's target is data
+	// a run wrote): it reads at least at the label of the workdir's names.
+	named := taint.Public
+	if r.Refusal != nil || (r.IsError && c.Tool != "shell") {
+		named = g.namesLevel()
+	}
+	if r.Refusal != nil {
+		l := taint.Max(named, taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant}))
+		g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID+" (refused)")
+		g.save()
+		return
+	}
 	if !r.IsError {
 		g.labelWrites(c)
 	}
 	l := taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant})
 	l = taint.Max(l, g.storedLevel(c))
 	l = taint.Max(l, g.mcpResultLabel(c.Tool))
+	l = taint.Max(l, named)
 	g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID)
+	g.markChanged(c)
 	g.save()
+}
+
+// writesAnywhere: the tool runs a process that can create, copy, rename and link files
+// anywhere in the workdir, out of sight of the file tools (shell, and what seesWorkdir
+// names).
+func (g *Gate) writesAnywhere(tool string) bool { return tool == "shell" || g.seesWorkdir(tool) }
+
+// noteStart snapshots the workdir before a call that writes anywhere runs, when what
+// the call could read is above Internal (else nothing it writes needs a label).
+func (g *Gate) noteStart(c *pipeline.Call) {
+	if g.env.Labels == nil || g.env.Workdir == "" || !g.writesAnywhere(c.Tool) {
+		return
+	}
+	g.mu.Lock()
+	l := taint.Max(g.ctx.Level(), taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant}))
+	l = taint.Max(l, g.mcpResultLabel(c.Tool))
+	g.mu.Unlock()
+	if l <= taint.Internal {
+		tl, err := g.env.Labels.Tree(g.env.Workdir, true)
+		if err != nil {
+			tl = taint.Private
+		}
+		l = taint.Max(l, tl)
+	}
+	if l <= taint.Internal {
+		return
+	}
+	snap := g.env.Labels.Snapshot(g.env.Workdir)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.began == nil {
+		g.began = map[string]*labels.Snapshot{}
+	}
+	g.began[c.ID] = snap
+}
+
+// markChanged labels what a finished shell command (or stdio MCP call) changed in the
+// workdir with the context's level now: it includes what the command could read (its
+// output's label is the workdir's) and what the context held when it ran. A copy made by
+// `cp`, a file a script derived from a labelled one, a rename: all keep the label. Called
+// with g.mu held.
+func (g *Gate) markChanged(c *pipeline.Call) {
+	snap, ok := g.began[c.ID]
+	if !ok {
+		return
+	}
+	delete(g.began, c.ID)
+	if _, err := g.env.Labels.MarkChanged(snap, g.ctx.Level()); err != nil {
+		// The run stops: what the command wrote would otherwise read unlabelled.
+		if g.err == nil {
+			g.err = fmt.Errorf("labelling what %s %s changed in the workdir: %w", c.Tool, c.ID, err)
+		}
+	}
 }
 
 // labelWrites records the label of the files a successful write_file or edit_file wrote:
@@ -286,6 +373,19 @@ func (g *Gate) labelWrites(c *pipeline.Call) {
 			g.logf("run %s: %v", g.env.RunID, err)
 		}
 	}
+}
+
+// namesLevel is the label of the names under the workdir (list_dir's), what an error or
+// refusal naming paths there may carry. Called with g.mu held.
+func (g *Gate) namesLevel() taint.Level {
+	if g.env.Labels == nil || g.env.Workdir == "" {
+		return taint.Public
+	}
+	l, err := g.env.Labels.Tree(g.env.Workdir, false)
+	if err != nil {
+		g.logf("run %s: %v (read as private)", g.env.RunID, err)
+	}
+	return l
 }
 
 // storedLevel is the label lev stored for what the call read: a labelled file, a run
