@@ -77,9 +77,12 @@ func newInbound(server string) *inbound {
 // admit counts one message from the server (method: its JSON-RPC method) and returns the
 // limit it passes, or nil.
 func (in *inbound) admit(method string, notification bool) error {
+	return in.admitAt(method, notification, time.Now())
+}
+
+func (in *inbound) admitAt(method string, notification bool, now time.Time) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	now := time.Now()
 	if notification {
 		if !in.note.take(now) {
 			return &LimitError{in.server, fmt.Sprintf("it sent notifications faster than lev's limit (%d at once, then %d a second; passed at %s)", NotificationBurst, NotificationRate, method)}
