@@ -275,6 +275,9 @@ func TestBinaryMCPOutputNeutralised(t *testing.T) {
 			if bad := terminalHazards(out, invisibleCovered); bad != "" {
 				t.Errorf("output holds %s:\n%q", bad, out)
 			}
+			if bad := terminalHazards(errOut, invisibleCovered); bad != "" {
+				t.Errorf("stderr holds %s:\n%q", bad, errOut)
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("control: output lacks %s:\n%s%s", w, out, errOut)
