@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -143,7 +142,7 @@ func runMCPList(ctx context.Context, opts *mcpListOptions, stdout io.Writer) err
 		if out == nil {
 			out = []mcpServerInfo{}
 		}
-		return json.NewEncoder(stdout).Encode(out)
+		return writeJSON(stdout, out, false)
 	}
 	printServers(stdout, out)
 	return nil
@@ -170,30 +169,33 @@ func probeServer(ctx context.Context, info *mcpServerInfo, s *levconfig.MCPServe
 	sess.Close()
 }
 
+// printServers is the text listing. A server's words (its error, with the end of its
+// stderr; a refused tool's reason) and config.toml's alike are printed neutralised, each
+// on its line (sayf).
 func printServers(w io.Writer, out []mcpServerInfo) {
 	if len(out) == 0 {
 		fmt.Fprintln(w, "no MCP servers in config.toml (add [mcp.servers.NAME] tables)")
 		return
 	}
 	for _, s := range out {
-		fmt.Fprintf(w, "%s (%s: %s)\n", s.Name, s.Transport, s.Target)
+		sayf(w, "%s (%s: %s)\n", s.Name, s.Transport, s.Target)
 		cl := s.Classification
 		if s.Clearance != "" {
 			cl += ", clearance " + s.Clearance
 		}
-		fmt.Fprintf(w, "  classification: %s\n  agents: %s\n  state: %s", cl, s.AgentsText, s.State)
+		sayf(w, "  classification: %s\n  agents: %s\n  state: %s", cl, s.AgentsText, string(s.State))
 		if s.Error != "" {
-			fmt.Fprintf(w, ": %s", s.Error)
+			sayf(w, ": %s", s.Error)
 		}
 		if s.StartMS > 0 {
 			fmt.Fprintf(w, " (%.0f ms)", s.StartMS)
 		}
 		fmt.Fprintln(w)
 		if len(s.Tools) > 0 {
-			fmt.Fprintf(w, "  tools: %s\n", strings.Join(s.Tools, ", "))
+			sayf(w, "  tools: %s\n", strings.Join(s.Tools, ", "))
 		}
 		for _, r := range s.Refused {
-			fmt.Fprintf(w, "  refused: %s\n", r)
+			sayf(w, "  refused: %s\n", r)
 		}
 	}
 }

@@ -77,15 +77,16 @@ func runMCPTest(ctx context.Context, opts *mcpTestOptions, stdout io.Writer) err
 	}
 	defer x.Close()
 	rep := &mcpTestReport{Server: s.Name}
+	// Every line carries the server's words (its errors, stderr, results): neutralised.
 	say := func(format string, a ...any) {
 		if !opts.JSON {
-			fmt.Fprintf(stdout, format+"\n", a...)
+			sayf(stdout, format+"\n", a...)
 		}
 	}
 	// The report says how far the test got, whichever way it ends.
 	defer func() {
 		if opts.JSON {
-			json.NewEncoder(stdout).Encode(rep)
+			writeJSON(stdout, rep, false)
 		}
 	}()
 	var requests []mcp.Request

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -148,9 +147,7 @@ func runPolicyTest(ctx context.Context, opts *policyTestOptions, stdout io.Write
 		return err
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(stdout, res, true)
 	}
 	res.Print(stdout)
 	if note != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/exitcode"
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/version"
@@ -55,9 +56,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.Execute()
 	if msg := exitcode.Message(err); msg != "" {
-		// An error can carry a run's (the model's, a tool's, a server's words): on a
-		// terminal it is neutralised like the run's events.
-		fmt.Fprintln(stderr, "lev:", forTerminal(stderr, msg))
+		// An error can carry a run's (the model's, a tool's, a server's words): it is
+		// neutralised like the run's events, on a terminal or not (an error is no data a
+		// script needs byte for byte, and a log it lands in is read on a terminal later).
+		fmt.Fprintln(stderr, "lev:", hostterm.Escape(msg))
 	}
 	return exitcode.Of(err)
 }

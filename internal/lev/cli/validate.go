@@ -11,6 +11,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/exitcode"
 	"github.com/lever-jail/lever/internal/fspath"
+	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
@@ -30,7 +31,10 @@ func newValidateCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Agent = args[0]
-			return runValidate(opts, cmd.OutOrStdout())
+			// The report quotes the blueprint (a tree's is the agent's): neutralised, lines kept.
+			w := hostterm.NewWriter(cmd.OutOrStdout())
+			defer w.Flush()
+			return runValidate(opts, w)
 		},
 	}
 }

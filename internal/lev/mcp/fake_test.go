@@ -25,7 +25,9 @@ func TestMain(m *testing.M) {
 		if len(os.Args) > 3 {
 			arg = os.Args[3]
 		}
-		fakeStdio(os.Args[2], arg)
+		if !lifecycleStdio(os.Args[2], arg) {
+			fakeStdio(os.Args[2], arg)
+		}
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -74,6 +74,10 @@ type Options struct {
 	// (the run's workdir, when the user's config sets roots = true). Empty: roots are not
 	// advertised and roots/list is refused like sampling and elicitation.
 	Roots []string
+	// OnDrop is told, once, why the session was dropped for something the server sent
+	// unasked (a request that could not be recorded, a limit of limits.go), so the run can
+	// say so. It runs on the session's reader: it must not block.
+	OnDrop func(error)
 }
 
 // Process is a started stdio server.
@@ -146,6 +150,8 @@ type Session struct {
 	// be recorded); drop's error is in fault by then.
 	dropped    context.Context
 	dropCancel context.CancelFunc
+	onDrop     func(error)
+	dropOnce   sync.Once
 }
 
 // toolNameRe is the brief's [A-Za-z0-9_-]{1,64}, with a letter or digit first so every
@@ -222,7 +228,7 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 
 	var transport sdk.Transport
 	if srv.Command != "" {
-		st, err := startStdio(srv, s.fault, opts.Spawn)
+		st, err := startStdio(srv, s.fault, opts.Spawn, timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +260,8 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 		//lint:ignore SA1019 see RootsV2 above
 		client.AddRoots(&sdk.Root{URI: r})
 	}
-	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, len(opts.Roots) > 0, opts.OnServerRequest, s.drop))
+	s.onDrop = opts.OnDrop
+	client.AddReceivingMiddleware(refuseServerRequests(srv.Name, len(opts.Roots) > 0, opts.OnServerRequest, s.drop, newInbound(srv.Name)))
 
 	cctx, cancel := withDeadline(ctx, srv.Name, "initialize", timeout)
 	defer cancel()
@@ -282,10 +289,18 @@ func Connect(ctx context.Context, srv Server, opts Options) (*Session, error) {
 // refuseServerRequests answers every server-to-client request but ping with an error and
 // reports it. Notifications (progress, logging, list changes, cancellation) pass: they ask
 // nothing of lev. A request the report cannot record is refused and drops the session.
-func refuseServerRequests(server string, roots bool, report func(Request) error, drop func(error)) sdk.Middleware {
+// Every message the server sends unasked is first counted against the limits of
+// limits.go: one over them drops the session and is refused, unrecorded.
+func refuseServerRequests(server string, roots bool, report func(Request) error, drop func(error), in *inbound) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if method == "ping" || strings.HasPrefix(method, "notifications/") {
+			method = cutMethod(method)
+			notification := strings.HasPrefix(method, "notifications/")
+			if err := in.admit(method, notification); err != nil {
+				drop(err)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "lev dropped this session: " + err.Error()}
+			}
+			if method == "ping" || notification {
 				return next(ctx, method, req)
 			}
 			if report != nil {
@@ -307,6 +322,18 @@ func refuseServerRequests(server string, roots bool, report func(Request) error,
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("lev refuses %s requests from MCP servers", method)}
 		}
 	}
+}
+
+// maxMethod bounds a server-sent method name as lev records and reports it.
+const maxMethod = 128
+
+// cutMethod is a method name cut to maxMethod bytes (on a character boundary): a server
+// picks it, and it is written to the run's record and the daemon's log.
+func cutMethod(m string) string {
+	if len(m) <= maxMethod {
+		return m
+	}
+	return strings.ToValidUTF8(m[:maxMethod], "") + "…"
 }
 
 func withDeadline(ctx context.Context, server, op string, d time.Duration) (context.Context, context.CancelFunc) {
@@ -339,6 +366,11 @@ func (s *Session) drop(err error) {
 	s.fault.set(err)
 	s.dropCancel()
 	go s.closer()
+	s.dropOnce.Do(func() {
+		if s.onDrop != nil {
+			s.onDrop(s.fault.get())
+		}
+	})
 }
 
 // callContext is a call's context: its deadline, and ended early by a drop.
@@ -458,7 +490,19 @@ func (s *Session) Close() error {
 	s.once.Do(func() {
 		var err1 error
 		if s.cs != nil {
-			err1 = s.cs.Close()
+			// The SDK's Close waits for the requests in flight, and one can be stuck in a
+			// write to a server that stopped reading (bounded by the write deadline, but
+			// that may be the whole call timeout): the transport is closed (the child
+			// killed, so every read and write ends) once closeGrace passed, whatever the
+			// SDK is waiting on, and only then is the SDK waited for.
+			closed := make(chan error, 1)
+			go func() { closed <- s.cs.Close() }()
+			select {
+			case err1 = <-closed:
+			case <-time.After(closeGrace):
+				s.closer()
+				err1 = <-closed
+			}
 		}
 		err2 := s.closer()
 		s.dropCancel()

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,6 +45,22 @@ type stdioTransport struct {
 
 	closeOnce sync.Once
 	ready     atomic.Bool // the handshake completed
+
+	// writeTimeout bounds every write to the child's stdin (the session's deadline): a
+	// server that stops reading fills the pipe, and a write with no deadline would block
+	// its caller (a call, the SDK's Close) for good.
+	writeTimeout time.Duration
+}
+
+// StdinError is a stdio server that stopped reading its stdin: a write to it did not
+// complete within the session's deadline. The session is dropped and the server killed.
+type StdinError struct {
+	Server  string
+	Timeout time.Duration
+}
+
+func (e *StdinError) Error() string {
+	return fmt.Sprintf("MCP server %s stopped reading its stdin (a write did not complete within %s): dropped, and the server killed", e.Server, e.Timeout)
 }
 
 // directProcess is a server started by lev itself, in its own process group.
@@ -59,7 +76,8 @@ func spawnDirect(argv, env []string, dir string, stdin, stdout, stderr *os.File)
 	cmd.Env = append([]string{}, env...)
 	cmd.Dir = dir
 	// Own process group: Close kills the server and whatever it spawned (npx, node).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: if lev dies without closing (SIGKILL), the kernel kills the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -67,7 +85,7 @@ func spawnDirect(argv, env []string, dir string, stdin, stdout, stderr *os.File)
 	return directProcess{cmd}, nil
 }
 
-func startStdio(srv Server, f *fault, spawn Spawner) (*stdioTransport, error) {
+func startStdio(srv Server, f *fault, spawn Spawner, timeout time.Duration) (*stdioTransport, error) {
 	if spawn == nil {
 		spawn = spawnDirect
 	}
@@ -104,7 +122,7 @@ func startStdio(srv Server, f *fault, spawn Spawner) (*stdioTransport, error) {
 	lines.Peer = peer(srv.Name)
 	t := &stdioTransport{
 		name: srv.Name, proc: proc, stdin: inW, stdout: outR, stderr: errR,
-		lines: lines, fault: f, tail: &tailBuffer{}, done: make(chan struct{}),
+		lines: lines, fault: f, tail: &tailBuffer{}, done: make(chan struct{}), writeTimeout: timeout,
 	}
 	go func() {
 		io.Copy(t.tail, errR)
@@ -161,8 +179,23 @@ func (r *stdioReader) Close() error { return r.t.close() }
 
 type stdioWriter struct{ t *stdioTransport }
 
-func (w *stdioWriter) Write(p []byte) (int, error) { return w.t.stdin.Write(p) }
-func (w *stdioWriter) Close() error                { return w.t.close() }
+// Write writes to the child's stdin under a deadline (os.Pipe's ends are pollable, so the
+// deadline holds). Past it the server is taken to have stopped reading: the session's
+// fault says so and the child is killed at once, without waiting on any I/O.
+func (w *stdioWriter) Write(p []byte) (int, error) {
+	if err := w.t.stdin.SetWriteDeadline(time.Now().Add(w.t.writeTimeout)); err != nil {
+		return 0, err
+	}
+	n, err := w.t.stdin.Write(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		serr := &StdinError{Server: w.t.name, Timeout: w.t.writeTimeout}
+		w.t.fault.set(serr)
+		go w.t.shutdown(0)
+		return n, serr
+	}
+	return n, err
+}
+func (w *stdioWriter) Close() error { return w.t.close() }
 
 // close follows the MCP specification's stdio shutdown (close stdin, wait, then kill), bounded by
 // closeGrace, and kills the whole process group so no grandchild outlives the session.

@@ -55,7 +55,8 @@ func (HostExecutor) Shell(ctx context.Context, req ShellRequest) (ShellResult, e
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = req.Dir
 	cmd.Env = req.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: the command dies with lev, even when lev is killed (sandbox.runner's rule).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
 	var out, errb CappedBuffer

@@ -133,7 +133,11 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 			}
 			e.logf("run %s: MCP server %s sent %s (answered: %v)", rec.ID, q.Server, q.Method, q.Answered)
 			return nil
-		}})
+		},
+		// A server over mcp's limits on what it sends unasked (or with a request that could
+		// not be recorded) is dropped: the log says why once, and every later call to it
+		// fails with the same words in the run's record.
+		OnDrop: func(err error) { e.logf("run %s: %v", rec.ID, err) }})
 	rec.MCP = exec.mcp.Status
 	for _, st := range rec.MCP {
 		if st.Granted && st.Error != "" {

@@ -59,8 +59,17 @@ func (r runner) command(ctx context.Context, argv []string) *exec.Cmd {
 			cmd.Err = err
 		}
 	}
-	if r.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
+	// Every process lev starts dies with lev. Pdeathsig: when lev (or the daemon) dies,
+	// even by SIGKILL, the kernel kills this child; the sandboxes make that the end of all
+	// it started (a namespace's or mask's unshare --kill-child takes its PID namespace
+	// down with it). Setpgid: a kill on the context's end (a timeout, an MCP server's
+	// Kill) takes the whole process group, not only the shell lev started. Go sets the
+	// death signal after the credential switch, which would otherwise clear it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error {
+		// The group first (the process is its leader); the process itself in any case.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return cmd.Process.Kill()
 	}
 	if r.env != nil {
 		cmd.Env = r.env

@@ -43,6 +43,9 @@ type Env struct {
 	// is answered or refused; an error refuses it and drops the server's session
 	// (mcp.Options.OnServerRequest).
 	OnRequest func(mcp.Request) error
+	// OnDrop hears, once per server, why its session was dropped for what it sent unasked
+	// (mcp.Options.OnDrop): a limit on its requests, or one that could not be recorded.
+	OnDrop func(error)
 }
 
 // Status is one declared server in the run's record.
@@ -125,7 +128,7 @@ func Start(ctx context.Context, env Env) *Servers {
 // Connect starts one configured server and lists its tools.
 func Connect(ctx context.Context, cfg *levconfig.MCPServer, env Env) (*mcp.Session, []mcp.Tool, error) {
 	srv := mcp.Server{Name: cfg.Name, URL: cfg.URL, Headers: cfg.Headers, SSE: cfg.SSE()}
-	opts := mcp.Options{Timeout: Timeout(cfg), OnServerRequest: env.OnRequest}
+	opts := mcp.Options{Timeout: Timeout(cfg), OnServerRequest: env.OnRequest, OnDrop: env.OnDrop}
 	if cfg.Stdio() {
 		if env.Exec == nil {
 			return nil, nil, fmt.Errorf("MCP server %s: no sandbox to start a stdio server in", cfg.Name)
