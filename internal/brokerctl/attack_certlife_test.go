@@ -1,0 +1,506 @@
+package brokerctl
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lever-jail/lever/internal/cap/ca"
+)
+
+// testClock is a broker clock the test moves forward: expiry without waiting for it.
+type testClock struct{ off atomic.Int64 }
+
+func (c *testClock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *testClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// keptClient is one client certificate on one connection that is kept alive (HTTP/1.1
+// keep-alive or HTTP/2); do reports whether each request reused it.
+type keptClient struct {
+	t  *testing.T
+	c  *http.Client
+	h2 bool
+}
+
+func newKeptClient(t *testing.T, h *harness, cert tls.Certificate, h2 bool) *keptClient {
+	tc := &tls.Config{RootCAs: h.srv.CA.Pool(), MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
+	if !h2 {
+		tc.NextProtos = []string{"http/1.1"}
+	}
+	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: h2, MaxConnsPerHost: 1}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &keptClient{t: t, c: &http.Client{Transport: tr, Timeout: 20 * time.Second}, h2: h2}
+}
+
+func (k *keptClient) do(method, url, body string) (code int, text string, reused bool, err error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}))
+	resp, err := k.c.Do(req)
+	if err != nil {
+		return 0, "", reused, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if k.h2 && resp.ProtoMajor != 2 {
+		k.t.Fatalf("control: %s answered over %s, want HTTP/2", url, resp.Proto)
+	}
+	return resp.StatusCode, string(b), reused, nil
+}
+
+func renewBody(t *testing.T, agent string) string {
+	_, csrPEM, err := ca.NewKeyAndCSR(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(RenewRequest{CSR: string(csrPEM)})
+	return string(b)
+}
+
+// TestExpiredCertOnKeptAliveConnection: a certificate that expires after its handshake is
+// refused on the next request over the same connection (HTTP/1.1 keep-alive and HTTP/2),
+// on every route, /renew included, and a new handshake with it fails. The idle sweep is
+// turned off (ConnCheckEvery an hour) so the request itself meets the expiry. Controls:
+// the same connection answered 200 before the clock moved, the refused request really
+// rode that connection (trace), and another agent's certificate, still valid, keeps
+// working on its own kept-alive connection after the clock moved (a /renew included).
+func TestExpiredCertOnKeptAliveConnection(t *testing.T) {
+	routes := []struct{ method, path string }{{"GET", "/healthz"}, {"GET", "/llm/v1/models"}, {"POST", "/renew"}}
+	for _, h2 := range []bool{false, true} {
+		for _, rt := range routes {
+			name := map[bool]string{false: "http1.1", true: "h2"}[h2] + rt.path
+			t.Run(name, func(t *testing.T) {
+				clk := &testClock{}
+				h := newHarness(t, nil, func(o *Options) { o.Now, o.ConnCheckEvery = clk.Now, time.Hour })
+				c1 := issueClient(t, caDir(h.state), "w1", clk.Now(), time.Hour)
+				short := newKeptClient(t, h, c1, h2)
+				long := newKeptClient(t, h, issueClient(t, caDir(h.state), "w2", clk.Now(), 24*time.Hour), h2)
+				for _, k := range []*keptClient{short, long} {
+					if code, body, _, err := k.do("GET", h.url+"/healthz", ""); err != nil || code != 200 {
+						t.Fatalf("control before the clock moved: %d %s %v", code, body, err)
+					}
+				}
+				clk.advance(2 * time.Hour)
+				body := ""
+				if rt.method == "POST" {
+					body = renewBody(t, "w1")
+				}
+				code, text, reused, err := short.do(rt.method, h.url+rt.path, body)
+				if err != nil {
+					t.Fatalf("expired certificate: %v (want a 401 answer on the kept-alive connection)", err)
+				}
+				if !reused {
+					t.Fatal("the request after the expiry did not reuse the connection; the test proves nothing")
+				}
+				if code != http.StatusUnauthorized || !strings.Contains(text, "expired at") {
+					t.Errorf("expired certificate on a kept-alive connection, %s %s: %d %s, want 401 naming the expiry", rt.method, rt.path, code, text)
+				}
+				// A new handshake with it fails: it is still valid on the real clock, so this
+				// shows the broker's clock reaches crypto/tls.
+				fresh := newKeptClient(t, h, c1, false)
+				if code, _, _, err := fresh.do("GET", h.url+"/healthz", ""); err == nil {
+					t.Errorf("a new handshake with an expired certificate was answered %d", code)
+				}
+				// Control: the valid certificate keeps working on its same connection.
+				code, text, reused, err = long.do(rt.method, h.url+rt.path, strings.ReplaceAll(body, "w1", "w2"))
+				if err != nil || code != 200 || !reused {
+					t.Errorf("control: valid certificate after the clock moved, %s %s: %d %s reused=%v %v", rt.method, rt.path, code, text, reused, err)
+				}
+			})
+		}
+	}
+}
+
+// rawConn is one HTTP/1.1 connection with a client certificate, driven by hand so the
+// test sees exactly when the broker closes it.
+type rawConn struct {
+	c  *tls.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, h *harness, cert *tls.Certificate) (*rawConn, error) {
+	tc := &tls.Config{RootCAs: h.srv.CA.Pool(), ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"}}
+	if cert != nil {
+		tc.Certificates = []tls.Certificate{*cert}
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", h.srv.JailAddr(), tc)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{c: c, br: bufio.NewReader(c)}, nil
+}
+
+// get sends GET path and returns the status (an error when the connection is gone).
+func (r *rawConn) get(path string) (int, error) {
+	r.c.SetDeadline(time.Now().Add(20 * time.Second))
+	defer r.c.SetDeadline(time.Time{})
+	if _, err := fmt.Fprintf(r.c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(r.br, nil)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// closedByPeer waits (up to wait) for the broker to close the connection.
+func (r *rawConn) closedByPeer(wait time.Duration) bool {
+	r.c.SetReadDeadline(time.Now().Add(wait))
+	defer r.c.SetReadDeadline(time.Time{})
+	_, err := r.br.ReadByte()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// TestRevokedOrExpiredCertLosesItsConnections: a certificate revoked or expired after its
+// handshake loses its idle connections within the sweep (no slot held until the idle
+// timeout), and a new handshake with it is refused, with an audit line for each. Controls:
+// its connection answered 200 before, and another agent's idle connection, opened the same
+// way, is still open and answers afterwards.
+func TestRevokedOrExpiredCertLosesItsConnections(t *testing.T) {
+	rows := []struct {
+		name    string
+		lose    func(h *harness, clk *testClock)
+		hsAudit string
+	}{
+		{"revoked", func(h *harness, _ *testClock) {
+			adm := &Admin{Addr: h.srv.AdminAddr(), Token: h.srv.adminToken}
+			if _, err := adm.Revoke(context.Background(), RevokeRequest{Agent: "w1"}); err != nil {
+				t.Fatal(err)
+			}
+		}, "is revoked"},
+		{"expired", func(_ *harness, clk *testClock) { clk.advance(2 * time.Hour) }, "expired"},
+	}
+	for _, rw := range rows {
+		t.Run(rw.name, func(t *testing.T) {
+			clk := &testClock{}
+			h := newHarness(t, nil, func(o *Options) { o.Now, o.ConnCheckEvery = clk.Now, 50*time.Millisecond })
+			c1 := issueClient(t, caDir(h.state), "w1", clk.Now(), time.Hour)
+			c2 := issueClient(t, caDir(h.state), "w2", clk.Now(), 24*time.Hour)
+			r1, err := dialRaw(t, h, &c1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, err := dialRaw(t, h, &c2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []*rawConn{r1, r2} {
+				if code, err := r.get("/healthz"); err != nil || code != 200 {
+					t.Fatalf("control: %d %v", code, err)
+				}
+			}
+			rw.lose(h, clk)
+			if !r1.closedByPeer(20 * time.Second) {
+				t.Fatalf("%s certificate's idle connection still open 20 s later", rw.name)
+			}
+			if code, err := r2.get("/healthz"); err != nil || code != 200 {
+				t.Errorf("control: the valid agent's idle connection: %d %v", code, err)
+			}
+			// A new handshake is refused: the request fails, no answer.
+			if r, err := dialRaw(t, h, &c1); err == nil {
+				if code, err := r.get("/healthz"); err == nil {
+					t.Errorf("new connection with the %s certificate answered %d", rw.name, code)
+				}
+			}
+			h.srv.Shutdown(context.Background())
+			audit, _ := os.ReadFile(auditPath(h.state))
+			for _, want := range []string{`"route":"connection","outcome":"closed"`, rw.hsAudit} {
+				if !strings.Contains(string(audit), want) {
+					t.Errorf("audit lacks %q:\n%s", want, audit)
+				}
+			}
+		})
+	}
+}
+
+// TestConnectionQuotaPerIdentity: one client identity opens as many connections as the
+// broker has slots and keeps them all idle; it keeps at most MaxConnsPerIdentity (its
+// oldest idle ones are closed), so another agent still connects and is served. Controls:
+// each attacker connection was certified and answered (200), and the attacker's newest
+// connection still works: the quota trims, it does not lock the identity out.
+func TestConnectionQuotaPerIdentity(t *testing.T) {
+	const slots, perWho = 12, 3
+	h := newHarness(t, nil, func(o *Options) {
+		o.MaxConns, o.MaxConnsPerIdentity = slots, perWho
+		o.IdleTimeout = time.Minute
+	})
+	c1 := h.workerCert("w1")
+	var conns []*rawConn
+	for i := range slots {
+		r, err := dialRaw(t, h, &c1)
+		if err != nil {
+			t.Fatalf("attacker connection %d: %v", i, err)
+		}
+		if code, err := r.get("/healthz"); err != nil || code != 200 {
+			t.Fatalf("control: attacker connection %d not answered: %d %v", i, code, err)
+		}
+		conns = append(conns, r)
+	}
+	open := 0
+	for _, r := range conns[:slots-perWho] {
+		if !r.closedByPeer(10 * time.Second) {
+			open++
+		}
+	}
+	if open > 0 {
+		t.Errorf("%d of the identity's oldest connections still open beyond its quota of %d", open, perWho)
+	}
+	if code, err := conns[slots-1].get("/healthz"); err != nil || code != 200 {
+		t.Errorf("control: the identity's newest connection: %d %v", code, err)
+	}
+	c2 := h.workerCert("w2")
+	cl := clientFor(h.srv.CA.Pool(), &c2, false)
+	cl.Timeout = 20 * time.Second
+	if code, body, err := get(cl, "GET", h.url+"/healthz", ""); err != nil || code != 200 {
+		t.Errorf("another agent while w1 held its connections: %d %s %v", code, body, err)
+	}
+}
+
+// TestEnrolFailuresSpendTicket: a pending ticket lets an enrolment past the per-address
+// limit, so broken enrolments with it (a bad CSR, a wrong agent name) count against it
+// and the MaxEnrolFailures-th spends it; each refusal says how many remain. Controls: a
+// ticket with fewer failures still enrols with a good CSR, and the spent ticket's refusal
+// names why it is spent.
+func TestEnrolFailuresSpendTicket(t *testing.T) {
+	const max = 3
+	h := newHarness(t, nil, func(o *Options) { o.MaxEnrolFailures = max })
+	c := h.client(nil)
+	enrol := func(agent, tok, csr string) (int, string) {
+		b, _ := json.Marshal(EnrolRequest{Agent: agent, Ticket: tok, CSR: csr})
+		code, body, err := get(c, "POST", h.url+"/enrol", string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, body
+	}
+	_, goodCSR, err := ca.NewKeyAndCSR("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := []struct{ name, agent, csr string }{
+		{"broken csr", "w1", "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"},
+		{"wrong agent", "w9", string(goodCSR)},
+		{"bad name", "../w1", string(goodCSR)},
+	}
+	for _, b := range broken {
+		t.Run(b.name, func(t *testing.T) {
+			tok, err := h.srv.Tickets.Issue("w1", ca.RoleWorker, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= max; i++ {
+				code, body := enrol(b.agent, tok, b.csr)
+				want := fmt.Sprintf("failed enrolment %d of %d", i, max)
+				if code < 400 || code >= 500 || !strings.Contains(body, want) {
+					t.Fatalf("attempt %d: %d %s, want a refusal counting %q", i, code, body, want)
+				}
+				if i == max && !strings.Contains(body, "the ticket is now spent") {
+					t.Errorf("attempt %d does not say the ticket is spent: %s", i, body)
+				}
+			}
+			code, body := enrol("w1", tok, string(goodCSR))
+			if code != http.StatusForbidden || !strings.Contains(body, "spent by repeated failed enrolments") {
+				t.Errorf("good enrolment with the spent ticket: %d %s, want 403 naming why", code, body)
+			}
+		})
+	}
+	// Control: failures below the limit leave the ticket usable.
+	tok, _ := h.srv.Tickets.Issue("w2", ca.RoleWorker, time.Hour)
+	for range max - 1 {
+		enrol("w2", tok, "garbage")
+	}
+	_, csr2, _ := ca.NewKeyAndCSR("w2")
+	if code, body := enrol("w2", tok, string(csr2)); code != 200 {
+		t.Errorf("control: enrolment after %d failures: %d %s", max-1, code, body)
+	}
+}
+
+// TestAuditLinesThinnedPerSource: every source of repeatable audit lines is thinned per
+// identity (or source address) with the left-out lines counted. Rows: a valid certificate
+// asking for a route that does not exist; a revoked certificate reconnecting (refused at
+// the handshake); cert-less enrolments with a broken CSR on a pending ticket. Each sends
+// n requests; its lines stay near the burst, and (first row) lines written plus lines
+// counted as left out add up to n exactly. Controls: another identity's requests during
+// the flood are all logged, and so are the flooding identity's model requests.
+func TestAuditLinesThinnedPerSource(t *testing.T) {
+	const n, burst = 150, 10
+	type row struct {
+		name  string
+		flood func(t *testing.T, h *harness)
+		// mine picks the flood's lines out of the audit log; total is how many requests
+		// or handshakes the flood made (each is a line, written or counted).
+		mine  func(r map[string]any) bool
+		total int
+		// llm: the flooding identity can still make model requests (a control).
+		llm bool
+	}
+	rows := []row{
+		{"unknown route, valid certificate", func(t *testing.T, h *harness) {
+			c1 := h.workerCert("w1")
+			cl := h.client(&c1)
+			for range n {
+				if code, _, err := get(cl, "GET", h.url+"/nope", ""); err != nil || code != 404 {
+					t.Fatalf("flood request: %d %v", code, err)
+				}
+			}
+		}, func(r map[string]any) bool { return r["who"] == "w1" }, n, true},
+		{"revoked certificate reconnecting", func(t *testing.T, h *harness) {
+			c1 := h.workerCert("w1")
+			if code, _, err := get(h.client(&c1), "GET", h.url+"/healthz", ""); err != nil || code != 200 {
+				t.Fatalf("control before the revocation: %d %v", code, err)
+			}
+			if _, err := h.srv.CA.RevokeAgent("w1"); err != nil {
+				t.Fatal(err)
+			}
+			for range n {
+				if err := handshakeRefusal(t, h, &c1); err == nil {
+					t.Fatal("revoked certificate completed a handshake")
+				}
+			}
+		}, func(r map[string]any) bool {
+			// The sweep's line for the control's closed connection is not a request's.
+			return r["who"] == "w1" && r["route"] != "connection" || r["route"] == "tls-handshake"
+		}, n + 1, false},
+		{"broken enrolment on a pending ticket", func(t *testing.T, h *harness) {
+			tok, _ := h.srv.Tickets.Issue("w1", ca.RoleWorker, time.Hour)
+			cl := h.client(nil)
+			for range n {
+				if _, _, err := get(cl, "POST", h.url+"/enrol", fmt.Sprintf(`{"agent":"w1","ticket":%q,"csr":"broken"}`, tok)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, func(r map[string]any) bool { return r["route"] == "/enrol" }, n, false},
+	}
+	for _, rw := range rows {
+		t.Run(rw.name, func(t *testing.T) {
+			h := newHarness(t, nil, func(o *Options) {
+				o.AuditRate, o.AuditBurst = 0.001, burst
+				o.UnauthRate, o.UnauthBurst = 0.001, burst
+				o.LLMRoutes = []string{"GET /v1/models"}
+			})
+			rw.flood(t, h)
+			// Controls: another identity, and the flooder's model requests when it can still
+			// make them, are logged in full.
+			c2 := h.workerCert("w2")
+			cl2 := h.client(&c2)
+			for range 5 {
+				if code, _, err := get(cl2, "GET", h.url+"/nope", ""); err != nil || code != 404 {
+					t.Fatalf("control: %d %v", code, err)
+				}
+			}
+			llm := 0
+			if rw.llm {
+				c1 := h.workerCert("w1")
+				cl := h.client(&c1)
+				for range 5 {
+					if code, _, err := get(cl, "GET", h.url+"/llm/v1/models", ""); err != nil || code != 200 {
+						t.Fatalf("control: model request %d %v", code, err)
+					}
+				}
+				llm = 5
+			}
+			h.srv.Shutdown(context.Background())
+			data, _ := os.ReadFile(auditPath(h.state))
+			lines, counted, w2, models := 0, 0, 0, 0
+			for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var r map[string]any
+				if err := json.Unmarshal([]byte(l), &r); err != nil {
+					t.Fatalf("audit line %q: %v", l, err)
+				}
+				d, _ := r["detail"].(string)
+				if i := strings.Index(d, " similar audit lines left out"); i >= 0 && r["who"] != "w2" {
+					var k int
+					fmt.Sscan(d[strings.LastIndexAny(d[:i], " ;")+1:i], &k)
+					counted += k
+				}
+				switch {
+				case r["who"] == "w2":
+					w2++
+				case r["route"] == "/llm/v1/models":
+					models++
+				case r["route"] == "audit-thinning":
+					// a summary stands for lines left out; it is not one of them
+				case rw.mine(r):
+					lines++
+				}
+			}
+			t.Logf("%d flood lines written, %d counted as left out; %d control lines", lines, counted, w2)
+			if lines > 3*burst {
+				t.Errorf("%d audit lines for %d requests of one source; want them thinned near the burst of %d", lines, n, burst)
+			}
+			if lines+counted != rw.total {
+				t.Errorf("lines written (%d) and counted as left out (%d) add up to %d, want %d", lines, counted, lines+counted, rw.total)
+			}
+			if w2 != 5 || models != llm {
+				t.Errorf("control: another identity's lines %d (want 5), model request lines %d (want %d)", w2, models, llm)
+			}
+		})
+	}
+}
+
+// handshakeRefusal opens a connection with cert and waits for the broker's verdict on
+// the handshake without sending anything (so no unread request turns the broker's alert
+// into a reset): the alert it sends ("remote error: tls: bad certificate"), or nil when
+// the broker accepted the connection and waits for a request.
+func handshakeRefusal(t testing.TB, h *harness, cert *tls.Certificate) error {
+	t.Helper()
+	tc := &tls.Config{RootCAs: h.srv.CA.Pool(), ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"}, Certificates: []tls.Certificate{*cert}}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", h.srv.JailAddr(), tc)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	if err == nil {
+		return errors.New("the broker sent data unasked")
+	}
+	return err
+}
+
+// refusedAtHandshake says whether a client call's error is a refused handshake (what a
+// revoked or expired certificate now meets instead of a 403), as the client sees it.
+func refusedAtHandshake(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, s := range []string{"bad certificate", "broken pipe", "connection reset", "could not be established", "EOF"} {
+		if strings.Contains(err.Error(), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// wantRevokedAtHandshake fails t unless a new connection with cert is refused at the
+// handshake, with the alert crypto/tls sends for a refused client certificate.
+func wantRevokedAtHandshake(t testing.TB, h *harness, cert *tls.Certificate, what string) {
+	t.Helper()
+	if err := handshakeRefusal(t, h, cert); err == nil || !strings.Contains(err.Error(), "bad certificate") {
+		t.Errorf("%s: new handshake %v, want it refused (bad certificate)", what, err)
+	}
+}
