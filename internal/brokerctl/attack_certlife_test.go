@@ -80,7 +80,11 @@ func renewBody(t *testing.T, agent string) string {
 // rode that connection (trace), and another agent's certificate, still valid, keeps
 // working on its own kept-alive connection after the clock moved (a /renew included).
 func TestExpiredCertOnKeptAliveConnection(t *testing.T) {
-	routes := []struct{ method, path string }{{"GET", "/healthz"}, {"GET", "/llm/v1/models"}, {"POST", "/renew"}}
+	// ok is what the valid certificate gets on the route (the control).
+	routes := []struct {
+		method, path string
+		ok           int
+	}{{"GET", "/healthz", 200}, {"GET", "/llm/v1/models", 200}, {"POST", "/renew", 200}, {"POST", "/enrol", 400}, {"GET", "/nope", 404}}
 	for _, h2 := range []bool{false, true} {
 		for _, rt := range routes {
 			name := map[bool]string{false: "http1.1", true: "h2"}[h2] + rt.path
@@ -97,8 +101,11 @@ func TestExpiredCertOnKeptAliveConnection(t *testing.T) {
 				}
 				clk.advance(2 * time.Hour)
 				body := ""
-				if rt.method == "POST" {
+				switch rt.path {
+				case "/renew":
 					body = renewBody(t, "w1")
+				case "/enrol":
+					body = `{"agent":"w1","ticket":"lvt_x","csr":"x"}`
 				}
 				code, text, reused, err := short.do(rt.method, h.url+rt.path, body)
 				if err != nil {
@@ -118,7 +125,7 @@ func TestExpiredCertOnKeptAliveConnection(t *testing.T) {
 				}
 				// Control: the valid certificate keeps working on its same connection.
 				code, text, reused, err = long.do(rt.method, h.url+rt.path, strings.ReplaceAll(body, "w1", "w2"))
-				if err != nil || code != 200 || !reused {
+				if err != nil || code != rt.ok || !reused {
 					t.Errorf("control: valid certificate after the clock moved, %s %s: %d %s reused=%v %v", rt.method, rt.path, code, text, reused, err)
 				}
 			})
@@ -381,6 +388,18 @@ func TestAuditLinesThinnedPerSource(t *testing.T) {
 			// The sweep's line for the control's closed connection is not a request's.
 			return r["who"] == "w1" && r["route"] != "connection" || r["route"] == "tls-handshake"
 		}, n + 1, false},
+		{"enrolments under chosen names, valid certificate", func(t *testing.T, h *harness) {
+			// The record's who becomes enrol:<name>; the thinning key stays the certificate's.
+			c1 := h.workerCert("w1")
+			cl := h.client(&c1)
+			for i := range n {
+				if code, _, err := get(cl, "POST", h.url+"/enrol", fmt.Sprintf(`{"agent":"a%d","ticket":"x","csr":"x"}`, i)); err != nil || code != 400 {
+					t.Fatalf("flood request: %d %v", code, err)
+				}
+			}
+		}, func(r map[string]any) bool {
+			return r["who"] == "w1" || strings.HasPrefix(fmt.Sprint(r["who"]), "enrol:a")
+		}, n, false},
 		{"broken enrolment on a pending ticket", func(t *testing.T, h *harness) {
 			tok, _ := h.srv.Tickets.Issue("w1", ca.RoleWorker, time.Hour)
 			cl := h.client(nil)
@@ -502,5 +521,84 @@ func wantRevokedAtHandshake(t testing.TB, h *harness, cert *tls.Certificate, wha
 	t.Helper()
 	if err := handshakeRefusal(t, h, cert); err == nil || !strings.Contains(err.Error(), "bad certificate") {
 		t.Errorf("%s: new handshake %v, want it refused (bad certificate)", what, err)
+	}
+}
+
+// TestExpiryCutsStreamsInFlight: a model answer streaming when its certificate expires is
+// cut (the in-flight watcher checks expiry as well as revocation), while another agent's
+// stream, whose certificate is still valid, goes on (the control). The audit line names
+// the expiry.
+func TestExpiryCutsStreamsInFlight(t *testing.T) {
+	clk := &testClock{}
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 400; i++ {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			fmt.Fprintf(w, "data: {\"i\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}), func(o *Options) { o.Now, o.LLMRoutes = clk.Now, []string{"GET /v1/models"} })
+	type stream struct {
+		events chan struct{}
+		ended  chan struct{}
+	}
+	open := func(agent string, ttl time.Duration) stream {
+		cert := issueClient(t, caDir(h.state), agent, clk.Now(), ttl)
+		resp, err := clientFor(h.srv.CA.Pool(), &cert, true).Get(h.url + "/llm/v1/models")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", agent, err, resp)
+		}
+		s := stream{events: make(chan struct{}, 1000), ended: make(chan struct{})}
+		go func() {
+			defer resp.Body.Close()
+			defer close(s.ended)
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if strings.HasPrefix(line, "data:") {
+					s.events <- struct{}{}
+				}
+			}
+		}()
+		return s
+	}
+	short, long := open("w1", time.Hour), open("w2", 24*time.Hour)
+	for _, s := range []stream{short, long} {
+		select {
+		case <-s.events:
+		case <-time.After(10 * time.Second):
+			t.Fatal("control: no event before the clock moved")
+		}
+	}
+	clk.advance(2 * time.Hour)
+	select {
+	case <-short.ended:
+	case <-time.After(15 * time.Second):
+		t.Fatal("w1's stream still runs 15 s after its certificate expired")
+	}
+	for len(long.events) > 0 {
+		<-long.events
+	}
+	select {
+	case <-long.events:
+	case <-long.ended:
+		t.Fatal("control: w2's stream ended too")
+	case <-time.After(10 * time.Second):
+		t.Fatal("control: w2's stream stopped flowing")
+	}
+	// w1's line was written when its handler returned; w2's stream need not finish.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	h.srv.Shutdown(ctx)
+	audit, _ := os.ReadFile(auditPath(h.state))
+	if !strings.Contains(string(audit), "client certificate expired while the request was in flight; response cut") {
+		t.Errorf("audit does not name the expiry:\n%s", audit)
 	}
 }

@@ -58,9 +58,11 @@ func thinnable(r *Record) bool {
 }
 
 // thinKeyOf is the key r is thinned under: the certificate's CN, else the source address.
+// The CN is the one audited took from the certificate (r.peer): a handler may rewrite
+// r.Who from the request (/enrol records "enrol:<agent>", a name the client picks).
 func thinKeyOf(r *Record) (key, who, remote string) {
-	if r.Serial != "" {
-		return "cert " + r.Who, r.Who, ""
+	if r.peer != "" {
+		return "cert " + r.peer, r.peer, ""
 	}
 	ip := remoteIP(r.Remote)
 	return "addr " + ip, "-", ip
@@ -142,14 +144,30 @@ func (t *auditThinner) evictLocked(now time.Time) {
 		}
 	}
 	if len(t.keys) >= maxTracked {
-		// Every entry is busy: keep the ones with counts to report, forget the rest.
-		for key, k := range t.keys {
-			if k.dropped == 0 {
-				delete(t.keys, key)
-			}
+		// Every entry is busy: the counts still to report move to one shared entry, so
+		// the table stays bounded and no count is lost.
+		other := t.keys[otherKey]
+		if other == nil {
+			other = &thinKey{who: "-", remote: "many sources", last: now, since: now}
 		}
+		for key, k := range t.keys {
+			if key == otherKey {
+				continue
+			}
+			if k.dropped > 0 {
+				if other.dropped == 0 || k.since.Before(other.since) {
+					other.since = k.since
+				}
+				other.dropped += k.dropped
+			}
+			delete(t.keys, key)
+		}
+		t.keys[otherKey] = other
 	}
 }
+
+// otherKey holds the counts of keys forgotten when the table was full.
+const otherKey = "other"
 
 // flush writes a summary line for each key whose left-out lines have not been counted
 // yet, once they are flushEvery old (or all of them, with force: at shutdown).

@@ -90,6 +90,22 @@ func (s *Server) verifyPeer(cs tls.ConnectionState) error {
 	return nil
 }
 
+// checkedPeer refuses, before any route sees it, a request whose certificate has expired
+// or been revoked since its handshake: every route, /enrol and unknown paths included
+// (requirePeer checks again for the routes that need a certificate).
+func (s *Server) checkedPeer(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c := peerCert(r); c != nil {
+			if e := s.peerRefusal(c); e != nil {
+				w.Header().Set("Connection", "close")
+				jsonError(w, r, e.code, e.typ, e.msg)
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
 // inflightRefusal is the cancellation cause for a request in flight with c, or nil.
 func (s *Server) inflightRefusal(c *x509.Certificate) error {
 	if certTimeRefusal(c, s.opts.Now()) != nil {

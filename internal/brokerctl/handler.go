@@ -429,6 +429,7 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 		if c := peerCert(r); c != nil {
 			record.Who = c.Subject.CommonName
 			record.Serial = ca.SerialHex(c.SerialNumber)
+			record.peer = c.Subject.CommonName
 		}
 		cw := &countingWriter{ResponseWriter: w}
 		body := &countingBody{ReadCloser: r.Body}
@@ -568,7 +569,7 @@ func (s *Server) jailHandler() http.Handler {
 	mux.HandleFunc("/", s.requirePeer("/", []string{ca.RoleManager, ca.RoleWorker}, func(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 	}))
-	return s.audited("jail", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.audited("jail", s.checkedPeer(func(w http.ResponseWriter, r *http.Request) {
 		// Requests without a certificate (enrolment, or refusals) are rate limited per
 		// source address before anything is parsed, and their connection is closed after
 		// the answer (HTTP/2: GOAWAY), so it never idles in a slot the agents need.
