@@ -102,8 +102,9 @@ func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 // handshook moves c out of the pending quota once its TLS handshake succeeded: into the
 // unauthenticated one when it presented no certificate (leaf nil), else into its
 // identity's. When that identity already holds maxPerWho connections its oldest idle one
-// is closed (or, when all are serving requests, c itself).
-func (l *limitListener) handshook(c *limitConn, leaf *x509.Certificate) {
+// is closed; when all are serving requests c itself is refused (handshook returns false
+// and the caller fails the handshake with an error naming the cap).
+func (l *limitListener) handshook(c *limitConn, leaf *x509.Certificate) bool {
 	l.mu.Lock()
 	l.pending = remove(l.pending, c)
 	var evict *limitConn
@@ -119,9 +120,13 @@ func (l *limitListener) handshook(c *limitConn, leaf *x509.Certificate) {
 		l.byWho[c.who] = q
 	}
 	l.mu.Unlock()
+	if evict == c && leaf != nil {
+		return false
+	}
 	if evict != nil {
 		evict.Close()
 	}
+	return true
 }
 
 // certified returns the open connections that presented a verified certificate.

@@ -290,7 +290,9 @@ func (s *Server) TLSConfig() *tls.Config {
 			if err := s.verifyPeer(cs); err != nil {
 				return err
 			}
-			lc.l.handshook(lc, leafOf(cs))
+			if leaf := leafOf(cs); !lc.l.handshook(lc, leaf) {
+				return fmt.Errorf("client identity %s already holds %d connections, all serving requests (the per-identity connection cap)", leaf.Subject.CommonName, s.opts.MaxConnsPerIdentity)
+			}
 			return nil
 		}
 		return c, nil
