@@ -24,7 +24,10 @@ func TestRevokedCertOnKeptAliveConnection(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		name := map[bool]string{false: "http1.1", true: "h2"}[h2]
 		t.Run(name, func(t *testing.T) {
-			h := newHarness(t, nil, nil)
+			// The sweep that closes a revoked certificate's idle connections is off here, so
+			// the request itself meets the revocation (TestRevokedOrExpiredCertLosesItsConnections
+			// covers the sweep).
+			h := newHarness(t, nil, func(o *Options) { o.ConnCheckEvery = time.Hour })
 			ctx := context.Background()
 			adm := &Admin{Addr: h.srv.AdminAddr(), Token: h.srv.adminToken}
 			tok, err := adm.Ticket(ctx, "w1", ca.RoleWorker, time.Hour)

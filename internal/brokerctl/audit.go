@@ -36,6 +36,9 @@ type Record struct {
 	// skip, set by the rate limiter, drops the line: a flood of refusals is summarised
 	// by the next line it lets through instead.
 	skip bool
+	// peer is the verified client certificate's CN, set when the request starts (Who
+	// may be rewritten by the handler): the identity the audit thinner keys on.
+	peer string
 	// body, on the jail listener, tells whether the request body timed out.
 	body *deadlineBody
 }

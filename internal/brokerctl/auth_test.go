@@ -44,7 +44,8 @@ func TestClientCertificateRefusals(t *testing.T) {
 			{"other CA", &foreign, 0, ""},
 			{"expired", &expired, 0, ""},
 			{"server cert as client", &srvCert, 0, ""},
-			{"revoked", &revoked, 403, "is revoked"},
+			// A revoked certificate is refused at the handshake (conncheck.go).
+			{"revoked", &revoked, 0, ""},
 		} {
 			t.Run(route+"/"+tc.name, func(t *testing.T) {
 				method, body := "GET", ""
@@ -97,15 +98,15 @@ func TestRefusalsAudited(t *testing.T) {
 	}
 	want := map[string]bool{
 		"tls-handshake refused unknown authority": false,
-		"/llm/x refused w2 403":                   false,
+		"tls-handshake refused w2 revoked":        false,
 		"/healthz refused - 401":                  false,
 	}
 	for _, r := range recs {
 		switch {
 		case r.Route == "tls-handshake" && r.Outcome == "refused" && strings.Contains(r.Detail, "unknown authority"):
 			want["tls-handshake refused unknown authority"] = true
-		case r.Route == "/llm/x" && r.Outcome == "refused" && r.Who == "w2" && r.Status == 403:
-			want["/llm/x refused w2 403"] = true
+		case r.Route == "tls-handshake" && r.Outcome == "refused" && strings.Contains(r.Detail, "(w2) is revoked"):
+			want["tls-handshake refused w2 revoked"] = true
 		case r.Route == "/healthz" && r.Outcome == "refused" && r.Who == "-" && r.Status == 401:
 			want["/healthz refused - 401"] = true
 		}
@@ -225,9 +226,11 @@ func TestEnrolment(t *testing.T) {
 	if _, err := h.srv.CA.RevokeAgent("w1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Renew(ctx, h.url, caPEM, newCert, newKey); err == nil || !strings.Contains(err.Error(), "revoked") {
+	if _, _, err := Renew(ctx, h.url, caPEM, newCert, newKey); !refusedAtHandshake(err) {
 		t.Fatalf("revoked agent renewed: %v", err)
 	}
+	revokedPair := pairOf(t, newCert, newKey)
+	wantRevokedAtHandshake(t, h, &revokedPair, "revoked agent")
 
 	// After a broker restart on the same state, the used ticket stays used.
 	h.srv.Shutdown(ctx)
@@ -279,9 +282,10 @@ func TestAdminListener(t *testing.T) {
 		t.Fatalf("revoke by agent: %+v %v", resp, err)
 	}
 	for _, c := range []tls.Certificate{c1, c2} {
-		if code, _, _ := get(h.client(&c), "GET", h.url+"/healthz", ""); code != 403 {
-			t.Errorf("revoked cert got %d", code)
+		if code, _, err := get(h.client(&c), "GET", h.url+"/healthz", ""); !refusedAtHandshake(err) {
+			t.Errorf("revoked cert got %d %v", code, err)
 		}
+		wantRevokedAtHandshake(t, h, &c, "revoked cert")
 	}
 	if code, _, _ := get(h.client(&c3), "GET", h.url+"/healthz", ""); code != 200 {
 		t.Errorf("other agent's cert got %d after revoking w1", code)
@@ -289,9 +293,10 @@ func TestAdminListener(t *testing.T) {
 	if _, err := adm.Revoke(ctx, RevokeRequest{Serial: ca.SerialHex(c3.Leaf.SerialNumber)}); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := get(h.client(&c3), "GET", h.url+"/healthz", ""); code != 403 {
-		t.Errorf("cert revoked by serial got %d", code)
+	if code, _, err := get(h.client(&c3), "GET", h.url+"/healthz", ""); !refusedAtHandshake(err) {
+		t.Errorf("cert revoked by serial got %d %v", code, err)
 	}
+	wantRevokedAtHandshake(t, h, &c3, "cert revoked by serial")
 	if _, err := adm.Revoke(ctx, RevokeRequest{Agent: "nobody"}); err == nil {
 		t.Error("revoking an unknown agent succeeded")
 	}

@@ -42,11 +42,29 @@ func (s *Server) handleEnrol(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, certBody, &req) {
 		return
 	}
+	code, typ, msg, mint := s.checkEnrol(r, &req)
+	if mint == nil {
+		if code == http.StatusBadRequest || code == http.StatusForbidden {
+			msg += s.enrolFailed(req.Ticket)
+		}
+		jsonError(w, r, code, typ, msg)
+		return
+	}
+	s.issue(w, r, req.Agent, mint.role, mint.f)
+}
+
+type enrolMint struct {
+	role string
+	f    func() ([]byte, *x509.Certificate, error)
+}
+
+// checkEnrol validates an enrolment and redeems its ticket: it returns how to mint the
+// certificate, or the refusal (status, error type, message).
+func (s *Server) checkEnrol(r *http.Request, req *EnrolRequest) (int, string, string, *enrolMint) {
 	// The name is checked before it is recorded or used anywhere: only a valid name (at
 	// most 63 bytes of a strict charset) reaches the audit log.
 	if err := ca.ValidAgentName(req.Agent); err != nil {
-		jsonError(w, r, http.StatusBadRequest, "bad_request", err.Error())
-		return
+		return http.StatusBadRequest, "bad_request", err.Error(), nil
 	}
 	rec(r).Who = "enrol:" + req.Agent
 	csr, err := ca.ParseCSRPEM([]byte(req.CSR))
@@ -54,31 +72,55 @@ func (s *Server) handleEnrol(w http.ResponseWriter, r *http.Request) {
 		err = ca.CheckCSR(csr)
 	}
 	if err != nil {
-		// Checked before the ticket is spent, so a broken client can retry.
-		jsonError(w, r, http.StatusBadRequest, "bad_request", "csr: "+err.Error())
-		return
+		// Checked before the ticket is spent, so a broken client can retry (a few times:
+		// enrolFailed).
+		return http.StatusBadRequest, "bad_request", "csr: " + err.Error(), nil
 	}
 	if cn := csr.Subject.CommonName; cn != "" && cn != req.Agent {
-		jsonError(w, r, http.StatusBadRequest, "bad_request", fmt.Sprintf("csr names %q, not agent %q", cn, req.Agent))
-		return
+		return http.StatusBadRequest, "bad_request", fmt.Sprintf("csr names %q, not agent %q", cn, req.Agent), nil
 	}
 	t, err := s.Tickets.Redeem(req.Ticket, req.Agent)
 	if err != nil {
-		code := http.StatusForbidden
 		if !isTicketRefusal(err) {
-			code = http.StatusInternalServerError
 			s.opts.Logf("broker: %v", err)
+			return http.StatusInternalServerError, "enrolment_refused", err.Error(), nil
 		}
-		jsonError(w, r, code, "enrolment_refused", err.Error())
-		return
+		return http.StatusForbidden, "enrolment_refused", err.Error(), nil
 	}
-	s.issue(w, r, t.Agent, t.Role, func() ([]byte, *x509.Certificate, error) {
+	return 0, "", "", &enrolMint{t.Role, func() ([]byte, *x509.Certificate, error) {
 		return s.CA.EnrolClient(csr, t.Agent, t.Role, s.opts.ClientCertTTL, t.Issued)
-	})
+	}}
+}
+
+// enrolFailed counts a refused enrolment against its ticket when the ticket is still
+// pending, and spends the ticket at MaxEnrolFailures. A pending ticket lets an enrolment
+// past the per-address limit of unauthenticated requests (pendingEnrolment), so without
+// this whoever holds one could send broken enrolments (a bad CSR, a wrong agent name)
+// without end, each an audit line. It returns what the refusal's message adds.
+func (s *Server) enrolFailed(tok string) string {
+	if !s.Tickets.Pending(tok) {
+		return ""
+	}
+	max := s.opts.MaxEnrolFailures
+	s.enrolMu.Lock()
+	s.enrolFails[tok]++
+	n := s.enrolFails[tok]
+	if n >= max {
+		delete(s.enrolFails, tok)
+	}
+	s.enrolMu.Unlock()
+	if n < max {
+		return fmt.Sprintf("; failed enrolment %d of %d with this ticket (at %d it is spent)", n, max, max)
+	}
+	if err := s.Tickets.Burn(tok, fmt.Sprintf("%d failed enrolments", max)); err != nil && !isTicketRefusal(err) {
+		s.opts.Logf("broker: %v", err)
+		return fmt.Sprintf("; failed enrolment %d of %d with this ticket, which could not be spent: %v", n, max, err)
+	}
+	return fmt.Sprintf("; failed enrolment %d of %d with this ticket: the ticket is now spent, issue a new one", n, max)
 }
 
 func isTicketRefusal(err error) bool {
-	for _, e := range []error{ticket.ErrUnknown, ticket.ErrUsed, ticket.ErrWrongAgent, ticket.ErrExpired, ticket.ErrMalformed} {
+	for _, e := range []error{ticket.ErrUnknown, ticket.ErrUsed, ticket.ErrWrongAgent, ticket.ErrExpired, ticket.ErrMalformed, ticket.ErrBurned} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -121,6 +163,11 @@ func (s *Server) issue(w http.ResponseWriter, r *http.Request, agent, role strin
 	certPEM, leaf, err := mint()
 	if errors.Is(err, ca.ErrRevoked) {
 		jsonError(w, r, http.StatusForbidden, "revoked", strings.TrimPrefix(err.Error(), "ca: "))
+		return
+	}
+	if errors.Is(err, ca.ErrExpired) {
+		w.Header().Set("Connection", "close")
+		jsonError(w, r, http.StatusUnauthorized, "expired", strings.TrimPrefix(err.Error(), "ca: "))
 		return
 	}
 	if err != nil {

@@ -429,6 +429,7 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 		if c := peerCert(r); c != nil {
 			record.Who = c.Subject.CommonName
 			record.Serial = ca.SerialHex(c.SerialNumber)
+			record.peer = c.Subject.CommonName
 		}
 		cw := &countingWriter{ResponseWriter: w}
 		body := &countingBody{ReadCloser: r.Body}
@@ -477,6 +478,7 @@ func (s *Server) audited(listener string, h http.Handler) http.Handler {
 					record.Outcome = "error"
 				}
 			}
+			s.thin.admit(record)
 			if err := s.audit.Log(*record); err != nil {
 				s.opts.Logf("broker: audit log: %v", err)
 			}
@@ -504,8 +506,9 @@ func jsonError(w http.ResponseWriter, r *http.Request, code int, typ, msg string
 }
 
 // requirePeer lets a request through only with a verified client certificate from lever's
-// CA (verified at the handshake: chain, validity, client-auth usage) that is not revoked
-// and whose role is one of roles.
+// CA (verified at the handshake: chain, validity, client-auth usage) that is, at this
+// request, still within its validity period and not revoked, and whose role is one of
+// roles.
 func (s *Server) requirePeer(route string, roles []string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c := peerCert(r)
@@ -513,14 +516,13 @@ func (s *Server) requirePeer(route string, roles []string, h http.HandlerFunc) h
 			jsonError(w, r, http.StatusUnauthorized, "unauthenticated", "a client certificate from lever's CA is required for "+r.URL.Path)
 			return
 		}
-		revoked, err := s.CA.IsRevoked(c)
-		if err != nil {
-			s.opts.Logf("broker: %v", err)
-			jsonError(w, r, http.StatusServiceUnavailable, "internal", "revocation state unreadable; refusing")
-			return
-		}
-		if revoked {
-			jsonError(w, r, http.StatusForbidden, "revoked", "client certificate "+ca.SerialHex(c.SerialNumber)+" ("+c.Subject.CommonName+") is revoked")
+		// The handshake checked the certificate once; the connection may have outlived
+		// its validity or its revocation since (keep-alive, HTTP/2). It is refused, and its
+		// connection closed after this answer (HTTP/2: GOAWAY), as it would be at a new
+		// handshake.
+		if e := s.peerRefusal(c); e != nil {
+			w.Header().Set("Connection", "close")
+			jsonError(w, r, e.code, e.typ, e.msg)
 			return
 		}
 		role := ca.Role(c)
@@ -570,7 +572,7 @@ func (s *Server) jailHandler() http.Handler {
 	mux.HandleFunc("/", s.requirePeer("/", []string{ca.RoleManager, ca.RoleWorker}, func(w http.ResponseWriter, r *http.Request) {
 		jsonError(w, r, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path)
 	}))
-	return s.audited("jail", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.audited("jail", s.checkedPeer(func(w http.ResponseWriter, r *http.Request) {
 		// Requests without a certificate (enrolment, or refusals) are rate limited per
 		// source address before anything is parsed, and their connection is closed after
 		// the answer (HTTP/2: GOAWAY), so it never idles in a slot the agents need.
@@ -578,14 +580,13 @@ func (s *Server) jailHandler() http.Handler {
 			w.Header().Set("Connection", "close")
 			ip := remoteIP(r.RemoteAddr)
 			if !s.unauth.allow(ip) && !s.pendingEnrolment(r) {
-				logged, left := s.unauth.logRefusal(ip)
-				rec(r).skip = !logged
+				// At most one line per 10 s; the others are counted (auditthin.go).
+				if logged, _ := s.unauth.logRefusal(ip); !logged {
+					s.thin.drop(rec(r))
+				}
 				w.Header().Set("Retry-After", "1")
 				msg := fmt.Sprintf("too many requests without a client certificate from %s (limit %g per second, burst %d)", ip, s.opts.UnauthRate, s.opts.UnauthBurst)
 				jsonError(w, r, http.StatusTooManyRequests, "rate_limited", msg)
-				if left > 0 {
-					rec(r).Detail += fmt.Sprintf("; %d more refused since the last line", left)
-				}
 				return
 			}
 		}

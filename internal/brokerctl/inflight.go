@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// Revocation is checked when a request starts (requirePeer); a model answer can then
-// stream for many minutes. The broker also keeps the /llm/ requests in flight with the
-// certificate each came with, and a watcher re-checks those certificates every
+// Revocation and expiry are checked when a request starts (requirePeer); a model answer
+// can then stream for many minutes. The broker also keeps the /llm/ requests in flight
+// with the certificate each came with, and a watcher re-checks those certificates every
 // revokeCheckEvery (and at once after an admin revocation): a request whose certificate
-// has been revoked is cancelled, which cuts the upstream call and aborts the answer.
+// has been revoked or has expired is cancelled, which cuts the upstream call and aborts
+// the answer.
 
 // revokeCheckEvery is how often the certificates of requests in flight are re-checked.
 const revokeCheckEvery = time.Second
@@ -51,9 +52,10 @@ func (s *inflightSet) track(parent context.Context, cert *x509.Certificate) (con
 	}
 }
 
-// check cancels every request in flight whose certificate isRevoked says is revoked.
-// Each distinct certificate is looked up once.
-func (s *inflightSet) check(isRevoked func(*x509.Certificate) (bool, error)) {
+// check cancels every request in flight whose certificate refuse has a cause for (that
+// cause: errRevokedInFlight or errExpiredInFlight). Each distinct certificate is looked up
+// once.
+func (s *inflightSet) check(refuse func(*x509.Certificate) error) {
 	s.mu.Lock()
 	byCert := map[*x509.Certificate][]*inflightReq{}
 	for r := range s.reqs {
@@ -61,16 +63,16 @@ func (s *inflightSet) check(isRevoked func(*x509.Certificate) (bool, error)) {
 	}
 	s.mu.Unlock()
 	for c, rs := range byCert {
-		if revoked, err := isRevoked(c); err == nil && revoked {
+		if cause := refuse(c); cause != nil {
 			for _, r := range rs {
-				r.cancel(errRevokedInFlight)
+				r.cancel(cause)
 			}
 		}
 	}
 }
 
 // run re-checks until ctx ends.
-func (s *inflightSet) run(ctx context.Context, isRevoked func(*x509.Certificate) (bool, error)) {
+func (s *inflightSet) run(ctx context.Context, refuse func(*x509.Certificate) error) {
 	t := time.NewTicker(revokeCheckEvery)
 	defer t.Stop()
 	for {
@@ -80,7 +82,7 @@ func (s *inflightSet) run(ctx context.Context, isRevoked func(*x509.Certificate)
 		case <-t.C:
 		case <-s.poke:
 		}
-		s.check(isRevoked)
+		s.check(refuse)
 	}
 }
 

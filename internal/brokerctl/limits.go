@@ -2,6 +2,7 @@ package brokerctl
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"sync"
@@ -20,7 +21,9 @@ import (
 // has not finished (maxPending), and connections that finished it without a certificate
 // (maxUnauth). When a quota is full the oldest connection in it is closed to make room:
 // a real handshake or enrolment takes milliseconds, so it is the stalled ones that go.
-// Connections with a verified certificate count against n only.
+// Connections with a verified certificate count against n and against the quota of
+// their identity (the certificate's CN, maxPerWho): one agent, or one stolen certificate,
+// cannot take the slots of the others either.
 type limitListener struct {
 	net.Listener
 	sem  chan struct{}
@@ -30,12 +33,14 @@ type limitListener struct {
 	mu         sync.Mutex
 	maxPending int
 	maxUnauth  int
-	pending    []*limitConn // accepted, handshake not finished; oldest first
-	unauth     []*limitConn // handshake finished without a client certificate; oldest first
+	maxPerWho  int
+	pending    []*limitConn            // accepted, handshake not finished; oldest first
+	unauth     []*limitConn            // handshake finished without a client certificate; oldest first
+	byWho      map[string][]*limitConn // handshake finished with a verified certificate, per CN; oldest first
 }
 
-func newLimitListener(l net.Listener, n, maxPending, maxUnauth int) *limitListener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), maxPending: maxPending, maxUnauth: maxUnauth}
+func newLimitListener(l net.Listener, n, maxPending, maxUnauth, maxPerWho int) *limitListener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), maxPending: maxPending, maxUnauth: maxUnauth, maxPerWho: maxPerWho, byWho: map[string][]*limitConn{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -94,20 +99,52 @@ func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 	l.mu.Unlock()
 }
 
-// handshook moves c out of the pending quota once its TLS handshake succeeded, into the
-// unauthenticated one when it presented no certificate.
-func (l *limitListener) handshook(c *limitConn, verified bool) {
+// handshook moves c out of the pending quota once its TLS handshake succeeded: into the
+// unauthenticated one when it presented no certificate (leaf nil), else into its
+// identity's. When that identity already holds maxPerWho connections its oldest idle one
+// is closed; when all are serving requests c itself is refused (handshook returns false
+// and the caller fails the handshake with an error naming the cap).
+func (l *limitListener) handshook(c *limitConn, leaf *x509.Certificate) bool {
 	l.mu.Lock()
 	l.pending = remove(l.pending, c)
 	var evict *limitConn
-	if !verified && !c.closed {
+	switch {
+	case c.closed:
+	case leaf == nil:
 		l.unauth = append(l.unauth, c)
 		evict = l.overflow(&l.unauth, l.maxUnauth)
+	default:
+		c.cert, c.who = leaf, leaf.Subject.CommonName
+		q := append(l.byWho[c.who], c)
+		evict = l.overflow(&q, l.maxPerWho)
+		l.byWho[c.who] = q
 	}
 	l.mu.Unlock()
+	if evict == c && leaf != nil {
+		return false
+	}
 	if evict != nil {
 		evict.Close()
 	}
+	return true
+}
+
+// certified returns the open connections that presented a verified certificate.
+func (l *limitListener) certified() []*limitConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*limitConn
+	for _, q := range l.byWho {
+		out = append(out, q...)
+	}
+	return out
+}
+
+// idle reports whether c is serving no request.
+func (l *limitListener) idle(c *limitConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !c.busy
 }
 
 func remove(q []*limitConn, c *limitConn) []*limitConn {
@@ -130,6 +167,9 @@ type limitConn struct {
 	once   sync.Once
 	closed bool // guarded by l.mu
 	busy   bool // serving a request (guarded by l.mu)
+	// The verified client certificate and its CN, set once at the handshake (under l.mu).
+	cert *x509.Certificate
+	who  string
 }
 
 func (c *limitConn) Close() error {
@@ -139,6 +179,13 @@ func (c *limitConn) Close() error {
 		c.closed = true
 		c.l.pending = remove(c.l.pending, c)
 		c.l.unauth = remove(c.l.unauth, c)
+		if c.who != "" {
+			if q := remove(c.l.byWho[c.who], c); len(q) > 0 {
+				c.l.byWho[c.who] = q
+			} else {
+				delete(c.l.byWho, c.who)
+			}
+		}
 		c.l.mu.Unlock()
 		<-c.l.sem
 	})

@@ -445,8 +445,8 @@ var errSSEKeys = errors.New("too many distinct JSON keys in the stream")
 
 // noteRevoked names a revocation in flight as the reason a response was cut.
 func noteRevoked(r *http.Request) {
-	if errors.Is(context.Cause(r.Context()), errRevokedInFlight) {
-		rec(r).Detail = errRevokedInFlight.Error() + "; response cut"
+	if cause := context.Cause(r.Context()); errors.Is(cause, errRevokedInFlight) || errors.Is(cause, errExpiredInFlight) {
+		rec(r).Detail = cause.Error() + "; response cut"
 	}
 }
 

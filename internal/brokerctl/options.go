@@ -50,6 +50,21 @@ const (
 	// retries and stops a loop from growing the CA registry without bound.
 	DefaultRenewRate  = 1.0 / 60
 	DefaultRenewBurst = 5
+	// One client identity (certificate CN) may hold at most this many connections: lev
+	// needs one HTTP/2 connection, or a few over HTTP/1.1, so 32 is generous and 16
+	// identities would be needed to take the 512 slots.
+	DefaultMaxConnsPerIdentity = 32
+	// How often the jail connections are swept for a certificate that expired or was
+	// revoked since its handshake (conncheck.go).
+	DefaultConnCheckEvery = time.Second
+	// Audit lines that a client can repeat at will (refusals, errors, health checks) are
+	// thinned per identity, or per source address without a certificate: a burst of 64,
+	// then one a second; the left-out lines are counted (auditthin.go).
+	DefaultAuditRate  = 1
+	DefaultAuditBurst = 64
+	// A pending ticket lets an enrolment past the per-address limit of unauthenticated
+	// requests; this many failed enrolments with it spend it (enrol.go).
+	DefaultMaxEnrolFailures = 5
 )
 
 // Auth header styles for the upstream.
@@ -106,8 +121,20 @@ type Options struct {
 	MaxUnauthConns       int
 	RenewRate            float64 // renewals per second per agent
 	RenewBurst           int     // their burst
-	AuditMaxBytes        int64   // audit log rotation size
-	AuditKeep            int     // rotated audit files kept
+	// MaxConnsPerIdentity bounds, within MaxConns, the connections one client certificate
+	// CN may hold; beyond it its oldest idle one is closed (limits.go).
+	MaxConnsPerIdentity int
+	// ConnCheckEvery is how often open connections are re-checked for an expired or
+	// revoked certificate, and closed when idle (conncheck.go).
+	ConnCheckEvery time.Duration
+	// AuditRate and AuditBurst thin the repeatable audit lines per identity or source
+	// address (auditthin.go); MaxEnrolFailures spends a ticket after that many failed
+	// enrolments with it.
+	AuditRate        float64
+	AuditBurst       int
+	MaxEnrolFailures int
+	AuditMaxBytes    int64 // audit log rotation size
+	AuditKeep        int   // rotated audit files kept
 
 	ClientCertTTL time.Duration
 	ServerCertTTL time.Duration
@@ -121,6 +148,9 @@ type Options struct {
 	ListenFunc func(network, addr string) (net.Listener, error)
 	// Logf receives operational messages (never secrets); nil discards them.
 	Logf func(format string, args ...any)
+	// Now is the broker's clock for certificate validity (handshake and every request),
+	// tickets and issuance; nil: time.Now. Tests move it to expire a certificate.
+	Now func() time.Time
 }
 
 // Paths under the state dir.
@@ -225,6 +255,15 @@ func (o *Options) fill() error {
 	o.MaxUnauthConns = min(o.MaxUnauthConns, o.MaxConns)
 	defaultPositive(&o.RenewRate, DefaultRenewRate)
 	defaultPositive(&o.RenewBurst, DefaultRenewBurst)
+	defaultPositive(&o.MaxConnsPerIdentity, DefaultMaxConnsPerIdentity)
+	o.MaxConnsPerIdentity = min(o.MaxConnsPerIdentity, o.MaxConns)
+	defaultPositive(&o.ConnCheckEvery, DefaultConnCheckEvery)
+	defaultPositive(&o.AuditRate, DefaultAuditRate)
+	defaultPositive(&o.AuditBurst, DefaultAuditBurst)
+	defaultPositive(&o.MaxEnrolFailures, DefaultMaxEnrolFailures)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	defaultPositive(&o.AuditMaxBytes, DefaultAuditMaxBytes)
 	defaultPositive(&o.AuditKeep, DefaultAuditKeep)
 	defaultPositive(&o.MaxBody, MaxBody)

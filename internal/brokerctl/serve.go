@@ -117,6 +117,10 @@ type Server struct {
 	hsLog    *rateLimiter    // audit lines for failed TLS handshakes, per source IP
 	renewLim *rateLimiter    // renewals per agent
 	inflight *inflightSet    // /llm/ requests in flight, re-checked for revocation (inflight.go)
+	thin     *auditThinner   // repeatable audit lines, per identity or address (auditthin.go)
+
+	enrolMu    sync.Mutex
+	enrolFails map[string]int // failed enrolments per pending ticket (enrol.go)
 
 	adminToken string
 	jailLn     net.Listener
@@ -153,6 +157,8 @@ func New(opts Options) (*Server, error) {
 	if s.Tickets, err = ticket.Open(ticketDir(opts.StateDir)); err != nil {
 		return nil, err
 	}
+	// One clock for issuing, tickets and every validity check (conncheck.go).
+	s.CA.Now, s.Tickets.Now = opts.Now, opts.Now
 	if opts.Upstream != "" {
 		if s.upstream, err = url.Parse(opts.Upstream); err != nil {
 			return nil, fmt.Errorf("broker: llm_upstream: %w", err)
@@ -189,6 +195,8 @@ func New(opts Options) (*Server, error) {
 	s.hsLog = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
 	s.renewLim = newRateLimiter(opts.RenewRate, opts.RenewBurst, 0)
 	s.inflight = newInflightSet()
+	s.thin = newAuditThinner(opts.AuditRate, opts.AuditBurst, opts.Now)
+	s.enrolFails = map[string]int{}
 	if s.audit, err = openAudit(auditPath(opts.StateDir), opts.AuditMaxBytes, opts.AuditKeep); err != nil {
 		return nil, err
 	}
@@ -266,10 +274,14 @@ func (s *Server) TLSConfig() *tls.Config {
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		ClientCAs:      s.CA.Pool(),
 		NextProtos:     []string{"h2", "http/1.1"},
+		// The chain's validity is checked against the broker's clock, and a revoked
+		// certificate never completes a handshake (conncheck.go).
+		Time:             s.opts.Now,
+		VerifyConnection: s.verifyPeer,
 	}
 	// Each connection of the jail listener reports the end of its handshake to the
-	// listener's quotas (limits.go): with a verified certificate it leaves them, without
-	// one it joins the quota of unauthenticated connections.
+	// listener's quotas (limits.go): with a verified certificate it joins its identity's,
+	// without one the quota of unauthenticated connections.
 	base.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		lc, ok := hello.Conn.(*limitConn)
 		if !ok {
@@ -278,7 +290,12 @@ func (s *Server) TLSConfig() *tls.Config {
 		c := base.Clone()
 		c.GetConfigForClient = nil
 		c.VerifyConnection = func(cs tls.ConnectionState) error {
-			lc.l.handshook(lc, len(cs.VerifiedChains) > 0)
+			if err := s.verifyPeer(cs); err != nil {
+				return err
+			}
+			if leaf := leafOf(cs); !lc.l.handshook(lc, leaf) {
+				return fmt.Errorf("client identity %s already holds %d connections, all serving requests (the per-identity connection cap)", leaf.Subject.CommonName, s.opts.MaxConnsPerIdentity)
+			}
 			return nil
 		}
 		return c, nil
@@ -299,7 +316,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
 	}
-	jailLn := newLimitListener(ln, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns)
+	jailLn := newLimitListener(ln, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns, s.opts.MaxConnsPerIdentity)
 	s.jailLn = jailLn
 	if s.opts.AdminListen != "" {
 		if s.adminLn, err = listen("tcp", s.opts.AdminListen); err != nil {
@@ -330,7 +347,9 @@ func (s *Server) Start() error {
 		go s.adminSrv.Serve(s.adminLn)
 	}
 	go s.Certs.Run(ctx, time.Minute)
-	go s.inflight.run(ctx, s.CA.IsRevoked)
+	go s.inflight.run(ctx, s.inflightRefusal)
+	go s.checkConns(ctx, jailLn)
+	go s.thin.run(ctx, s.audit)
 	s.audit.Log(Record{Who: "broker", Listener: "internal", Route: "start", Outcome: "listening", Detail: fmt.Sprintf("jail %s admin %s", s.JailAddr(), s.AdminAddr())})
 	return s.writeState()
 }
@@ -364,6 +383,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.adminSrv != nil {
 		errs = append(errs, s.adminSrv.Shutdown(ctx))
 	}
+	s.thin.flush(s.audit, true)
 	s.audit.Log(Record{Who: "broker", Listener: "internal", Route: "stop", Outcome: "stopped"})
 	os.Remove(statePath(s.opts.StateDir))
 	errs = append(errs, s.audit.Close())
@@ -458,15 +478,17 @@ func (l *serverLog) Write(p []byte) (int, error) {
 		remote, detail, _ := strings.Cut(rest, ": ")
 		// Anyone can fail a handshake as often as they like: the lines are thinned per
 		// source address like other unauthenticated refusals.
+		// Past the burst, one line per 10 s; the others are counted (auditthin.go).
 		ip := remoteIP(remote)
+		r := Record{Listener: "jail", Route: "tls-handshake", Outcome: "refused", Remote: remote, Detail: detail}
 		if !l.s.hsLog.allow(ip) {
-			logged, left := l.s.hsLog.logRefusal(ip)
-			if !logged {
+			if logged, _ := l.s.hsLog.logRefusal(ip); !logged {
+				l.s.thin.drop(&r)
 				return len(p), nil
 			}
-			detail += fmt.Sprintf("; %d more failed handshakes from %s since the last line", left, ip)
 		}
-		l.s.audit.Log(Record{Listener: "jail", Route: "tls-handshake", Outcome: "refused", Remote: remote, Detail: detail})
+		l.s.thin.admit(&r)
+		l.s.audit.Log(r)
 		return len(p), nil
 	}
 	// Other net/http messages (a malformed request, an HTTP/2 preface error) can also be

@@ -72,6 +72,9 @@ func ValidAgentName(name string) error {
 // ErrRevoked is wrapped by every refusal to issue because of a revocation.
 var ErrRevoked = errors.New("revoked")
 
+// ErrExpired refuses a renewal with a certificate outside its validity period.
+var ErrExpired = errors.New("expired")
+
 // IssueClient signs a client certificate for agent (CN) in role (OU) over the public key
 // of csr. The CSR's own subject is ignored: identity comes from the ticket or the current
 // certificate, never from what the client asks for. The key was made by the client and
@@ -99,8 +102,8 @@ func (c *CA) EnrolClient(csr *x509.CertificateRequest, agent, role string, ttl t
 	})
 }
 
-// RenewClient issues a successor to cur (a verified client certificate of this CA) with
-// the same CN and role, and retires cur: it is marked revoked in the same registry write
+// RenewClient issues a successor to cur (a verified client certificate of this CA, within
+// its validity period at c.Now) with the same CN and role, and retires cur: it is marked revoked in the same registry write
 // that records the successor, so from then on cur is refused everywhere and a second
 // renewal with it fails. It refuses when cur is revoked or was issued before its agent was
 // revoked by name. The check runs under the registry lock together with signing and
@@ -110,6 +113,12 @@ func (c *CA) RenewClient(csr *x509.CertificateRequest, cur *x509.Certificate, tt
 	return c.issueClient(csr, agent, Role(cur), ttl, func(r *registry) error {
 		if _, ok := r.Revoked[serial]; ok {
 			return fmt.Errorf("ca: client certificate %s (%s) is %w", serial, agent, ErrRevoked)
+		}
+		// An expired certificate renews nothing, whatever let it this far (a connection
+		// whose handshake predates the expiry): checked on the CA's clock, with issuance.
+		if now := c.Now(); now.After(cur.NotAfter) || now.Before(cur.NotBefore) {
+			return fmt.Errorf("ca: client certificate %s (%s) is outside its validity period (%s to %s): %w", serial, agent,
+				cur.NotBefore.UTC().Format(time.RFC3339), cur.NotAfter.UTC().Format(time.RFC3339), ErrExpired)
 		}
 		// Retire cur. r is saved only if the successor is signed and recorded, so a failed
 		// renewal leaves cur working.

@@ -38,6 +38,8 @@ var (
 	ErrWrongAgent = errors.New("ticket is bound to another agent")
 	ErrExpired    = errors.New("ticket has expired")
 	ErrMalformed  = errors.New("ticket is malformed")
+	// ErrBurned is a ticket spent without issuing (Burn): too many failed enrolments.
+	ErrBurned = errors.New("ticket was spent by repeated failed enrolments; issue a new one")
 )
 
 // Ticket is what the store keeps for one ticket (no secret in it).
@@ -119,7 +121,7 @@ func (s *Store) Redeem(tok, agent string) (*Ticket, error) {
 		return nil, fmt.Errorf("ticket: stored record: %w", err)
 	}
 	if _, err := os.Stat(s.path(tok, ".used")); err == nil {
-		return nil, ErrUsed
+		return nil, s.usedErr(tok)
 	}
 	if subtle.ConstantTimeCompare([]byte(t.Agent), []byte(agent)) != 1 {
 		return nil, ErrWrongAgent
@@ -130,7 +132,7 @@ func (s *Store) Redeem(tok, agent string) (*Ticket, error) {
 	mark := fmt.Sprintf(`{"agent":%q,"redeemed":%q}`, agent, s.Now().UTC().Format(time.RFC3339Nano))
 	if err := ca.WritePrivateFileExcl(s.path(tok, ".used"), []byte(mark)); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return nil, ErrUsed
+			return nil, s.usedErr(tok)
 		}
 		return nil, fmt.Errorf("ticket: recording redemption: %w", err)
 	}
@@ -139,6 +141,46 @@ func (s *Store) Redeem(tok, agent string) (*Ticket, error) {
 		d.Close()
 	}
 	return &t, nil
+}
+
+// usedErr is ErrBurned for a ticket Burn spent, else ErrUsed.
+func (s *Store) usedErr(tok string) error {
+	if data, err := os.ReadFile(s.path(tok, ".used")); err == nil {
+		var m struct {
+			Burned string `json:"burned"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Burned != "" {
+			return ErrBurned
+		}
+	}
+	return ErrUsed
+}
+
+// Burn spends tok without anything being issued for it, recording why: the broker burns
+// a pending ticket after repeated failed enrolments with it, so a pending ticket (which
+// lets an enrolment past the per-address rate limit) cannot carry endless broken
+// attempts. A ticket already spent stays as it is (ErrUsed or ErrBurned).
+func (s *Store) Burn(tok, reason string) error {
+	if !strings.HasPrefix(tok, Prefix) || len(tok) != len(Prefix)+43 {
+		return ErrMalformed
+	}
+	if _, err := os.Stat(s.path(tok, ".json")); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return ErrUnknown
+		}
+		return fmt.Errorf("ticket: %w", err)
+	}
+	mark, err := json.Marshal(map[string]string{"burned": reason, "at": s.Now().UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		return err
+	}
+	if err := ca.WritePrivateFileExcl(s.path(tok, ".used"), mark); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return s.usedErr(tok)
+		}
+		return fmt.Errorf("ticket: recording burn: %w", err)
+	}
+	return nil
 }
 
 // Pending reports whether tok is a well-formed ticket that is known, not redeemed and not

@@ -179,3 +179,42 @@ func TestPending(t *testing.T) {
 		t.Errorf("Pending spent the ticket: %v", err)
 	}
 }
+
+// TestBurn: a burned ticket is no longer pending and its redemption names why; burning
+// an unknown or malformed ticket is an error and creates nothing. Control: an unburned
+// ticket is pending and redeems.
+func TestBurn(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := s.Issue("w1", "worker", time.Hour)
+	other, _ := s.Issue("w1", "worker", time.Hour)
+	if err := s.Burn(tok, "5 failed enrolments"); err != nil {
+		t.Fatal(err)
+	}
+	if s.Pending(tok) {
+		t.Error("burned ticket still pending")
+	}
+	if _, err := s.Redeem(tok, "w1"); !errors.Is(err, ErrBurned) {
+		t.Errorf("redeeming a burned ticket: %v, want ErrBurned", err)
+	}
+	if err := s.Burn(tok, "again"); !errors.Is(err, ErrBurned) {
+		t.Errorf("burning twice: %v", err)
+	}
+	if err := s.Burn(Prefix+strings.Repeat("A", 43), "x"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("burning an unknown ticket: %v", err)
+	}
+	if err := s.Burn("nope", "x"); !errors.Is(err, ErrMalformed) {
+		t.Errorf("burning a malformed ticket: %v", err)
+	}
+	if !s.Pending(other) {
+		t.Fatal("control: the other ticket is not pending")
+	}
+	if _, err := s.Redeem(other, "w1"); err != nil {
+		t.Errorf("control: %v", err)
+	}
+	if _, err := s.Redeem(other, "w1"); !errors.Is(err, ErrUsed) {
+		t.Errorf("redeemed twice: %v, want ErrUsed (not ErrBurned)", err)
+	}
+}
