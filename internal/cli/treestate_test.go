@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -75,6 +76,53 @@ func TestTreeStateDoesNotLockOut(t *testing.T) {
 			code, _, errs := lever("up", "-c", cfg)
 			if code != 2 || !strings.Contains(errs, sw.want) {
 				t.Errorf("up: exit %d %q, want 2 naming %q", code, errs, sw.want)
+			}
+		})
+	}
+}
+
+// TestConfigReadBounded: a lever.yaml made a FIFO (nobody writes it: a read would wait
+// forever) or a 10 GiB sparse file is refused at once by the state verbs and lever up,
+// exit 2, naming the file (and the cap); the control is the same verbs on the real file.
+func TestConfigReadBounded(t *testing.T) {
+	cases := []struct {
+		name  string
+		plant func(t *testing.T, p string)
+		want  string
+	}{
+		{"control: the file itself", func(t *testing.T, p string) {}, ""},
+		{"a FIFO", func(t *testing.T, p string) {
+			os.Remove(p)
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Skip(err)
+			}
+		}, "is not a regular file (a FIFO)"},
+		{"a 10 GiB sparse file", func(t *testing.T, p string) {
+			if err := os.Truncate(p, 10<<30); err != nil {
+				t.Fatal(err)
+			}
+		}, "is 10737418240 bytes, more than the 1048576 lever reads from it"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{runs: map[string]string{mgrC: runsM, docsC: runsW1}}
+			cfg := unitJail(t, rec)
+			tc.plant(t, cfg)
+			verbs := [][]string{{"ps"}, {"result", "r-20261130-100000-aaaaaa"}}
+			if tc.want != "" {
+				verbs = append(verbs, []string{"up"}) // refused reading its config: nothing is brought up
+			}
+			for _, v := range verbs {
+				code, out, errs := lever(withConfig(v, cfg)...)
+				if tc.want == "" {
+					if code != 0 {
+						t.Errorf("control %v: exit %d %s%s", v, code, out, errs)
+					}
+					continue
+				}
+				if code != 2 || !strings.Contains(errs, cfg+" "+tc.want) {
+					t.Errorf("%v: exit %d %q, want 2 naming %s %q", v, code, errs, cfg, tc.want)
+				}
 			}
 		})
 	}
