@@ -2,6 +2,7 @@ package beneath
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path"
 	"strings"
@@ -54,6 +55,7 @@ func (d *Dir) MkdirAll(rel string, perm os.FileMode) ([]string, error) {
 
 // Create makes rel beneath d, a new regular file with data: it never opens what is there
 // already (a file, or a symlink to one, is os.ErrExist) and follows no symlink on the way.
+// A write that fails removes the file it made.
 func (d *Dir) Create(rel string, data []byte, perm os.FileMode) error {
 	c, err := clean(rel)
 	if err != nil {
@@ -71,7 +73,11 @@ func (d *Dir) Create(rel string, data []byte, perm os.FileMode) error {
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
-	return werr
+	if werr != nil {
+		d.Remove(c) // the file it made, half written: not left behind
+		return fmt.Errorf("writing %s: %w", d.name(rel), werr)
+	}
+	return nil
 }
 
 // Remove removes rel beneath d (a file, or an empty directory), following no symlink.
