@@ -34,7 +34,7 @@ func (p progress) clear() {
 
 func (p progress) failed(i int, id string, d time.Duration, err error) {
 	p.clear()
-	fmt.Fprintf(p.w, "[%d/%d] %-9s FAILED after %s: %v\n", i+1, p.n, id, round(d), err)
+	fmt.Fprintf(p.w, "[%d/%d] %-9s FAILED after %s: %s\n", i+1, p.n, id, round(d), p.text(err.Error(), hostterm.Escape))
 }
 
 func (p progress) done(i int, sr StepResult) {
@@ -43,7 +43,18 @@ func (p progress) done(i int, sr StepResult) {
 	if sr.Changed {
 		verb = "changed"
 	}
-	fmt.Fprintf(p.w, "[%d/%d] %-9s %s %7s  %s\n", i+1, p.n, sr.ID, verb, round(sr.Duration), sr.Detail)
+	fmt.Fprintf(p.w, "[%d/%d] %-9s %s %7s  %s\n", i+1, p.n, sr.ID, verb, round(sr.Duration), p.text(sr.Detail, hostterm.EscapeLine))
+}
+
+// text is a step's detail or error as a progress line shows it: on a terminal, with every
+// character a terminal would not draw as itself escaped by esc (it can quote the guest,
+// or a name from the tree the agents write); a detail stays on its line, an error may
+// quote several.
+func (p progress) text(s string, esc func(string) string) string {
+	if p.tty {
+		return esc(s)
+	}
+	return s
 }
 
 func (p progress) summary(name string, res *Result) {

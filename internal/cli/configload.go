@@ -20,8 +20,22 @@ const acceptConfigFlag = "accept-config"
 // once, and, when the file lies in the tree the agents write, those same bytes compared
 // with lever's copy of the lever.yaml it last brought up (hosttrust.CheckConfig), unless
 // --accept-config says the change is the person's (then they become the copy).
+//
+// A problem in the tree's contents (config.Problem.Tree: an agent swapped a blueprint for a
+// link out of the tree) does not stop these commands, which only read or drive the jail:
+// it is a warning naming the file, and lever up (apply, with config.Parse) refuses it.
 func loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
-	cfg, _, err := loadWith(cmd, path, config.Parse)
+	cfg, _, err := loadWith(cmd, path, func(p string, data []byte) (*config.Config, error) {
+		c, warn, err := config.ParseState(p, data)
+		if err == nil && len(warn) > 0 {
+			w, flush := safeFor(cmd.ErrOrStderr())
+			for _, pr := range warn {
+				fmt.Fprintf(w, "lever: warning: %v (the agents write the tree; lever up refuses this until it is put right)\n", pr)
+			}
+			flush()
+		}
+		return c, err
+	})
 	return cfg, err
 }
 
@@ -34,9 +48,9 @@ func loadIdentity(cmd *cobra.Command, path string) (*config.Config, error) {
 
 // loadWith reads path once and returns the config parsed from those bytes, and the bytes.
 func loadWith(cmd *cobra.Command, path string, parse func(string, []byte) (*config.Config, error)) (*config.Config, []byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading config: %w", err)
+		return nil, nil, err
 	}
 	cfg, err := parse(path, data)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/beneath"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/exitcode"
 )
@@ -69,13 +71,18 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return usageErr("%s is not a directory: create the project directory first", dir)
 	}
+	// Everything below is made beneath DIR with no symlink followed (internal/beneath): a
+	// .lev or lever.yaml planted as a link out of DIR is refused, never written through.
+	d, err := beneath.Open(dir)
+	if err != nil {
+		return usageErr("%s: %v", dir, err)
+	}
+	defer d.Close()
 	// Refuse before anything else, so nothing is probed or written over an existing file
 	// (a symlink counts as existing: writing through it would land somewhere else).
 	for _, f := range []string{initConfigFile, initBlueprintFile} {
-		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-			return usageErr("%s already exists: lever init never overwrites a file (move it away, or edit it)", filepath.Join(dir, f))
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return usageErr("%s: %v", filepath.Join(dir, f), err)
+		if err := initFree(d, f); err != nil {
+			return err
 		}
 	}
 	chosen, why, err := chooseBackend(ctx(cmd))
@@ -91,38 +98,30 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 		rel  string
 		data string
 	}{{initBlueprintFile, starterBlueprint}, {initConfigFile, yaml}}
-	var made []string // what to undo on failure, in creation order
+	var made []string // what to undo on failure, in creation order, relative to DIR
 	undo := func() {
 		for i := len(made) - 1; i >= 0; i-- {
-			os.Remove(made[i])
+			d.Remove(made[i])
 		}
 	}
 	for _, f := range files {
 		p := filepath.Join(dir, f.rel)
-		created, err := mkdirs(dir, filepath.Dir(p))
+		created, err := d.MkdirAll(path.Dir(f.rel), 0o755)
 		made = append(made, created...)
 		if err != nil {
 			undo()
-			return exitcode.New(1, fmt.Errorf("%w; nothing was written", err))
+			return initErr(err, p)
 		}
-		// O_EXCL: a file that appeared since the check is refused, never overwritten.
-		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if err != nil {
+		// Create never opens what is there: a file that appeared since the check is
+		// refused, never overwritten.
+		if err := d.Create(f.rel, []byte(f.data), 0o644); err != nil {
 			undo()
 			if errors.Is(err, fs.ErrExist) {
 				return usageErr("%s already exists: lever init never overwrites a file; nothing was written", p)
 			}
-			return exitcode.New(1, fmt.Errorf("%w; nothing was written", err))
+			return initErr(err, p)
 		}
-		made = append(made, p)
-		_, werr := fh.WriteString(f.data)
-		if cerr := fh.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			undo()
-			return exitcode.New(1, fmt.Errorf("writing %s: %w; nothing was written", p, werr))
-		}
+		made = append(made, f.rel)
 	}
 	out := initOut{Dir: dir, Backend: chosen, Name: name, Written: []string{initConfigFile, initBlueprintFile}}
 	if o.json {
@@ -135,23 +134,29 @@ func (o *initOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// mkdirs creates dir's missing parents below root, returning the ones it made.
-func mkdirs(root, dir string) ([]string, error) {
-	var missing []string
-	for d := dir; d != root && len(d) > len(root); d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
-			break
-		}
-		missing = append([]string{d}, missing...)
+// initFree refuses rel when anything is at it already, or when a symlink is on its path
+// (it would lead out of DIR), naming the path.
+func initFree(d *beneath.Dir, rel string) error {
+	p := filepath.Join(d.Path(), rel)
+	_, err := d.Kind(rel)
+	switch {
+	case err == nil:
+		return usageErr("%s already exists: lever init never overwrites a file (move it away, or edit it)", p)
+	case errors.Is(err, beneath.ErrSymlink):
+		return usageErr("%s: a symlink is on its path, which could lead out of %s: lever init follows none (remove the link); nothing was written", p, d.Path())
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
 	}
-	var made []string
-	for _, d := range missing {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return made, err
-		}
-		made = append(made, d)
+	return usageErr("%s: %v", p, err)
+}
+
+// initErr is a failure to write p: a symlink planted since the check is the usage error
+// initFree gives; anything else a failure (1). Nothing was written either way.
+func initErr(err error, p string) error {
+	if errors.Is(err, beneath.ErrSymlink) {
+		return usageErr("%s: a symlink is on its path: lever init follows none (remove the link); nothing was written", p)
 	}
-	return made, nil
+	return exitcode.New(1, fmt.Errorf("%w; nothing was written", err))
 }
 
 // chooseBackend probes every backend as lever backends does: the first usable one with a

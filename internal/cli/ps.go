@@ -81,9 +81,11 @@ func (o *psOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	ew, eflush := safeFor(cmd.ErrOrStderr()) // an error can quote the jail
 	for _, e := range failed {
-		fmt.Fprintf(cmd.ErrOrStderr(), "lever: %v\n", e)
+		fmt.Fprintf(ew, "lever: %v\n", e)
 	}
+	eflush()
 	if len(failed) > 0 {
 		return exitcode.New(1, nil)
 	}

@@ -3,10 +3,11 @@ package cli
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/lever-jail/lever/internal/beneath"
 )
 
 // maxInput bounds --input/--input-file: the task travels as one argv element of the exec,
@@ -62,7 +63,7 @@ func (o *runOptions) validate() error {
 		return usageErr("--input and --input-file both given: pass the task one way")
 	}
 	if o.inputFile != "" {
-		data, err := os.ReadFile(o.inputFile)
+		data, err := beneath.ReadFile(o.inputFile, maxInput)
 		if err != nil {
 			return usageErr("--input-file %s: %v", o.inputFile, err)
 		}

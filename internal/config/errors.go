@@ -12,6 +12,10 @@ type Problem struct {
 	Line int
 	Key  string // dotted path, e.g. manager.allow_ports[1]; empty for whole-file problems
 	Msg  string
+	// Tree: the problem is in the tree's contents (a path lever.yaml names in the tree,
+	// resolved through what is there now), which the agents write. lever up refuses it;
+	// the commands that only read the jail's state carry on and warn (ParseState).
+	Tree bool
 }
 
 func (p *Problem) Error() string {

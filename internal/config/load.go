@@ -3,8 +3,9 @@ package config
 import (
 	_ "embed"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/lever-jail/lever/internal/beneath"
 )
 
 // Default is an example lever.yaml with every key at its default, commented. `lever`
@@ -23,17 +24,59 @@ var Default []byte
 // (defaults.go), resolve (resolve.go: the only step that rewrites a path), validate
 // (validate.go: reads and reports, never rewrites).
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
+
+// MaxFile caps lever.yaml. It may lie in the tree the agents write: a huge, sparse or
+// endless file (a FIFO, a device) is refused, naming it and the cap, before it is read.
+const MaxFile = 1 << 20
+
+// ReadFile reads a lever.yaml: a regular file of at most MaxFile bytes, never waited on.
+func ReadFile(path string) ([]byte, error) {
+	data, err := beneath.ReadFile(path, MaxFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}
-	return Parse(path, data)
+	return data, nil
 }
 
 // Parse is Load for bytes already read from path. path names the file in errors and
 // anchors relative paths (tree, api_key_file, ...) at its directory.
 func Parse(path string, data []byte) (*Config, error) {
 	return parse(path, data, validate)
+}
+
+// ParseState is Parse for the commands that only read or drive the jail as it is (ps,
+// logs, result, run, shell, the broker's and egress's): a problem in the tree's contents
+// (Problem.Tree: a blueprint or a worker's dir swapped for a link out of the tree, which
+// any agent can do) does not refuse them, or an agent could lock the person out of the
+// jail it runs in. Those problems come back as warnings, naming the file; every other
+// problem is an error as for Parse. lever up and apply use Parse and refuse them.
+func ParseState(path string, data []byte) (*Config, Problems, error) {
+	var warn Problems
+	c, err := parse(path, data, func(c *Config, file string, lines keyLines, r resolution) Problems {
+		var hard Problems
+		for _, p := range validate(c, file, lines, r) {
+			if p.Tree {
+				warn = append(warn, p)
+			} else {
+				hard = append(hard, p)
+			}
+		}
+		return hard
+	})
+	if err != nil {
+		// Refused for another problem: report the tree's with it, all in one.
+		if ps, ok := err.(Problems); ok {
+			return nil, nil, append(ps, warn...)
+		}
+		return nil, nil, err
+	}
+	return c, warn, nil
 }
 
 // parse runs the steps Load and LoadIdentity share, then check: the full validation, or
@@ -68,9 +111,9 @@ func (c *Config) HostPath(p string) string { return hostPath(c, p) }
 // refusing to destroy it would leave a guest nobody can clean up with lever. TreePath is
 // set when the tree still resolves.
 func LoadIdentity(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
+		return nil, err
 	}
 	return ParseIdentity(path, data)
 }

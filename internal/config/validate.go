@@ -62,6 +62,13 @@ func (v *validator) add(key, format string, args ...any) {
 	v.probs = append(v.probs, &Problem{File: v.file, Line: v.lineOf(key), Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
+// addTree adds a problem found in the tree's contents (Problem.Tree): what an agent can
+// change by writing the tree, not what the person wrote in lever.yaml.
+func (v *validator) addTree(key, format string, args ...any) {
+	v.add(key, format, args...)
+	v.probs[len(v.probs)-1].Tree = true
+}
+
 // validate checks c (defaults applied and host paths resolved, r says how) and reports
 // every problem, not just the first. It only reads c: the paths it checks are the paths
 // resolve wrote, which are the paths every consumer reads.
@@ -279,11 +286,11 @@ func (v *validator) inTree(key, rel string) (string, bool) {
 	}
 	real, err := realPath(filepath.Join(tree, clean))
 	if err != nil {
-		v.add(key, "cannot resolve %q: %v", rel, err)
+		v.addTree(key, "cannot resolve %q: %v", rel, err)
 		return "", false
 	}
 	if !fspath.Within(tree, real) {
-		v.add(key, "%q resolves to %s, outside the tree (%s)", rel, real, tree)
+		v.addTree(key, "%q resolves to %s, outside the tree (%s)", rel, real, tree)
 		return "", false
 	}
 	return real, true
@@ -340,11 +347,11 @@ func (v *validator) workers(c *Config) {
 			v.add(p+".dir", "required: the worker's own directory inside the tree")
 		} else if real, ok := v.inTree(p+".dir", w.Dir); ok {
 			if real == v.treePath {
-				v.add(p+".dir", "%q is the whole tree; a worker gets a subdirectory of it", w.Dir)
+				v.addTree(p+".dir", "%q is the whole tree; a worker gets a subdirectory of it", w.Dir)
 			} else {
 				for _, d := range dirs {
 					if fspath.Within(d.real, real) || fspath.Within(real, d.real) {
-						v.add(p+".dir", "%q overlaps workers[%d].dir; a worker must not see another worker's directory", w.Dir, d.i)
+						v.addTree(p+".dir", "%q overlaps workers[%d].dir; a worker must not see another worker's directory", w.Dir, d.i)
 					}
 				}
 				dirs = append(dirs, placed{i, real})

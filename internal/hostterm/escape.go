@@ -3,6 +3,7 @@ package hostterm
 import (
 	"fmt"
 	"io"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -10,12 +11,13 @@ import (
 // results, a tree blueprint's names, a guest's stderr) must reach a terminal as text only.
 // An escape sequence that reached it could retitle the terminal, redraw what the person
 // reads (\r, cursor moves, erase-line: the approval prompt made to show another command),
-// or write the clipboard (OSC 52). Every control character a terminal may obey is written
-// out visibly instead: C0 and DEL as \x1b, \x7f; the C1 controls U+0080-U+009F as \u009b
-// (8-bit CSI, OSC and ST are obeyed by some terminals); a byte that is not UTF-8 as \xNN
-// (a lone 0x9b is CSI to a terminal set to Latin-1); the characters that reorder or hide
-// text (hidesText) as \u202e. Other printable text, UTF-8 included, is never changed. lever's host commands and lev's renderer both use it, so there is one
-// rule for what may reach a person's terminal.
+// or write the clipboard (OSC 52); a character drawn as nothing could hide a message or
+// split a word. Every character a terminal would not draw as itself (the class is in
+// visible.go) is written out visibly instead: C0 and DEL as \x1b, \x7f; a byte that is
+// not UTF-8 as \xNN (a lone 0x9b is CSI to a terminal set to Latin-1); any other rune of
+// the class as \u009b or, beyond the BMP, \U000e0041. Other printable text, UTF-8
+// included, is never changed. lever's host commands and lev's renderer both use it, so
+// there is one rule for what may reach a person's terminal.
 
 // keep is the set of C0 controls a caller lets through unchanged: the layout it emits on
 // purpose.
@@ -29,8 +31,10 @@ const (
 
 // escape appends src to dst neutralised. Unless final, it stops before a tail the next
 // bytes decide (an incomplete UTF-8 sequence, a CR a newline may follow) and returns how
-// much of src it consumed; a stream's writes may split anywhere.
-func escape(dst, src []byte, k keep, final bool) ([]byte, int) {
+// much of src it consumed; a stream's writes may split anywhere. base carries, from one
+// call to the next, whether the last character was drawn as itself and may take a
+// variation selector.
+func escape(dst, src []byte, k keep, final bool, base *bool) ([]byte, int) {
 	for i := 0; i < len(src); {
 		c := src[i]
 		if c < utf8.RuneSelf {
@@ -46,6 +50,7 @@ func escape(dst, src []byte, k keep, final bool) ([]byte, int) {
 			default:
 				dst = append(dst, c)
 			}
+			*base = c > ' ' && c != 0x7f
 			i++
 			continue
 		}
@@ -55,42 +60,41 @@ func escape(dst, src []byte, k keep, final bool) ([]byte, int) {
 			return dst, i
 		case r == utf8.RuneError && n == 1:
 			dst = fmt.Appendf(dst, `\x%02x`, c)
-		case r >= 0x80 && r <= 0x9f, hidesText(r):
-			dst = fmt.Appendf(dst, `\u%04x`, r)
+			*base = false
+		case !shown(r, *base):
+			dst = appendRune(dst, r)
+			*base = false
 		default:
 			dst = append(dst, src[i:i+n]...)
+			*base = isBase(r)
 		}
 		i += n
 	}
 	return dst, len(src)
 }
 
-// hidesText says whether r is a character a terminal draws as nothing or uses to reorder
-// what it draws: the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
-// U+2066-U+2069, the marks U+200E, U+200F and U+061C), the zero-width characters
-// (U+200B-U+200D, U+2060-U+2064, U+FEFF). None is a control a terminal obeys, but each
-// lets a command read differently from what runs ("rm -rf ~" shown reversed, a word split
-// invisibly), so, like the taint gate's target check, the neutraliser shows them.
-func hidesText(r rune) bool {
-	switch {
-	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r >= 0x200b && r <= 0x200f,
-		r >= 0x2060 && r <= 0x2064, r == 0xfeff, r == 0x061c:
-		return true
+// appendRune writes r escaped: \uXXXX in the BMP, \UXXXXXXXX beyond it (never a short
+// form a following hex digit could be read into).
+func appendRune(dst []byte, r rune) []byte {
+	if r > 0xffff {
+		return fmt.Appendf(dst, `\U%08x`, r)
 	}
-	return false
+	return fmt.Appendf(dst, `\u%04x`, r)
 }
 
 // Escape is s neutralised for a terminal; newline and tab pass, for text laid out in
 // lines (a run's result, an error).
 func Escape(s string) string {
-	b, _ := escape(nil, []byte(s), keepNL|keepTab, true)
+	var base bool
+	b, _ := escape(nil, []byte(s), keepNL|keepTab, true, &base)
 	return string(b)
 }
 
 // EscapeLine is s neutralised for a terminal with newline and tab made visible too, for
 // what must stay on its one line (a progress line, the question of an approval prompt).
 func EscapeLine(s string) string {
-	b, _ := escape(nil, []byte(s), 0, true)
+	var base bool
+	b, _ := escape(nil, []byte(s), 0, true, &base)
 	return string(b)
 }
 
@@ -100,6 +104,7 @@ type Writer struct {
 	w    io.Writer
 	k    keep
 	held []byte
+	base bool // the last character written may take a variation selector
 }
 
 // NewWriter neutralises a stream as Escape does.
@@ -117,7 +122,7 @@ func (t *Writer) Write(p []byte) (int, error) {
 	if len(t.held) > 0 {
 		src = append(t.held, p...)
 	}
-	out, n := escape(make([]byte, 0, len(src)+16), src, t.k, false)
+	out, n := escape(make([]byte, 0, len(src)+16), src, t.k, false, &t.base)
 	t.held = append([]byte(nil), src[n:]...)
 	if len(out) > 0 {
 		if _, err := t.w.Write(out); err != nil {
@@ -132,28 +137,41 @@ func (t *Writer) Flush() error {
 	if len(t.held) == 0 {
 		return nil
 	}
-	out, _ := escape(nil, t.held, t.k, true)
+	out, _ := escape(nil, t.held, t.k, true, &t.base)
 	t.held = nil
 	_, err := t.w.Write(out)
 	return err
 }
 
-// EscapeJSON is JSON text with DEL and the C1 controls, which JSON lets a string hold
-// raw, written as \u escapes: the same JSON to a decoder, and nothing a terminal obeys
-// when it is printed (encoding/json already escapes C0 and makes bad UTF-8 U+FFFD). In
-// valid JSON these runes occur only inside strings, where \u00XX means the same; a byte
-// that is not UTF-8 becomes \ufffd, as encoding/json would have written it.
+// EscapeJSON is JSON text with every rune of the neutraliser's class that JSON lets a
+// string hold raw (DEL, the C1 controls, the format and invisible characters) written as
+// \u escapes (a surrogate pair beyond the BMP): the same JSON to a decoder, and nothing a
+// terminal obeys or draws as nothing when it is printed (encoding/json already escapes C0
+// and makes bad UTF-8 U+FFFD). In valid JSON these runes occur only inside strings, where
+// the escape means the same; a byte that is not UTF-8 becomes \ufffd, as encoding/json
+// would have written it.
 func EscapeJSON(b []byte) []byte {
 	out := make([]byte, 0, len(b))
+	base := false
 	for i := 0; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
 			out = append(out, `\ufffd`...)
-		case r == 0x7f || (r >= 0x80 && r <= 0x9f) || hidesText(r):
-			out = fmt.Appendf(out, `\u%04x`, r)
+			base = false
+		case r >= utf8.RuneSelf && !shown(r, base):
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+			} else {
+				out = fmt.Appendf(out, `\u%04x`, r)
+			}
+			base = false
+		case r == 0x7f:
+			out = append(out, `\u007f`...)
+			base = false
 		default:
 			out = append(out, b[i:i+n]...)
+			base = isBase(r)
 		}
 		i += n
 	}

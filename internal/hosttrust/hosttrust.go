@@ -17,10 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/beneath"
 )
 
 // Git returns the .git of each repository at the tree's root and at each of dirs (paths
@@ -29,6 +30,11 @@ import (
 // git). A .git that is a symlink is refused: git on the host follows it, a read-only
 // mount cannot hold a symlink's place, and the agents could replace it.
 func Git(tree string, dirs []string) ([]string, error) {
+	td, err := beneath.Open(tree)
+	if err != nil {
+		return nil, fmt.Errorf("looking for a repository's .git in the tree: %w", err)
+	}
+	defer td.Close()
 	var out []string
 	seen := map[string]bool{}
 	for _, d := range append([]string{"."}, dirs...) {
@@ -37,23 +43,25 @@ func Git(tree string, dirs []string) ([]string, error) {
 			continue
 		}
 		seen[rel] = true
-		st, err := os.Lstat(filepath.Join(tree, filepath.FromSlash(rel)))
+		// Looked at and read beneath the tree with no symlink followed (a worker's dir
+		// swapped for a link out of the tree is refused, not followed).
+		mode, err := td.Kind(rel)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("looking for a repository's .git in the tree: %w", err)
-		case st.Mode()&fs.ModeSymlink != 0:
+		case mode&fs.ModeSymlink != 0:
 			return nil, fmt.Errorf("%s is a symlink: git on this host follows it, and the agents could replace it with a repository of their own (hooks, config); make it the directory itself, or set git: writable in lever.yaml", filepath.Join(tree, filepath.FromSlash(rel)))
-		case !st.IsDir() && !st.Mode().IsRegular():
+		case !mode.IsDir() && !mode.IsRegular():
 			return nil, fmt.Errorf("%s is neither a directory nor a gitdir file", filepath.Join(tree, filepath.FromSlash(rel)))
 		}
 		out = append(out, rel)
-		if st.Mode().IsRegular() {
+		if mode.IsRegular() {
 			// A gitdir file (a worktree, a submodule) points git at the repository's real
 			// directory: protected too when it lies in the tree, else the agents could
 			// write its hooks and config there.
-			gd, err := gitdirIn(tree, filepath.Join(tree, filepath.FromSlash(rel)))
+			gd, err := gitdirIn(td, tree, rel)
 			if err != nil {
 				return nil, err
 			}
@@ -66,13 +74,19 @@ func Git(tree string, dirs []string) ([]string, error) {
 	return dropNested(out), nil
 }
 
-// gitdirIn reads the gitdir file at p and returns the directory it names relative to the
-// tree, slash-separated, when that lies in the tree (by its real path); "" when it lies
-// outside, where the agents cannot reach it.
-func gitdirIn(tree, p string) (string, error) {
-	b, err := os.ReadFile(p)
+// MaxGitFile caps a gitdir file: one line, "gitdir: PATH". The agents write the tree; a
+// bigger one (a 10 GiB sparse file) is refused before anything is read.
+const MaxGitFile = 64 << 10
+
+// gitdirIn reads the gitdir file rel beneath d (bounded, a regular file, no symlink
+// followed: the type seen a moment ago may have been swapped) and returns the directory
+// it names relative to the tree, slash-separated, when that lies in the tree (by its real
+// path); "" when it lies outside, where the agents cannot reach it.
+func gitdirIn(d *beneath.Dir, tree, rel string) (string, error) {
+	p := filepath.Join(tree, filepath.FromSlash(rel))
+	b, err := d.ReadFile(rel, MaxGitFile)
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", p, err)
+		return "", fmt.Errorf("reading a repository's gitdir file: %w", err)
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	dir, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
@@ -92,11 +106,11 @@ func gitdirIn(tree, p string) (string, error) {
 		// Not there: git will fail on it too; if the agents make it later, it is theirs.
 		return "", nil
 	}
-	rel, err := filepath.Rel(realTree, real)
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	out, err := filepath.Rel(realTree, real)
+	if err != nil || out == "." || out == ".." || strings.HasPrefix(out, ".."+string(filepath.Separator)) {
 		return "", nil
 	}
-	return filepath.ToSlash(rel), nil
+	return filepath.ToSlash(out), nil
 }
 
 // dropNested keeps the outermost of paths one of which lies in another (a submodule's

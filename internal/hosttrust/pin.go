@@ -9,6 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/lever-jail/lever/internal/beneath"
+	"github.com/lever-jail/lever/internal/config"
 )
 
 // A lever.yaml in the tree is mounted read-only for the agents, but a mount is not a
@@ -35,7 +38,9 @@ var ErrConfigChanged = errors.New("lever.yaml changed since lever last brought t
 // is no copy yet: before the first up the agents have not run).
 func CheckConfig(stateRoot, real string, data []byte) error {
 	pin := ConfigPin(stateRoot, real)
-	kept, err := os.ReadFile(pin)
+	// lever's own copy, in its state directory; read bounded all the same (the cap of
+	// the lever.yaml it copies).
+	kept, err := beneath.ReadFile(pin, config.MaxFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -42,7 +42,7 @@ func afterParam(r *http.Request) (int64, error) {
 // past that id, or at the end of the file when the run is not being driven.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := s.Engine.Store.Load(id); err != nil {
+	if _, err := s.Engine.Load(id); err != nil {
 		writeErr(w, statusOf(err), err)
 		return
 	}

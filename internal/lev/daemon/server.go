@@ -64,7 +64,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.Engine.Store.List()
+	recs, err := s.Engine.List()
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, err)
 		return
@@ -95,7 +95,7 @@ func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.Engine.Store.Load(r.PathValue("id"))
+	rec, err := s.Engine.Load(r.PathValue("id"))
 	if err != nil {
 		writeErr(w, statusOf(err), err)
 		return
@@ -115,7 +115,7 @@ type Result struct {
 }
 
 func (s *Server) result(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.Engine.Store.Load(r.PathValue("id"))
+	rec, err := s.Engine.Load(r.PathValue("id"))
 	if err != nil {
 		writeErr(w, statusOf(err), err)
 		return

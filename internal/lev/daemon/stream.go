@@ -17,6 +17,12 @@ import (
 	"github.com/lever-jail/lever/internal/lev/events"
 )
 
+// StreamIdle is how long a client waits on a stream that carries nothing, not even the
+// daemon's keepalive (KeepAlive), before it takes the daemon for hung. A variable for tests.
+var StreamIdle = 4 * KeepAlive
+
+var errStreamIdle = errors.New("the daemon sent nothing, not even a keepalive, for too long")
+
 // ErrStreamEnded is a stream that ended before a terminal event: the run is not being
 // driven and its file holds no end for this leg (a run from before events, or between a
 // refusal and its resume).
@@ -66,6 +72,13 @@ func (c *Client) eventsOnce(ctx context.Context, hc *http.Client, id string, fol
 	if !follow {
 		u += "?follow=0"
 	}
+	// The daemon writes at least a keepalive every KeepAlive: a stream silent for
+	// StreamIdle is a daemon that hangs, and the read ends (the caller reconnects a few
+	// times, then reports it) instead of waiting forever.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(StreamIdle, func() { cancel(errStreamIdle) })
+	defer idle.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return true, err
@@ -98,8 +111,12 @@ func (c *Client) eventsOnce(ctx context.Context, hc *http.Client, id string, fol
 			if errors.Is(err, io.EOF) {
 				return false, ErrStreamEnded
 			}
+			if cause := context.Cause(ctx); errors.Is(cause, errStreamIdle) {
+				return false, cause
+			}
 			return false, err
 		}
+		idle.Reset(StreamIdle)
 		switch {
 		case line == "":
 			if data == nil {

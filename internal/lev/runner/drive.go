@@ -58,12 +58,9 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 			// The record is still written: unlabelled, a run's records read as Private.
 			rec.Error = msg + "; " + err.Error()
 		}
-		if err := e.Store.Save(rec); err != nil {
-			// Nowhere left to put it but the daemon's log: say so loudly.
-			e.logf("run %s: %s: %s; AND ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, status, msg, err)
-			return
+		if e.saveEnd(rec) == nil {
+			e.logf("run %s: %s: %s", rec.ID, status, msg)
 		}
-		e.logf("run %s: %s: %s", rec.ID, status, msg)
 	}
 	if len(rec.Stages) != len(r.bp.Order) {
 		fail(StatusFailed, fmt.Sprintf("blueprint %s now has %d stages, the run has %d; cannot resume", r.bp.Name, len(r.bp.Order), len(rec.Stages)), nil)
@@ -138,8 +135,11 @@ func (e *Engine) drive(ctx context.Context, r *run) {
 		return
 	}
 	if err := e.Store.Save(rec); err != nil {
-		e.logf("run %s: completed, BUT ITS RECORD COULD NOT BE WRITTEN: %v", rec.ID, err)
-		r.emit(e, events.Event{Type: events.RunEnd, Status: events.Status(StatusFailed), Error: "completed, but its record could not be written: " + err.Error()})
+		// The output is in result.json, but run.json still says "running": the run
+		// failed to finish, and Load says so, with the cause.
+		rec.Status, rec.Error, rec.Result = StatusFailed, "completed, but its record could not be written", nil
+		e.saveEnd(rec)
+		r.emit(e, events.Event{Type: events.RunEnd, Status: events.Status(StatusFailed), Error: rec.Error + ": " + err.Error()})
 		return
 	}
 	r.emit(e, resultOutputEvent(prev))

@@ -59,6 +59,9 @@ type Engine struct {
 	// runs is the state of every run the engine drives (or has claimed for a resume),
 	// one struct per run, all of it under mu.
 	runs map[string]*live
+	// unsaved is, per run, the end its goroutine could not write to run.json (a full
+	// disk): what Load reports for it instead of the "running" left on disk. Under mu.
+	unsaved map[string]*Record
 }
 
 // live is one run's state while the engine holds it.
@@ -178,14 +181,26 @@ func (e *Engine) Start(ctx context.Context, spec Spec) (*Record, error) {
 	for _, st := range r.bp.Order {
 		rec.Stages = append(rec.Stages, StageRecord{Name: st.Name, Status: StatusPending})
 	}
+	// Claimed before run.json first says "running", so that Load never takes a run
+	// between that save and its goroutine's start for one nobody drives.
+	e.mu.Lock()
+	e.entry(rec.ID).cancel = func() {}
+	e.mu.Unlock()
+	unclaim := func() {
+		e.mu.Lock()
+		e.release(rec.ID)
+		e.mu.Unlock()
+	}
 	if err := e.Store.Save(rec); err != nil {
 		pipeline.Close(r.exec)
+		unclaim()
 		return nil, fmt.Errorf("recording run: %w", err)
 	}
 	if err := e.startEvents(r, "spawned"); err != nil {
 		pipeline.Close(r.exec)
 		rec.Status, rec.Error = StatusFailed, err.Error()
-		e.Store.Save(rec)
+		e.saveEnd(rec)
+		unclaim()
 		return nil, err
 	}
 	snap := rec.snapshot()
@@ -277,9 +292,7 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 			// Saved as running a moment ago: say what stopped it, so it is not left
 			// "running" with nobody driving it.
 			rec.Status, rec.Error = StatusFailed, "resume: "+err.Error()
-			if serr := e.Store.Save(rec); serr != nil {
-				e.logf("run %s: %v; AND ITS RECORD COULD NOT BE WRITTEN: %v", id, err, serr)
-			}
+			e.saveEnd(rec)
 		}
 	}
 	if err != nil {

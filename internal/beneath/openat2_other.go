@@ -1,0 +1,8 @@
+//go:build !linux
+
+package beneath
+
+import "golang.org/x/sys/unix"
+
+// openat2 is Linux's; elsewhere open walks one name at a time with O_NOFOLLOW.
+func openat2(int, string, int, uint32) (int, error) { return -1, unix.ENOSYS }
