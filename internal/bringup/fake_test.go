@@ -463,6 +463,10 @@ func (j *tjail) script() {
 		if w.helperInstalled && guesttest.Env(c, "LEVER_HELPER") != "" {
 			secs = append(secs, guesttest.Sec{Name: "helper", Out: "present"})
 		}
+		if w.userExists && guesttest.Env(c, "LEVER_MOUNTS_REQ") != "" {
+			// the running containers' mounts and channels, all proven
+			secs = append(secs, guesttest.Sec{Name: "mounts", Out: `{"proofs":{},"channels":{}}`})
+		}
 		w.mu.Unlock()
 		if guesttest.Env(c, "LEVER_ALIAS") != "" {
 			secs = append(secs, snapshot(c)...)

@@ -67,6 +67,12 @@ type Request struct {
 	// Stream runs the command with its stdin and stdout on the connection (see above).
 	// deadline_ms still bounds its life; stdout_max does not apply.
 	Stream bool `json:"stream,omitempty"`
+	// Nonce is the client's fresh random value: the answer's proof covers the request
+	// line, so an answer recorded from an earlier call does not verify (auth.go).
+	Nonce string `json:"nonce,omitempty"`
+	// Ping asks only for a proof, running nothing (lever up's check of the channel); no
+	// other key may be set with it but nonce.
+	Ping bool `json:"ping,omitempty"`
 }
 
 // Response is the outcome. Error set means nothing ran (Started false) or the command
@@ -81,6 +87,9 @@ type Response struct {
 	Stderr          []byte `json:"stderr"`
 	StdoutTruncated bool   `json:"stdout_truncated"`
 	StderrTruncated bool   `json:"stderr_truncated"`
+	// Proof is the server's HMAC, under this start's key, of the request line and of
+	// this answer without it (auth.go).
+	Proof string `json:"proof,omitempty"`
 }
 
 // FieldError is a refused request, naming the key.
@@ -93,6 +102,12 @@ func (e *FieldError) Error() string { return fmt.Sprintf("bench request key %q: 
 
 // Validate checks a decoded request's values (strictjson has checked its keys).
 func (r *Request) Validate() error {
+	if r.Ping {
+		if len(r.Argv) > 0 || r.Dir != "" || len(r.Env) > 0 || r.DeadlineMS != 0 || r.Network != nil || r.StdoutMax != 0 || r.StderrMax != 0 || r.Stream {
+			return &FieldError{"ping", "a ping runs nothing: only nonce may be set with it"}
+		}
+		return nil
+	}
 	if len(r.Argv) == 0 {
 		return &FieldError{"argv", "missing or empty: give the command as an array, argv[0] an absolute path"}
 	}
