@@ -78,7 +78,7 @@ type Observed struct {
 	// ChannelProofs: each running workbench's exec channel ("" it answered with this
 	// start's proof, else why not), from the same helper.
 	ChannelProofs map[string]string
-	MountsErr                 error
+	MountsErr     error
 	// Facts are what the observation found that the steps use: the run user's uid, the
 	// package-state digest, the podman connection (when its service is up).
 	Facts Facts
