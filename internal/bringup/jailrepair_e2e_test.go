@@ -225,6 +225,16 @@ func TestJailRepairNetns(t *testing.T) {
 		if out, code := lever(t, "shell", "--config", cfgPath, "--", "/bin/sh", "-c", "ls -A /run/lever-bench; umount /run/lever-bench"); code == 0 || strings.Contains(out, "exec.sock") || strings.Contains(out, "key") {
 			t.Fatalf("a lever shell session sees or uncovers the channel's directory (exit %d):\n%s", code, out)
 		}
+		// Nor through another process's root: every process the session can name in the
+		// container's /proc (the server, lev bench shell's own) is out of its reach.
+		// Control: the same script through a bare podman exec reaches the channel.
+		viaProc := `for p in /proc/[0-9]*; do ls -A "$p/root/run/lever-bench" 2>/dev/null; cat "$p/root/run/lever-bench/key" 2>/dev/null; done; true`
+		if out, _ := lever(t, "shell", "--config", cfgPath, "--", "/bin/sh", "-c", viaProc); strings.Contains(out, "exec.sock") || strings.Contains(out, "key") {
+			t.Fatalf("a lever shell session reaches the channel through /proc:\n%s", out)
+		}
+		if out, _ := execAs(t, repairRunUser, guestNS, mgrB, "/bin/sh", "-c", viaProc); !strings.Contains(out, "exec.sock") {
+			t.Fatalf("control: a bare podman exec does not reach the channel through /proc:\n%s", out)
+		}
 		if why, _ := channel(); why != "" {
 			t.Fatalf("after the lever shell attempts the channel does not prove itself: %q", why)
 		}

@@ -62,6 +62,10 @@ func benchShellOuter(dir string, argv []string) error {
 	child := exec.Command(self, append([]string{"bench", "shell", "--inner", "--hide", dir, "--"}, argv...)...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
 	child.SysProcAttr = bench.InnerAttr()
+	// Not dumpable: this process is the workbench's user in the container's namespaces,
+	// where the channel's directory is in reach; the session runs as the same uid, and
+	// through the container's /proc could otherwise write this process's memory.
+	bench.SetNotDumpable()
 	return waitPassing(child, "bench shell: cannot make a user and mount namespace to hide the workbench's exec channel from the session (%v); not running it unconfined")
 }
 
