@@ -94,10 +94,17 @@ func benchShellInner(dir string, argv []string) error {
 }
 
 // waitPassing runs child to its end and passes its exit code on. The terminal's signals
-// (^C, ^\) reach the whole foreground group, the session's command among it, which
-// decides; this process only waits for it.
+// (^C, ^\, ^Z, a hang-up) reach the whole foreground group, the session's command among
+// it, which decides; this process only waits for it. Caught, not ignored: an ignored
+// signal would stay ignored in the command across its exec, and ^C would not stop it.
 func waitPassing(child *exec.Cmd, startErr string) error {
-	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGHUP)
+	sig := make(chan os.Signal, 8)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	go func() {
+		for range sig {
+		}
+	}()
 	if err := child.Start(); err != nil {
 		return exitcode.New(126, fmt.Errorf(startErr, err))
 	}
