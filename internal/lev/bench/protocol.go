@@ -12,6 +12,10 @@
 // whole time, and a client that goes away (or writes anything more) gets its command's
 // process group killed.
 //
+// Every answer is proven (auth.go): an HMAC, under a key the server makes at each start
+// beside the socket, of the request line (with the client's nonce) and of the answer; the
+// client refuses an answer that does not verify, so the channel is not trusted by its path.
+//
 // It owns the protocol, the client and the server. It must not run a command for anyone
 // but the peer on the socket, and the workbench side must hold nothing of lev's (token,
 // keys, state).
