@@ -154,15 +154,8 @@ func (in *Instance) customImagesPresent(c Images) error {
 // mounts, and a swap back and forth can fall between the two (internal/guestside/mountcheck).
 // Made only when a container is about to start.
 func (in *Instance) checkMounts(ctx context.Context, ct containers.Container, pid int) error {
-	tree := strings.TrimSuffix(in.TreeSrc, "/")
-	req := mountcheck.Request{Pid: pid, Tree: tree}
-	for _, m := range ct.Mounts {
-		// The tree itself is lever's guest path, whose name the agents cannot change:
-		// only what lies below it is theirs to swap.
-		if rel, ok := strings.CutPrefix(m.Source, tree+"/"); ok {
-			req.Mounts = append(req.Mounts, mountcheck.Mount{Rel: rel, Dest: m.Dest, ReadOnly: m.ReadOnly})
-		}
-	}
+	tree, ms := in.treeMountsOf(ct)
+	req := mountcheck.Request{Pid: pid, Tree: tree, Mounts: ms}
 	if len(req.Mounts) == 0 {
 		return nil
 	}

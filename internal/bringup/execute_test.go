@@ -519,3 +519,36 @@ func TestObservationShortOnlyForUp(t *testing.T) {
 	j.in.DryRun(context.Background())
 	short("the dry run", "")
 }
+
+// TestStaleProofsRestartTheirContainers: a running container whose in-tree mounts, or
+// whose workbench's exec channel, the observation could not prove is replaced by the lev
+// step (no --fresh), the others left alone; the plan names why. Control: the same jail
+// with every proof good changes nothing (TestWarmUpOneGuestCall).
+func TestStaleProofsRestartTheirContainers(t *testing.T) {
+	j := healthyJail(t)
+	if _, err := j.in.Execute(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, j.out)
+	}
+	j.w.mu.Lock()
+	j.w.mountsAnswer = `{"proofs":{"lever-u-manager":"the container's /lever/x is writable, and was planned read-only","lever-u-worker-a":""},"channels":{"lever-u-worker-a-bench":"the answer is not the workbench's (it carries no proof)","lever-u-manager-bench":""}}`
+	j.w.mu.Unlock()
+	j.out.Reset()
+	res, err := j.in.Execute(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, j.out)
+	}
+	var lev StepResult
+	for _, s := range res.Steps {
+		if s.ID == StepLev {
+			lev = s
+		}
+	}
+	for _, want := range []string{"lever-u-manager restarted", "lever-u-worker-a-bench restarted", "lever-u-worker-a unchanged", "lever-u-manager-bench unchanged"} {
+		if !strings.Contains(lev.Detail, want) {
+			t.Errorf("lev step %q does not say %q\n%s", lev.Detail, want, j.out)
+		}
+	}
+	if !res.Changed || !lev.Changed {
+		t.Errorf("a restart is a change: %v %v", res.Changed, lev.Changed)
+	}
+}

@@ -65,6 +65,9 @@ type world struct {
 	// after 2 s); helperInstalled: lever's lev is installed in the guest (a VM's).
 	provisionGate   chan struct{}
 	helperInstalled bool
+	// mountsAnswer, when set, is the observation's proof of the running containers'
+	// mounts and channels (mountcheck.LiveResponse); otherwise all proven.
+	mountsAnswer string
 }
 
 // waitGate waits for gate (nil: no wait), failing after 2 s with what did not run beside.
@@ -236,8 +239,12 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, h containe
 	p.mu.Lock()
 	st, ok := p.containers[ct.Name]
 	p.mu.Unlock()
+	change := containers.Created
 	if ok && st.Running {
-		return containers.Unchanged, nil
+		if h.Restart == nil || !h.Restart(ct) {
+			return containers.Unchanged, nil
+		}
+		change = containers.Restarted
 	}
 	p.mu.Lock()
 	if p.together > 0 {
@@ -279,7 +286,7 @@ func (p *fakePodman) EnsureContainer(ct containers.Container, _ bool, h containe
 		return "", errors.New("podman create: boom")
 	}
 	p.containers[ct.Name] = containers.State{Name: ct.Name, Running: p.fail != "exits", Status: "exited", ExitCode: 1}
-	return containers.Created, nil
+	return change, nil
 }
 
 func (p *fakePodman) Inspect(name string) (*containers.State, error) {
@@ -462,6 +469,14 @@ func (j *tjail) script() {
 		}
 		if w.helperInstalled && guesttest.Env(c, "LEVER_HELPER") != "" {
 			secs = append(secs, guesttest.Sec{Name: "helper", Out: "present"})
+		}
+		if w.userExists && guesttest.Env(c, "LEVER_MOUNTS_REQ") != "" {
+			// the running containers' mounts and channels, all proven
+			ans := `{"proofs":{},"channels":{}}`
+			if w.mountsAnswer != "" {
+				ans = w.mountsAnswer
+			}
+			secs = append(secs, guesttest.Sec{Name: "mounts", Out: ans})
 		}
 		w.mu.Unlock()
 		if guesttest.Env(c, "LEVER_ALIAS") != "" {

@@ -69,6 +69,16 @@ type Observed struct {
 	// such container. A changed spec hash is not seen here: the lev step's Ensure compares
 	// it and recreates.
 	Containers map[string]ContainerState
+	// MountsAsked: the observation carried the proof of the running containers' in-tree
+	// mounts (livemounts.go); MountsProven: the helper answered it, MountProofs then
+	// naming each running container's verdict ("" proven, else why not); MountsErr: why
+	// it did not answer.
+	MountsAsked, MountsProven bool
+	MountProofs               map[string]string
+	// ChannelProofs: each running workbench's exec channel ("" it answered with this
+	// start's proof, else why not), from the same helper.
+	ChannelProofs map[string]string
+	MountsErr     error
 	// Facts are what the observation found that the steps use: the run user's uid, the
 	// package-state digest, the podman connection (when its service is up).
 	Facts Facts
@@ -81,6 +91,10 @@ func (in *Instance) observeScript(eg *guest.SnapshotRequest) (guest.Script, gues
 	env := []string{"LEVER_TREES=" + in.treesRoot()}
 	if p := in.helperPath(); p != "" {
 		env = append(env, "LEVER_HELPER="+p)
+	}
+	if part, menv := in.liveMountsPart(); part != "" {
+		parts = append(parts[:2], part, observePart)
+		env = append(env, menv...)
 	}
 	if eg != nil {
 		parts = append(parts, guest.SnapshotParts(*eg)...)
@@ -120,6 +134,9 @@ func (in *Instance) observe(ctx context.Context, eg *guest.SnapshotRequest) Obse
 		return o
 	}
 	o.GuestReachable = true
+	if o.MountsAsked = cmdHasEnv(cmd, "LEVER_MOUNTS_REQ="); o.MountsAsked {
+		readLiveMounts(secs, &o)
+	}
 	o.Stamp = provision.ParseState([]byte(secs["stamp"].Out))
 	o.StampCurrent = o.Stamp.Current(in.provP)
 	if uid, err := strconv.Atoi(strings.TrimSpace(secs["uid"].Out)); err == nil {
@@ -234,4 +251,17 @@ func certValid(certPEM, caPEM []byte) bool {
 	}
 	_, err = c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	return err == nil
+}
+
+// cmdHasEnv says whether cmd (a guest.Script's) sets a variable with prefix.
+func cmdHasEnv(cmd guest.Cmd, prefix string) bool {
+	for _, a := range cmd.Argv {
+		if a == "sh" {
+			return false
+		}
+		if strings.HasPrefix(a, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -35,7 +35,13 @@ type Status struct {
 		CertExpiresIn string    `json:"cert_expires_in,omitempty"`
 	} `json:"broker"`
 	Containers []containers.State `json:"containers"`
-	Healthy    bool               `json:"healthy"`
+	// Mounts and Channels are the observation's proofs, by running container: its
+	// in-tree mounts, and (a workbench) its exec channel; "" proven, else why not. Absent
+	// when the observation could not prove them (MountsError says why).
+	Mounts      map[string]string `json:"mounts,omitempty"`
+	Channels    map[string]string `json:"channels,omitempty"`
+	MountsError string            `json:"mounts_error,omitempty"`
+	Healthy     bool              `json:"healthy"`
 }
 
 // Status reads everything without changing anything: one guest call (the observation
@@ -83,6 +89,17 @@ func (in *Instance) statusFrom(obs Observed) *Status {
 	for _, c := range s.Containers {
 		s.Healthy = s.Healthy && c.Running
 	}
+	if obs.MountsAsked {
+		s.Mounts, s.Channels = obs.MountProofs, obs.ChannelProofs
+		if obs.MountsErr != nil {
+			s.MountsError = obs.MountsErr.Error()
+		}
+		for _, m := range []map[string]string{s.Mounts, s.Channels} {
+			for _, why := range m {
+				s.Healthy = s.Healthy && why == ""
+			}
+		}
+	}
 	return s
 }
 
@@ -120,6 +137,15 @@ func (s *Status) Text() string {
 	}
 	for _, c := range s.Containers {
 		fmt.Fprintf(&b, "lev:     %s %s (%s)\n", c.Name, c.Status, c.Image)
+		if why := s.Mounts[c.Name]; why != "" {
+			fmt.Fprintf(&b, "           mounts of the tree NOT AS PLANNED (lever up restarts it): %q\n", why)
+		}
+		if why := s.Channels[c.Name]; why != "" {
+			fmt.Fprintf(&b, "           exec channel BROKEN (lever up restarts it): %q\n", why)
+		}
+	}
+	if s.MountsError != "" {
+		fmt.Fprintf(&b, "lev:     mounts and exec channels not proven: %q\n", s.MountsError)
 	}
 	return b.String()
 }

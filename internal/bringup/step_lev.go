@@ -21,6 +21,9 @@ var levStep = Step{
 		for _, c := range p.Containers {
 			switch st := p.Obs.Containers[c]; st {
 			case ContainerRunning:
+				if why := remount(p.Obs, c); why != "" {
+					todo = append(todo, fmt.Sprintf("%s (restart: %s)", c, why))
+				}
 			case "":
 				todo = append(todo, c+" (create)")
 			default:
@@ -32,13 +35,32 @@ var levStep = Step{
 		}
 		return ActionCreate, strings.Join(todo, ", ")
 	},
-	Run: func(ctx context.Context, in *Instance, _ Observed, f Facts) (Done, error) {
-		changed, detail, err := in.stepLev(ctx, f)
+	Run: func(ctx context.Context, in *Instance, o Observed, f Facts) (Done, error) {
+		changed, detail, err := in.stepLev(ctx, o, f)
 		return Done{Changed: changed, Detail: detail, Facts: f}, err
 	},
 }
 
-func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) {
+// remount is why running container c must start again ("" when it need not): the
+// observation's proof of its in-tree mounts or of its exec channel failed, or was asked
+// for and not answered (then the lev step proves them itself).
+func remount(o Observed, c string) string {
+	if !o.MountsAsked {
+		return ""
+	}
+	if !o.MountsProven {
+		return "its mounts of the tree were not proven"
+	}
+	if why := o.MountProofs[c]; why != "" {
+		return "its mounts of the tree are not the planned ones: " + why
+	}
+	if why := o.ChannelProofs[c]; why != "" {
+		return "its exec channel does not prove itself: " + why
+	}
+	return ""
+}
+
+func (in *Instance) stepLev(ctx context.Context, o Observed, f Facts) (bool, string, error) {
 	c := f.Podman
 	if c == nil {
 		return false, "", fmt.Errorf("no connection to the run user's podman")
@@ -50,7 +72,28 @@ func (in *Instance) stepLev(ctx context.Context, f Facts) (bool, string, error) 
 	if err := in.customImagesPresent(c); err != nil {
 		return false, "", err
 	}
-	hooks := containers.StartHooks{Mounted: func(ct containers.Container, pid int) error { return in.checkMounts(ctx, ct, pid) }}
+	running := false
+	for _, ct := range cs {
+		running = running || o.Containers[ct.Name] == ContainerRunning
+	}
+	if o.MountsAsked && !o.MountsProven && running {
+		// The observation could not prove the running containers' mounts (a VM guest
+		// without lever's lev yet): one helper call of its own, which installs it.
+		resp, err := in.proveLiveMounts(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		o.MountProofs, o.ChannelProofs, o.MountsProven = resp.Proofs, resp.Channels, true
+	}
+	hooks := containers.StartHooks{
+		Mounted: func(ct containers.Container, pid int) error { return in.checkMounts(ctx, ct, pid) },
+		// A running container whose in-tree mounts are not the planned ones (a
+		// read-only lever.yaml detached by a rename-save on the host) starts again: the
+		// runtime makes its mounts anew, and Mounted proves them before it runs.
+		// So does a workbench whose exec channel does not prove itself: its server
+		// starts again, with a new key and socket.
+		Restart: func(ct containers.Container) bool { return remount(o, ct.Name) != "" },
+	}
 	// One after the other. Created at once (they do not depend on each other), a fresh
 	// rootless service (podman 4.3.1) refused the second: "keep-id requires additional
 	// UIDs or GIDs defined in /etc/subuid" while the first was still setting up the run

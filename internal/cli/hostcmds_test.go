@@ -89,6 +89,9 @@ const (
 	runsW1 = `[{"id":"r-20261130-090000-bbbbbb","agent":"docsbot","status":"running","stage":0,"stages":[{"name":"w"}],"created":"2026-11-30T09:00:00Z"}]`
 )
 
+// confined is how lever shell starts a session in the workbench (lev bench shell).
+var confined = []string{"/lev", "bench", "shell", "--hide", "/run/lever-bench", "--"}
+
 // TestHostCommandArgv: each host command runs exactly this lev (or workbench) command in
 // exactly this container; the attack rows are flag-looking names and ids, which must
 // stay operands.
@@ -112,9 +115,11 @@ func TestHostCommandArgv(t *testing.T) {
 		{"logs AGENT/ID picks the agent", []string{"logs", "docs/r-20261130-100000-aaaaaa"}, runsW, docsC, []string{"/lev", "logs", "--", "r-20261130-100000-aaaaaa"}},
 		{"result", []string{"result", "--json", "r-20261130-090000-bbbbbb"}, runsW1, docsC, []string{"/lev", "result", "--json", "--", "r-20261130-090000-bbbbbb"}},
 		{"resume", []string{"resume", "manager/r-20261130-100000-aaaaaa"}, runsW, mgrC, []string{"/lev", "resume", "--", "r-20261130-100000-aaaaaa"}},
-		{"shell defaults to /bin/sh in the manager's workbench", []string{"shell"}, runsW1, mgrC + "-bench", []string{"/bin/sh"}},
-		{"shell runs a command in a worker's workbench", []string{"shell", "docs", "--", "ls", "-la", "/lever"}, runsW1, docsC + "-bench", []string{"ls", "-la", "/lever"}},
-		{"shell: command flags are the command's", []string{"shell", "--", "sh", "-c", "--config x"}, runsW1, mgrC + "-bench", []string{"sh", "-c", "--config x"}},
+		// the session runs confined as lev's commands are (lev bench shell covers the exec
+		// channel's directory), its command after the --
+		{"shell defaults to /bin/sh in the manager's workbench", []string{"shell"}, runsW1, mgrC + "-bench", append(confined, "/bin/sh")},
+		{"shell runs a command in a worker's workbench", []string{"shell", "docs", "--", "ls", "-la", "/lever"}, runsW1, docsC + "-bench", append(confined, "ls", "-la", "/lever")},
+		{"shell: command flags are the command's", []string{"shell", "--", "sh", "-c", "--config x"}, runsW1, mgrC + "-bench", append(confined, "sh", "-c", "--config x")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/bringup"
+	"github.com/lever-jail/lever/internal/containers"
 )
 
 type shellOptions struct {
@@ -85,5 +86,11 @@ func (o *shellOptions) exec(cmd *cobra.Command) error {
 	}
 	// stdin always goes to the command (`lever shell -- sh -s < script`); a terminal
 	// at both ends makes it an interactive session, the one raw stream lever passes.
-	return execPass(cmd, a.c, bench, o.command(), sessionIf(cmd, true, rawSession), true)
+	//
+	// The session runs as the workbench's user, as the exec channel's server does: through
+	// lev bench shell, in namespaces of its own where the channel's directory is covered
+	// and the server out of reach, as lev's own commands run (else it could replace the
+	// socket and answer lev's tool calls).
+	argv := append([]string{"/lev", "bench", "shell", "--hide", containers.BenchMount, "--"}, o.command()...)
+	return execPass(cmd, a.c, bench, argv, sessionIf(cmd, true, rawSession), true)
 }

@@ -62,6 +62,9 @@ const (
 	Started   Change = "started"
 	Created   Change = "created"
 	Recreated Change = "recreated"
+	// Restarted: it ran with its planned settings, but StartHooks.Restart found it must
+	// start again (its mounts no longer the planned ones): replaced by a new one.
+	Restarted Change = "restarted"
 )
 
 // Ensure makes the container exist with exactly these settings and run. A container whose
@@ -81,6 +84,11 @@ type StartHooks struct {
 	// mounts made, its process waiting and having run nothing) with that process's pid
 	// in the guest. An error removes the container before anything in it has run.
 	Mounted func(ct Container, pid int) error
+	// Restart, when set, is asked about a running container with the planned settings:
+	// true replaces it by a new one (its root is read-only and its state is in mounts of
+	// the guest's, so nothing is lost that a stop would keep), whose mounts the runtime
+	// makes anew from their sources, and Mounted proves them.
+	Restart func(Container) bool
 }
 
 // EnsureWith is Ensure with h run around the start.
@@ -93,7 +101,20 @@ func (c *Client) EnsureWith(ct Container, fresh bool, h StartHooks) (Change, err
 	if ins != nil {
 		if !fresh && ins.Config != nil && ins.Config.Labels[LabelSpecHash] == ct.Labels[LabelSpecHash] {
 			if ins.State != nil && ins.State.Running {
-				return Unchanged, nil
+				if h.Restart == nil || !h.Restart(ct) {
+					return Unchanged, nil
+				}
+				// Replaced, as a new container: an init of the stopped one (podman 4.3.1,
+				// rootless) handed the mount check a pid already gone. Nothing is lost that a
+				// stop would keep: the root is read-only, its tmpfs dies with the process,
+				// and lev's home and the tree are mounts of the guest's.
+				if err := c.Remove(ct.Name); err != nil {
+					return "", err
+				}
+				if err := c.create(ct, h); err != nil {
+					return "", err
+				}
+				return Restarted, nil
 			}
 			if err := beforeStart(ct, h.Before); err != nil {
 				return "", err
@@ -121,16 +142,21 @@ func (c *Client) EnsureWith(ct Container, fresh bool, h StartHooks) (Change, err
 		}
 		change = Recreated
 	}
-	if err := beforeStart(ct, h.Before); err != nil {
-		return "", err
-	}
-	if _, err := podcontainers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
-		return "", fmt.Errorf("creating container %s: %w", ct.Name, err)
-	}
-	if err := c.start(ct, h.Mounted); err != nil {
+	if err := c.create(ct, h); err != nil {
 		return "", err
 	}
 	return change, nil
+}
+
+// create creates ct and starts it, with h's checks.
+func (c *Client) create(ct Container, h StartHooks) error {
+	if err := beforeStart(ct, h.Before); err != nil {
+		return err
+	}
+	if _, err := podcontainers.CreateWithSpec(c.ctx, Spec(ct), nil); err != nil {
+		return fmt.Errorf("creating container %s: %w", ct.Name, err)
+	}
+	return c.start(ct, h.Mounted)
 }
 
 // mountsRefused is a Mounted hook's refusal: the container is gone, and no retry or

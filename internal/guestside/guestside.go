@@ -33,10 +33,13 @@ const (
 	ModeImages = "images"
 	// ModeMounts proves a container's in-tree mounts after podman init, before it starts.
 	ModeMounts = "mounts"
+	// ModeMountsLive proves the in-tree mounts of running containers (every bring-up's
+	// observation carries it: a rename-save on the host detaches a read-only mount).
+	ModeMountsLive = "mounts-live"
 )
 
 // modes are the helper modes Serve knows, for the refusal of any other.
-var modes = []string{ModeProbe, ModeEnrol, ModeImages, ModeMounts}
+var modes = []string{ModeProbe, ModeEnrol, ModeImages, ModeMounts, ModeMountsLive}
 
 // knownMode says whether mode is one of the helper modes.
 func knownMode(mode string) bool {
@@ -59,6 +62,8 @@ func Serve(mode string, r io.Reader, w io.Writer) error {
 		return imagebuild.Serve(r, w)
 	case ModeMounts:
 		return mountcheck.Serve(r, w)
+	case ModeMountsLive:
+		return mountcheck.ServeLive(r, w)
 	}
 	return fmt.Errorf("unknown guest helper mode %q (want one of %s)", mode, strings.Join(modes, ", "))
 }

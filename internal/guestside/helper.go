@@ -299,3 +299,37 @@ for o in ` + d + `/lev-*; do [ "$o" = "$f" ] || rm -f "$o"; done
 `
 	return []string{"/bin/sh", "-c", script}
 }
+
+// Part is a sections-script part (guest.Script, run as root anyway) that defines shell
+// function fn: helper mode with the function's stdin as its request, so a script the
+// caller makes for other reasons carries a helper call with no round trip of its own
+// (bring-up's observation proves the running containers' mounts this way). In place, lev
+// runs from its checked host path; in a VM, the installed copy, the function exiting
+// missingCode when there is none (the caller then makes the call itself, which installs).
+func (h *Helper) Part(fn, mode string) (string, error) {
+	if !knownMode(mode) {
+		return "", fmt.Errorf("unknown guest helper mode %q", mode)
+	}
+	if h.InPlace {
+		argv, err := InPlaceArgv(h.Lev, mode)
+		if err != nil {
+			return "", err
+		}
+		q := make([]string, len(argv))
+		for i, a := range argv {
+			q[i] = shQuote(a)
+		}
+		return fn + "() {\n\t" + strings.Join(q, " ") + "\n}\n", nil
+	}
+	h.mu.Lock()
+	err := h.load()
+	h.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	// a subshell: the checks' exit ends it, not the script
+	return fn + "() (\n" + h.cacheChecks() + `exec "$f" ` + Command + ` ` + mode + "\n)\n", nil
+}
+
+// shQuote is s as one sh word.
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

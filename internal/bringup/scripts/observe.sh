@@ -35,3 +35,10 @@ if [ "$uid" != none ]; then
 		sec "cert.$a" cat "/run/user/$uid/lever/agents/$a/client.crt"
 	done
 fi
+# the running containers' in-tree mounts proven again ($LEVER_MOUNTS_REQ, for the helper
+# function the host put before this part: lever_mounts_live): a rename-save on the host
+# detaches a read-only mount in a running container
+if [ -n "${LEVER_MOUNTS_REQ:-}" ] && [ "$uid" != none ]; then
+	mounts_live() { printf '%s' "$LEVER_MOUNTS_REQ" | lever_mounts_live; }
+	sec mounts mounts_live
+fi

@@ -2,8 +2,10 @@ package bench_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,19 +56,37 @@ func TestMain(m *testing.M) {
 // at the shared socket for a later network=false command).
 const fakeEnv = "BENCH_TEST_FAKE"
 
+// fakeRelayEnv makes the impostor a relay instead: it passes each request to the real
+// server (at the socket's path plus ".real", a hard link the planting script made before
+// it removed the socket) with "network":false turned into "network":true, and passes the
+// real server's answer back: the man in the middle a proof of the answer alone would let
+// through.
+const fakeRelayEnv = "BENCH_TEST_FAKE_RELAY"
+
 func fakeServer(sock string) {
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		fmt.Println("fake:", err)
 		os.Exit(4)
 	}
+	relay := os.Getenv(fakeRelayEnv) == "1"
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			os.Exit(0)
 		}
-		bufio.NewReader(c).ReadBytes('\n')
-		c.Write([]byte(`{"started":true,"exit_code":0,"timed_out":false,"stdout":"RkFLRQ==","stderr":null,"stdout_truncated":false,"stderr_truncated":false}` + "\n"))
+		line, _ := bufio.NewReader(c).ReadBytes('\n')
+		if !relay {
+			c.Write([]byte(`{"started":true,"exit_code":0,"timed_out":false,"stdout":"RkFLRQ==","stderr":null,"stdout_truncated":false,"stderr_truncated":false}` + "\n"))
+			c.Close()
+			continue
+		}
+		if real, err := net.Dial("unix", sock+".real"); err == nil {
+			real.Write(bytes.Replace(line, []byte(`"network":false`), []byte(`"network":true`), 1))
+			answer, _ := bufio.NewReader(real).ReadBytes('\n')
+			real.Close()
+			c.Write(answer)
+		}
 		c.Close()
 	}
 }
@@ -658,36 +678,55 @@ func TestImpostorCannotTakeTheSocket(t *testing.T) {
 	}
 	later := bench.Request{Argv: []string{"/bin/sh", "-c", "echo REAL"}, Dir: "/", Env: []string{}, DeadlineMS: 5000, Network: &off, StdoutMax: 100, StderrMax: 100}
 
-	t.Run("control: planted from outside the bench, the impostor answers", func(t *testing.T) {
-		sock := serve(t)
-		cmd := exec.Command("/bin/sh", "-c", script("sleep 30"))
-		cmd.Env = env(sock)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			cmd.Wait()
-			// The impostor left the group with setsid: find it by its socket and end it.
-			for pid, argv := range procArgs() {
-				if argv == self {
-					if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); strings.Contains(string(b), fakeEnv+"="+sock) {
-						syscall.Kill(pid, syscall.SIGKILL)
+	// Planted from outside the bench (where the socket's directory is in reach), the
+	// impostor takes the socket: the client reaches it, and refuses its answer, which
+	// does not prove itself under this start's key. Each case's error is the proof that
+	// the impostor, not the server, answered.
+	for _, tc := range []struct {
+		name, relay, why string
+	}{
+		{"an impostor that answers itself", "", "it carries no proof"},
+		{"a relay to the real server that turns network on", "1", "its proof does not match"},
+	} {
+		t.Run("control: planted from outside the bench, "+tc.name+", is refused", func(t *testing.T) {
+			sock := serve(t)
+			cmd := exec.Command("/bin/sh", "-c", `ln "$SOCK" "$SOCK.real"; `+script("sleep 30"))
+			cmd.Env = append(env(sock), fakeRelayEnv+"="+tc.relay)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				cmd.Wait()
+				// The impostor left the group with setsid: find it by its socket and end it.
+				for pid, argv := range procArgs() {
+					if argv == self {
+						if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); strings.Contains(string(b), fakeEnv+"="+sock) {
+							syscall.Kill(pid, syscall.SIGKILL)
+						}
 					}
 				}
+			}()
+			var resp bench.Response
+			var err error
+			var nb *bench.NotTheBenchError
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+				resp, err = (bench.Client{Socket: sock}).Run(context.Background(), later)
+				if errors.As(err, &nb) {
+					if !strings.Contains(err.Error(), tc.why) || len(resp.Stdout) != 0 {
+						t.Fatalf("refused for another reason than %q: %v (%+v)", tc.why, err, resp)
+					}
+					return
+				}
+				if err == nil && string(resp.Stdout) != "REAL\n" {
+					t.Fatalf("the impostor's answer was accepted: %+v", resp)
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-		}()
-		var resp bench.Response
-		var err error
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-			if resp, err = (bench.Client{Socket: sock}).Run(context.Background(), later); err == nil && string(resp.Stdout) == "FAKE" {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("the impostor never answered: %+v %v", resp, err)
-	})
+			t.Fatalf("the impostor never answered: %+v %v", resp, err)
+		})
+	}
 
 	t.Run("through the bench, the socket stays the server's", func(t *testing.T) {
 		sock := serve(t)

@@ -36,30 +36,48 @@ type Client struct {
 	Socket string
 }
 
-// Run sends req and waits for the response; cancelling ctx closes the connection, which
-// makes the server kill the command. A refused request comes back as an error naming
-// the key; a command that ran is a Response, whatever its exit code.
-func (c Client) Run(ctx context.Context, req Request) (Response, error) {
+// dial checks the socket, reads this start's key and connects; the request line carries
+// a fresh nonce.
+func (c Client) dial(ctx context.Context, req Request) (net.Conn, []byte, []byte, error) {
 	// The socket's directory is shared with the workbench, where an agent's command could
 	// put a symlink in its place, aiming lev's client at a socket of lev's own.
 	fi, err := os.Lstat(c.Socket)
 	if err != nil {
-		return Response{}, &UnavailableError{c.Socket, err}
+		return nil, nil, nil, &UnavailableError{c.Socket, err}
 	}
 	if fi.Mode().Type() != os.ModeSocket {
-		return Response{}, &UnavailableError{c.Socket, fmt.Errorf("it is a %v, not a socket", fi.Mode().Type())}
+		return nil, nil, nil, &UnavailableError{c.Socket, fmt.Errorf("it is a %v, not a socket", fi.Mode().Type())}
+	}
+	key, err := ReadKey(c.Socket)
+	if err != nil {
+		return nil, nil, nil, &UnavailableError{c.Socket, err}
+	}
+	if req.Nonce, err = nonce(); err != nil {
+		return nil, nil, nil, err
 	}
 	line, err := json.Marshal(req)
 	if err != nil {
-		return Response{}, fmt.Errorf("bench request: %w", err)
+		return nil, nil, nil, fmt.Errorf("bench request: %w", err)
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Socket)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return Response{}, &UnavailableError{c.Socket, err}
+			return nil, nil, nil, &UnavailableError{c.Socket, err}
 		}
-		return Response{}, fmt.Errorf("bench %s: %w", c.Socket, err)
+		return nil, nil, nil, fmt.Errorf("bench %s: %w", c.Socket, err)
+	}
+	return conn, key, line, nil
+}
+
+// Run sends req and waits for the response; cancelling ctx closes the connection, which
+// makes the server kill the command. A refused request comes back as an error naming
+// the key; a command that ran is a Response, whatever its exit code. An answer that does
+// not prove itself under this start's key is refused (NotTheBenchError).
+func (c Client) Run(ctx context.Context, req Request) (Response, error) {
+	conn, key, line, err := c.dial(ctx, req)
+	if err != nil {
+		return Response{}, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -81,6 +99,10 @@ func (c Client) Run(ctx context.Context, req Request) (Response, error) {
 	if err := strictjson.Decode(raw, &resp); err != nil {
 		return Response{}, fmt.Errorf("bench %s: bad response: %w", c.Socket, err)
 	}
+	if err := verify(c.Socket, key, line, resp); err != nil {
+		return Response{}, err
+	}
+	resp.Proof = ""
 	if resp.Error != "" && !resp.Started {
 		return resp, fmt.Errorf("bench %s: %s", c.Socket, resp.Error)
 	}
@@ -90,30 +112,44 @@ func (c Client) Run(ctx context.Context, req Request) (Response, error) {
 	return resp, nil
 }
 
+// Ping asks the server for a proof under this start's key, running nothing: nil when
+// the channel is this start's workbench server.
+func (c Client) Ping(ctx context.Context) error {
+	conn, key, line, err := c.dial(ctx, Request{Ping: true})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(RequestTimeout))
+	if _, err := conn.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("bench %s: sending the ping: %w", c.Socket, err)
+	}
+	raw, err := readLine(bufio.NewReaderSize(conn, 64<<10), MaxResponse)
+	if err != nil {
+		return fmt.Errorf("bench %s: reading the answer to the ping: %w", c.Socket, err)
+	}
+	var resp Response
+	if err := strictjson.Decode(raw, &resp); err != nil {
+		return fmt.Errorf("bench %s: bad answer to the ping: %w", c.Socket, err)
+	}
+	if err := verify(c.Socket, key, line, resp); err != nil {
+		return err
+	}
+	if resp.Error != "" {
+		return fmt.Errorf("bench %s: %s", c.Socket, resp.Error)
+	}
+	return nil
+}
+
 // Stream runs req (Stream set) with stdin and stdout on the connection: it returns once
 // the command started (or was refused: the error names the key), and then copies stdin to
 // the command (closing its side at stdin's EOF) and the command's stdout to stdout until
 // the command exits or ctx ends; done is closed then, with the copy's error in *err.
 func (c Client) Stream(ctx context.Context, req Request, stdin io.Reader, stdout io.Writer) (done <-chan error, err error) {
 	req.Stream = true
-	fi, err := os.Lstat(c.Socket)
+	conn, key, line, err := c.dial(ctx, req)
 	if err != nil {
-		return nil, &UnavailableError{c.Socket, err}
-	}
-	if fi.Mode().Type() != os.ModeSocket {
-		return nil, &UnavailableError{c.Socket, fmt.Errorf("it is a %v, not a socket", fi.Mode().Type())}
-	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("bench request: %w", err)
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Socket)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return nil, &UnavailableError{c.Socket, err}
-		}
-		return nil, fmt.Errorf("bench %s: %w", c.Socket, err)
+		return nil, err
 	}
 	conn.SetDeadline(time.Now().Add(RequestTimeout))
 	if _, err := conn.Write(append(line, '\n')); err != nil {
@@ -131,6 +167,12 @@ func (c Client) Stream(ctx context.Context, req Request, stdin io.Reader, stdout
 	if err := strictjson.Decode(raw, &resp); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("bench %s: bad answer: %w", c.Socket, err)
+	}
+	// The proof covers the request and this answer; what the command writes after it
+	// is the command's own (an MCP server's stdout), read as untrusted anyway.
+	if err := verify(c.Socket, key, line, resp); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	if !resp.Started {
 		conn.Close()

@@ -12,6 +12,10 @@
 // whole time, and a client that goes away (or writes anything more) gets its command's
 // process group killed.
 //
+// Every answer is proven (auth.go): an HMAC, under a key the server makes at each start
+// beside the socket, of the request line (with the client's nonce) and of the answer; the
+// client refuses an answer that does not verify, so the channel is not trusted by its path.
+//
 // It owns the protocol, the client and the server. It must not run a command for anyone
 // but the peer on the socket, and the workbench side must hold nothing of lev's (token,
 // keys, state).
@@ -67,6 +71,12 @@ type Request struct {
 	// Stream runs the command with its stdin and stdout on the connection (see above).
 	// deadline_ms still bounds its life; stdout_max does not apply.
 	Stream bool `json:"stream,omitempty"`
+	// Nonce is the client's fresh random value: the answer's proof covers the request
+	// line, so an answer recorded from an earlier call does not verify (auth.go).
+	Nonce string `json:"nonce,omitempty"`
+	// Ping asks only for a proof, running nothing (lever up's check of the channel); no
+	// other key may be set with it but nonce.
+	Ping bool `json:"ping,omitempty"`
 }
 
 // Response is the outcome. Error set means nothing ran (Started false) or the command
@@ -81,6 +91,9 @@ type Response struct {
 	Stderr          []byte `json:"stderr"`
 	StdoutTruncated bool   `json:"stdout_truncated"`
 	StderrTruncated bool   `json:"stderr_truncated"`
+	// Proof is the server's HMAC, under this start's key, of the request line and of
+	// this answer without it (auth.go).
+	Proof string `json:"proof,omitempty"`
 }
 
 // FieldError is a refused request, naming the key.
@@ -93,6 +106,12 @@ func (e *FieldError) Error() string { return fmt.Sprintf("bench request key %q: 
 
 // Validate checks a decoded request's values (strictjson has checked its keys).
 func (r *Request) Validate() error {
+	if r.Ping {
+		if len(r.Argv) > 0 || r.Dir != "" || len(r.Env) > 0 || r.DeadlineMS != 0 || r.Network != nil || r.StdoutMax != 0 || r.StderrMax != 0 || r.Stream {
+			return &FieldError{"ping", "a ping runs nothing: only nonce may be set with it"}
+		}
+		return nil
+	}
 	if len(r.Argv) == 0 {
 		return &FieldError{"argv", "missing or empty: give the command as an array, argv[0] an absolute path"}
 	}

@@ -33,6 +33,9 @@ type Server struct {
 	// is root of a namespace of its own (see Hide).
 	CommandUID, CommandGID int
 	CommandIDs             bool
+	// Key is this start's channel key (NewKey, ReadKey): every answer carries its proof
+	// under it. Nil: answers carry none, which lev refuses.
+	Key []byte
 	// Logf receives one line per connection problem. Default: discard.
 	Logf func(format string, args ...any)
 
@@ -141,10 +144,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) handle(ctx context.Context, c net.Conn) {
-	resp, streamed := s.serve(ctx, c)
+	resp, line, streamed := s.serve(ctx, c)
 	if streamed {
 		return // the stream mode answered at start
 	}
+	sign(s.Key, line, &resp)
 	b, err := json.Marshal(resp)
 	if err == nil {
 		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
@@ -185,29 +189,35 @@ func refuse(err error) Response {
 	return r
 }
 
-func (s *Server) serve(ctx context.Context, c net.Conn) (Response, bool) {
+// serve answers one connection; it returns the answer and the request line it answers
+// (for the proof), or streamed when the stream mode has answered itself.
+func (s *Server) serve(ctx context.Context, c net.Conn) (Response, []byte, bool) {
 	c.SetReadDeadline(time.Now().Add(RequestTimeout))
 	br := bufio.NewReaderSize(c, 64<<10)
 	line, err := readLine(br, MaxRequest)
 	if err != nil {
-		return refuse(fmt.Errorf("reading the request: %w", err)), false
+		return refuse(fmt.Errorf("reading the request: %w", err)), nil, false
 	}
 	var req Request
 	if err := strictjson.Decode(line, &req); err != nil {
-		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err)), false
+		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err)), line, false
 	}
 	if err := req.Validate(); err != nil {
-		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err)), false
+		return refuse(fmt.Errorf("bench request refused, nothing ran: %w", err)), line, false
 	}
 	c.SetReadDeadline(time.Time{})
+	if req.Ping {
+		return Response{}, line, false
+	}
 	if req.Stream {
 		// What follows the request line is the command's stdin.
-		return s.stream(ctx, c, br, &req)
+		resp, streamed := s.stream(ctx, c, br, &req, line)
+		return resp, line, streamed
 	}
 	if br.Buffered() > 0 {
-		return refuse(fmt.Errorf("bench request refused, nothing ran: %w: data after the request line", errProtocol)), false
+		return refuse(fmt.Errorf("bench request refused, nothing ran: %w: data after the request line", errProtocol)), line, false
 	}
-	return s.run(ctx, c, &req), false
+	return s.run(ctx, c, &req), line, false
 }
 
 // capture keeps the first max bytes read from r and drains the rest.
@@ -280,7 +290,7 @@ func (s *Server) start(req *Request, stdin, stdout, stderr *os.File) (*exec.Cmd,
 // line at start, then stdout raw until the command exits. It ends (the group killed) when
 // the command exits, at the deadline, when the server stops, when the client can no longer
 // be written to, or StreamGrace after the client closed its side (the command's EOF).
-func (s *Server) stream(ctx context.Context, c net.Conn, br *bufio.Reader, req *Request) (Response, bool) {
+func (s *Server) stream(ctx context.Context, c net.Conn, br *bufio.Reader, req *Request, line []byte) (Response, bool) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return refuse(fmt.Errorf("bench: %w", err)), false
@@ -311,7 +321,9 @@ func (s *Server) stream(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 	}
 	pid := cmd.Process.Pid
 	stderr := newCapture(errR, req.StderrMax)
-	head, _ := json.Marshal(Response{Started: true})
+	started := Response{Started: true}
+	sign(s.Key, line, &started)
+	head, _ := json.Marshal(started)
 	c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	_, werr := c.Write(append(head, '\n'))
 	c.SetWriteDeadline(time.Time{})

@@ -33,6 +33,18 @@ func sysProcAttr(network, isolate bool, uid, gid int) *syscall.SysProcAttr {
 	return a
 }
 
+// ShellAttr starts a `lever shell` session's command as the workbench's commands run: a new
+// user namespace (uid and gid inside, mapped to the caller's, gaining nothing), PID
+// namespace (the server's processes are not its to signal) and mount namespace, where the
+// tmpfs over the channel's directory (Hide, made by the caller) is locked. Unlike a
+// command's, it stays in the caller's process group: the session's terminal keeps it in
+// the foreground.
+func ShellAttr(uid, gid int) *syscall.SysProcAttr {
+	a := sysProcAttr(true, true, uid, gid)
+	a.Setpgid = false
+	return a
+}
+
 // InnerAttr starts the serving process of `lev bench serve` as root of a user namespace
 // of its own (mapped to the caller's uid and gid) with a mount namespace of its own, where
 // Hide can cover the socket's directory.

@@ -19,6 +19,9 @@ func sysProcAttr(network, isolate bool, uid, gid int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
 
+// ShellAttr has nothing to ask for here; Hide refuses first.
+func ShellAttr(uid, gid int) *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+
 // InnerAttr has nothing to ask for here; Hide refuses first.
 func InnerAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
 

@@ -48,7 +48,7 @@ never see the socket's directory.`,
 	serve.Flags().StringVar(&opts.Socket, "socket", "", "the unix socket to listen on (absolute path; its directory must exist)")
 	serve.Flags().BoolVar(&opts.Inner, "inner", false, "internal: the serving process, started by lev bench serve itself")
 	serve.Flags().MarkHidden("inner")
-	cmd.AddCommand(serve)
+	cmd.AddCommand(serve, newBenchShellCmd())
 	return cmd
 }
 
@@ -69,7 +69,13 @@ func runBenchServe(opts *benchServeOptions, stderr io.Writer) error {
 // This process only waits, not dumpable (so /proc/<pid>/root of it is no way back to the
 // socket either), and removes the socket at the end.
 func benchOuter(socket string, logger *log.Logger) error {
-	s := &bench.Server{Socket: socket, Logf: logger.Printf}
+	// This start's key before the socket: a client that finds the socket finds the key
+	// its answers are proven under.
+	key, err := bench.NewKey(socket)
+	if err != nil {
+		return err
+	}
+	s := &bench.Server{Socket: socket, Logf: logger.Printf, Key: key}
 	ln, err := s.Listen()
 	if err != nil {
 		return err
@@ -129,14 +135,23 @@ func benchInner(socket string, logger *log.Logger) error {
 	if err != nil {
 		return fmt.Errorf("bench serve --inner: no listening socket on fd 3: %w", err)
 	}
+	// read before Hide covers it
+	key, err := bench.ReadKey(socket)
+	if err != nil {
+		return fmt.Errorf("bench serve: %w", err)
+	}
 	if err := bench.Hide(filepath.Dir(socket)); err != nil {
 		return fmt.Errorf("bench serve: %w", err)
 	}
+	// Not dumpable: the commands (and lever shell's sessions) run as this process's uid
+	// outside its namespace, and a dumpable server's /proc/<pid>/mem would be theirs to
+	// write, the channel with it.
+	bench.SetNotDumpable()
 	uid, gid, err := bench.OuterIDs()
 	if err != nil {
 		return fmt.Errorf("bench serve: %w", err)
 	}
-	s := &bench.Server{Socket: socket, Logf: logger.Printf, CommandUID: uid, CommandGID: gid, CommandIDs: true}
+	s := &bench.Server{Socket: socket, Logf: logger.Printf, Key: key, CommandUID: uid, CommandGID: gid, CommandIDs: true}
 	return benchServe(s, ln, logger)
 }
 

@@ -83,7 +83,8 @@ func TestBenchTwoContainers(t *testing.T) {
 		if got := strings.TrimSpace(string(r.Stdout)); got != strconv.Itoa(f.uid) {
 			t.Fatalf("the command saw %q (want only its uid %d: no exec.sock, no unmount)", got, f.uid)
 		}
-		if ents, _ := os.ReadDir(sockDir); len(ents) != 1 || ents[0].Name() != "exec.sock" {
+		// the socket and this start's key (bench.KeyFile), which the command did not see either
+		if ents, _ := os.ReadDir(sockDir); len(ents) != 2 || ents[0].Name() != "exec.sock" || ents[1].Name() != bench.KeyFile {
 			t.Fatalf("control: the socket directory holds %v", ents)
 		}
 	})

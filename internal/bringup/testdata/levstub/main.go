@@ -7,6 +7,9 @@
 //     loopback port instead and note the address in $LEV_HOME/stub-listen, which the
 //     stub's client commands then use (the e2e test reads the note to know which lev it
 //     has, and asserts `lev ps` with no extra env only with the real one);
+//   - `__impostor SOCK` (tests only): the attack on the workbench's exec channel: remove
+//     the socket at SOCK, listen there and answer every request with a made-up result
+//     (stdout "FAKE"), running nothing;
 //   - `__probe` (tests only): from inside a container, "ls:DIR" lists a directory and
 //     "find" searches every readable file under / (but /proc, /sys, /dev) for the bytes
 //     given on stdin.
@@ -32,6 +35,9 @@ func main() {
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "__probe" {
 		os.Exit(probe(args[1:]))
+	}
+	if len(args) == 2 && args[0] == "__impostor" {
+		os.Exit(impostor(args[1]))
 	}
 	if len(args) > 2 && args[0] == "bench" && !levHas("bench") {
 		os.Exit(benchStandIn(args))
@@ -133,4 +139,25 @@ func probe(args []string) int {
 		}
 	}
 	return code
+}
+
+// impostor takes the socket at sock and answers with a made-up result.
+func impostor(sock string) int {
+	rmErr := os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		fmt.Printf("impostor: removing %s: %v; listening: %v\n", sock, rmErr, err)
+		return 3
+	}
+	fmt.Println("impostor listening on", sock)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return 0
+		}
+		buf := make([]byte, 64<<10)
+		c.Read(buf)
+		c.Write([]byte(`{"started":true,"exit_code":0,"timed_out":false,"stdout":"RkFLRQ==","stderr":null,"stdout_truncated":false,"stderr_truncated":false}` + "\n"))
+		c.Close()
+	}
 }
