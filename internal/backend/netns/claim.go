@@ -8,7 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -99,10 +101,17 @@ func (b *Backend) OwnsRunUser() (owns bool, owner string, err error) {
 	if err != nil {
 		return false, "", err
 	}
-	if !ok || c.Namespace == b.ns {
-		return true, "", nil
+	if ok && c.Namespace != b.ns {
+		return false, c.describe(), nil
 	}
-	return false, c.describe(), nil
+	// The same account under another name, claimed by another live jail, is that jail's:
+	// tearing it down (its processes are killed by uid) would wipe the other jail.
+	if oc, other, _, shared, err := b.accountClaim(); err != nil {
+		return false, "", err
+	} else if shared {
+		return false, fmt.Sprintf("%s (as run user %s, the same account)", oc.describe(), other), nil
+	}
+	return true, "", nil
 }
 
 func (c Claim) describe() string {
@@ -150,6 +159,9 @@ func (b *Backend) ClaimRunUser() error {
 	}
 	if ok && c.live() {
 		return &SharedRunUserError{User: b.runner.RunUser, Owner: c, Claim: b.claimPath(), Jail: b.opts.Name}
+	}
+	if err := b.sameAccountClaimed(); err != nil {
+		return err
 	}
 	mine := Claim{Namespace: b.ns, Instance: b.opts.Name}
 	tmp := b.claimPath() + ".new"
@@ -202,4 +214,68 @@ func SuggestRunUser(name string) string {
 	h := fnv.New32a()
 	h.Write([]byte(name))
 	return fmt.Sprintf("%s-%08x", u[:23], h.Sum32())
+}
+
+// runUserName is a user name as useradd takes it and as a claim file's name can hold it:
+// a letter or "_" first (never all digits: `id -u 1001`, `getent passwd 1001` and
+// `pkill -u 1001` take digits for a uid, so "1001" would name another jail's account
+// under a claim of a different name), then letters, digits, ".", "_", "-"; at most 32.
+var runUserName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,31}$`)
+
+// checkRunUserName refuses a run user that is not a plain user name, before anything is
+// made for it.
+func checkRunUserName(u string) error {
+	if !runUserName.MatchString(u) {
+		return fmt.Errorf("netns backend: run user %q (%s): not a user name: a letter or \"_\" first, then letters, digits, \".\", \"_\" or \"-\", at most 32 characters", u, RunUserEnv)
+	}
+	return nil
+}
+
+// sameAccountClaimed refuses a run user whose account (uid) another live jail already
+// claims under another name (two passwd entries for one uid, `useradd -o`): the account,
+// not its spelling, is what the jails would share. Called with the claim directory locked.
+func (b *Backend) sameAccountClaimed() error {
+	c, other, uid, ok, err := b.accountClaim()
+	if err != nil {
+		return fmt.Errorf("netns backend: %w", err)
+	}
+	if !ok {
+		return nil
+	}
+	return &SharedRunUserError{User: fmt.Sprintf("%s (uid %s, the account of run user %s)", b.runner.RunUser, uid, other),
+		Owner: c, Claim: filepath.Join(b.claimDir(), other), Jail: b.opts.Name}
+}
+
+// accountClaim finds another live jail's claim, under another name, on this run user's
+// account (the same uid). A run user with no account yet has nothing to share.
+func (b *Backend) accountClaim() (c Claim, other, uid string, ok bool, err error) {
+	me, err := user.Lookup(b.runner.RunUser)
+	if err != nil {
+		return Claim{}, "", "", false, nil
+	}
+	ents, err := os.ReadDir(b.claimDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return Claim{}, "", "", false, nil
+	}
+	if err != nil {
+		return Claim{}, "", "", false, fmt.Errorf("reading %s: %w", b.claimDir(), err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if name == b.runner.RunUser || strings.HasSuffix(name, ".new") || !runUserName.MatchString(name) {
+			continue
+		}
+		if u, err := user.Lookup(name); err != nil || u.Uid != me.Uid {
+			continue
+		}
+		o := &Backend{opts: b.opts, ns: b.ns, runner: &Runner{Namespace: b.ns, RunUser: name}}
+		c, found, err := o.ClaimOwner()
+		if err != nil {
+			return Claim{}, "", "", false, err
+		}
+		if found && c.Namespace != b.ns && c.live() {
+			return c, name, me.Uid, true, nil
+		}
+	}
+	return Claim{}, "", "", false, nil
 }

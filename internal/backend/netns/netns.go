@@ -137,6 +137,9 @@ func New(o Options) (*Backend, error) {
 	if o.RunUser == "" {
 		o.RunUser = DefaultRunUser
 	}
+	if err := checkRunUserName(o.RunUser); err != nil {
+		return nil, err
+	}
 	ns := o.Prefix + o.Name
 	if len(ns) > 64 || strings.ContainsAny(ns, "/ \t\n") {
 		return nil, fmt.Errorf("netns backend: namespace name %q is not usable", ns)

@@ -3,11 +3,15 @@ package runner
 // A run's per-stage records: tool_calls.jsonl, mcp_requests.jsonl and stage.json.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lever-jail/lever/internal/lev/mcp"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
@@ -73,12 +77,44 @@ func (e *Engine) record(r *run, ss *stageState, c *pipeline.Call, res *pipeline.
 		out = out[:4096] + "…"
 	}
 	// The decoded arguments the tool acted on (raw bytes, as a string, only for a call
-	// refused before they decoded).
-	args := c.ArgsJSON()
+	// refused before they decoded), cut to MaxRecordArgs.
+	args := RecordArgs(c.ArgsJSON())
 	cr := callRecord{Time: time.Now().UTC(), ID: c.ID, Tool: c.Tool, Args: args, Permission: string(c.Permission),
 		PermissionSource: c.PermissionSource, Reads: c.Reads, Writes: c.Writes, Targets: c.Targets, Gate: c.Gate,
 		Refusal: res.Refusal, IsError: res.IsError, Result: out, DurationMS: float64(res.Duration.Microseconds()) / 1000}
 	return appendJSONL(filepath.Join(ss.dir, "tool_calls.jsonl"), cr)
+}
+
+// MaxRecordArgs caps the arguments one tool_calls.jsonl line keeps. A model decides how
+// big its arguments are (a refused call's raw bytes reach here undecoded, as large as the
+// provider's response), so without a cap every call could add that much to lev's disk.
+const MaxRecordArgs = 64 << 10
+
+// truncatedArgs stands in for arguments past MaxRecordArgs: the cut is said, and the
+// hash of the whole lets anyone holding the whole (the conversation, the written file)
+// prove which arguments these were.
+type truncatedArgs struct {
+	TruncatedAt int    `json:"truncated_at"`
+	Bytes       int    `json:"bytes"`
+	SHA256      string `json:"sha256"`
+	Head        string `json:"head"`
+}
+
+// RecordArgs is args as tool_calls.jsonl keeps them: unchanged up to MaxRecordArgs bytes,
+// else a truncatedArgs object with the first MaxRecordArgs bytes (cut at a character's
+// start, invalid UTF-8 dropped), the whole's size and its SHA-256.
+func RecordArgs(args json.RawMessage) json.RawMessage {
+	if len(args) <= MaxRecordArgs {
+		return args
+	}
+	n := MaxRecordArgs
+	for n > 0 && !utf8.RuneStart(args[n]) {
+		n--
+	}
+	sum := sha256.Sum256(args)
+	b, _ := json.Marshal(truncatedArgs{TruncatedAt: MaxRecordArgs, Bytes: len(args), SHA256: hex.EncodeToString(sum[:]),
+		Head: strings.ToValidUTF8(string(args[:n]), "")})
+	return b
 }
 
 // saveStage writes the stage's conversation and stage.json, labelled first.

@@ -18,6 +18,17 @@ import (
 
 const maxSeedBytes = 1 << 20
 
+// The seeds together are capped too: a glob seed matches whatever the workdir holds, and
+// an agent writes the workdir, so without these an earlier run's thousands of megabyte
+// files would all be read into the next spawn's first message (lev's memory, the record).
+// Past either the spawn is refused, naming the cap, before the model is asked anything.
+const (
+	// MaxSeedTotal bounds the seeds' content together (file, glob and script output).
+	MaxSeedTotal = 4 << 20
+	// MaxSeedFiles bounds the files the seeds name together (each glob match is one).
+	MaxSeedFiles = 1000
+)
+
 // seed runs the blueprint's seeds at spawn. A seed that reads or runs something is that
 // tool's call, taken through the pipeline like any other (offer aside: the blueprint
 // declares it, the model does not choose it): a file or glob seed is a read_file call, a
@@ -57,7 +68,7 @@ func (e *Engine) seed(ctx context.Context, r *run) error {
 			r.asker.mu.Unlock()
 		}
 	}()
-	n := 0
+	n, files, total := 0, 0, 0
 	var b strings.Builder
 	for i, s := range r.bp.Seeds {
 		kind, spec := "file", s.File
@@ -92,6 +103,9 @@ func (e *Engine) seed(ctx context.Context, r *run) error {
 		} else {
 			paths = []string{spec}
 		}
+		if files += len(paths); files > MaxSeedFiles {
+			return refuse(fmt.Errorf("the seeds name %d files so far, over the %d-file seed cap (MaxSeedFiles)", files, MaxSeedFiles))
+		}
 		for _, p := range paths {
 			n++
 			var data []byte
@@ -111,6 +125,9 @@ func (e *Engine) seed(ctx context.Context, r *run) error {
 				if data, _, err = e.seedCall(ctx, r, pst, ss, n, "shell", map[string]any{"command": string(data), "timeout_seconds": 60}); err != nil {
 					return refuse(err)
 				}
+			}
+			if total += len(data); total > MaxSeedTotal {
+				return refuse(fmt.Errorf("the seeds' content reached %d bytes at %s, over the 4 MiB seed cap (MaxSeedTotal)", total, p))
 			}
 			fmt.Fprintf(&b, "\n\nSeed %s (%s):\n%s", p, kind, data)
 		}
