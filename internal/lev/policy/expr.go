@@ -57,6 +57,9 @@ func compileExpr(src, action string) (*vm.Program, error) {
 		expr.Function(fnGlobTarget, func(params ...any) (any, error) {
 			return hm.glob(params[0].(string), params[1].(string), params[2].(string)), nil
 		}, new(func(string, string, string) bool)),
+		expr.Function(fnHostGlob, func(params ...any) (any, error) {
+			return hm.hostGlob(params[0].(string), params[1].(string), params[2].(string)), nil
+		}, new(func(string, string, string) bool)),
 		expr.Function(fnTargetIn, func(params ...any) (any, error) {
 			for _, v := range params[1].([]any) {
 				if s, ok := v.(string); ok && hm.same(params[0].(string), s, params[2].(string)) {

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/expr-lang/expr/ast"
 
@@ -20,6 +21,7 @@ const (
 	fnSameTarget = "lev_same_target"
 	fnGlobTarget = "lev_glob_target"
 	fnTargetIn   = "lev_target_in"
+	fnHostGlob   = "lev_host_glob"
 )
 
 // hostMatch compares a target with a literal. A deny or ask rule takes the literal's
@@ -50,11 +52,26 @@ func (m *hostMatch) glob(pattern, target, tool string) bool {
 	if Glob(pattern, target) {
 		return true
 	}
+	return m.hostGlob(pattern, target, tool)
+}
+
+// hostGlob matches only the pattern's host reading (startsWith, endsWith and contains
+// keep their own text comparison).
+func (m *hostMatch) hostGlob(pattern, target, tool string) bool {
 	if !m.hostCall(tool, target) {
 		return false
 	}
 	h, err := taint.CanonicalHostLiteral(pattern)
-	return err == nil && Glob(h, target)
+	if err == nil {
+		return Glob(h, target)
+	}
+	if strings.ContainsAny(pattern, "*?") {
+		// "*bücher*": no ASCII form, so compare the Unicode forms.
+		if pu, tu, ok := taint.UnicodeForms(pattern, target); ok {
+			return Glob(pu, tu)
+		}
+	}
+	return false
 }
 
 // hostPatcher rewrites comparisons of `target` with string literals (see above) and
@@ -103,6 +120,22 @@ func (p *hostPatcher) Visit(node *ast.Node) {
 				c = &ast.UnaryNode{Operator: "not", Node: c}
 			}
 			ast.Patch(node, c)
+		case "startsWith", "endsWith", "contains":
+			// Text operators on a host: the literal is a piece of a host, compared as the
+			// glob pattern it stands for, so `target endsWith ".EVIL.test"` also meets
+			// a.evil.test.
+			s, ok := n.Right.(*ast.StringNode)
+			if !ok || !isTarget(n.Left) {
+				return
+			}
+			pat := map[string]string{"startsWith": s.Value + "*", "endsWith": "*" + s.Value, "contains": "*" + s.Value + "*"}[n.Operator]
+			if strings.ContainsAny(s.Value, "*?") {
+				return // a literal * or ? is not a wildcard here; leave it as text
+			}
+			lit := &ast.StringNode{Value: pat}
+			p.check(lit)
+			ast.Patch(node, &ast.BinaryNode{Operator: "or", Left: &ast.BinaryNode{Operator: n.Operator, Left: n.Left, Right: n.Right},
+				Right: call(fnHostGlob, &ast.StringNode{Value: pat}, &ast.IdentifierNode{Value: "target"})})
 		case "in", "not in":
 			arr, ok := n.Right.(*ast.ArrayNode)
 			if !ok || !isTarget(n.Left) {

@@ -107,3 +107,23 @@ func CanonicalTarget(t string) bool {
 	h, why := canonicalHost(t)
 	return why == "" && h == t
 }
+
+// unicodeForm maps a name or pattern as UTS #46 does (case, width, fullwidth dots) and
+// decodes punycode labels, without STD3 rules, so that '*' and '?' pass through.
+var unicodeForm = idna.New(idna.MapForLookup(), idna.StrictDomainName(false), idna.Transitional(false))
+
+// UnicodeForms are a host pattern and a canonical target in the Unicode form IDNA maps
+// both to, for a pattern that has no ASCII form because a wildcard shares a label with
+// non-ASCII letters ("*bücher*"): punycode encodes a whole label, so only the decoded
+// target can be compared with such a piece.
+func UnicodeForms(pattern, target string) (p, t string, ok bool) {
+	p, err := unicodeForm.ToUnicode(pattern)
+	if err != nil {
+		return "", "", false
+	}
+	t, err = unicodeForm.ToUnicode(target)
+	if err != nil {
+		return "", "", false
+	}
+	return p, t, true
+}

@@ -43,6 +43,10 @@ func TestPolicyHostLiteralsMeetEverySpelling(t *testing.T) {
 		{"unicode glob, punycode call", `glob("*.BÜCHER.test", target)`, "https://a.xn--bcher-kva.test/x", deny, "a.xn--bcher-kva.test"},
 		{"punycode literal, unicode call", `target == "xn--bcher-kva.test"`, "https://bücher.test/x", deny, "xn--bcher-kva.test"},
 		{"control: unicode glob of another name", `glob("*.bäcker.test", target)`, "https://a.xn--bcher-kva.test/x", waived, ""},
+		{"endsWith in upper case", `target endsWith ".EVIL.TEST"`, "https://a.evil.test/x", deny, "a.evil.test"},
+		{"control: endsWith of another name", `target endsWith ".GOOD.TEST"`, "https://a.evil.test/x", waived, ""},
+		{"contains a unicode label", `target contains "bücher"`, "https://a.xn--bcher-kva.test/x", deny, "a.xn--bcher-kva.test"},
+		{"control: contains another unicode label", `target contains "bäcker"`, "https://a.xn--bcher-kva.test/x", waived, ""},
 		{"fullwidth dots in the call", `target == "evil.test"`, "https://evil\uff0etest/x", deny, "evil.test"},
 		{"ideographic dot in the literal", `target == "evil\u3002test"`, "https://evil.test/x", deny, "evil.test"},
 		{"control: fullwidth dots, other name", `target == "good.test"`, "https://evil\uff0etest/x", waived, ""},
@@ -151,7 +155,9 @@ func TestAmbiguousHostLiteralsRefusedAtLoad(t *testing.T) {
 		{"[[allow]]\ntool = \"web_fetch\"\ntarget = \"*.2130706433\"\nmax_sensitivity = \"private\"\n", `allow[0].target: "*.2130706433"`},
 		{"[[allow]]\ntool = \"web_fetch\"\ntarget = \"*.bü*.test\"\nmax_sensitivity = \"private\"\n", "mixes a wildcard"},
 		{"[[allow]]\ntool = \"web_fetch\"\ntarget = \"evil.test:443\"\nmax_sensitivity = \"private\"\n", `allow[0].target: "evil.test:443"`},
+		{"[[rule]]\nwhen = 'target startsWith \"0x7F.\"'\naction = \"deny\"\n", `rule[0].when: "0x7F.*"`},
 		{"[[rule]]\nwhen = 'glob(\"127.*\", target)'\naction = \"deny\"\n", ""},
+		{"[[rule]]\nwhen = 'target startsWith \"127.0.\" and tool == \"shell\"'\naction = \"allow\"\n", ""},
 		{"[[allow]]\ntool = \"web_fetch\"\ntarget = \"*.BÜCHER.test\"\nmax_sensitivity = \"private\"\n", ""},
 	} {
 		path := filepath.Join(t.TempDir(), "policy.toml")
