@@ -38,15 +38,45 @@ func newEnv(r taint.Request) env {
 // maxNodes bounds a rule's size; rules are short predicates, not programs.
 const maxNodes = 500
 
-func compileExpr(src string) (*vm.Program, error) {
-	return expr.Compile(src,
+// compileExpr compiles a rule's `when`. action is the rule's: the literals it compares
+// the target with are matched as hosts in every spelling (hostMatch), an allow rule's
+// only for the tools whose target is always a host.
+func compileExpr(src, action string) (*vm.Program, error) {
+	hm := &hostMatch{allow: action == "allow"}
+	hp := &hostPatcher{}
+	prog, err := expr.Compile(src,
 		expr.Env(env{}),
 		expr.AsBool(),
 		expr.MaxNodes(maxNodes),
 		expr.Function("glob", func(params ...any) (any, error) {
 			return Glob(params[0].(string), params[1].(string)), nil
 		}, new(func(string, string) bool)),
+		expr.Function(fnSameTarget, func(params ...any) (any, error) {
+			return hm.same(params[0].(string), params[1].(string), params[2].(string)), nil
+		}, new(func(string, string, string) bool)),
+		expr.Function(fnGlobTarget, func(params ...any) (any, error) {
+			return hm.glob(params[0].(string), params[1].(string), params[2].(string)), nil
+		}, new(func(string, string, string) bool)),
+		expr.Function(fnHostGlob, func(params ...any) (any, error) {
+			return hm.hostGlob(params[0].(string), params[1].(string), params[2].(string)), nil
+		}, new(func(string, string, string) bool)),
+		expr.Function(fnTargetIn, func(params ...any) (any, error) {
+			for _, v := range params[1].([]any) {
+				if s, ok := v.(string); ok && hm.same(params[0].(string), s, params[2].(string)) {
+					return true, nil
+				}
+			}
+			return false, nil
+		}, new(func(string, []any, string) bool)),
+		expr.Patch(hp),
 	)
+	if err != nil {
+		return nil, err
+	}
+	if hp.err != nil {
+		return nil, hp.err
+	}
+	return prog, nil
 }
 
 func runExpr(p *vm.Program, e env) (bool, error) {

@@ -226,8 +226,14 @@ func compile(f File) (*Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("allow[%d].max_sensitivity: %w", i, err)
 		}
-		if hostTargeted[a.Tool] {
-			a.Target = strings.ToLower(a.Target)
+		if hostTargeted[a.Tool] && a.Target != "" {
+			// Calls are matched by their host's one spelling (taint.canonicalHost), so the
+			// entry is written in it too: 0x7f.1 is the 127.0.0.1 every spelling reaches.
+			h, err := taint.CanonicalHostLiteral(a.Target)
+			if err != nil {
+				return nil, fmt.Errorf("allow[%d].target: %q is not a host %s calls can be matched to: %w", i, a.Target, a.Tool, err)
+			}
+			a.Target = h
 		}
 		p.max = append(p.max, l)
 	}
@@ -240,8 +246,11 @@ func compile(f File) (*Policy, error) {
 		if strings.TrimSpace(r.When) == "" {
 			return nil, fmt.Errorf("rule[%d].when: missing", i)
 		}
-		prog, err := compileExpr(r.When)
+		prog, err := compileExpr(r.When, r.Action)
 		if err != nil {
+			if r.Name != "" {
+				return nil, fmt.Errorf("rule[%d].when (%q): %w", i, r.Name, err)
+			}
 			return nil, fmt.Errorf("rule[%d].when: %w", i, err)
 		}
 		p.rules = append(p.rules, prog)
