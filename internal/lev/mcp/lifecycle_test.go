@@ -22,10 +22,19 @@ import (
 //	deaf MARKER   starts a child (this binary, "sleeper MARKER"), answers the handshake
 //	              and tools/list, then never reads its stdin again (and ignores SIGTERM)
 //	sleeper M     sleeps until killed (M only names it in /proc)
+// sleepForever blocks until the process is killed. Not `select {}`: with no other
+// goroutine the runtime may call that a deadlock and exit the process (it did, now and
+// then, and the test saw its server vanish before the attack began).
+func sleepForever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
 func lifecycleStdio(mode, arg string) bool {
 	switch mode {
 	case "sleeper":
-		select {}
+		sleepForever()
 	case "deaf":
 		signal.Ignore(syscall.SIGTERM)
 		child := exec.Command(os.Args[0], "mcp-fake-server", "sleeper", arg)
@@ -49,7 +58,7 @@ func lifecycleStdio(mode, arg string) bool {
 			}
 			if m.Method == "tools/list" {
 				os.Stdout.Write(append(reply(m.ID, toolList("echo", "echoes text")), '\n'))
-				select {} // stops reading: lev's next large write fills the pipe
+				sleepForever() // stops reading: lev's next large write fills the pipe
 			}
 		}
 	}
