@@ -141,8 +141,10 @@ func removeStateDir(cfg *config.Config) (bool, []string, error) {
 	return true, removed, nil
 }
 
-// WriteText prints the result for people.
-func (out Lifecycle) WriteText(w io.Writer) {
+// WriteText prints the result for people. A destroy names the state directory and how
+// many entries it held; verbose lists them (thousands, with podman's storage in a netns
+// jail's state: a summary is what a person reads, --json or --verbose what a script does).
+func (out Lifecycle) WriteText(w io.Writer, verbose bool) {
 	fmt.Fprintf(w, "%s guest %s (%s)\n", out.GuestAction, out.Guest, out.Backend)
 	if out.BrokerPID != 0 {
 		fmt.Fprintf(w, "stopped broker (pid %d)\n", out.BrokerPID)
@@ -153,9 +155,13 @@ func (out Lifecycle) WriteText(w io.Writer) {
 		if !out.StateRemoved {
 			fmt.Fprintf(w, "no host state to remove (%s did not exist)\n", out.StateDir)
 		} else {
-			fmt.Fprintf(w, "removed %s (%d entries):\n", out.StateDir, len(out.Removed))
-			for _, r := range out.Removed {
-				fmt.Fprintf(w, "  %s\n", r)
+			if !verbose {
+				fmt.Fprintf(w, "removed %s (%d entries; --verbose lists them)\n", out.StateDir, len(out.Removed))
+			} else {
+				fmt.Fprintf(w, "removed %s (%d entries):\n", out.StateDir, len(out.Removed))
+				for _, r := range out.Removed {
+					fmt.Fprintf(w, "  %s\n", r)
+				}
 			}
 		}
 		if out.AcceptedConfig != "" {

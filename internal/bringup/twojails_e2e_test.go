@@ -39,8 +39,8 @@ func netnsInode(t *testing.T, p string) uint64 {
 	return st.Ino
 }
 
-// containerPid is the main pid of a container of the run user, read with podman itself.
-func containerPid(t *testing.T, user, name string) int {
+// userContainerPid is the main pid of a container of the run user, read with podman itself.
+func userContainerPid(t *testing.T, user, name string) int {
 	t.Helper()
 	uid := strings.TrimSpace(sh(t, "id", "-u", user))
 	out := sh(t, "runuser", "-u", user, "--", "env", "XDG_RUNTIME_DIR=/run/user/"+uid, "HOME=/home/"+user,
@@ -143,7 +143,7 @@ lev:
 	}
 	inOwnNS := func(j *twoJail) {
 		t.Helper()
-		pid := containerPid(t, j.user, containers.ContainerName(j.name, containers.Manager, ""))
+		pid := userContainerPid(t, j.user, containers.ContainerName(j.name, containers.Manager, ""))
 		if got, want := netnsInode(t, fmt.Sprintf("/proc/%d/ns/net", pid)), netnsInode(t, "/run/netns/"+j.ns); got != want {
 			t.Errorf("%s's manager (pid %d) is in network namespace %d, not its jail's %d", j.name, pid, got, want)
 		}

@@ -19,8 +19,9 @@ import (
 
 // lifecycleOptions are what stop and destroy take.
 type lifecycleOptions struct {
-	config string
-	json   bool
+	config  string
+	json    bool
+	verbose bool
 }
 
 // lifecycleCmd binds c's [CONFIG] and --json to a fresh lifecycleOptions and runs act on
@@ -33,6 +34,7 @@ func lifecycleCmd(c *cobra.Command, act func(context.Context, *config.Config, ba
 		return o.run(cmd, act)
 	}
 	c.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	c.Flags().BoolVar(&o.verbose, "verbose", false, "list every path removed (destroy; --json always lists them)")
 	return c
 }
 
@@ -45,7 +47,7 @@ func (o *lifecycleOptions) run(cmd *cobra.Command, act func(context.Context, *co
 	if err != nil {
 		return err
 	}
-	return report(cmd.OutOrStdout(), o.json, out)
+	return report(cmd.OutOrStdout(), o.json, o.verbose, out)
 }
 
 func newStopCmd() *cobra.Command {
@@ -64,7 +66,7 @@ func newDestroyCmd() *cobra.Command {
 		Short: "Remove the guest and every host-side file lever made for it",
 		Long: `Stop the instance's broker, delete the guest and its disk, and remove the instance's
 host state directory (CA and keys, tickets, broker state and audit log, backend files),
-listing what was removed. The project tree is never touched. Running it again on a
+saying how many entries it held (--verbose lists them, --json always does). The project tree is never touched. Running it again on a
 destroyed instance succeeds and removes nothing.`,
 	}, destroy)
 }
@@ -118,10 +120,10 @@ func teardownTarget(cmd *cobra.Command, configPath string) (*config.Config, back
 	return cfg, b, nil
 }
 
-func report(w io.Writer, asJSON bool, out bringup.Lifecycle) error {
+func report(w io.Writer, asJSON, verbose bool, out bringup.Lifecycle) error {
 	if asJSON {
 		return writeJSON(w, out)
 	}
-	out.WriteText(w)
+	out.WriteText(w, verbose)
 	return nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -91,9 +92,44 @@ func TestDestroyRemovesGuestAndState(t *testing.T) {
 		t.Fatalf("second destroy: %+v, %v", out, err)
 	}
 	var text bytes.Buffer
-	report(&text, false, out)
+	report(&text, false, false, out)
 	if diff := cmp.Diff("destroyed guest lever-demo (fake)\nbroker was not running\nno host state to remove ("+cfg.StateDir()+" did not exist)\n", text.String()); diff != "" {
 		t.Errorf("text (-want +got):\n%s", diff)
+	}
+}
+
+// TestDestroyTextSummarises: a person reads how many entries went, not thousands of paths
+// (a netns jail's state holds podman's storage); --verbose and --json list every one.
+func TestDestroyTextSummarises(t *testing.T) {
+	out := bringup.Lifecycle{Instance: "demo", Backend: "fake", Guest: "lever-demo", GuestAction: "destroyed",
+		StateDir: "/s/demo", StateRemoved: true, Removed: []string{"broker", "broker/audit.jsonl", "ca"}}
+	head := "destroyed guest lever-demo (fake)\nbroker was not running\n"
+	cases := []struct {
+		name          string
+		json, verbose bool
+		want          string
+	}{
+		{"summary", false, false, head + "removed /s/demo (3 entries; --verbose lists them)\n"},
+		{"verbose", false, true, head + "removed /s/demo (3 entries):\n  broker\n  broker/audit.jsonl\n  ca\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := report(&b, tc.json, tc.verbose, out); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, b.String()); diff != "" {
+				t.Errorf("text (-want +got):\n%s", diff)
+			}
+		})
+	}
+	var b bytes.Buffer
+	if err := report(&b, true, false, out); err != nil {
+		t.Fatal(err)
+	}
+	var got bringup.Lifecycle
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil || !cmp.Equal(got.Removed, out.Removed) {
+		t.Errorf("--json: %v, removed %v, want every path", err, got.Removed)
 	}
 }
 
@@ -209,7 +245,7 @@ func TestDestroyForgetsTheAcceptedConfig(t *testing.T) {
 		t.Errorf("the copy is still there: %v", err)
 	}
 	var text bytes.Buffer
-	report(&text, false, out)
+	report(&text, false, false, out)
 	if !strings.Contains(text.String(), "removed lever's copy of the lever.yaml it brought up ("+pin+")") {
 		t.Errorf("text: %s", text.String())
 	}
