@@ -22,6 +22,7 @@ import (
 //	deaf MARKER   starts a child (this binary, "sleeper MARKER"), answers the handshake
 //	              and tools/list, then never reads its stdin again (and ignores SIGTERM)
 //	sleeper M     sleeps until killed (M only names it in /proc)
+//
 // sleepForever blocks until the process is killed. Not `select {}`: with no other
 // goroutine the runtime may call that a deadlock and exit the process (it did, now and
 // then, and the test saw its server vanish before the attack began).
