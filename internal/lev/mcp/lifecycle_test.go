@@ -17,12 +17,6 @@ import (
 	"time"
 )
 
-// lifecycleStdio runs the fake server modes of this file; false: not one of them.
-//
-//	deaf MARKER   starts a child (this binary, "sleeper MARKER"), answers the handshake
-//	              and tools/list, then never reads its stdin again (and ignores SIGTERM)
-//	sleeper M     sleeps until killed (M only names it in /proc)
-//
 // sleepForever blocks until the process is killed. Not `select {}`: with no other
 // goroutine the runtime may call that a deadlock and exit the process (it did, now and
 // then, and the test saw its server vanish before the attack began).
@@ -32,6 +26,11 @@ func sleepForever() {
 	}
 }
 
+// lifecycleStdio runs the fake server modes of this file; false: not one of them.
+//
+//	deaf MARKER   starts a child (this binary, "sleeper MARKER"), answers the handshake
+//	              and tools/list, then never reads its stdin again (and ignores SIGTERM)
+//	sleeper M     sleeps until killed (M only names it in /proc)
 func lifecycleStdio(mode, arg string) bool {
 	switch mode {
 	case "sleeper":
