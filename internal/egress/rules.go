@@ -124,15 +124,52 @@ const (
 	broadcastDrop = "-A " + Chain + " -m addrtype --dst-type BROADCAST -j DROP"
 )
 
+// ndDests are the destinations IPv6 neighbour discovery really uses, per message type
+// (RFC 4861 7.2): a neighbour solicitation goes to the target's solicited-node group
+// (resolution, DAD) or, for a reachability probe, to the neighbour's own unicast address;
+// an advertisement answers the solicitor's unicast source. The jail's neighbours are the
+// router, known by its link-local address (router advertisements come from fe80::/10), and,
+// where the alias is on the guest's link (the netns substrate's fd6c:... /64), the alias:
+// the host's probes for the guest come from the alias's own address and must be answered
+// there (ip6 NUD), so the alias /128 is accepted as well, for both types. No on-link
+// prefix is opened: the jail talks to no other neighbour, and a prefix would let ND reach
+// every address of the link, the others too. Lima's user-mode network has no IPv6 alias
+// (link-local only); OrbStack's v6 alias (fd07:b51a:cc66:f0::fe) is behind the router,
+// reached through its link-local address, so the /128 there only ever goes to the host
+// that already holds the allowed ports. No advertisement goes to ff02::1 (unsolicited NA,
+// the answer to another node's DAD): nothing in the jail needs one.
+var ndDests = [...]struct {
+	icmpType string
+	dest     string
+}{
+	{"135", "ff02::1:ff00:0/104"},
+	{"135", "fe80::/10"},
+	{"136", "fe80::/10"},
+}
+
 // ndRules keep IPv6 neighbour discovery working. Unlike ARP, NS/NA are IP packets that
 // pass OUTPUT: without these the closed catch-all DROP makes every IPv6 neighbour (the
 // alias included) unresolvable, and in both postures the private-range DROPs would drop
 // unicast NUD probes and the NA answering the host's solicitation (both go to ULA or
 // link-local addresses). The hop limit must be 255 for a receiver to accept them
-// (RFC 4861), so they cannot carry anything past the link.
-var ndRules = []string{
-	"-A " + Chain + " -p ipv6-icmp -m icmp6 --icmpv6-type 135 -m hl --hl-eq 255 -j ACCEPT",
-	"-A " + Chain + " -p ipv6-icmp -m icmp6 --icmpv6-type 136 -m hl --hl-eq 255 -j ACCEPT",
+// (RFC 4861). Each is limited to a destination ND uses (ndDests, and the alias): without
+// the limit an NS/NA carrying any payload went to ANY address, through the router and
+// off the link, ahead of the closed catch-all (an exfiltration channel for anything with
+// CAP_NET_RAW in the guest).
+func ndRules(alias netip.Addr) []string {
+	nd := func(dest, icmpType string) string {
+		return "-A " + Chain + " -d " + dest + " -p ipv6-icmp -m icmp6 --icmpv6-type " + icmpType + " -m hl --hl-eq 255 -j ACCEPT"
+	}
+	var out []string
+	for _, d := range ndDests {
+		out = append(out, nd(d.dest, d.icmpType))
+	}
+	if alias.IsValid() {
+		for _, t := range []string{"135", "136"} {
+			out = append(out, nd(alias.String()+"/128", t))
+		}
+	}
+	return out
 }
 
 // Validate checks the inputs and says which one is bad.
@@ -196,7 +233,7 @@ func renderFamily(in Inputs, f Family) []string {
 		rules = append(rules, loAccept)
 	}
 	if f == V6 {
-		rules = append(rules, ndRules...)
+		rules = append(rules, ndRules(in.AliasV6)...)
 	}
 	if alias.IsValid() {
 		d := "-d " + alias.String() + host
