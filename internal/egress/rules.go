@@ -126,18 +126,14 @@ const (
 
 // ndDests are the destinations IPv6 neighbour discovery really uses, per message type
 // (RFC 4861 7.2): a neighbour solicitation goes to the target's solicited-node group
-// (resolution, DAD) or, for a reachability probe, to the neighbour's own unicast address;
-// an advertisement answers the solicitor's unicast source. The jail's neighbours are the
-// router, known by its link-local address (router advertisements come from fe80::/10), and,
-// where the alias is on the guest's link (the netns substrate's fd6c:... /64), the alias:
-// the host's probes for the guest come from the alias's own address and must be answered
-// there (ip6 NUD), so the alias /128 is accepted as well, for both types. No on-link
-// prefix is opened: the jail talks to no other neighbour, and a prefix would let ND reach
-// every address of the link, the others too. Lima's user-mode network has no IPv6 alias
-// (link-local only); OrbStack's v6 alias (fd07:b51a:cc66:f0::fe) is behind the router,
-// reached through its link-local address, so the /128 there only ever goes to the host
-// that already holds the allowed ports. No advertisement goes to ff02::1 (unsolicited NA,
-// the answer to another node's DAD): nothing in the jail needs one.
+// (resolution, DAD) or, as a reachability probe, to the neighbour's own unicast address;
+// an advertisement answers the solicitor's unicast source (no NA goes to ff02::1: that is
+// an unsolicited NA or the answer to another node's DAD, which nothing in the jail needs).
+// Link-local unicast covers the router (it is known by its link-local address: router
+// advertisements come from fe80::/10) and any neighbour soliciting from its link-local
+// address. The alias is the one other neighbour the jail talks to: ndRules adds its /128.
+// No on-link prefix of the guest's interfaces is opened: the jail talks to no other
+// neighbour, and a whole prefix would let ND carry a payload to every address of the link.
 var ndDests = [...]struct {
 	icmpType string
 	dest     string
@@ -156,6 +152,15 @@ var ndDests = [...]struct {
 // the limit an NS/NA carrying any payload went to ANY address, through the router and
 // off the link, ahead of the closed catch-all (an exfiltration channel for anything with
 // CAP_NET_RAW in the guest).
+//
+// The IPv6 alias gets NS and NA of its own, because where it is on the guest's link (the
+// netns substrate: alias and guest share a ULA /64) the host resolves and probes the guest
+// from the alias's own address, and the guest's answer goes there: without them the host
+// never resolves the guest (guest.TestNDExfilDroppedClosedE2E shows it), and the
+// guest's own unicast probes of the alias would be dropped by the alias DROP. An OrbStack v6
+// alias is a ULA (fc00::/7, dropped for everything else); where it sits behind the router
+// the /128 sends ND only to the host that already holds the allowed ports. Lima's
+// user-mode network has no IPv6 alias: link-local only.
 func ndRules(alias netip.Addr) []string {
 	nd := func(dest, icmpType string) string {
 		return "-A " + Chain + " -d " + dest + " -p ipv6-icmp -m icmp6 --icmpv6-type " + icmpType + " -m hl --hl-eq 255 -j ACCEPT"
