@@ -122,7 +122,8 @@ func solicitedNode(a netip.Addr) netip.Addr {
 }
 
 // TestNDExfilDroppedClosedE2E attacks the IPv6 neighbour discovery exception of the CLOSED
-// posture (real iptables, nft and legacy): NS and NA messages with a payload, hop limit 255,
+// posture (real iptables, nft and legacy), and of the open one where it bypassed the ULA
+// and link-local DROPs (there the global address is expected through, as any public one): NS and NA messages with a payload, hop limit 255,
 // sent from a raw ICMPv6 socket in the guest to a ULA and a global address on the link, and
 // to all-nodes multicast, are refused by the kernel (EPERM, the OUTPUT DROP) and a listener
 // on the link receives none of them; so is ND to a link-local address at a hop limit other
@@ -133,8 +134,12 @@ func solicitedNode(a netip.Addr) netip.Addr {
 // the alias address, so the guest's advertisement goes to the alias /128; only that
 // solicited advertisement makes the host's entry REACHABLE).
 func TestNDExfilDroppedClosedE2E(t *testing.T) {
-	for _, variant := range []string{"nft", "legacy"} {
-		t.Run(variant, func(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		posture egress.Posture
+	}{{"nft", egress.Closed}, {"legacy", egress.Closed}, {"nft", egress.Open}, {"legacy", egress.Open}} {
+		variant, posture := tc.variant, tc.posture
+		t.Run(variant+"/"+string(posture), func(t *testing.T) {
 			j := newJail(t, variant)
 			ns := j.b.Namespace()
 			hv := j.b.HostVeth()
@@ -164,6 +169,20 @@ func TestNDExfilDroppedClosedE2E(t *testing.T) {
 				{"NA to link-local", 136, ll, g6, true, 255},
 				{"NS to the alias", 135, j.a6, j.a6, false, 255},
 				{"NA to the alias", 136, j.a6, g6, false, 255},
+			}
+			if posture == egress.Open {
+				// The open posture lets unicast to public addresses out, ND included, like
+				// any other packet to one; ULA, link-local at the wrong hop limit and
+				// multicast stay dropped.
+				var still []nd
+				for _, m := range blocked {
+					if m.dst == global {
+						allowed = append(allowed, m)
+					} else {
+						still = append(still, m)
+					}
+				}
+				blocked = still
 			}
 			round := 0
 			send := func(m nd, tag string) (string, error) {
@@ -201,21 +220,21 @@ func TestNDExfilDroppedClosedE2E(t *testing.T) {
 				}
 			}
 
-			if _, _, err := j.apply(j.spec(egress.Closed, 7444)); err != nil {
+			if _, _, err := j.apply(j.spec(posture, 7444)); err != nil {
 				t.Fatalf("apply: %v", err)
 			}
-			got, errs = sendAll("closed", append(blocked, allowed...))
+			got, errs = sendAll(string(posture), append(blocked, allowed...))
 			for _, m := range blocked {
 				if got[m.name] {
-					t.Errorf("closed posture: %s (%s) reached the listener on the link", m.name, m.dst)
+					t.Errorf("%s posture: %s (%s) reached the listener on the link", posture, m.name, m.dst)
 				}
 				if !errors.Is(errs[m.name], syscall.EPERM) {
-					t.Errorf("closed posture: %s (%s): send error %v, want EPERM (the OUTPUT DROP)", m.name, m.dst, errs[m.name])
+					t.Errorf("%s posture: %s (%s): send error %v, want EPERM (the OUTPUT DROP)", posture, m.name, m.dst, errs[m.name])
 				}
 			}
 			for _, m := range allowed {
 				if errs[m.name] != nil || !got[m.name] {
-					t.Errorf("closed posture: %s (%s) not received (send error %v); ND must still reach its destinations", m.name, m.dst, errs[m.name])
+					t.Errorf("%s posture: %s (%s) not received (send error %v); ND must still reach its destinations", posture, m.name, m.dst, errs[m.name])
 				}
 			}
 
@@ -229,7 +248,7 @@ func TestNDExfilDroppedClosedE2E(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("closed posture: the allowed alias port %s: %s %v after the neighbour caches were flushed", alias, out, err)
+					t.Fatalf("%s posture: the allowed alias port %s: %s %v after the neighbour caches were flushed", posture, alias, out, err)
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -248,7 +267,7 @@ func TestNDExfilDroppedClosedE2E(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("the host never resolved the guest %s under the closed posture: %q", g6, out)
+					t.Fatalf("the host never resolved the guest %s under the %s posture: %q", g6, posture, out)
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
