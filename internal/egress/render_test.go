@@ -104,8 +104,27 @@ func TestRenderOrder(t *testing.T) {
 	if idx(v6, "fd4c:7600::1/128 -p tcp -m tcp --dport 80 -j ACCEPT") > idx(v6, "-d fc00::/7 -j DROP") {
 		t.Errorf("IPv6 alias ACCEPT after the ULA DROP:\n%s", strings.Join(v6, "\n"))
 	}
-	if nd := idx(v6, "--icmpv6-type 135"); nd < 0 || nd > idx(v6, "--dport 80") || idx(v6, "--icmpv6-type 136") != nd+1 {
+	if nd := idx(v6, "--icmpv6-type 135"); nd < 0 || nd > idx(v6, "--dport 80") || idx(v6, "--icmpv6-type 136") < nd {
 		t.Errorf("IPv6 neighbour discovery not ahead of the alias rules:\n%s", strings.Join(v6, "\n"))
+	}
+	// Every ND ACCEPT names a destination ND uses: the solicited-node groups, link-local
+	// unicast or the alias itself, never any address.
+	nds := 0
+	for _, r := range v6 {
+		if !strings.Contains(r, "--icmpv6-type") {
+			continue
+		}
+		nds++
+		okDest := false
+		for _, d := range []string{"-d ff02::1:ff00:0/104 ", "-d fe80::/10 ", "-d fd4c:7600::1/128 "} {
+			okDest = okDest || strings.HasPrefix(r, "-A LEVER_EGRESS "+d)
+		}
+		if !okDest || !strings.Contains(r, "-m hl --hl-eq 255 -j ACCEPT") {
+			t.Errorf("IPv6 neighbour discovery rule not limited to an ND destination at hop limit 255: %s", r)
+		}
+	}
+	if nds != 5 {
+		t.Errorf("IPv6 has %d neighbour discovery rules, want 5 (NS: solicited-node, link-local, alias; NA: link-local, alias):\n%s", nds, strings.Join(v6, "\n"))
 	}
 	// Neighbour discovery (NS to a solicited-node group ff02::1:ffXX:XXXX) must come before
 	// the multicast DROP, which must come before the closed catch-all.

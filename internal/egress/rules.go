@@ -124,15 +124,57 @@ const (
 	broadcastDrop = "-A " + Chain + " -m addrtype --dst-type BROADCAST -j DROP"
 )
 
+// ndDests are the destinations IPv6 neighbour discovery really uses, per message type
+// (RFC 4861 7.2): a neighbour solicitation goes to the target's solicited-node group
+// (resolution, DAD) or, as a reachability probe, to the neighbour's own unicast address;
+// an advertisement answers the solicitor's unicast source (no NA goes to ff02::1: that is
+// an unsolicited NA or the answer to another node's DAD, which nothing in the jail needs).
+// Link-local unicast covers the router (it is known by its link-local address: router
+// advertisements come from fe80::/10) and any neighbour soliciting from its link-local
+// address. The alias is the one other neighbour the jail talks to: ndRules adds its /128.
+// No on-link prefix of the guest's interfaces is opened: the jail talks to no other
+// neighbour, and a whole prefix would let ND carry a payload to every address of the link.
+var ndDests = [...]struct {
+	icmpType string
+	dest     string
+}{
+	{"135", "ff02::1:ff00:0/104"},
+	{"135", "fe80::/10"},
+	{"136", "fe80::/10"},
+}
+
 // ndRules keep IPv6 neighbour discovery working. Unlike ARP, NS/NA are IP packets that
 // pass OUTPUT: without these the closed catch-all DROP makes every IPv6 neighbour (the
 // alias included) unresolvable, and in both postures the private-range DROPs would drop
 // unicast NUD probes and the NA answering the host's solicitation (both go to ULA or
 // link-local addresses). The hop limit must be 255 for a receiver to accept them
-// (RFC 4861), so they cannot carry anything past the link.
-var ndRules = []string{
-	"-A " + Chain + " -p ipv6-icmp -m icmp6 --icmpv6-type 135 -m hl --hl-eq 255 -j ACCEPT",
-	"-A " + Chain + " -p ipv6-icmp -m icmp6 --icmpv6-type 136 -m hl --hl-eq 255 -j ACCEPT",
+// (RFC 4861). Each is limited to a destination ND uses (ndDests, and the alias): without
+// the limit an NS/NA carrying any payload went to ANY address, through the router and
+// off the link, ahead of the closed catch-all (an exfiltration channel for anything with
+// CAP_NET_RAW in the guest).
+//
+// The IPv6 alias gets NS and NA of its own, because where it is on the guest's link (the
+// netns substrate: alias and guest share a ULA /64) the host resolves and probes the guest
+// from the alias's own address, and the guest's answer goes there: without them the host
+// never resolves the guest (guest.TestNDExfilDroppedClosedE2E shows it), and the
+// guest's own unicast probes of the alias would be dropped by the alias DROP. An OrbStack v6
+// alias is a ULA (fc00::/7, dropped for everything else); where it sits behind the router
+// the /128 sends ND only to the host that already holds the allowed ports. Lima's
+// user-mode network has no IPv6 alias: link-local only.
+func ndRules(alias netip.Addr) []string {
+	nd := func(dest, icmpType string) string {
+		return "-A " + Chain + " -d " + dest + " -p ipv6-icmp -m icmp6 --icmpv6-type " + icmpType + " -m hl --hl-eq 255 -j ACCEPT"
+	}
+	var out []string
+	for _, d := range ndDests {
+		out = append(out, nd(d.dest, d.icmpType))
+	}
+	if alias.IsValid() {
+		for _, t := range []string{"135", "136"} {
+			out = append(out, nd(alias.String()+"/128", t))
+		}
+	}
+	return out
 }
 
 // Validate checks the inputs and says which one is bad.
@@ -196,7 +238,7 @@ func renderFamily(in Inputs, f Family) []string {
 		rules = append(rules, loAccept)
 	}
 	if f == V6 {
-		rules = append(rules, ndRules...)
+		rules = append(rules, ndRules(in.AliasV6)...)
 	}
 	if alias.IsValid() {
 		d := "-d " + alias.String() + host

@@ -440,16 +440,16 @@ func egressScenario(t *testing.T, variant string) {
 			j.ipt(v4, "-X", "LEVER_EGRESS")
 		}, open, []string{"IPv4: chain LEVER_EGRESS missing", "IPv4: jump missing from OUTPUT", "half-applied: IPv6 holds the desired chain, IPv4 does not"}, nil},
 		{"only IPv6 changed", func() { j.ipt(v6, "-D", "LEVER_EGRESS", "-d", "fe80::/10", "-j", "DROP") }, open,
-			[]string{"IPv6: rule 5 missing: `-A LEVER_EGRESS -d fe80::/10 -j DROP`", "half-applied: IPv4 holds the desired chain, IPv6 does not"}, nil},
+			[]string{"IPv6: rule 8 missing: `-A LEVER_EGRESS -d fe80::/10 -j DROP`", "half-applied: IPv4 holds the desired chain, IPv6 does not"}, nil},
 		{"port added to the config", func() {}, j.spec(egress.Open, 7443, 9000),
 			[]string{
 				"IPv4: rule 2 missing: `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
-				"IPv6: rule 4 missing: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
+				"IPv6: rule 7 missing: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
 			}, nil},
 		{"posture switched to closed", func() {}, j.spec(egress.Closed, 7443, 9000),
 			[]string{
 				"IPv4: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv4: rule 15 missing: `-A LEVER_EGRESS -j DROP`",
-				"IPv6: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv6: rule 10 missing: `-A LEVER_EGRESS -j DROP`",
+				"IPv6: rule 1 missing: `-A LEVER_EGRESS -o lo -j ACCEPT`", "IPv6: rule 13 missing: `-A LEVER_EGRESS -j DROP`",
 			}, func(t *testing.T) {
 				j.traffic([]probe{
 					{"203.0.113.10:80", TimedOut}, {"[2001:db8::10]:80", TimedOut},
@@ -464,9 +464,12 @@ func egressScenario(t *testing.T, variant string) {
 			"IPv4: rule 2 changed: want `" + r4("-d 10.233.255.201/32 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`, got `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`",
 			"IPv4: rule 3 changed: want `" + r4("-d 10.233.255.201/32 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`, got `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
 			"IPv4: rule 5 changed: want `" + r4("-d 10.233.255.201/32 -j DROP") + "`, got `" + r4("-d "+a4+"/32 -j DROP") + "`",
-			"IPv6: extra rule at 4: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`",
-			"IPv6: extra rule at 5: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
-			"IPv6: extra rule at 6: `" + r4("-d "+a6+"/128 -j DROP") + "`",
+			// The IPv6 alias went away with it: its ND rules too.
+			"IPv6: extra rule at 5: `" + r4("-d "+a6+"/128 -p ipv6-icmp -m icmp6 --icmpv6-type 135 -m hl --hl-eq 255 -j ACCEPT") + "`",
+			"IPv6: extra rule at 6: `" + r4("-d "+a6+"/128 -p ipv6-icmp -m icmp6 --icmpv6-type 136 -m hl --hl-eq 255 -j ACCEPT") + "`",
+			"IPv6: extra rule at 7: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 7443 -j ACCEPT") + "`",
+			"IPv6: extra rule at 8: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9000 -j ACCEPT") + "`",
+			"IPv6: extra rule at 9: `" + r4("-d "+a6+"/128 -j DROP") + "`",
 		}, func(t *testing.T) {
 			// Back to the real alias for what follows.
 			os.WriteFile(filepath.Join(j.b.EtcDir(), "hosts"), j.hostsOrig, 0o644)
@@ -566,7 +569,7 @@ func egressScenario(t *testing.T, variant string) {
 		}
 		want := []string{
 			"IPv4: extra rule at 2: `" + r4("-d "+a4+"/32 -p tcp -m tcp --dport 9002 -j ACCEPT") + "`",
-			"IPv6: extra rule at 4: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9002 -j ACCEPT") + "`",
+			"IPv6: extra rule at 7: `" + r4("-d "+a6+"/128 -p tcp -m tcp --dport 9002 -j ACCEPT") + "`",
 		}
 		if d := cmp.Diff(want, j.verify(next)); d != "" {
 			t.Errorf("verify after the failure (-want +got):\n%s", d)
