@@ -53,12 +53,16 @@ func TestContainerSandboxDiesWithLev(t *testing.T) {
 			// Unique sleep lengths name this case's processes in the host's /proc.
 			bg := strconv.Itoa(7_300_000 + 10*i + time.Now().Nanosecond()%1000*100)
 			fg := strconv.Itoa(7_200_000 + 10*i + time.Now().Nanosecond()%1000*100)
+			hold := strconv.Itoa(7_100_000 + 10*i + time.Now().Nanosecond()%1000*100)
 			b := newBox(t, bin, "lev", sbx, engineEnv...)
 			b.agent("prober", proberBlueprint)
 			call := func(turn int, cmd string) string {
 				return fmt.Sprintf("[[rule]]\nstage = \"probe\"\nturn = %d\n[[rule.call]]\ntool = \"shell\"\nargs = '{\"command\": %s}'\n", turn, jsonArg(cmd))
 			}
-			mustWrite(t, b.script, call(1, "sleep "+bg+" </dev/null >/dev/null 2>&1 & echo started")+
+			mustWrite(t, b.script, call(1, "sleep "+bg+" </dev/null >/dev/null 2>&1 & "+
+				// The attack: a second writer on the keep-alive's pipe, opened through
+				// /proc/1/fd, would hold the container up after lev is gone.
+				"(sleep "+hold+" 2>hold.err 9>/proc/1/fd/3 </dev/null >/dev/null &); echo started")+
 				call(2, "cat /proc/1/cmdline; sleep "+fg)+
 				"[[rule]]\nstage = \"probe\"\nturn = 3\n[[rule.call]]\ntool = \"submit_output\"\nargs = '{\"output\": \"{{last}}\"}'\n")
 			cmd := exec.Command(b.bin, "run", "prober", "--workdir", b.wd, "--yolo")
@@ -76,6 +80,14 @@ func TestContainerSandboxDiesWithLev(t *testing.T) {
 			waitProcs(t, fg, "control: the second call never ran\n"+out.String(), func(n int) bool { return n >= 1 })
 			if n := len(markerProcs(bg)); n == 0 {
 				t.Fatalf("control: the first call's process did not outlive its call in the warm container")
+			}
+			if n := len(markerProcs(hold)); n != 0 {
+				t.Fatalf("a command opened the keep-alive's pipe for writing (/proc/1/fd/3)")
+			}
+			if data, _ := os.ReadFile(filepath.Join(b.wd, "hold.err")); !strings.Contains(string(data), "/proc/1/fd/3") {
+				t.Fatalf("control: the attempt on /proc/1/fd/3 did not run (hold.err %q)", data)
+			} else {
+				t.Logf("the attempt on /proc/1/fd/3: %s", bytes.TrimSpace(data))
 			}
 			names := dieContainers(t)
 			if len(names) != 1 {
