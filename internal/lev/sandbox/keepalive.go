@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -23,7 +24,10 @@ import (
 const (
 	KeepAlivePath = "/.lev-keepalive"
 	KeepAliveArg  = "__sandbox-keepalive"
-	keepAliveFD   = 3
+	// keepAliveReady is what PID 1 prints once it is non-dumpable; lev runs nothing in
+	// the container before it has seen it.
+	keepAliveReady = "lev keep-alive: ready"
+	keepAliveFD    = 3
 )
 
 // KeepAliveMain is the keep-alive's body (cmd/lev calls it for KeepAliveArg, before
@@ -40,6 +44,7 @@ func KeepAliveMain() int {
 	// its own sandbox under later commands.
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM)
+	fmt.Println(keepAliveReady)
 	f := os.NewFile(keepAliveFD, "lev-alive")
 	if f == nil {
 		fmt.Fprintln(os.Stderr, "lev keep-alive: no fd 3 (the engine did not pass lev's pipe)")
@@ -66,49 +71,46 @@ func prctlNotDumpable() error {
 	return nil
 }
 
-// keepAlive is lev's side: its own binary (the mount source) and the pipe. One per
-// process: every warm container of every run this lev (or daemon) starts ends with it.
-type keepAlive struct {
-	exe  string
-	r, w *os.File
-}
-
+// alivePipe is lev's side: one per process, so every warm container of every run this lev
+// (or daemon) starts ends with it. os.Pipe is close-on-exec: no child of lev (the engine
+// client, a command, an MCP server) inherits the write end, so its closing is lev's death
+// alone.
 var (
-	keepOnce sync.Once
-	keep     *keepAlive
-	keepErr  error
+	pipeOnce sync.Once
+	pipeR    *os.File
+	pipeW    *os.File
+	pipeErr  error
 )
 
-// liveness returns the process's keep-alive, made on first use. An error says why a
-// warm container cannot be tied to lev's life here (the caller refuses the container).
-func liveness() (*keepAlive, error) {
-	keepOnce.Do(func() {
-		exe, err := os.Executable()
-		if err == nil {
-			exe, err = filepath.EvalSymlinks(exe)
+// liveness returns the keep-alive's binary (exe, else lev's own) and the pipe's read end.
+// An error says why a warm container cannot be tied to lev's life here (the caller
+// refuses the container).
+func liveness(exe string) (string, *os.File, error) {
+	pipeOnce.Do(func() {
+		pipeR, pipeW, pipeErr = os.Pipe()
+		if pipeErr != nil {
+			pipeErr = fmt.Errorf("sandbox keep-alive pipe: %w", pipeErr)
 		}
-		if err != nil {
-			keepErr = fmt.Errorf("finding lev's own binary for the sandbox keep-alive: %w", err)
-			return
-		}
-		if strings.ContainsAny(exe, ":,\n") {
-			keepErr = fmt.Errorf("lev's binary path %q contains ':', ',' or a newline and cannot be mounted into the sandbox as its keep-alive", exe)
-			return
-		}
-		if err := checkStatic(exe); err != nil {
-			keepErr = err
-			return
-		}
-		// os.Pipe is close-on-exec: no child of lev (the engine client, a command, an MCP
-		// server) inherits the write end, so its death is lev's alone to cause.
-		r, w, err := os.Pipe()
-		if err != nil {
-			keepErr = fmt.Errorf("sandbox keep-alive pipe: %w", err)
-			return
-		}
-		keep = &keepAlive{exe: exe, r: r, w: w}
 	})
-	return keep, keepErr
+	if pipeErr != nil {
+		return "", nil, pipeErr
+	}
+	var err error
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return "", nil, fmt.Errorf("finding lev's own binary for the sandbox keep-alive: %w", err)
+		}
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", nil, fmt.Errorf("finding lev's own binary for the sandbox keep-alive: %w", err)
+	}
+	if strings.ContainsAny(exe, ":,\n") {
+		return "", nil, fmt.Errorf("lev's binary path %q contains ':', ',' or a newline and cannot be mounted into the sandbox as its keep-alive", exe)
+	}
+	if err := checkStatic(exe); err != nil {
+		return "", nil, err
+	}
+	return exe, pipeR, nil
 }
 
 // checkStatic refuses a dynamically linked lev: it could not run in an image without its
@@ -126,3 +128,24 @@ func checkStatic(exe string) error {
 	}
 	return nil
 }
+
+// awaitKeepAlive waits (bounded) until the container's PID 1 says it is non-dumpable: a
+// command run before that could open /proc/1/fd/3 for writing and outlive lev.
+func (m *Manager) awaitKeepAlive(ctx context.Context, eng []string, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, keepAliveWait)
+	defer cancel()
+	for {
+		out, err := m.r.output(ctx, append(append([]string{}, eng...), "logs", name))
+		if err == nil && strings.Contains(out, keepAliveReady) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the keep-alive of container %s did not report ready within %s (it ties the container to lev's life; last: %v %q)", name, keepAliveWait, err, out)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// keepAliveWait bounds awaitKeepAlive (the machine may be loaded).
+const keepAliveWait = 60 * time.Second

@@ -46,6 +46,10 @@ type Options struct {
 	// command of every kind runs there, and nothing runs in lev's own container (no host,
 	// namespace or container fallback, whatever on_unavailable says).
 	BenchSocket string
+	// KeepAlive is the static lev binary that is PID 1 of every warm container
+	// (keepalive.go). Empty: this process's own executable. Tests set it to a copy the
+	// engine's user can reach.
+	KeepAlive string
 }
 
 // Defaults for the container caps.
@@ -395,15 +399,17 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 		}
 	}
 	c0 := Command{}
-	if filepath.Base(s.Engine) == "podman" || strings.HasPrefix(filepath.Base(s.Engine), "podman-") {
+	if s.Persist {
+		// Kept across runs by design: PID 1 sleeps, and the next run adopts it.
+	} else if filepath.Base(s.Engine) == "podman" || strings.HasPrefix(filepath.Base(s.Engine), "podman-") {
 		// The container must not outlive lev: PID 1 reads a pipe whose only write end lev
 		// holds (keepalive.go). podman passes the read end in with --preserve-fds.
-		ka, err := liveness()
+		exe, r, err := liveness(m.o.KeepAlive)
 		if err != nil {
 			return nil, fmt.Errorf("starting sandbox container: %w", err)
 		}
-		s.KeepAlive = ka.exe
-		c0.extraFiles = []*os.File{ka.r}
+		s.KeepAlive = exe
+		c0.extraFiles = []*os.File{r}
 	} else {
 		m.o.Logf("sandbox: engine %s cannot pass lev's liveness pipe (podman's --preserve-fds); container %s survives a lev killed by SIGKILL until the next teardown", s.Engine, name)
 	}
@@ -415,6 +421,12 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 		// Remove a half-created container so a retry does not collide with its name.
 		m.r.output(context.WithoutCancel(ctx), append(append([]string{}, eng...), "rm", "-f", name))
 		return nil, fmt.Errorf("starting sandbox container: %w", err)
+	}
+	if s.KeepAlive != "" {
+		if err := m.awaitKeepAlive(ctx, eng, name); err != nil {
+			m.r.output(context.WithoutCancel(ctx), append(append([]string{}, eng...), "rm", "-f", name))
+			return nil, fmt.Errorf("starting sandbox container: %w", err)
+		}
 	}
 	if msg := strings.TrimSpace(string(res.Stderr)); msg != "" {
 		// E.g. rootless podman on cgroup v1: "Resource limits are not supported and
