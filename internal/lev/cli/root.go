@@ -11,7 +11,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/version"
 )
 

@@ -30,8 +30,8 @@ const (
 	keepAliveFD    = 3
 )
 
-// KeepAliveMain is the keep-alive's body (cmd/lev calls it for KeepAliveArg, before
-// anything else). It returns the exit code.
+// KeepAliveMain is the keep-alive's body (lev's cli.Main calls it for KeepAliveArg,
+// before anything else). It returns the exit code.
 func KeepAliveMain() int {
 	// Not dumpable: /proc/1/fd is then out of reach of the container's other processes
 	// (every capability is dropped, CAP_SYS_PTRACE with them), so none can open the pipe
