@@ -20,7 +20,7 @@ const levstateImage = "localhost/lvtsbx-busybox:levstate-e2e"
 // TestContainerSandboxHidesLevState drives the real binary with [sandbox] kind =
 // "container" (root podman with runc, as MACHINE-NOTES require here): lev's home inside
 // the workdir is covered in the container, a mount exposing it is refused, and a script
-// seed runs inside the container (PID 1 there is the keep-alive sleep, which neither the
+// seed runs inside the container (PID 1 there is lev's keep-alive, which neither the
 // host nor a namespace has).
 func TestContainerSandboxHidesLevState(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -45,7 +45,7 @@ func TestContainerSandboxHidesLevState(t *testing.T) {
 		mustWrite(t, b.script, probeCall("shell", `{"command": "cat .lev/token; ls -a .lev; umount .lev; cat .lev/token; cat notes.txt; cat /proc/1/cmdline"}`))
 		out, stderr, code := b.lev("run", "prober", "--workdir", b.wd, "--yolo")
 		t.Logf("%s", out)
-		if code != 0 || strings.Contains(out, levToken) || !strings.Contains(out, "notes content") || !strings.Contains(out, "sleep") {
+		if code != 0 || strings.Contains(out, levToken) || !strings.Contains(out, "notes content") || !strings.Contains(out, "__sandbox-keepalive") {
 			t.Fatalf("exit %d (want the token hidden, notes.txt read, inside the container)\nstdout %s\nstderr %s", code, out, stderr)
 		}
 	})
@@ -162,7 +162,7 @@ func TestContainerSandboxHidesLevState(t *testing.T) {
 		mustWrite(t, b.script, modelScript("submit-last.toml"))
 		b.agent("seeder", "name = \"seeder\"\nversion = \"1\"\n[[seeds]]\nscript = \"seed.sh\"\n[stages.s]\ntools = [\"submit_output\"]\n")
 		out, stderr, code := b.lev("run", "seeder", "--workdir", b.wd)
-		if _, err := os.Stat(filepath.Join(b.wd, "marker")); err != nil || code != 0 || !strings.Contains(out, "pid1=sleep") {
+		if _, err := os.Stat(filepath.Join(b.wd, "marker")); err != nil || code != 0 || !strings.Contains(out, "pid1=/.lev-keepalive") {
 			t.Fatalf("exit %d, marker %v\nstdout %s\nstderr %s", code, err, out, stderr)
 		}
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/lever-jail/lever/internal/hostterm"
 	"github.com/lever-jail/lever/internal/lev/daemon"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
+	"github.com/lever-jail/lever/internal/lev/sandbox"
 	"github.com/lever-jail/lever/internal/version"
 )
 
@@ -45,6 +46,11 @@ required); lev run spawns a run on it, starting it if needed. State lives in $LE
 
 // Main runs lev with args and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == sandbox.KeepAliveArg {
+		// PID 1 of a container sandbox (keepalive.go): nothing of lev's config or state,
+		// only a wait for the lev that started it to die.
+		return sandbox.KeepAliveMain()
+	}
 	// Pin lev's state paths once, before anything reads them or starts a daemon that
 	// inherits them (a relative LEV_HOME would otherwise mean a different place, or
 	// nothing protected, from another directory).

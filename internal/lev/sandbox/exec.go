@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -27,6 +28,8 @@ type Command struct {
 	// Mask are lev's own state (absolute, resolved paths): hidden from the command in
 	// every kind (see mask.go; a container never mounts them).
 	Mask []string
+	// extraFiles are passed to the process as fd 3 on (the keep-alive's pipe end).
+	extraFiles []*os.File
 }
 
 // Result is a finished command. A non-zero exit is a Result, not an error.
@@ -90,6 +93,7 @@ func (r runner) run(ctx context.Context, argv []string, c Command) (Result, erro
 	// A grandchild holding the output pipes must not keep Run waiting after a kill.
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Stdin = c.Stdin
+	cmd.ExtraFiles = c.extraFiles
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if c.Stdout != nil {

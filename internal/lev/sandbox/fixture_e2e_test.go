@@ -32,9 +32,11 @@ type fixture struct {
 	root     string // /tmp/lvtsbx-*: rootfs tarball and workdirs
 	env      []string
 	cred     *syscall.Credential
-	subStart int
-	image    string
-	rootImg  bool // image also imported into root's storage
+	// keepAlive is a copy of the test binary: the warm containers' PID 1.
+	keepAlive string
+	subStart  int
+	image     string
+	rootImg   bool // image also imported into root's storage
 }
 
 var (
@@ -50,6 +52,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == KeepAliveArg {
+		// This test binary is the warm containers' PID 1, as lev's is in production.
+		os.Exit(KeepAliveMain())
+	}
 	code := m.Run()
 	if fx != nil {
 		fx.teardown()
@@ -118,6 +124,17 @@ func setupFixture() (*fixture, error) {
 	if _, err := f.asUser("podman", "--runtime", rootlessRuntime, "import", tarball, f.image); err != nil {
 		return f, err
 	}
+	// The keep-alive (this test binary) where the rootless user can reach it: go test's
+	// build directory is root's alone.
+	self, err := os.Executable()
+	if err != nil {
+		return f, err
+	}
+	f.keepAlive = filepath.Join(f.root, "lev-keepalive")
+	if _, err := run("cp", self, f.keepAlive); err != nil {
+		return f, err
+	}
+	os.Chmod(f.keepAlive, 0o755)
 	return f, nil
 }
 
@@ -172,7 +189,7 @@ func (f *fixture) workdir(tb testing.TB) string {
 
 func (f *fixture) rootlessOptions() Options {
 	return Options{Engine: "podman", EngineArgs: []string{"--runtime", rootlessRuntime}, Credential: f.cred, Env: f.env,
-		PidsLimit: 64, Memory: "64m"}
+		PidsLimit: 64, Memory: "64m", KeepAlive: f.keepAlive}
 }
 
 // rootfulImage imports the image into root's podman storage too.

@@ -46,6 +46,10 @@ type Options struct {
 	// command of every kind runs there, and nothing runs in lev's own container (no host,
 	// namespace or container fallback, whatever on_unavailable says).
 	BenchSocket string
+	// KeepAlive is the static lev binary that is PID 1 of every warm container
+	// (keepalive.go). Empty: this process's own executable. Tests set it to a copy the
+	// engine's user can reach.
+	KeepAlive string
 }
 
 // Defaults for the container caps.
@@ -215,6 +219,10 @@ type Spec struct {
 	// under an empty read-only directory (EmptyDir), each file under /dev/null.
 	Mask     []string
 	EmptyDir string
+	// KeepAlive is lev's own static binary: set, the warm container's PID 1 is it, reading
+	// the pipe passed as fd 3 until lev dies (keepalive.go), and the container is --rm.
+	// Empty (a persistent container, an engine without --preserve-fds): PID 1 sleeps.
+	KeepAlive string
 }
 
 // Key is the configuration hash: equal specs share one container.
@@ -240,7 +248,8 @@ func (s Spec) RunArgv(name string, detach bool, cmd ...string) []string {
 	argv = append(argv, "run")
 	if detach {
 		argv = append(argv, "-d")
-	} else {
+	}
+	if !detach || s.KeepAlive != "" {
 		argv = append(argv, "--rm")
 	}
 	if name != "" {
@@ -277,9 +286,16 @@ func (s Spec) RunArgv(name string, detach bool, cmd ...string) []string {
 		}
 	}
 	argv = append(argv, s.RunArgs...)
+	if detach && s.KeepAlive != "" {
+		// PID 1 ends when lev does (its pipe's write end closes), and the container with
+		// it. lev's binary is read-only in the container; it holds no state.
+		argv = append(argv, "-v", s.KeepAlive+":"+KeepAlivePath+":ro", "--preserve-fds", "1")
+		cmd = []string{KeepAlivePath, KeepAliveArg}
+	} else if detach {
+		cmd = []string{"sleep", "2147483647"}
+	}
 	if detach {
 		// PID 1 ignores SIGTERM, so stop with KILL: teardown is immediate.
-		cmd = []string{"sleep", "2147483647"}
 		argv = append(argv, "--stop-signal", "KILL")
 	}
 	if len(cmd) == 0 {
@@ -382,7 +398,22 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 			return c, nil
 		}
 	}
-	res, err := m.r.run(ctx, s.RunArgv(name, true), Command{})
+	c0 := Command{}
+	if s.Persist {
+		// Kept across runs by design: PID 1 sleeps, and the next run adopts it.
+	} else if filepath.Base(s.Engine) == "podman" || strings.HasPrefix(filepath.Base(s.Engine), "podman-") {
+		// The container must not outlive lev: PID 1 reads a pipe whose only write end lev
+		// holds (keepalive.go). podman passes the read end in with --preserve-fds.
+		exe, r, err := liveness(m.o.KeepAlive)
+		if err != nil {
+			return nil, fmt.Errorf("starting sandbox container: %w", err)
+		}
+		s.KeepAlive = exe
+		c0.extraFiles = []*os.File{r}
+	} else {
+		m.o.Logf("sandbox: engine %s cannot pass lev's liveness pipe (podman's --preserve-fds); container %s survives a lev killed by SIGKILL until the next teardown", s.Engine, name)
+	}
+	res, err := m.r.run(ctx, s.RunArgv(name, true), c0)
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
@@ -390,6 +421,12 @@ func (m *Manager) container(ctx context.Context, cfg Config, workdir string, mas
 		// Remove a half-created container so a retry does not collide with its name.
 		m.r.output(context.WithoutCancel(ctx), append(append([]string{}, eng...), "rm", "-f", name))
 		return nil, fmt.Errorf("starting sandbox container: %w", err)
+	}
+	if s.KeepAlive != "" {
+		if err := m.awaitKeepAlive(ctx, eng, name); err != nil {
+			m.r.output(context.WithoutCancel(ctx), append(append([]string{}, eng...), "rm", "-f", name))
+			return nil, fmt.Errorf("starting sandbox container: %w", err)
+		}
 	}
 	if msg := strings.TrimSpace(string(res.Stderr)); msg != "" {
 		// E.g. rootless podman on cgroup v1: "Resource limits are not supported and

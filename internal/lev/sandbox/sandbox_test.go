@@ -159,6 +159,16 @@ func TestRunArgv(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatal(d)
 	}
+	// With the keep-alive (keepalive.go): --rm, lev's binary read-only, fd 3 passed in,
+	// and PID 1 is the keep-alive instead of sleep.
+	ka := s
+	ka.KeepAlive = "/opt/lev/bin/lev"
+	want = append(append(append([]string{}, want[:5]...), "--rm"), want[5:len(want)-6]...)
+	want = append(want, "-v", "/opt/lev/bin/lev:"+KeepAlivePath+":ro", "--preserve-fds", "1",
+		"--stop-signal", "KILL", "--entrypoint", KeepAlivePath, "localhost/bb:1", KeepAliveArg)
+	if d := cmp.Diff(want, ka.RunArgv("lev-sbx-x", true)); d != "" {
+		t.Fatal(d)
+	}
 	s.Network = true
 	oneShot := s.RunArgv("", false, "sh", "-c", "true")
 	for _, a := range oneShot {
