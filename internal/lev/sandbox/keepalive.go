@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,6 +96,10 @@ func liveness(exe string) (string, *os.File, error) {
 	if pipeErr != nil {
 		return "", nil, pipeErr
 	}
+	// The write end is only ever held, never written: its closing at lev's death is the
+	// signal. The package variable keeps it reachable (no finalizer may close it early);
+	// this read says so where the read end is handed out.
+	runtime.KeepAlive(pipeW)
 	var err error
 	if exe == "" {
 		if exe, err = os.Executable(); err != nil {
