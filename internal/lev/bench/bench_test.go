@@ -554,35 +554,101 @@ func TestNetworkOff(t *testing.T) {
 	}
 }
 
-// TestNetworkOffRefusedWhenNoNamespace: where the kernel refuses a new user namespace
-// (here: max_user_namespaces = 0 in the server's own user namespace), a network=false
-// command is refused with an error and never runs networked; network=true still runs
-// (control: the same server, the same marker command).
-func TestNetworkOffRefusedWhenNoNamespace(t *testing.T) {
+// limitUserNamespaces wraps a command in a user namespace of its own whose
+// max_user_namespaces is n (the limit counts for every namespace made below it), or skips
+// where the kernel does not let a test set it.
+func limitUserNamespaces(t *testing.T, n int) []string {
+	t.Helper()
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("unshare not installed")
 	}
-	probe := exec.Command("unshare", "--user", "--map-root-user", "sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces")
+	set := fmt.Sprintf("echo %d > /proc/sys/user/max_user_namespaces", n)
+	probe := exec.Command("unshare", "--user", "--map-root-user", "sh", "-c", set)
 	if out, err := probe.CombinedOutput(); err != nil {
 		t.Skipf("cannot limit user namespaces in a user namespace here: %v %s", err, out)
 	}
-	sock := serve(t, "unshare", "--user", "--map-root-user", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh")
+	return []string{"unshare", "--user", "--map-root-user", "sh", "-c", set + ` && exec "$@"`, "sh"}
+}
+
+// TestNeverServesUnconfined (issue 27 item 16, the kernel's refusal): where the kernel
+// refuses the serving process its own user and mount namespace (max_user_namespaces = 0),
+// nothing could cover the channel's directory, so lev bench serve refuses to serve, saying
+// why, and never answers at the socket (it used to serve from the outer process, every
+// command beside the key). Where the serving process got its namespaces but a command
+// cannot get its own (the limit spent: 1 allows the server's only), a command with the
+// network on is refused too, and never run in the server's namespaces, where it could
+// unmount the cover (it used to fall back to a process group). Control: with room for
+// both, the same command runs.
+func TestNeverServesUnconfined(t *testing.T) {
+	t.Run("no namespace for the server", func(t *testing.T) {
+		wrap := limitUserNamespaces(t, 0)
+		sock := filepath.Join(t.TempDir(), "exec.sock")
+		argv := append(append([]string{}, wrap...), levBin(t), "bench", "serve", "--socket", sock)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		// Whichever comes first decides: the server's exit, or an answer at the socket
+		// (it served unconfined). The deadline is only there so a hang cannot stall CI.
+		var err error
+	wait:
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			select {
+			case err = <-exited:
+				break wait
+			default:
+			}
+			if c, derr := net.Dial("unix", sock); derr == nil {
+				c.Close()
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("lev bench serve answers at the socket with no namespace to hide it in:\n%s", out.String())
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("lev bench serve neither served nor refused:\n%s", out.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err == nil || !strings.Contains(out.String(), "not serving unconfined") {
+			t.Fatalf("lev bench serve without namespaces: %v\n%s", err, out.String())
+		}
+	})
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
-	for _, network := range []bool{true, false} {
-		t.Run(fmt.Sprintf("network=%v", network), func(t *testing.T) {
-			nw := network
-			marker := filepath.Join(dir, fmt.Sprintf("ran-%v", network))
+	cases := []struct {
+		name  string
+		limit int // -1: no limit set
+		runs  bool
+	}{
+		{"control: room for the server and its commands", -1, true},
+		{"no namespace left for a command", 1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var wrap []string
+			if tc.limit >= 0 {
+				wrap = limitUserNamespaces(t, tc.limit)
+			}
+			sock := serve(t, wrap...)
+			marker := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			nw := true
 			r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
 				DeadlineMS: 5000, Network: &nw, StdoutMax: 100, StderrMax: 100})+"\n")
 			_, statErr := os.Stat(marker)
-			if network {
+			if tc.runs {
 				if r.Error != "" || statErr != nil {
 					t.Fatalf("control: %+v %v", r, statErr)
 				}
 				return
 			}
-			if r.Started || !strings.Contains(r.Error, "network = false") || statErr == nil {
+			if r.Started || !strings.Contains(r.Error, "never runs a command beside its exec channel") || statErr == nil {
 				t.Fatalf("want a refusal and no marker: %+v, marker err %v", r, statErr)
 			}
 		})

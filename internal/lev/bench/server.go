@@ -271,7 +271,12 @@ func (s *Server) start(req *Request, stdin, stdout, stderr *os.File) (*exec.Cmd,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := cmd.Start()
-	if err != nil && *req.Network && s.noIsolation(err) {
+	// The fallback (a process group only) is for a server that runs without a channel to
+	// hide (CommandIDs unset: a test's or a standalone server). The confined server never
+	// takes it: run in the server's own user and mount namespace, as root there, a command
+	// could unmount the cover over the channel's directory and read its key, and a command
+	// can make the kernel refuse (ENOSPC: the user namespaces of the run user spent).
+	if err != nil && *req.Network && !s.CommandIDs && s.noIsolation(err) {
 		cmd = &exec.Cmd{Path: req.Argv[0], Args: req.Argv, Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: stdout, Stderr: stderr,
 			SysProcAttr: sysProcAttr(true, false, 0, 0)}
 		err = cmd.Start()
@@ -279,6 +284,9 @@ func (s *Server) start(req *Request, stdin, stdout, stderr *os.File) (*exec.Cmd,
 	if err != nil {
 		if !*req.Network {
 			return nil, fmt.Errorf("network = false: could not start the command in a new user and network namespace (%v); it was not run, and it is never run with the network instead", err)
+		}
+		if s.CommandIDs {
+			return nil, fmt.Errorf("could not start the command in a user, PID and mount namespace of its own (%v); it was not run: the workbench never runs a command beside its exec channel", err)
 		}
 		return nil, fmt.Errorf("starting %s: %w", req.Argv[0], err)
 	}

@@ -99,15 +99,12 @@ func benchOuter(socket string, logger *log.Logger) error {
 	child.ExtraFiles = []*os.File{f}
 	child.SysProcAttr = bench.InnerAttr()
 	if err := child.Start(); err != nil {
-		// Without user namespaces nothing can hide the socket (and network=false is
-		// refused anyway): serve from here, and say what is missing.
-		logger.Printf("cannot make a user and mount namespace to hide the socket from the commands (%v): serving without; commands can reach %s", err, socket)
-		ln, err := net.FileListener(f)
+		// Without a user and mount namespace nothing can cover the socket's directory:
+		// every command (the agent's own shell calls, not only lever shell) would run as
+		// this uid beside the channel's key and could answer lev in the server's place.
+		// An unauthenticated channel is worse than none: refuse, and say why.
 		f.Close()
-		if err != nil {
-			return fmt.Errorf("bench serve: %w", err)
-		}
-		return benchServe(s, ln, logger)
+		return exitcode.New(1, fmt.Errorf("bench serve: cannot make a user and mount namespace to hide the exec channel from the commands (%v); not serving unconfined: every command could read the channel's key and answer lev in the workbench's place (allow unprivileged user namespaces in the guest)", err))
 	}
 	f.Close()
 	bench.SetNotDumpable()
