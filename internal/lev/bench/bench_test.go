@@ -623,12 +623,15 @@ func TestNeverServesUnconfined(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o777)
 	cases := []struct {
-		name  string
-		limit int // -1: no limit set
-		runs  bool
+		name    string
+		limit   int // -1: no limit set
+		network bool
+		runs    bool
+		refusal string
 	}{
-		{"control: room for the server and its commands", -1, true},
-		{"no namespace left for a command", 1, false},
+		{"control: room for the server and its commands", -1, true, true, ""},
+		{"no namespace left for a command", 1, true, false, "never runs a command beside its exec channel"},
+		{"no namespace left for a command, network off", 1, false, false, "it is never run with the network instead"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -638,7 +641,7 @@ func TestNeverServesUnconfined(t *testing.T) {
 			}
 			sock := serve(t, wrap...)
 			marker := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
-			nw := true
+			nw := tc.network
 			r := send(t, sock, mustJSON(bench.Request{Argv: []string{"/bin/sh", "-c", "touch " + marker}, Dir: "/", Env: []string{"PATH=/usr/bin:/bin"},
 				DeadlineMS: 5000, Network: &nw, StdoutMax: 100, StderrMax: 100})+"\n")
 			_, statErr := os.Stat(marker)
@@ -648,7 +651,7 @@ func TestNeverServesUnconfined(t *testing.T) {
 				}
 				return
 			}
-			if r.Started || !strings.Contains(r.Error, "never runs a command beside its exec channel") || statErr == nil {
+			if r.Started || !strings.Contains(r.Error, tc.refusal) || statErr == nil {
 				t.Fatalf("want a refusal and no marker: %+v, marker err %v", r, statErr)
 			}
 		})
