@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lever-jail/lever/internal/lev/deathsig"
 	"io"
 	"os"
 	"os/exec"
@@ -77,7 +78,7 @@ func spawnDirect(argv, env []string, dir string, stdin, stdout, stderr *os.File)
 	cmd.Dir = dir
 	// Own process group: Close kills the server and whatever it spawned (npx, node).
 	// Pdeathsig: if lev dies without closing (SIGKILL), the kernel kills the server.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = deathsig.Set(&syscall.SysProcAttr{Setpgid: true})
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/lever-jail/lever/internal/lev/deathsig"
 	"os"
 	"os/exec"
 	"syscall"
@@ -56,7 +57,7 @@ func (HostExecutor) Shell(ctx context.Context, req ShellRequest) (ShellResult, e
 	cmd.Dir = req.Dir
 	cmd.Env = req.Env
 	// Pdeathsig: the command dies with lev, even when lev is killed (sandbox.runner's rule).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = deathsig.Set(&syscall.SysProcAttr{Setpgid: true})
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 2 * time.Second
 	var out, errb CappedBuffer

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lever-jail/lever/internal/lev/deathsig"
 	"io"
 	"os"
 	"os/exec"
@@ -68,7 +69,7 @@ func (r runner) command(ctx context.Context, argv []string) *exec.Cmd {
 	// down with it). Setpgid: a kill on the context's end (a timeout, an MCP server's
 	// Kill) takes the whole process group, not only the shell lev started. Go sets the
 	// death signal after the credential switch, which would otherwise clear it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = deathsig.Set(&syscall.SysProcAttr{Credential: r.cred, Setpgid: true})
 	cmd.Cancel = func() error {
 		// The group first (the process is its leader); the process itself in any case.
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)

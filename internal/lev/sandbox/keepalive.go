@@ -65,13 +65,6 @@ func KeepAliveMain() int {
 	return 0
 }
 
-func prctlNotDumpable() error {
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); e != 0 {
-		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", e)
-	}
-	return nil
-}
-
 // alivePipe is lev's side: one per process, so every warm container of every run this lev
 // (or daemon) starts ends with it. os.Pipe is close-on-exec: no child of lev (the engine
 // client, a command, an MCP server) inherits the write end, so its closing is lev's death

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"github.com/lever-jail/lever/internal/lev/deathsig"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,7 +151,7 @@ func CheckMask(ctx context.Context, lookPath func(string) (string, error)) (stri
 	}
 	argv := MaskArgv(unshare, true, []string{dir}, "umount "+dir+" 2>/dev/null; cat "+secret+" 2>/dev/null; echo done")
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with lev
+	cmd.SysProcAttr = deathsig.Set(&syscall.SysProcAttr{}) // dies with lev
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", &MaskUnavailableError{fmt.Sprintf("probe failed: %v: %s", err, strings.TrimSpace(string(out)))}

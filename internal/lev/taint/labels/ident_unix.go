@@ -29,5 +29,5 @@ func fileID(fi os.FileInfo) (dev, ino uint64, ctime time.Time, ok bool) {
 	if !isStat {
 		return 0, 0, time.Time{}, false
 	}
-	return uint64(st.Dev), uint64(st.Ino), time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec)), true
+	return uint64(st.Dev), uint64(st.Ino), ctimeOf(st), true
 }
