@@ -229,8 +229,17 @@ func TestRevokedOrExpiredCertLosesItsConnections(t *testing.T) {
 					t.Errorf("new connection with the %s certificate answered %d", rw.name, code)
 				}
 			}
+			// The sweep writes its audit line after it closed the connection: wait for it
+			// (polled) before the broker stops, or the line can be cut off by the shutdown.
+			var audit []byte
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				audit, _ = os.ReadFile(auditPath(h.state))
+				if strings.Contains(string(audit), `"route":"connection","outcome":"closed"`) && strings.Contains(string(audit), rw.hsAudit) {
+					break
+				}
+			}
 			h.srv.Shutdown(context.Background())
-			audit, _ := os.ReadFile(auditPath(h.state))
+			audit, _ = os.ReadFile(auditPath(h.state))
 			for _, want := range []string{`"route":"connection","outcome":"closed"`, rw.hsAudit} {
 				if !strings.Contains(string(audit), want) {
 					t.Errorf("audit lacks %q:\n%s", want, audit)
