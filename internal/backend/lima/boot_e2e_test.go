@@ -120,7 +120,8 @@ func TestLimaBootMeasured(t *testing.T) {
 	measure := func(what string, args ...string) {
 		s := time.Now()
 		if _, _, code := e.leverRun(t, args...); code != 0 {
-			t.Fatalf("%s: lever %v exited %d", what, args, code)
+			out, _ := e.guest(t, "sudo journalctl -b --no-pager -u lever-cidata -u lever-cidata-boot -u lima-guestagent | tail -60; ls -l /dev/virtio-ports/")
+			t.Fatalf("%s: lever %v exited %d; the guest's journal:\n%s", what, args, code, out)
 		}
 		total := time.Since(s)
 		cpu := e.qemuCPU(t)
