@@ -39,7 +39,7 @@ func TestApplyDryRunFromNothing(t *testing.T) {
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtbdry")
 	t.Setenv("LEVER_LEV_BINARY", staticLev(t))
 	var out, errb bytes.Buffer
-	code := Main([]string{"apply", "--dry-run", cfg}, &out, &errb)
+	code := Main([]string{"apply", "--dry-run", "-c", cfg}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
