@@ -86,7 +86,7 @@ func TestApplyRefusesBadInput(t *testing.T) {
 			os.WriteFile(cfg, []byte(tc.yaml), 0o644)
 			for _, cmd := range []string{"apply", "up", "status", "acceptance"} {
 				var out, errb bytes.Buffer
-				code := Main([]string{cmd, cfg}, &out, &errb)
+				code := Main([]string{cmd, "-c", cfg}, &out, &errb)
 				if code != 2 || !strings.Contains(errb.String(), tc.want) {
 					t.Errorf("%s: exit %d, stderr %q, want 2 naming %q", cmd, code, errb.String(), tc.want)
 				}
