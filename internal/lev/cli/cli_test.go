@@ -223,7 +223,7 @@ args = '{"output": "{{last}}"}'
 	old, _ := os.ReadFile(cfgFile)
 	mustWrite(t, cfgFile, string(old)+"[agent_read_paths.reader]\nallow = [\"~/docs\"]\n")
 	out, stderr, code = runLev(t, bin, base, "resume", id)
-	if code != 0 || strings.TrimSpace(out) != `"the plan"` {
+	if code != 0 || out != "the plan\n" {
 		t.Fatalf("resume %s: %d\nstdout %s\nstderr %s", id, code, out, stderr)
 	}
 	_, stderr, code = runLev(t, bin, base, "policy", "list")
