@@ -15,7 +15,7 @@ MCP_SERVERS_DIR := $(CURDIR)/.cache/mcp
 MCP_SERVERS     := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31
 export LEV_MCP_SERVERS := $(MCP_SERVERS_DIR)
 
-.PHONY: build test e2e bench lint fuzz ci clean mcp-servers cross dist
+.PHONY: build test e2e bench lint fuzz ci clean mcp-servers cross dist transcript
 
 # lever sends the guest a Linux lev for the guest's architecture (the enrol and acceptance
 # helpers are `lev __guest ...`; the lev and workbench images carry it) and finds it beside
@@ -43,6 +43,12 @@ test:
 # CI=true a skipped e2e test fails.
 e2e: build
 	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 60m ./...
+
+# docs/session.md: a whole first session (init, up, run, ps, logs, result, shell, stop,
+# destroy) on the netns substrate as it prints, rewritten from a real run (root). The same
+# test without -update-session, in make e2e, fails when the page and lever differ.
+transcript:
+	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 20m -run '^TestSessionTranscript$$' ./internal/bringup/ -update-session
 
 # Idempotent: npm is asked only when the pinned list changed (the stamp holds it).
 mcp-servers:

@@ -193,7 +193,7 @@ args = '{"output": "{{last}}"}'
 	}
 	// Headless, shell asks: the model sees the refusal; the scripted model then submits it.
 	out, stderr, code = runLev(t, bin, base, "run", "builder", "--workdir", wd)
-	if code != 0 || !strings.Contains(stderr, "starting the daemon") || !strings.Contains(out, `permission is \"ask\"`) {
+	if code != 0 || !strings.Contains(stderr, "starting the daemon") || !strings.Contains(out, `permission is "ask"`) {
 		t.Fatalf("run without --allow: %d\nstdout %s\nstderr %s", code, out, stderr)
 	}
 	if st, err := os.Stat(filepath.Join(levHome, "token")); err != nil || st.Mode().Perm() != 0o600 {
