@@ -54,6 +54,10 @@ func TestSessionTranscript(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireTool(t, "podman")
 	testutil.RequireTool(t, "iptables")
+	doc, err := filepath.Abs(sessionDoc) // before the session changes directory
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir, proj, _ := netnsProject(t, "lvss")
 	// A run user of this session's own: the default one may belong to another jail up on
 	// this machine, and destroy removes the run user it made.
@@ -146,13 +150,13 @@ func TestSessionTranscript(t *testing.T) {
 
 	got := sessionHead + "\n```\n" + normaliseSession(transcript.String(), dir, jailPort, adminPort) + "```\n"
 	if *updateSession {
-		if err := os.WriteFile(sessionDoc, []byte(got), 0o644); err != nil {
+		if err := os.WriteFile(doc, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", sessionDoc)
+		t.Logf("wrote %s", doc)
 		return
 	}
-	want, err := os.ReadFile(sessionDoc)
+	want, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatalf("%v (make transcript writes it)", err)
 	}
@@ -189,7 +193,22 @@ func normaliseSession(s, dir string, jailPort, adminPort int) string {
 		{`127\.0\.0\.1:\d+`, "127.0.0.1:PORT"},
 		{`\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\b`, "2026-12-05 10:15:00"},
 		{`\b\d\d:\d\d:\d\d\.\d{3}\b`, "10:15:00.000"},
-		{`\b\d+(\.\d+)?(ns|µs|ms|s|m)\b`, "N$2"},
+		{`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`, "2026-12-12T10:15:00Z"},
+		{`\(in [0-9hms.]+\)`, "(in 168h0m0s)"},
+		// durations, one form whatever their unit (a step near 1s prints ms or s); a step's
+		// is right-aligned, so its padding is the raw figure's width
+		{` *\b\d+(\.\d+)?(ns|µs|ms|s|m)\b`, " Ns"},
+		{`\b10\.\d+\.\d+\.\d+\b`, "10.200.0.1"},
+		{`/run/user/\d+`, "/run/user/UID"},
+		// content hashes: of lev's binary, the workbench's packages, lev's settings, paths
+		{`\b(lev|bench)-[0-9a-f]{12}-[0-9a-f]{8}\b`, "$1-0123456789ab-01234567"},
+		{`lev settings [0-9a-f]{12}`, "lev settings 0123456789ab"},
+		{`accepted-config/[0-9a-f]+\.yaml`, "accepted-config/0123456789abcdef.yaml"},
+		// what this machine's packages make of the workbench
+		{`\d+ of its packages`, "N of its packages"},
+		{`\d+ files linked`, "N files linked"},
+		{`\d+ copied`, "N copied"},
+		{`\d+ setuid`, "N setuid"},
 		{`\bpid \d+`, "pid N"},
 		{`\(\d+ entries`, "(N entries"},
 	} {
