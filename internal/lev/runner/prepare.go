@@ -153,6 +153,7 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 		Protected: state.Paths(),
 	}
 	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}
+	p.Search = r.searchFunc()
 	if api != nil {
 		api.r = r
 	}
