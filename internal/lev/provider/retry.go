@@ -44,6 +44,9 @@ type StatusError struct {
 	Peer     string
 	Body     string // the start of the reply, for the message
 	Attempts int    // calls made
+	// overCap: the reply's body broke a cap (capread) and was not read whole; such a
+	// reply is not retried (a peer sending tens of MiB of error page gets one chance).
+	overCap bool
 }
 
 func (e *StatusError) Error() string {
@@ -143,7 +146,7 @@ func (r Retry) do(ctx context.Context, c *http.Client, who string, req *http.Req
 		}
 		se := statusError(who, resp)
 		se.Attempts = attempt
-		if !retryable(resp.StatusCode) || attempt >= r.Attempts {
+		if !retryable(resp.StatusCode) || se.overCap || attempt >= r.Attempts {
 			return nil, se
 		}
 		wait := r.backoff(attempt)
@@ -164,7 +167,7 @@ func statusError(who string, resp *http.Response) *StatusError {
 	e := &StatusError{Who: who, Code: resp.StatusCode, Peer: capread.Peer(resp)}
 	data, err := capread.Body(resp)
 	if err != nil {
-		e.Body = err.Error()
+		e.Body, e.overCap = err.Error(), true
 		return e
 	}
 	snip := strings.TrimSpace(string(data))
