@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -71,7 +72,14 @@ func (w *walker) walk(ctx context.Context, root workfs.Access, visit func(e entr
 		return fmt.Errorf("%s: %s is outside the workdir", w.tool, root.Path)
 	}
 	w.root = filepath.ToSlash(rel)
-	err = w.dir(ctx, w.root, 0, visit)
+	if st, serr := os.Lstat(root.Real); serr == nil && !st.IsDir() {
+		// A file as the root: searched alone (grep path=file.go), as its parent's entry.
+		w.root = path.Dir(w.root)
+		w.seen++
+		err = visit(entry{rel: filepath.ToSlash(rel)})
+	} else {
+		err = w.dir(ctx, w.root, 0, visit)
+	}
 	if errors.Is(err, errStop) {
 		return nil
 	}
@@ -87,10 +95,14 @@ func (w *walker) dir(ctx context.Context, rel string, depth int, visit func(e en
 		w.skipped++
 		return nil
 	}
-	ents, _, err := w.fs.ReadDir(w.tool, acc, MaxWalkEntries-w.seen)
+	ents, more, err := w.fs.ReadDir(w.tool, acc, MaxWalkEntries-w.seen)
 	if err != nil {
 		w.skipped++
 		return nil
+	}
+	if more {
+		// Only the first entries (in directory order) were read: the rest are past the cap.
+		w.stopped = true
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 	for _, d := range ents {

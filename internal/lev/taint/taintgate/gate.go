@@ -55,10 +55,10 @@ type Gate struct {
 	gate     *taint.Gate
 	state    string // runs/<id>/taint_state.json: the live labels, for lev resume
 
-	mu      sync.Mutex
-	ctx     *taint.Context
-	stage   int
-	byCall  map[string]taint.EntryID
+	mu     sync.Mutex
+	ctx    *taint.Context
+	stage  int
+	byCall map[string]taint.EntryID
 	// byTurn are the entries of the stage's model turns, by the runner's message id: a
 	// turn the model wrote after seeing an entry may quote it, so it carries the label
 	// the context had when the model wrote it, and dropping the entry alone lowers
@@ -382,7 +382,8 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 		g.todo = taint.Max(g.todo, g.ctx.Level())
 	}
 	l := taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant})
-	if c.Tool == "todo_read" {
+	if c.Tool == "todo_read" || c.Tool == "todo_write" {
+		// Both results show the list (todo_write echoes what it saved).
 		l = taint.Max(l, g.todo)
 	}
 	l = taint.Max(l, g.storedLevel(c))
