@@ -249,6 +249,12 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		reads, writes := fp.paths()
 		for _, r := range reads {
 			a, err := p.files().ResolveRead(tc.Name, r)
+			var nr *workfs.Refusal
+			if spec.workdirOnly && errors.As(err, &nr) && nr.Code == workfs.CodeNotGranted {
+				// No grant would let this tool out: not the refusal that stops the run to
+				// wait for one (and a lev resume).
+				return c, refused(StepFence, workfs.CodeOutside, fmt.Sprintf("%s: refused: %s is outside the workdir; %s searches only the workdir, whatever [read_paths] grants", tc.Name, r, tc.Name))
+			}
 			if err != nil {
 				return c, fenceRefusal(err)
 			}

@@ -46,6 +46,8 @@ func TestSearchToolsFenceAttacks(t *testing.T) {
 			[]string{"grep searches only the workdir, whatever [read_paths] grants"}, nil},
 		{"granted read path through a workdir symlink", "glob", map[string]any{"pattern": "*", "path": "docslink"}, StepFence, "outside-workdir",
 			[]string{"glob searches only the workdir"}, nil},
+		{"declared, not granted: no grant could let it out, so no stop for one", "grep", map[string]any{"pattern": "x", "path": H + "/design"}, StepFence, "outside-workdir",
+			[]string{"grep searches only the workdir"}, nil},
 		{"pattern with ../", "glob", map[string]any{"pattern": "../.ssh/*"}, StepOffer, "bad-arguments", []string{". or .. component"}, nil},
 		{"pattern with a .. later", "glob", map[string]any{"pattern": "src/../../*"}, StepOffer, "bad-arguments", nil, nil},
 		{"absolute pattern", "glob", map[string]any{"pattern": H + "/.ssh/*"}, StepOffer, "bad-arguments", []string{"relative"}, nil},
