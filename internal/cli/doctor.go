@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/brokerctl"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/doctor"
@@ -41,12 +40,8 @@ func (o *doctorOptions) run(cmd *cobra.Command, named bool) error {
 	p := doctor.HostProbe{Cfg: doctor.Config{Path: o.config}}
 	if _, err := os.Stat(o.config); err == nil || named {
 		p.Cfg.Found = true
-		// read as lever status reads it (the same refusals), then its bring-up instance
+		// read as lever status reads it (the same refusals)
 		cfg, _, err := loadWith(cmd, o.config, config.Parse)
-		var in *bringup.Instance
-		if err == nil {
-			in, _, err = bringupTarget(cmd, o.config, false)
-		}
 		if err != nil {
 			p.Cfg.Err = err.Error()
 		} else {
@@ -64,6 +59,10 @@ func (o *doctorOptions) run(cmd *cobra.Command, named bool) error {
 				return b
 			}
 			p.JailFunc = func(ctx context.Context) *doctor.Jail {
+				in, _, err := bringupTarget(cmd, o.config, false)
+				if err != nil {
+					return &doctor.Jail{Err: err.Error()}
+				}
 				s := in.Status(ctx)
 				return &doctor.Jail{Reachable: s.Guest.Reachable, Verified: s.Egress.Verified, Differences: s.Egress.Differences,
 					EgressErr: s.Egress.Error, Healthy: s.Healthy}

@@ -105,6 +105,8 @@ type Broker struct {
 
 // Jail is the running jail's state, from the same observation as lever status.
 type Jail struct {
+	// Err: the jail could not be observed at all (its bring-up instance could not be made).
+	Err         string
 	Reachable   bool
 	Verified    bool
 	Differences []string
@@ -356,6 +358,8 @@ func brokerCheck(b Broker, now time.Time) Check {
 func jailCheck(j *Jail, cfg Config) Check {
 	c := Check{ID: "jail"}
 	switch {
+	case j != nil && j.Err != "":
+		c.Status, c.Detail, c.Fix = Warn, "cannot observe jail "+cfg.Name+": "+j.Err, "what the message names (lever status and lever up stop at the same point)"
 	case j == nil || !j.Reachable:
 		c.Status, c.Detail = OK, "jail "+cfg.Name+" is not running (lever up brings it up)"
 	case j.EgressErr != "":

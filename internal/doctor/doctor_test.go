@@ -130,6 +130,7 @@ func TestChecks(t *testing.T) {
 		{"jail firewall unreadable", func(f *fake) { f.jail.EgressErr = "iptables-save: exit 1" }, "jail", Warn, "iptables-save", "lever status", 0},
 		{"jail unhealthy", func(f *fake) { f.jail.Healthy = false }, "jail", Warn, "not healthy", "lever status", 0},
 		{"jail not running", func(f *fake) { f.jail = &Jail{} }, "jail", OK, "not running", "", 0},
+		{"jail not observable", func(f *fake) { f.jail = &Jail{Err: "no lev binary for a linux/amd64 guest"} }, "jail", Warn, "cannot observe jail demo: no lev binary", "lever status", 0},
 		{"leftover namespace", func(f *fake) { f.ns = append(f.ns, Namespace{Name: "lever-old", Procs: 0}) }, "leftover namespaces", Warn, "lever-old", "ip netns delete", 0},
 		{"namespaces, not root", func(f *fake) { f.ns = []Namespace{{Name: "lever-x", Procs: -1}} }, "leftover namespaces", OK, "needs root", "", 0},
 		{"namespaces unreadable", func(f *fake) { f.nsErr = errors.New("permission denied") }, "leftover namespaces", Warn, "permission denied", "as root", 0},
