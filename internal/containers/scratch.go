@@ -22,14 +22,16 @@ const DefaultScratchBytes = 256 << 20
 // it unread and /tmp stayed part of the read-only root. An explicit tmpfs mount is honoured
 // by every podman version. exec: builds and tests run what they compile under /tmp (go
 // test, go run); the tree the agent writes is exec as well, so noexec here would stop
-// nothing. mode 1777: the container's user is the run user (keep-id), not root, and the
-// workbench's shell runs as yet another uid of its own user namespace. notmpcopyup: with
-// podman's default copy-up the tmpfs takes the image's /tmp, mode included, and a
-// workbench tree's /tmp is 0755 (only root writes a tree: levimage), which made the
-// scratch unwritable from the shell tool.
+// nothing. U: the tmpfs belongs to the container's user (keep-id: the run user), who runs
+// lev, the workbench's server and (in a user namespace of its own, mapped to that same
+// uid) the shell tool's commands. Without it the tmpfs was container root's, and on the
+// default workbench (a tree whose /tmp mount point is 0755: only root writes a tree,
+// levimage) its root came out 0755, so mktemp in the shell tool got "Permission denied"
+// (TestDailyLoopNetns). mode 1777 keeps it open to any other uid a tool switches to;
+// notmpcopyup: the scratch starts empty, nothing of the image's /tmp copied in.
 func scratchMount(size int64) spec.Mount {
 	return spec.Mount{
 		Type: "tmpfs", Source: "tmpfs", Destination: ScratchDir,
-		Options: []string{"rw", "nosuid", "nodev", "exec", "mode=1777", "notmpcopyup", "size=" + strconv.FormatInt(size, 10)},
+		Options: []string{"rw", "nosuid", "nodev", "exec", "mode=1777", "notmpcopyup", "U", "size=" + strconv.FormatInt(size, 10)},
 	}
 }

@@ -54,7 +54,7 @@ func TestScratchTmpfs(t *testing.T) {
 					tmp = append(tmp, m.Type+" "+strings.Join(m.Options, ","))
 				}
 			}
-			if want := "tmpfs rw,nosuid,nodev,exec,mode=1777,notmpcopyup,size=268435456"; len(tmp) != 1 || tmp[0] != want {
+			if want := "tmpfs rw,nosuid,nodev,exec,mode=1777,notmpcopyup,U,size=268435456"; len(tmp) != 1 || tmp[0] != want {
 				t.Errorf("mounts at /tmp: %q, want exactly [%q]", tmp, want)
 			}
 		})
