@@ -27,8 +27,8 @@ const DefaultScratchBytes = 256 << 20
 // uid) the shell tool's commands. Without it the tmpfs was container root's, and on the
 // default workbench (a tree whose /tmp mount point is 0755: only root writes a tree,
 // levimage) its root came out 0755, so mktemp in the shell tool got "Permission denied"
-// (TestDailyLoopNetns). mode 1777 keeps it open to any other uid a tool switches to;
-// notmpcopyup: the scratch starts empty, nothing of the image's /tmp copied in.
+// (TestDailyLoopNetns), mode=1777 notwithstanding (it is still asked, for a runtime that
+// honours it); notmpcopyup: the scratch starts empty, nothing of the image's /tmp copied.
 func scratchMount(size int64) spec.Mount {
 	return spec.Mount{
 		Type: "tmpfs", Source: "tmpfs", Destination: ScratchDir,
