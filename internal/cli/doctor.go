@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -21,27 +22,39 @@ type doctorOptions struct {
 func newDoctorCmd() *cobra.Command {
 	o := &doctorOptions{}
 	c := &cobra.Command{
-		Use:   "doctor [CONFIG]",
+		Use:   "doctor",
 		Short: "Check the host's prerequisites (backends, KVM, qemu, podman, disk, broker certificates, a running jail's drift, leftovers), each with its fix; exit 1 on a blocker",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
-			return o.run(cmd, len(args) > 0 || cmd.Flags().Changed("config"))
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON (schema 1)")
 	return c
 }
 
-// run gathers the jail's facts the way lever status does (when there is a lever.yaml) and
-// hands everything to doctor. named: the config was given, so a missing file is an error
-// rather than "no jail here".
-func (o *doctorOptions) run(cmd *cobra.Command, named bool) error {
-	p := doctor.HostProbe{Cfg: doctor.Config{Path: o.config}}
-	if _, err := os.Stat(o.config); err == nil || named {
-		p.Cfg.Found = true
+// run finds the jail's lever.yaml as every jail command does (-c, else the upward search),
+// gathers the jail's facts the way lever status does, and hands everything to doctor.
+// Without -c and with no lever.yaml above, the host's checks still run (doctor is for a
+// machine that has no jail yet too); a -c file that is not there is bad input (exit 2).
+func (o *doctorOptions) run(cmd *cobra.Command) error {
+	p := doctor.HostProbe{Cfg: doctor.Config{Path: configFileName}}
+	path := o.config
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("lever.yaml given with -c: %w", err)
+		}
+	} else if wd, err := os.Getwd(); err == nil && configAbove(wd) {
+		path, err = configPath("")
+		if err != nil {
+			p.Cfg.Found, p.Cfg.Err = true, err.Error()
+		}
+	}
+	if path != "" {
+		p.Cfg.Path, p.Cfg.Found = path, true
 		// read as lever status reads it (the same refusals)
-		cfg, _, err := loadWith(cmd, o.config, config.Parse)
+		cfg, _, err := loadWith(cmd, path, config.Parse)
 		if err != nil {
 			p.Cfg.Err = err.Error()
 		} else {
@@ -59,7 +72,7 @@ func (o *doctorOptions) run(cmd *cobra.Command, named bool) error {
 				return b
 			}
 			p.JailFunc = func(ctx context.Context) *doctor.Jail {
-				in, _, err := bringupTarget(cmd, o.config, false)
+				in, _, err := bringupTarget(cmd, path, false)
 				if err != nil {
 					return &doctor.Jail{Err: err.Error()}
 				}
@@ -83,4 +96,17 @@ func (o *doctorOptions) run(cmd *cobra.Command, named bool) error {
 		return exitcode.New(1, nil)
 	}
 	return nil
+}
+
+// configAbove says whether dir or a directory above it holds a lever.yaml (of anyone's:
+// configPath then decides whether it may be taken).
+func configAbove(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(d, configFileName)); err == nil {
+			return true
+		}
+		if filepath.Dir(d) == d {
+			return false
+		}
+	}
 }

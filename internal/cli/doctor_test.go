@@ -34,8 +34,9 @@ func writeCA(t *testing.T, stateDir string, end time.Time) {
 
 // TestDoctorCommand runs lever doctor as a user types it, on this machine: the report's
 // schema, its checks against what this host really has (podman, shellcheck), a jail's CA
-// expired turning into a blocker and exit 1 (its valid twin the control), no lever.yaml
-// skipping the jail's checks, and a named lever.yaml that is missing a blocker.
+// expired turning into a blocker and exit 1 (its valid twin the control), a lever.yaml
+// that does not load a blocker, a -c file that is not there refused (exit 2), lever.yaml
+// found upward like every jail command finds it, and none at all skipping the jail's checks.
 func TestDoctorCommand(t *testing.T) {
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	state := t.TempDir()
@@ -43,6 +44,8 @@ func TestDoctorCommand(t *testing.T) {
 	proj := t.TempDir()
 	cfg := filepath.Join(proj, "lever.yaml")
 	os.WriteFile(cfg, []byte("name: doc\nbackend: netns\nbroker:\n  llm_auth: subscription\n"), 0o644)
+	bad := filepath.Join(proj, "bad.yaml")
+	os.WriteFile(bad, []byte("name: doc\nbakend: netns\n"), 0o644)
 	run := func(args ...string) (int, doctor.Report, string) {
 		t.Helper()
 		code, out, errs := lever(append([]string{"doctor", "--json"}, args...)...)
@@ -70,8 +73,7 @@ func TestDoctorCommand(t *testing.T) {
 	}{
 		{"expired CA is a blocker", time.Now().Add(-time.Hour), []string{"-c", cfg}, "broker ca", doctor.Blocker, "expired"},
 		{"control: a valid CA", time.Now().AddDate(5, 0, 0), []string{"-c", cfg}, "broker ca", doctor.OK, "valid until"},
-		{"the config as the argument", time.Now().Add(-time.Hour), []string{cfg}, "broker ca", doctor.Blocker, "expired"},
-		{"a named lever.yaml that is missing", time.Time{}, []string{filepath.Join(proj, "none.yaml")}, "config", doctor.Blocker, "none.yaml"},
+		{"a lever.yaml that does not load", time.Time{}, []string{"-c", bad}, "config", doctor.Blocker, "bakend"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -102,12 +104,24 @@ func TestDoctorCommand(t *testing.T) {
 		})
 	}
 
-	// No lever.yaml where lever doctor runs: the host's checks only.
+	// A -c file that is not there is bad input: exit 2 naming it, no report.
+	missing := filepath.Join(proj, "none.yaml")
+	if code, out, errs := lever("doctor", "-c", missing); code != 2 || out != "" || !strings.Contains(errs, missing) {
+		t.Errorf("doctor -c %s: exit %d, stdout %q, stderr %q; want 2 naming it", missing, code, out, errs)
+	}
+	// Found upward, as every jail command finds it: the jail's checks run.
 	wd, _ := os.Getwd()
 	t.Cleanup(func() { os.Chdir(wd) })
+	sub := filepath.Join(proj, "src", "pkg")
+	os.MkdirAll(sub, 0o755)
+	os.Chdir(sub)
+	if _, r, _ := run(); check(r, "config").Detail != cfg+": jail doc on backend netns" || check(r, "broker ca").ID == "" {
+		t.Errorf("lever.yaml found upward: %+v, broker ca %+v", check(r, "config"), check(r, "broker ca"))
+	}
+	// No lever.yaml here or above: the host's checks only.
 	os.Chdir(t.TempDir())
 	_, r, _ := run()
-	if c := check(r, "config"); c.Status != doctor.OK || !strings.Contains(c.Detail, "no lever.yaml here") {
+	if c := check(r, "config"); c.Status != doctor.OK || !strings.Contains(c.Detail, "no lever.yaml here or in a directory above") {
 		t.Errorf("config without a lever.yaml: %+v", c)
 	}
 	if c := check(r, "broker ca"); c.ID != "" {
@@ -115,7 +129,7 @@ func TestDoctorCommand(t *testing.T) {
 	}
 	// The text form: a line per check and the summary.
 	code, out, _ := lever("doctor")
-	if !strings.Contains(out, "ok       config: no lever.yaml here") || !strings.Contains(out, "lever doctor: ") || (code == 1) != (r.Blockers > 0) {
+	if !strings.Contains(out, "ok       config: no lever.yaml here or in a directory above") || !strings.Contains(out, "lever doctor: ") || (code == 1) != (r.Blockers > 0) {
 		t.Errorf("text: exit %d:\n%s", code, out)
 	}
 }

@@ -202,7 +202,7 @@ func qemuFor(goarch string) string {
 func configCheck(c Config) Check {
 	switch {
 	case !c.Found:
-		return Check{ID: "config", Status: OK, Detail: fmt.Sprintf("no %s here: the jail's checks (broker certificates, drift) are skipped", c.Path)}
+		return Check{ID: "config", Status: OK, Detail: fmt.Sprintf("no %s here or in a directory above: the jail's checks (broker certificates, drift) are skipped", c.Path)}
 	case c.Err != "":
 		return Check{ID: "config", Status: Blocker, Detail: c.Err, Fix: "correct " + c.Path + " (docs/config.md); lever up refuses it as it is"}
 	}
