@@ -169,7 +169,7 @@ func (s *subAgents) SpawnAgent(ctx context.Context, c *pipeline.Call, req pipeli
 	}
 	adm := *parent.rec.Admission
 	adm.ResumeConfigs = nil
-	rec := &Record{ID: NewID(), Agent: parent.rec.Agent, Workdir: parent.rec.Workdir, Input: req.Task,
+	rec := &Record{ID: NewID(), Agent: parent.rec.Agent, Blueprint: parent.rec.Blueprint, Version: parent.rec.Version, Workdir: parent.rec.Workdir, Input: req.Task,
 		Yolo: parent.rec.Yolo, Allow: parent.rec.Allow, Parent: parent.rec.ID, Depth: plan.Depth,
 		Status: StatusRunning, Created: time.Now().UTC(), Admission: &adm}
 	narrow := func(bp *blueprint.Blueprint) (*blueprint.Blueprint, error) {
