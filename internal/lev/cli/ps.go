@@ -54,6 +54,7 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 			}
 			row.Stages = len(r.Stages)
 			row.ReadPaths = r.ReadPaths
+			row.Parent, row.Depth = r.Parent, r.Depth
 			out = append(out, row)
 		}
 		b, err := json.Marshal(out)
@@ -99,6 +100,9 @@ type psRow struct {
 	// ReadPaths are the blueprint's [read_paths] entries and whether each is granted, so a
 	// missing grant shows in the list before anybody opens the run.
 	ReadPaths []runner.ReadPathStatus `json:"read_paths,omitempty"`
+	// Parent and Depth: a sub-agent's parent run and how deep it runs (spawn_agent).
+	Parent string `json:"parent,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
 }
 
 // readPathCell is lev ps's READ PATHS column: "-" when the blueprint declares none, else

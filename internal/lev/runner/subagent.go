@@ -167,6 +167,9 @@ func (s *subAgents) SpawnAgent(ctx context.Context, c *pipeline.Call, req pipeli
 	if c.Stage.Index < len(parent.bp.Order) {
 		maxTurns = parent.bp.Order[c.Stage.Index].MaxTurns
 	}
+	if parent.rec.Admission == nil {
+		return nil, fmt.Errorf("spawn_agent: run %s has no blueprint snapshot to narrow", parent.rec.ID)
+	}
 	adm := *parent.rec.Admission
 	adm.ResumeConfigs = nil
 	rec := &Record{ID: NewID(), Agent: parent.rec.Agent, Blueprint: parent.rec.Blueprint, Version: parent.rec.Version, Workdir: parent.rec.Workdir, Input: req.Task,
