@@ -170,7 +170,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 // Answer is POST /api/agents/{id}/answer: the answer to an interactive run's question.
 type Answer struct {
 	Question string `json:"question"`
-	Answer   string `json:"answer"` // once | session | deny
+	Answer   string `json:"answer"` // once | session | deny; an ask_operator question: the operator's text
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
