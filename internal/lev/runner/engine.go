@@ -140,6 +140,8 @@ type run struct {
 	exec  pipeline.Executor
 	seeds string
 	asker *apiAsker
+	// conv is the running stage's conversation, for the context tools.
+	conv *convo
 	// ev is this leg's events log (events.jsonl); nil until the run exists.
 	ev       *events.Log
 	evWarned bool

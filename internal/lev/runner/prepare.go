@@ -178,8 +178,10 @@ func (e *Engine) prepareWith(rec *Record, resume bool, o prepOpts) (*run, error)
 		Gate:  gate, Exec: exec, Asker: ask, HTTP: httpc,
 		Env:       scrubSecrets(pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv), e.Secrets),
 		Protected: state.Paths(),
+		RunDir:    runDir,
 	}
-	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}
+	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api, conv: newConvo(gate)}
+	p.Context = r.conv
 	if api != nil {
 		api.r = r
 	}
