@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/hostterm"
+	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
@@ -48,7 +49,7 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 		// GET /api/agents/{id}.
 		out := make([]psRow, 0, len(recs))
 		for _, r := range recs {
-			row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error, Label: r.Label}
+			row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error, Label: r.Label, Usage: r.Usage}
 			if r.Stage < len(r.Stages) {
 				row.StageName = r.Stages[r.Stage].Name
 			}
@@ -103,6 +104,8 @@ type psRow struct {
 	// Parent and Depth: a sub-agent's parent run and how deep it runs (spawn_agent).
 	Parent string `json:"parent,omitempty"`
 	Depth  int    `json:"depth,omitempty"`
+	// Usage is the run's token counts (run.json's usage).
+	Usage *provider.Usage `json:"usage,omitempty"`
 }
 
 // readPathCell is lev ps's READ PATHS column: "-" when the blueprint declares none, else

@@ -182,6 +182,7 @@ func (e *Engine) prepareWith(rec *Record, resume bool, o prepOpts) (*run, error)
 	}
 	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api, conv: newConvo(gate)}
 	p.Context = r.conv
+	p.Search = r.searchFunc()
 	if api != nil {
 		api.r = r
 	}
