@@ -75,7 +75,8 @@ args = '{"output": "{{last}}"}'
 		t.Fatalf("lev run did not end; terminal:\n%s", out.buf.String())
 	}
 	term := out.buf.String()
-	if strings.TrimSpace(stdout.String()) != `"blue, from the terminal"` {
+	// The output is the JSON string the agent submitted, printed as its text (writeResult).
+	if got := strings.TrimSpace(stdout.String()); got != "blue, from the terminal" {
 		t.Fatalf("result %q\nterminal:\n%s", stdout.String(), term)
 	}
 	if !strings.Contains(term, "'s agent asks you: which colour? \\x1b[2J") || strings.Contains(term, "\x1b[2J") {
