@@ -188,6 +188,9 @@ type Pipeline struct {
 	Exec  Executor
 	Asker Asker
 	HTTP  *http.Client
+	// Search runs web_search's searches (nil: the provider has none, and web_search says
+	// it is not available).
+	Search SearchFunc
 	// Env is the environment tools' child processes get.
 	Env []string
 	// Protected are paths (each a subtree) the file tools never write, even inside the

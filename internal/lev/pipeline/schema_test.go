@@ -32,6 +32,7 @@ func TestSchemasDerivedFromArgTypes(t *testing.T) {
 		"web_fetch":     `{"type":"object","properties":{"url":{"type":"string"}},"required":["url"],"additionalProperties":false}`,
 		"http_get":      `{"type":"object","properties":{"url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"required":["url"],"additionalProperties":false}`,
 		"http_post":     `{"type":"object","properties":{"url":{"type":"string"},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"required":["url"],"additionalProperties":false}`,
+		"web_search":    `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"],"additionalProperties":false}`,
 		"submit_output": `{"type":"object","properties":{"output":{}},"required":["output"],"additionalProperties":false}`,
 	}
 	if got := Names(); !reflect.DeepEqual(got, sortedKeys(golden)) {

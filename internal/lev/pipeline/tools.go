@@ -96,7 +96,7 @@ func DecodeArgs(tool string, raw json.RawMessage) (Args, error) {
 
 // registry is lev's built-in tools, one family per file, put together here explicitly
 // (nothing registers itself from an init function: what lev offers is this list).
-var registry = table(fileTools(), searchTools(), editTools(), todoTools(), contextTools(), shellTools(), netTools(), submitTools())
+var registry = table(fileTools(), searchTools(), editTools(), todoTools(), contextTools(), shellTools(), netTools(), webSearchTools(), submitTools())
 
 func table(families ...[]*Tool) map[string]*Tool {
 	m := map[string]*Tool{}

@@ -184,8 +184,10 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 			Tools: r.pipe.Specs(pst), MaxTokens: r.cfg.Provider.MaxTokens, Stage: st.Name})
 		ss.rec.Turns++
 		if err != nil {
+			r.addUsage(provider.Usage{})
 			return StatusFailed, fmt.Sprintf("stage %s: model: %v", st.Name, err), nil
 		}
+		r.addUsage(resp.Usage)
 		r.emit(e, events.Event{Type: events.Turn, Stage: st.Name, StageIndex: intp(i), Turn: ss.rec.Turns, Calls: len(resp.ToolCalls), Bytes: len(resp.Text)})
 		resp.ToolCalls = recordableCalls(resp.ToolCalls)
 		ss.messages = append(ss.messages, provider.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
@@ -208,7 +210,9 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 			ss.rec.Output = out
 			return "completed", "", nil
 		}
-		if status, msg, ref, done := e.calls(ctx, r, pst, ss, resp.ToolCalls); done {
+		status, msg, ref, done := e.calls(ctx, r, pst, ss, resp.ToolCalls)
+		r.addUsage(provider.Usage{}) // web_search's, if the turn searched
+		if done {
 			return status, msg, ref
 		}
 		if err := e.saveStage(r, ss); err != nil {

@@ -155,6 +155,7 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	}
 	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api, conv: newConvo(gate)}
 	p.Context = r.conv
+	p.Search = r.searchFunc()
 	if api != nil {
 		api.r = r
 	}
