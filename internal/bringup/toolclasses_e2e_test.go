@@ -43,8 +43,10 @@ type chainModel struct {
 	scripts map[string][]chainStep
 	answer  string // the web search's text
 
-	mu       sync.Mutex
-	results  map[string][]string // per conversation: the tool results of its last request
+	mu sync.Mutex
+	// Per conversation, each tool result as the model first saw it, and as its last
+	// request carried them (a dropped entry's content is then the placeholder).
+	first, last map[string][]string
 	searches []string            // the web search requests' bodies
 	problems []string
 }
@@ -91,7 +93,10 @@ func (m *chainModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m.mu.Lock()
-	m.results[conv] = results
+	m.last[conv] = results
+	for i := len(m.first[conv]); i < len(results); i++ {
+		m.first[conv] = append(m.first[conv], results[i])
+	}
 	script, n := m.scripts[conv], len(results)
 	if n >= len(script) {
 		m.problems = append(m.problems, fmt.Sprintf("conversation %q asked for turn %d, past its %d steps", conv, n, len(script)))
@@ -117,10 +122,10 @@ func (m *chainModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (m *chainModel) seen(conv string) []string {
+func (m *chainModel) seen(conv string) (first, last []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]string(nil), m.results[conv]...)
+	return append([]string(nil), m.first[conv]...), append([]string(nil), m.last[conv]...)
 }
 
 // call makes a step that ignores what it saw.
@@ -160,7 +165,7 @@ func TestEveryToolClassNetns(t *testing.T) {
 	key := "sk-lvtk-" + sfx + "-" + sfx + sfx
 	keyFile := filepath.Join(dir, "api-key")
 	os.WriteFile(keyFile, []byte(key+"\n"), 0o600)
-	model := &chainModel{results: map[string][]string{}, answer: "Greetings say Hello, then the name (" + sfx + ")."}
+	model := &chainModel{first: map[string][]string{}, last: map[string][]string{}, answer: "Greetings say Hello, then the name (" + sfx + ")."}
 	srv := httptest.NewServer(model)
 	defer srv.Close()
 	jailPort, adminPort, sinkPort := freePort(t), freePort(t), freePort(t)
@@ -358,7 +363,11 @@ max_turns = 12
 	}
 
 	// What each tool gave the model.
-	explore, worker, plan, act := model.seen("explore"), model.seen("worker"), model.seen("plan"), model.seen("act")
+	explore, _ := model.seen("explore")
+	worker, _ := model.seen("worker")
+	plan, _ := model.seen("plan")
+	act, actLast := model.seen("act")
+	t.Logf("context_list in act:\n%s", act[min(3, len(act)-1)])
 	if len(explore) < 5 || len(worker) < 2 || len(plan) < 3 || len(act) < 7 {
 		t.Fatalf("tool results seen: explore %d, worker %d, plan %d, act %d; want 5, 2, 3, 7", len(explore), len(worker), len(plan), len(act))
 	}
@@ -382,11 +391,16 @@ max_turns = 12
 		{"context_list labels the read private", act[3], "read_file result (private)"},
 		{"context_drop lowers the taint", act[4], "the context's taint label is now internal"},
 		{"http_post after the drop: sent", act[5], "style guide " + sfx},
-		{"todo_write at the end", act[6], "completed"},
+		{"todo_write at the end", act[6], "[x] fix the greeting"},
 	} {
 		if !strings.Contains(c.got, c.want) {
 			t.Errorf("%s: the model saw %q, want it to contain %q", c.what, c.got, c.want)
 		}
+	}
+	// The drop reached the model: its later requests carry the placeholder where the
+	// secret and the turn that quoted it were.
+	if len(actLast) < 3 || actLast[1] != "[dropped by context_drop]" || strings.Contains(strings.Join(actLast, "\n"), "root:") {
+		t.Errorf("after context_drop the model's conversation still holds the secret: %q", actLast)
 	}
 	if strings.Contains(explore[3], "found in") {
 		t.Errorf("the wider spawn_agent ran a child: %q", explore[3])
@@ -403,10 +417,12 @@ max_turns = 12
 
 	// The gate's decisions, stage by stage, from taint_audit.json: each gated call, the
 	// taint and clearance that drove it and the decision's source.
+	// The target is what a policy would match: the query, the URL's host, the command line.
+	h := hv4.String()
 	wantAudit := map[int]string{
-		0: "web_search internal/internal WithinClearance allow; web_fetch internal/internal WithinClearance allow; submit_output internal/internal WithinClearance allow",
-		1: "shell internal/internal WithinClearance allow; submit_output internal/internal WithinClearance allow",
-		2: "http_post private/internal UserDeny block; http_post internal/internal WithinClearance allow; submit_output internal/internal WithinClearance allow",
+		0: fmt.Sprintf("web_search(greeting style %s) internal/internal WithinClearance allow; web_fetch(%s) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow", sfx, h),
+		1: "shell(cat src/greet.txt) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow",
+		2: fmt.Sprintf("http_post(%s) private/internal UserDeny block; http_post(%s) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow", h, h),
 	}
 	for stage := 0; stage < 3; stage++ {
 		recs, err := taint.ReadAudit(taint.AuditPath(runDir, stage))
@@ -416,7 +432,7 @@ max_turns = 12
 		}
 		var line []string
 		for _, r := range recs {
-			line = append(line, fmt.Sprintf("%s %s/%s %s %s", r.Tool, r.Taint, r.Clearance, r.DecisionSource, r.Decision))
+			line = append(line, fmt.Sprintf("%s(%s) %s/%s %s %s", r.Tool, r.Target, r.Taint, r.Clearance, r.DecisionSource, r.Decision))
 		}
 		if g := strings.Join(line, "; "); g != wantAudit[stage] {
 			t.Errorf("stage %d taint_audit.json\n got %s\nwant %s", stage, g, wantAudit[stage])
@@ -425,9 +441,9 @@ max_turns = 12
 
 	// The calls as recorded, stage by stage, with the gate's decision on the gated ones.
 	for stage, want := range map[int]string{
-		0: "todo_write web_search[WithinClearance] web_fetch[WithinClearance] spawn_agent! spawn_agent submit_output[WithinClearance]",
-		1: "todo_read ask_operator shell[WithinClearance] submit_output[WithinClearance]",
-		2: "edit_file read_file http_post[UserDeny]! context_list context_drop http_post[WithinClearance] todo_write submit_output[WithinClearance]",
+		0: "todo_write[NotGated] web_search[WithinClearance] web_fetch[WithinClearance] spawn_agent[NotGated]! spawn_agent[NotGated] submit_output[WithinClearance]",
+		1: "todo_read[NotGated] ask_operator[NotGated] shell[WithinClearance] submit_output[WithinClearance]",
+		2: "edit_file[NotGated] read_file[NotGated] http_post[UserDeny]! context_list[NotGated] context_drop[NotGated] http_post[WithinClearance] todo_write[NotGated] submit_output[WithinClearance]",
 	} {
 		if g := callTrail(t, filepath.Join(runDir, "stages", fmt.Sprint(stage), "tool_calls.jsonl")); g != want {
 			t.Errorf("stage %d tool_calls.jsonl\n got %s\nwant %s", stage, g, want)
@@ -474,7 +490,7 @@ max_turns = 12
 	} else if child.Parent != id[1] || child.Depth != 1 || child.Label != "internal" || child.Status != "completed" {
 		t.Errorf("the child's run.json: %+v; want parent %s, depth 1, label internal, completed", child, id[1])
 	}
-	if g, want := callTrail(t, filepath.Join(runsDir, cid[1], "stages", "0", "tool_calls.jsonl")), "glob grep submit_output[WithinClearance]"; g != want {
+	if g, want := callTrail(t, filepath.Join(runsDir, cid[1], "stages", "0", "tool_calls.jsonl")), "glob[NotGated] grep[NotGated] submit_output[WithinClearance]"; g != want {
 		t.Errorf("the child's tool_calls.jsonl\n got %s\nwant %s", g, want)
 	}
 
