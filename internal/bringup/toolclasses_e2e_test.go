@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/lever-jail/lever/internal/backend"
+	"github.com/lever-jail/lever/internal/backend/netns"
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/lev/events"
@@ -47,8 +48,8 @@ type chainModel struct {
 	// Per conversation, each tool result as the model first saw it, and as its last
 	// request carried them (a dropped entry's content is then the placeholder).
 	first, last map[string][]string
-	searches []string            // the web search requests' bodies
-	problems []string
+	searches    []string // the web search requests' bodies
+	problems    []string
 }
 
 var markerRe = regexp.MustCompile(`\[\[([a-z]+)\]\]`)
@@ -156,6 +157,9 @@ func TestEveryToolClassNetns(t *testing.T) {
 	testutil.RequireTool(t, "podman")
 	testutil.RequireTool(t, "iptables")
 	dir, proj, sfx := netnsProject(t, "lvtk")
+	// A run user of its own: the run user, its podman and /run/user/<uid> are host state on
+	// this substrate, and other whole-jail tests may hold "lever" meanwhile.
+	t.Setenv(netns.RunUserEnv, "lever-tk")
 	if code, out, errs := leverIO("init", proj); code != 0 {
 		t.Fatalf("lever init: exit %d\n%s%s", code, out, errs)
 	}
