@@ -498,6 +498,26 @@ max_turns = 12
 		t.Errorf("the child's tool_calls.jsonl\n got %s\nwant %s", g, want)
 	}
 
+	// lever ps lists the child under its parent, one level down.
+	if code, stdout, errs := leverIO("ps", "--json", "-c", cfgPath); code != 0 {
+		t.Errorf("lever ps --json: exit %d\n%s%s", code, stdout, errs)
+	} else {
+		var rows []struct {
+			ID     string `json:"id"`
+			Parent string `json:"parent"`
+			Depth  int    `json:"depth"`
+			Label  string `json:"label"`
+		}
+		json.Unmarshal([]byte(stdout), &rows)
+		var rowsGot []string
+		for _, r := range rows {
+			rowsGot = append(rowsGot, fmt.Sprintf("%s parent=%s depth=%d", r.ID, r.Parent, r.Depth))
+		}
+		if want := cid[1] + " parent=" + id[1] + " depth=1"; !strings.Contains(strings.Join(rowsGot, "\n"), want) {
+			t.Errorf("lever ps --json: want a row %q, got\n%s", want, strings.Join(rowsGot, "\n"))
+		}
+	}
+
 	// The run's result through the host's command.
 	if code, stdout, errs := leverIO("result", "-c", cfgPath, id[1]); code != 0 || !strings.Contains(stdout, "done "+sfx) {
 		t.Errorf("lever result %s: exit %d\n%s%s", id[1], code, stdout, errs)
