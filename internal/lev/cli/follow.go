@@ -196,14 +196,14 @@ func follow(ctx context.Context, c *daemon.Client, p *prompter, rec *runner.Reco
 }
 
 // report prints a finished run's result and turns its status into the exit code. The
-// result is the model's output: shown neutralised on a terminal, passed unchanged to a
-// file or a pipe (a script's data). The error, also the run's, goes out through Main,
+// result is the model's output: its text (writeResult), shown neutralised on a terminal,
+// passed unchanged to a file or a pipe (a script's data). The error, also the run's, goes out through Main,
 // which neutralises it on a terminal.
 func report(rec *runner.Record, asJSON bool, stdout io.Writer) error {
 	switch rec.Status {
 	case runner.StatusCompleted:
 		if !asJSON {
-			fmt.Fprintln(stdout, forTerminal(stdout, string(rec.Result)))
+			writeResult(stdout, rec.Result)
 		}
 		return nil
 	case runner.StatusRefused:
