@@ -502,16 +502,22 @@ max_turns = 12
 	if code, stdout, errs := leverIO("ps", "--json", "-c", cfgPath); code != 0 {
 		t.Errorf("lever ps --json: exit %d\n%s%s", code, stdout, errs)
 	} else {
-		var rows []struct {
-			ID     string `json:"id"`
-			Parent string `json:"parent"`
-			Depth  int    `json:"depth"`
-			Label  string `json:"label"`
+		// {"instance", "runs": [{"agent", "container", "run": lev ps --json's row}]}
+		var ps struct {
+			Runs []struct {
+				Run struct {
+					ID     string `json:"id"`
+					Parent string `json:"parent"`
+					Depth  int    `json:"depth"`
+				} `json:"run"`
+			} `json:"runs"`
 		}
-		json.Unmarshal([]byte(stdout), &rows)
+		if err := json.Unmarshal([]byte(stdout), &ps); err != nil {
+			t.Errorf("lever ps --json: %v\n%s", err, stdout)
+		}
 		var rowsGot []string
-		for _, r := range rows {
-			rowsGot = append(rowsGot, fmt.Sprintf("%s parent=%s depth=%d", r.ID, r.Parent, r.Depth))
+		for _, r := range ps.Runs {
+			rowsGot = append(rowsGot, fmt.Sprintf("%s parent=%s depth=%d", r.Run.ID, r.Run.Parent, r.Run.Depth))
 		}
 		if want := cid[1] + " parent=" + id[1] + " depth=1"; !strings.Contains(strings.Join(rowsGot, "\n"), want) {
 			t.Errorf("lever ps --json: want a row %q, got\n%s", want, strings.Join(rowsGot, "\n"))
