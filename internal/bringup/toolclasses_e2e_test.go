@@ -280,6 +280,7 @@ max_turns = 12
 		}
 		return ids
 	}
+	model.mu.Lock() // the server is already serving (nothing asks it before the run)
 	model.scripts = map[string][]chainStep{
 		"explore": {
 			call("todo_write", map[string]any{"todos": todos}),
@@ -321,6 +322,7 @@ max_turns = 12
 			call("submit_output", map[string]string{"output": "done " + sfx}),
 		},
 	}
+	model.mu.Unlock()
 
 	// One run on a terminal: the operator's question answered, the gate's prompt for the
 	// tainted http_post answered no. Every other ask tool is allowed on the command line,
