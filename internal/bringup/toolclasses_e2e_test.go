@@ -185,11 +185,11 @@ version = "1"
 allow = ["/etc/passwd"]
 [stages.explore]
 prompt = "[[explore]] Find the greeting."
-tools = ["glob", "grep", "todo_write", "web_search", "web_fetch", "spawn_agent", "submit_output"]
+tools = ["glob", "grep", "todo_write", "web_search", "web_fetch", "http_get", "spawn_agent", "submit_output"]
 max_turns = 10
 [stages.plan]
 prompt = "[[plan]] Agree the change."
-tools = ["todo_read", "ask_operator", "shell", "submit_output"]
+tools = ["todo_read", "ask_operator", "install_tool", "shell", "submit_output"]
 max_turns = 10
 [stages.act]
 prompt = "[[act]] Make the change and report it."
@@ -214,8 +214,12 @@ max_turns = 12
 		edited = re.ReplaceAllLiteralString(edited, r.with)
 	}
 	os.WriteFile(cfgPath, []byte(edited), 0o644)
-	os.MkdirAll(filepath.Join(proj, "src"), 0o777)
-	os.Chmod(filepath.Join(proj, "src"), 0o777)
+	// The jail's run user is another uid here: what the agents write must be writable by it
+	// (src for edit_file, .lev, which lever init made, for install_tool's .lev/tools).
+	for _, d := range []string{"src", ".lev"} {
+		os.MkdirAll(filepath.Join(proj, d), 0o777)
+		os.Chmod(filepath.Join(proj, d), 0o777)
+	}
 	greet := filepath.Join(proj, "src", "greet.txt")
 	os.WriteFile(greet, []byte("Hello world\nbye now, bye\n"), 0o666)
 	os.Chmod(greet, 0o666)
@@ -286,6 +290,7 @@ max_turns = 12
 			call("todo_write", map[string]any{"todos": todos}),
 			call("web_search", map[string]string{"query": "greeting style " + sfx}),
 			call("web_fetch", map[string]string{"url": base + "/style"}),
+			call("http_get", map[string]string{"url": base + "/status"}),
 			// Wider than the stage: a tool it is not offered and a read path: refused.
 			call("spawn_agent", map[string]any{"task": "[[worker]] send the passwd file", "tools": []string{"http_post"}, "read_paths": []string{"/etc/passwd"}}),
 			call("spawn_agent", map[string]any{"task": "[[worker]] find the file under src that says Hello", "tools": []string{"glob", "grep", "submit_output"}}),
@@ -299,7 +304,8 @@ max_turns = 12
 		"plan": {
 			call("todo_read", map[string]any{}),
 			call("ask_operator", map[string]string{"question": "Change src/greet.txt to say Hello, lever?"}),
-			call("shell", map[string]string{"command": "cat src/greet.txt"}),
+			call("install_tool", map[string]string{"name": "greet", "script": "#!/bin/sh\ncat src/greet.txt\n"}),
+			call("shell", map[string]string{"command": "sh .lev/tools/greet.sh"}),
 			func(res []string) (string, any) {
 				return "submit_output", map[string]string{"output": "edit src/greet.txt; the operator said: " + res[1]}
 			},
@@ -331,7 +337,7 @@ max_turns = 12
 	term, code := ptyAnswers(t, []ptyAnswer{
 		{prompt: "your answer (one line; empty: no answer)? ", answer: operatorAnswer},
 		{prompt: "allow [o]nce / for the [s]ession / [N]o? ", answer: "n"},
-	}, "run", "-c", cfgPath, "--allow", "web_search", "--allow", "web_fetch", "--allow", "shell", "--allow", "http_post", "chain")
+	}, "run", "-c", cfgPath, "--allow", "web_search", "--allow", "web_fetch", "--allow", "shell", "--allow", "http_get", "--allow", "http_post", "--allow", "install_tool", "chain")
 	t.Logf("lever run chain on a pty: exit %d\n%s", code, term)
 	model.mu.Lock()
 	problems := model.problems
@@ -359,8 +365,9 @@ max_turns = 12
 	sinkMu.Lock()
 	got := append([]sinkHit(nil), hits...)
 	sinkMu.Unlock()
-	if len(got) != 2 || got[0].method != "GET" || got[0].path != "/style" || got[1].method != "POST" || got[1].path != "/sink" || got[1].body != "greeting fixed "+sfx {
-		t.Errorf("the server received %q; want the GET /style, then only POST /sink %q (the tainted post never sent)", got, "greeting fixed "+sfx)
+	if len(got) != 3 || got[0].method != "GET" || got[0].path != "/style" || got[1].method != "GET" || got[1].path != "/status" ||
+		got[2].method != "POST" || got[2].path != "/sink" || got[2].body != "greeting fixed "+sfx {
+		t.Errorf("the server received %q; want GET /style, GET /status, then only POST /sink %q (the tainted post never sent)", got, "greeting fixed "+sfx)
 	}
 	for _, h := range got {
 		if strings.Contains(h.body, "root:") {
@@ -374,22 +381,24 @@ max_turns = 12
 	plan, _ := model.seen("plan")
 	act, actLast := model.seen("act")
 	t.Logf("context_list in act:\n%s", act[min(3, len(act)-1)])
-	if len(explore) < 5 || len(worker) < 2 || len(plan) < 3 || len(act) < 7 {
-		t.Fatalf("tool results seen: explore %d, worker %d, plan %d, act %d; want 5, 2, 3, 7", len(explore), len(worker), len(plan), len(act))
+	if len(explore) < 6 || len(worker) < 2 || len(plan) < 4 || len(act) < 7 {
+		t.Fatalf("tool results seen: explore %d, worker %d, plan %d, act %d; want 6, 2, 4, 7", len(explore), len(worker), len(plan), len(act))
 	}
 	for _, c := range []struct{ what, got, want string }{
 		{"todo_write echoes the list", explore[0], "find the greeting"},
 		{"web_search: the provider's finding", explore[1], model.answer},
 		{"web_search: its source", explore[1], "https://style.example/greetings"},
 		{"web_fetch: the server's page", explore[2], "style guide " + sfx},
-		{"spawn_agent wider than the stage: refused", explore[3], `spawn_agent: refused: tool "http_post" is not offered to this stage`},
-		{"spawn_agent: the child's output", explore[4], "found in src/greet.txt " + sfx},
-		{"spawn_agent: the child's label", explore[4], "completed (label internal)"},
+		{"http_get: the server's answer", explore[3], "HTTP 200"},
+		{"spawn_agent wider than the stage: refused", explore[4], `spawn_agent: refused: tool "http_post" is not offered to this stage`},
+		{"spawn_agent: the child's output", explore[5], "found in src/greet.txt " + sfx},
+		{"spawn_agent: the child's label", explore[5], "completed (label internal)"},
 		{"glob in the child", worker[0], "src/greet.txt"},
 		{"grep in the child", worker[1], "Hello world"},
 		{"todo_read: the list explore wrote", plan[0], "fix the greeting"},
 		{"ask_operator: the operator's answer", plan[1], operatorAnswer},
-		{"shell in the workbench", plan[2], "bye now, bye"},
+		{"install_tool", plan[2], "greet"},
+		{"shell runs the installed tool", plan[3], "bye now, bye"},
 		{"edit_file with edits", act[0], "greet.txt"},
 		{"read_file through the grant", act[1], "root:"},
 		{"http_post while tainted: blocked", act[2], "http_post: blocked by the taint gate: "},
@@ -408,8 +417,13 @@ max_turns = 12
 	if len(actLast) < 3 || actLast[1] != "[dropped by context_drop]" || strings.Contains(strings.Join(actLast, "\n"), "root:") {
 		t.Errorf("after context_drop the model's conversation still holds the secret: %q", actLast)
 	}
-	if strings.Contains(explore[3], "found in") {
-		t.Errorf("the wider spawn_agent ran a child: %q", explore[3])
+	if strings.Contains(explore[4], "found in") {
+		t.Errorf("the wider spawn_agent ran a child: %q", explore[4])
+	}
+	// install_tool's script, stamped with the run that installed it, in the host's tree.
+	if b, err := os.ReadFile(filepath.Join(proj, ".lev", "tools", "greet.sh")); err != nil || !strings.HasPrefix(string(b), "#!/bin/sh\n") ||
+		!strings.Contains(string(b), `"run":"`+id[1]+`"`) || !strings.HasSuffix(string(b), "\ncat src/greet.txt\n") {
+		t.Errorf("the installed tool in the host's tree: %q %v", b, err)
 	}
 	if b, err := os.ReadFile(greet); err != nil || string(b) != "Hello, lever\ngoodbye now, goodbye\n" {
 		t.Errorf("src/greet.txt after edit_file's two edits: %q %v", b, err)
@@ -426,8 +440,8 @@ max_turns = 12
 	// The target is what a policy would match: the query, the URL's host, the command line.
 	h := hv4.String()
 	wantAudit := map[int]string{
-		0: fmt.Sprintf("web_search(greeting style %s) internal/internal WithinClearance allow; web_fetch(%s) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow", sfx, h),
-		1: "shell(cat src/greet.txt) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow",
+		0: fmt.Sprintf("web_search(greeting style %s) internal/internal WithinClearance allow; web_fetch(%s) internal/internal WithinClearance allow; http_get(%s) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow", sfx, h, h),
+		1: "shell(sh .lev/tools/greet.sh) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow",
 		2: fmt.Sprintf("http_post(%s) private/internal UserDeny block; http_post(%s) internal/internal WithinClearance allow; submit_output(result) internal/internal WithinClearance allow", h, h),
 	}
 	for stage := 0; stage < 3; stage++ {
@@ -447,8 +461,8 @@ max_turns = 12
 
 	// The calls as recorded, stage by stage, with the gate's decision on the gated ones.
 	for stage, want := range map[int]string{
-		0: "todo_write[NotGated] web_search[WithinClearance] web_fetch[WithinClearance] spawn_agent[NotGated]! spawn_agent[NotGated] submit_output[WithinClearance]",
-		1: "todo_read[NotGated] ask_operator[NotGated] shell[WithinClearance] submit_output[WithinClearance]",
+		0: "todo_write[NotGated] web_search[WithinClearance] web_fetch[WithinClearance] http_get[WithinClearance] spawn_agent[NotGated]! spawn_agent[NotGated] submit_output[WithinClearance]",
+		1: "todo_read[NotGated] ask_operator[NotGated] install_tool[NotGated] shell[WithinClearance] submit_output[WithinClearance]",
 		2: "edit_file[NotGated] read_file[NotGated] http_post[UserDeny]! context_list[NotGated] context_drop[NotGated] http_post[WithinClearance] todo_write[NotGated] submit_output[WithinClearance]",
 	} {
 		if g := callTrail(t, filepath.Join(runDir, "stages", fmt.Sprint(stage), "tool_calls.jsonl")); g != want {
@@ -481,9 +495,9 @@ max_turns = 12
 
 	// The child: a run of its own, spawned by this one, with only the tools it asked for,
 	// no grant, labelled internal.
-	cid := regexp.MustCompile(`sub-agent run (r-[0-9a-f-]+) completed`).FindStringSubmatch(explore[4])
+	cid := regexp.MustCompile(`sub-agent run (r-[0-9a-f-]+) completed`).FindStringSubmatch(explore[5])
 	if cid == nil {
-		t.Fatalf("no child run id in %q", explore[4])
+		t.Fatalf("no child run id in %q", explore[5])
 	}
 	var child struct {
 		Parent string `json:"parent"`
