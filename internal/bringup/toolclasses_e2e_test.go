@@ -140,18 +140,20 @@ type sinkHit struct{ method, path, body string }
 // TestEveryToolClassNetns is issue 29's scripted multi-stage task through `lever run` on
 // the netns substrate, on a terminal: one agent whose three stages (explore, plan, act)
 // and one sub-agent together call every tool class. Gated: web_search (provider-backed,
-// through the broker), web_fetch and http_post to a server on the host side of the jail's
-// link (a port in allow_ports), shell, submit_output. Not gated: glob and grep (the
-// sub-agent's), todo_write/todo_read, read_file of /etc/passwd through a [read_paths]
-// grant (Private), edit_file with edits, context_list/context_drop, spawn_agent (a
-// narrower child; a wider request refused), ask_operator (answered at the terminal). The
-// attack: right after the Private read, an http_post carrying the secret's first line;
-// the gate stops it at Private (the terminal's prompt answered no) and the server
-// receives nothing. The control: the model drops what context_list labels private, the
-// same http_post then goes through within clearance and the server receives its body.
-// Every gate decision, with the taint and clearance that drove it, is read back from each
-// stage's taint_audit.json, the calls from tool_calls.jsonl and the events, the child's
-// label from its own run, and the result through lever result.
+// through the broker), web_fetch, http_get and http_post to a server on the host side of
+// the jail's link (a port in allow_ports), shell (running what install_tool installed),
+// submit_output. Not gated: glob and grep (the sub-agent's: the parent holds a grant, so
+// every read of its own is Private), todo_write/todo_read, read_file of /etc/passwd
+// through a [read_paths] grant (Private), edit_file with edits, context_list/context_drop,
+// spawn_agent (a narrower child; a wider request refused), ask_operator (answered at the
+// terminal), install_tool (its stamped script in the host's tree). The attack: right
+// after the Private read, an http_post carrying the secret's first line; the gate stops
+// it at Private (the terminal's prompt answered no) and the server receives nothing. The
+// control: the model drops what context_list labels private, the same http_post then goes
+// through within clearance and the server receives its body. Every gate decision, with
+// the taint and clearance that drove it, is read back from each stage's
+// taint_audit.json, the calls from tool_calls.jsonl and the events, the child's label
+// from its own run, and the result through lever result.
 func TestEveryToolClassNetns(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireTool(t, "podman")
