@@ -52,8 +52,10 @@ mcp-servers:
 		echo "$(MCP_SERVERS)" > $(MCP_SERVERS_DIR)/.stamp; \
 	else echo "mcp servers: up to date in $(MCP_SERVERS_DIR)"; fi
 
+# BENCH_ARGS="-pkgs ./internal/brokerctl -merge" reruns one package and keeps the other
+# packages' rows (and the goals table over all of them) from the last full run.
 bench: build
-	$(GO) run ./tools/benchtable -out docs/benchmarks.md
+	$(GO) run ./tools/benchtable -out docs/benchmarks.md $(BENCH_ARGS)
 
 # staticcheck and deadcode are Go tools pinned in tools/lint/go.mod (`go get -tool` there;
 # the Go module proxy serves them and `go tool` builds them on first use). They are a module

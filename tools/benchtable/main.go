@@ -4,6 +4,11 @@
 // namespaces, iptables or podman run too.
 //
 //	go run ./tools/benchtable -out docs/benchmarks.md
+//
+// It opens the document with the goals table (goals.go: each goal next to what was
+// measured) and prints that table when done. -merge keeps the rows of packages a run did
+// not benchmark (a subset given with -pkgs) from the existing document, marked with the
+// run they come from.
 package main
 
 import (
@@ -25,6 +30,7 @@ func main() {
 	pkgs := flag.String("pkgs", "./...", "packages to benchmark")
 	bench := flag.String("bench", ".", "benchmark regexp")
 	from := flag.String("from", "", "parse this saved `go test -bench` output instead of running")
+	merge := flag.Bool("merge", false, "keep the rows of packages this run did not benchmark from the existing -out file (run a subset with -pkgs)")
 	flag.Parse()
 
 	var raw []byte
@@ -58,7 +64,15 @@ func main() {
 	}
 	res := Parse(bytes.NewReader(raw))
 	m := Machine()
-	doc := Render(res, m, time.Now().UTC(), tags)
+	var old Doc
+	if *merge {
+		if b, err := os.ReadFile(*out); err == nil {
+			old = ParseDoc(string(b))
+		} else if !os.IsNotExist(err) {
+			fatal(err)
+		}
+	}
+	doc := Merge(old, res, m, time.Now().UTC(), tags)
 	// Figures no Go benchmark can take here (a real VM's bring-up, minutes per sample) are
 	// kept by hand in <out>-vm.md, written from the e2e tests' logs, and carried along so a
 	// regeneration never drops them.
@@ -70,10 +84,22 @@ func main() {
 		fatal(err)
 	}
 	fmt.Fprintf(os.Stderr, "benchtable: wrote %s (%d benchmarks in %d packages)\n", *out, res.Count(), len(res.Packages))
+	// The goals next to what was measured, on stdout (the benchmarks' own output went to
+	// stderr as they ran).
+	fmt.Print("\nGoals (docs/benchmarks.md opens with the same table):\n" + PrintGoals(EvalGoals(Goals, goalInput(doc))))
 	if runErr != nil || len(res.Failed) > 0 {
 		fmt.Fprintf(os.Stderr, "benchtable: some packages failed: %v %s\n", runErr, strings.Join(res.Failed, ", "))
 		os.Exit(1)
 	}
+}
+
+// goalInput is every row of the document just written, the kept ones included.
+func goalInput(doc string) map[string][]Bench {
+	byPkg := map[string][]Bench{}
+	for _, s := range ParseDoc(doc).Sections {
+		byPkg[s.Pkg] = s.Benches
+	}
+	return byPkg
 }
 
 func fatal(err error) {
