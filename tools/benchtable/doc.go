@@ -19,23 +19,38 @@ type Doc struct {
 
 // Section is one package's part of the document.
 type Section struct {
-	Pkg     string
-	Text    string // from its "## <package>" line to the end of its last table
+	Pkg    string
+	Groups []Group
+}
+
+// Benches are the rows of all the section's tables.
+func (s Section) Benches() []Bench {
+	var out []Bench
+	for _, g := range s.Groups {
+		out = append(out, g.Benches...)
+	}
+	return out
+}
+
+// Group is one top-level benchmark's table.
+type Group struct {
+	Name    string // without the Benchmark prefix
+	Text    string // from its "### Benchmark<Name>" line to the end of its table
 	Benches []Bench
 }
 
-// keptNote marks a section carried over from an earlier run.
+// keptNote marks a table carried over from an earlier run.
 const keptNote = "_Kept from the run of "
 
-// kept is s as carried over by a merge from the run of date (a section kept before
-// already says from which run).
-func (s Section) kept(date string) Section {
-	if strings.Contains(s.Text, keptNote) {
-		return s
+// kept is g as carried over by a merge from the run of date (a table kept before already
+// says from which run).
+func (g Group) kept(date string) Group {
+	if strings.Contains(g.Text, keptNote) {
+		return g
 	}
-	head, rest, _ := strings.Cut(s.Text, "\n")
-	s.Text = head + "\n\n" + keptNote + date + " (not rerun by the last `make bench`)._\n" + rest
-	return s
+	head, rest, _ := strings.Cut(g.Text, "\n")
+	g.Text = head + "\n\n" + keptNote + date + " (not rerun by the last `make bench`)._\n" + rest
+	return g
 }
 
 var tagsRe = regexp.MustCompile("-tags ([^`]+)`")
@@ -46,16 +61,23 @@ var tagsRe = regexp.MustCompile("-tags ([^`]+)`")
 func ParseDoc(md string) Doc {
 	var d Doc
 	var cur *Section
+	var grp *Group
 	var text strings.Builder
-	group := ""
 	var cols []string
-	flush := func() {
+	endGroup := func() {
+		if grp != nil && cur != nil {
+			grp.Text = strings.TrimRight(text.String(), "\n") + "\n"
+			cur.Groups = append(cur.Groups, *grp)
+		}
+		grp = nil
+		text.Reset()
+	}
+	endSection := func() {
+		endGroup()
 		if cur != nil {
-			cur.Text = strings.TrimRight(text.String(), "\n") + "\n"
 			d.Sections = append(d.Sections, *cur)
 		}
 		cur = nil
-		text.Reset()
 	}
 	sc := bufio.NewScanner(strings.NewReader(md))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -64,7 +86,7 @@ func ParseDoc(md string) Doc {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "## "):
-			flush()
+			endSection()
 			name := strings.TrimPrefix(line, "## ")
 			if name == "Goals" {
 				skip = true
@@ -75,7 +97,7 @@ func ParseDoc(md string) Doc {
 			}
 			skip = false
 			cur = &Section{Pkg: name}
-			group, cols = "", nil
+			continue
 		case cur == nil:
 			if skip {
 				continue
@@ -88,22 +110,25 @@ func ParseDoc(md string) Doc {
 			}
 			continue
 		case strings.HasPrefix(line, "### Benchmark"):
-			group, cols = strings.TrimPrefix(line, "### Benchmark"), nil
-		case strings.HasPrefix(line, "|") && group != "":
+			endGroup()
+			grp, cols = &Group{Name: strings.TrimPrefix(line, "### Benchmark")}, nil
+		case grp == nil:
+			continue
+		case strings.HasPrefix(line, "|"):
 			cells := tableCells(line)
 			switch {
 			case cols == nil:
 				cols = cells
 			case strings.HasPrefix(line, "|---"):
 			default:
-				if b, ok := rowBench(group, cols, cells); ok {
-					cur.Benches = append(cur.Benches, b)
+				if b, ok := rowBench(grp.Name, cols, cells); ok {
+					grp.Benches = append(grp.Benches, b)
 				}
 			}
 		}
 		text.WriteString(line + "\n")
 	}
-	flush()
+	endSection()
 	return d
 }
 

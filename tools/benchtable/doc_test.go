@@ -36,10 +36,10 @@ func TestParseDocRoundTrip(t *testing.T) {
 	}
 	for i, s := range d.Sections {
 		want := r.ByPkg[r.Packages[i]]
-		if len(s.Benches) != len(want) {
-			t.Fatalf("%s: %d rows, want %d", s.Pkg, len(s.Benches), len(want))
+		if len(s.Benches()) != len(want) {
+			t.Fatalf("%s: %d rows, want %d", s.Pkg, len(s.Benches()), len(want))
 		}
-		for j, b := range s.Benches {
+		for j, b := range s.Benches() {
 			w := want[j]
 			if b.Name != w.Name || b.Iters != w.Iters {
 				t.Errorf("row %s/%d: %s x%d, want %s x%d", s.Pkg, j, b.Name, b.Iters, w.Name, w.Iters)
@@ -61,33 +61,36 @@ func TestParseDocRoundTrip(t *testing.T) {
 	}
 }
 
-// -merge: a run of one package replaces that package's rows and keeps the others, marked
-// with the run they come from (once, however often they are kept); the header keeps
-// saying the kept rows ran with the e2e tag; the goals are computed over both.
+// -merge: a run of one benchmark replaces that benchmark's table and keeps the others,
+// in its package and elsewhere, marked with the run they come from (once, however often
+// they are kept); the header keeps saying the kept rows ran with the e2e tag; the goals
+// are computed over both.
 func TestMergeKeepsPackagesNotRerun(t *testing.T) {
 	first := Render(Parse(strings.NewReader(sample+brokerRun)), testMachine, time.Date(2026, 12, 2, 8, 50, 0, 0, time.UTC), "e2e,remote")
 	again := Parse(strings.NewReader(`pkg: github.com/lever-jail/lever/internal/egress
 BenchmarkRenderVerify/ports=1-2         	      40	     50000 ns/op	        17.00 rules	   10192 B/op	     102 allocs/op
+BenchmarkOther-2         	      40	     50000 ns/op
 `))
 	merged := Merge(ParseDoc(first), again, testMachine, time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC), "")
 	for _, want := range []string{
-		"| ports=1 | 40 | 50µs | 10192 | 102 | 17 |", // the rerun package's new row
+		"| ports=1 | 40 | 50µs | 10192 | 102 | 17 |",         // the rerun package's new row
 		"| nft/unchanged | 20 | 127.822ms | - | - | 1 | 0 |", // a kept package's row, as it was
-		"## github.com/lever-jail/lever/internal/guest\n\n_Kept from the run of 2026-12-02 08:50 UTC (not rerun by the last `make bench`)._\n",
+		"## github.com/lever-jail/lever/internal/guest\n\n### BenchmarkBringUpEgress\n\n_Kept from the run of 2026-12-02 08:50 UTC (not rerun by the last `make bench`)._\n\n| case |",
+		"### BenchmarkOther\n\n| case |", // a benchmark of the rerun package that this run added
 		"the rows kept from the earlier run ran with `-tags e2e,remote`: it ran as root, so the end-to-end benchmarks ran too",
-		"- 2 packages were not rerun (make bench -merge): their rows are kept from the run of 2026-12-02 08:50 UTC",
+		"- 3 benchmarks were not rerun (make bench -merge): their rows are kept from the run of 2026-12-02 08:50 UTC",
 		"| 30.4 | broker overhead, kept-alive connection, p50 | BenchmarkBrokerOverhead/keepalive (overhead-p50-ms) | ≤ 0.1 ms | 0.22 ms | NOT met |",
 	} {
 		if !strings.Contains(merged, want) {
 			t.Errorf("merged doc lacks %q:\n%s", want, merged)
 		}
 	}
-	if strings.Contains(merged, "| ports=1 | 20 |") {
-		t.Error("the rerun package's old row survived the merge")
+	if strings.Contains(merged, "| ports=1 | 20 |") || strings.Contains(merged, "ports=1000/drift") {
+		t.Error("the rerun benchmark's old rows survived the merge")
 	}
 	twice := Merge(ParseDoc(merged), again, testMachine, time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC), "")
-	if n := strings.Count(twice, keptNote); n != 2 {
-		t.Errorf("after a second merge %d kept notes, want 2 (one per kept package)", n)
+	if n := strings.Count(twice, keptNote); n != 3 {
+		t.Errorf("after a second merge %d kept notes, want 3 (one per kept benchmark)", n)
 	}
 	if !strings.Contains(twice, keptNote+"2026-12-02 08:50 UTC") {
 		t.Error("a twice-kept section lost the run it comes from")

@@ -6,9 +6,9 @@
 //	go run ./tools/benchtable -out docs/benchmarks.md
 //
 // It opens the document with the goals table (goals.go: each goal next to what was
-// measured) and prints that table when done. -merge keeps the rows of packages a run did
-// not benchmark (a subset given with -pkgs) from the existing document, marked with the
-// run they come from.
+// measured) and prints that table when done. -merge keeps the tables of benchmarks a run did
+// not run (a subset given with -pkgs and -bench) from the existing document, marked with
+// the run they come from.
 package main
 
 import (
@@ -30,7 +30,7 @@ func main() {
 	pkgs := flag.String("pkgs", "./...", "packages to benchmark")
 	bench := flag.String("bench", ".", "benchmark regexp")
 	from := flag.String("from", "", "parse this saved `go test -bench` output instead of running")
-	merge := flag.Bool("merge", false, "keep the rows of packages this run did not benchmark from the existing -out file (run a subset with -pkgs)")
+	merge := flag.Bool("merge", false, "keep the tables of benchmarks this run did not run from the existing -out file (run a subset with -pkgs and -bench)")
 	flag.Parse()
 
 	var raw []byte
@@ -97,7 +97,7 @@ func main() {
 func goalInput(doc string) map[string][]Bench {
 	byPkg := map[string][]Bench{}
 	for _, s := range ParseDoc(doc).Sections {
-		byPkg[s.Pkg] = s.Benches
+		byPkg[s.Pkg] = s.Benches()
 	}
 	return byPkg
 }

@@ -106,25 +106,37 @@ func Render(r Results, m MachineInfo, when time.Time, tags string) string {
 	return Merge(Doc{}, r, m, when, tags)
 }
 
-// Merge writes the markdown document: r's packages, and old's packages r did not run, kept
-// as they were and marked with the run they come from (make bench -merge, after running a
-// subset with -pkgs). The goals table is computed over both.
+// Merge writes the markdown document: r's benchmarks, and old's benchmarks r did not run,
+// kept as they were and marked with the run they come from (make bench -merge, after
+// running a subset with -pkgs and -bench). The goals table is computed over both.
 func Merge(old Doc, r Results, m MachineInfo, when time.Time, tags string) string {
 	var secs []Section
 	done := map[string]bool{}
 	kept := 0
 	for _, o := range old.Sections {
-		if len(r.ByPkg[o.Pkg]) > 0 {
-			secs = append(secs, newSection(o.Pkg, r.ByPkg[o.Pkg]))
-			done[o.Pkg] = true
-			continue
+		fresh := groupsOf(r.ByPkg[o.Pkg])
+		sec := Section{Pkg: o.Pkg}
+		seen := map[string]bool{}
+		for _, g := range o.Groups {
+			if ng, ok := fresh[g.Name]; ok {
+				sec.Groups = append(sec.Groups, ng)
+			} else {
+				sec.Groups = append(sec.Groups, g.kept(old.Date))
+				kept++
+			}
+			seen[g.Name] = true
 		}
-		secs = append(secs, o.kept(old.Date))
-		kept++
+		for _, g := range newGroups(r.ByPkg[o.Pkg]) {
+			if !seen[g.Name] {
+				sec.Groups = append(sec.Groups, g)
+			}
+		}
+		secs = append(secs, sec)
+		done[o.Pkg] = true
 	}
 	for _, pkg := range r.Packages {
 		if !done[pkg] && len(r.ByPkg[pkg]) > 0 {
-			secs = append(secs, newSection(pkg, r.ByPkg[pkg]))
+			secs = append(secs, Section{Pkg: pkg, Groups: newGroups(r.ByPkg[pkg])})
 		}
 	}
 	var s strings.Builder
@@ -146,40 +158,53 @@ func Merge(old Doc, r Results, m MachineInfo, when time.Time, tags string) strin
 	fmt.Fprintf(&s, "- Kernel: %s; OS: %s; %s\n", m.Kernel, m.OS, m.Go)
 	fmt.Fprintf(&s, "- Load average when the run started: %s (the machine is shared; wall-clock figures include that contention)\n", m.Load)
 	if kept > 0 {
-		fmt.Fprintf(&s, "- %d packages were not rerun (make bench -merge): their rows are kept from the run of %s and say so\n", kept, old.Date)
+		fmt.Fprintf(&s, "- %d benchmarks were not rerun (make bench -merge): their rows are kept from the run of %s and say so\n", kept, old.Date)
 	}
 	if len(r.Failed) > 0 {
 		fmt.Fprintf(&s, "- FAILED packages (their rows may be missing): %s\n", strings.Join(r.Failed, ", "))
 	}
 	byPkg := map[string][]Bench{}
 	for _, sec := range secs {
-		byPkg[sec.Pkg] = sec.Benches
+		byPkg[sec.Pkg] = sec.Benches()
 	}
 	s.WriteString("\n" + RenderGoals(EvalGoals(Goals, byPkg)))
 	for _, sec := range secs {
-		s.WriteString("\n" + sec.Text)
+		fmt.Fprintf(&s, "\n## %s\n", sec.Pkg)
+		for _, g := range sec.Groups {
+			s.WriteString("\n" + g.Text)
+		}
 	}
 	return s.String()
 }
 
-// newSection renders one package's benchmarks: a table per top-level benchmark.
-func newSection(pkg string, benches []Bench) Section {
-	var s strings.Builder
-	fmt.Fprintf(&s, "## %s\n", pkg)
-	var groups []string
+// newGroups renders one package's benchmarks: a table per top-level benchmark, in the
+// order they ran.
+func newGroups(benches []Bench) []Group {
+	var names []string
 	byGroup := map[string][]Bench{}
 	for _, b := range benches {
 		g := b.Group()
 		if _, ok := byGroup[g]; !ok {
-			groups = append(groups, g)
+			names = append(names, g)
 		}
 		byGroup[g] = append(byGroup[g], b)
 	}
-	for _, g := range groups {
-		fmt.Fprintf(&s, "\n### Benchmark%s\n\n", g)
-		writeTable(&s, byGroup[g])
+	out := make([]Group, 0, len(names))
+	for _, n := range names {
+		var s strings.Builder
+		fmt.Fprintf(&s, "### Benchmark%s\n\n", n)
+		writeTable(&s, byGroup[n])
+		out = append(out, Group{Name: n, Text: s.String(), Benches: byGroup[n]})
 	}
-	return Section{Pkg: pkg, Text: s.String(), Benches: benches}
+	return out
+}
+
+func groupsOf(benches []Bench) map[string]Group {
+	m := map[string]Group{}
+	for _, g := range newGroups(benches) {
+		m[g.Name] = g
+	}
+	return m
 }
 
 var stdUnits = []string{"ns/op", "B/op", "allocs/op"}
