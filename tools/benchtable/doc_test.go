@@ -78,7 +78,7 @@ BenchmarkOther-2         	      40	     50000 ns/op
 		"## github.com/lever-jail/lever/internal/guest\n\n### BenchmarkBringUpEgress\n\n_Kept from the run of 2026-12-02 08:50 UTC (not rerun by the last `make bench`)._\n\n| case |",
 		"### BenchmarkOther\n\n| case |", // a benchmark of the rerun package that this run added
 		"the rows kept from the earlier run ran with `-tags e2e,remote`: it ran as root, so the end-to-end benchmarks ran too",
-		"- 3 benchmarks were not rerun (make bench -merge): their rows are kept from the run of 2026-12-02 08:50 UTC",
+		"- 3 benchmarks were not rerun (make bench -merge): their tables are kept from earlier runs, each marked with its run",
 		"| 30.4 | broker overhead, kept-alive connection, p50 | BenchmarkBrokerOverhead/keepalive (overhead-p50-ms) | ≤ 0.1 ms | 0.22 ms | NOT met |",
 	} {
 		if !strings.Contains(merged, want) {

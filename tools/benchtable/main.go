@@ -43,7 +43,10 @@ func main() {
 		}
 		raw = b
 	} else {
-		args := []string{"test", "-run", "^$", "-bench", *bench, "-benchmem", "-count", "1", "-timeout", "60m"}
+		// -p 1: one package's benchmarks at a time; two packages benchmarked at once (go
+		// test's default on 2 cores) measured each other (a bring-up beside the broker's
+		// handshakes made them 50x slower).
+		args := []string{"test", "-p", "1", "-run", "^$", "-bench", *bench, "-benchmem", "-count", "1", "-timeout", "60m"}
 		if os.Geteuid() == 0 {
 			// A -tags flag replaces the one in GOFLAGS (the Makefile puts the podman
 			// bindings' tags there), so carry those along.

@@ -158,7 +158,7 @@ func Merge(old Doc, r Results, m MachineInfo, when time.Time, tags string) strin
 	fmt.Fprintf(&s, "- Kernel: %s; OS: %s; %s\n", m.Kernel, m.OS, m.Go)
 	fmt.Fprintf(&s, "- Load average when the run started: %s (the machine is shared; wall-clock figures include that contention)\n", m.Load)
 	if kept > 0 {
-		fmt.Fprintf(&s, "- %d benchmarks were not rerun (make bench -merge): their rows are kept from the run of %s and say so\n", kept, old.Date)
+		fmt.Fprintf(&s, "- %d benchmarks were not rerun (make bench -merge): their tables are kept from earlier runs, each marked with its run\n", kept)
 	}
 	if len(r.Failed) > 0 {
 		fmt.Fprintf(&s, "- FAILED packages (their rows may be missing): %s\n", strings.Join(r.Failed, ", "))
