@@ -14,8 +14,14 @@ E2E_TAGS  := e2e,$(PODMAN_TAGS)
 MCP_SERVERS_DIR := $(CURDIR)/.cache/mcp
 MCP_SERVERS     := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31
 export LEV_MCP_SERVERS := $(MCP_SERVERS_DIR)
+# The official model SDKs as test peers for internal/lev/provider (TestSDKPeersParse,
+# TestSDKPeersRequestTypes: their request types and parsers against lev's bodies and
+# recorded exchanges), from npm (pinned), found there through LEV_SDK_PEERS.
+SDK_PEERS_DIR := $(CURDIR)/.cache/sdk
+SDK_PEERS     := openai@7.60.0 @anthropic-ai/sdk@1.17.0 typescript@7.0.2
+export LEV_SDK_PEERS := $(SDK_PEERS_DIR)
 
-.PHONY: build test e2e bench lint fuzz ci clean mcp-servers cross dist
+.PHONY: build test e2e bench lint fuzz ci clean mcp-servers sdk-peers cross dist transcript
 
 # lever sends the guest a Linux lev for the guest's architecture (the enrol and acceptance
 # helpers are `lev __guest ...`; the lev and workbench images carry it) and finds it beside
@@ -44,6 +50,12 @@ test:
 e2e: build
 	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 60m ./...
 
+# docs/session.md: a whole first session (init, up, run, ps, logs, result, shell, stop,
+# destroy) on the netns substrate as it prints, rewritten from a real run (root). The same
+# test without -update-session, in make e2e, fails when the page and lever differ.
+transcript:
+	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 20m -run '^TestSessionTranscript$$' ./internal/bringup/ -update-session
+
 # Idempotent: npm is asked only when the pinned list changed (the stamp holds it).
 mcp-servers:
 	@if [ "$$(cat $(MCP_SERVERS_DIR)/.stamp 2>/dev/null)" != "$(MCP_SERVERS)" ]; then \
@@ -52,8 +64,16 @@ mcp-servers:
 		echo "$(MCP_SERVERS)" > $(MCP_SERVERS_DIR)/.stamp; \
 	else echo "mcp servers: up to date in $(MCP_SERVERS_DIR)"; fi
 
-# BENCH_ARGS="-pkgs ./internal/brokerctl -merge" reruns one package and keeps the other
-# packages' rows (and the goals table over all of them) from the last full run.
+# Idempotent like mcp-servers.
+sdk-peers:
+	@if [ "$$(cat $(SDK_PEERS_DIR)/.stamp 2>/dev/null)" != "$(SDK_PEERS)" ]; then \
+		mkdir -p $(SDK_PEERS_DIR) && \
+		npm install --save-exact --no-audit --no-fund --loglevel=error --prefix $(SDK_PEERS_DIR) $(SDK_PEERS) && \
+		echo "$(SDK_PEERS)" > $(SDK_PEERS_DIR)/.stamp; \
+	else echo "sdk peers: up to date in $(SDK_PEERS_DIR)"; fi
+
+# BENCH_ARGS="-pkgs ./internal/brokerctl -bench BrokerOverhead -merge" reruns one benchmark
+# and keeps every other table (and the goals table over all of them) from earlier runs.
 bench: build
 	$(GO) run ./tools/benchtable -out docs/benchmarks.md $(BENCH_ARGS)
 

@@ -93,7 +93,7 @@ else
 fi
 say "backend: $backend"
 
-if [ -d "$WORK/state" ]; then lv destroy "$WORK/project/lever.yaml" >/dev/null 2>&1 || true; fi
+if [ -d "$WORK/state" ]; then lv destroy -c "$WORK/project/lever.yaml" >/dev/null 2>&1 || true; fi
 rm -rf "$WORK"; mkdir -p "$WORK"
 cp -r examples/hello "$WORK/project"
 chmod -R a+rwX "$WORK/project"; chmod 755 "$WORK"
@@ -147,7 +147,7 @@ export LEVER_STATE_DIR=$WORK/state LEVER_LEV_BINARY=$WORK.bin/lev
 cfg=$WORK/project/lever.yaml
 
 say "lever up"
-lv up "$cfg"
+lv up -c "$cfg"
 
 acc=()
 if [ "$backend" = netns ]; then
@@ -168,7 +168,7 @@ fi
 acc+=(${LEVER_ACCEPTANCE_ARGS:-})
 say "lever acceptance"
 set +e
-lv acceptance "${acc[@]}" --out "$WORK/acceptance.md" "$cfg"
+lv acceptance "${acc[@]}" --out "$WORK/acceptance.md" -c "$cfg"
 rc=$?
 set -e
 cat "$WORK/acceptance.md"

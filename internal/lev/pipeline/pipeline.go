@@ -139,6 +139,10 @@ type Result struct {
 	Output   json.RawMessage `json:"output,omitempty"` // submit_output's payload
 	Refusal  *Refusal        `json:"refusal,omitempty"`
 	Duration time.Duration   `json:"duration_ns"`
+	// Label is the runtime's own label for this result when the tool knows better than
+	// its name does (spawn_agent: the child run's label). The gate takes the higher of it
+	// and the tool's usual label. Only runtime code sets it, never model output.
+	Label string `json:"label,omitempty"`
 }
 
 // Refusal records which step refused a call and why.
@@ -188,6 +192,9 @@ type Pipeline struct {
 	Exec  Executor
 	Asker Asker
 	HTTP  *http.Client
+	// Search runs web_search's searches (nil: the provider has none, and web_search says
+	// it is not available).
+	Search SearchFunc
 	// Env is the environment tools' child processes get.
 	Env []string
 	// Protected are paths (each a subtree) the file tools never write, even inside the
@@ -198,10 +205,21 @@ type Pipeline struct {
 	// Tools are the run's tools that are not built in (its MCP servers' tools), by their
 	// mcp__SERVER__TOOL names; they pass every step like a built-in.
 	Tools map[string]*Tool
+	// RunDir is runs/<id>/: the todo tools keep the run's list there.
+	RunDir string
+	// Context is the running stage's conversation, for the context tools (the runner's);
+	// nil: they fail.
+	Context Conversation
 	// Decided, when set, sees each call once steps 1 to 4 have decided on it and before it
 	// runs (res is the refusal, nil when it will run): the run's live events say what is
 	// about to happen while it happens, not after.
 	Decided func(c *Call, res *Result)
+	// RunID names the run, for what a tool records about itself (install_tool's stamp).
+	RunID string
+	// Operator answers ask_operator (nil: nobody is there to; the call says so).
+	Operator Operator
+	// SubAgents runs spawn_agent's child runs (nil: spawn_agent fails).
+	SubAgents SubAgents
 }
 
 // Prepare runs steps 1 to 4. A non-nil Result is a refusal (or a bad request) to hand
@@ -244,8 +262,17 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		reads, writes := fp.paths()
 		for _, r := range reads {
 			a, err := p.files().ResolveRead(tc.Name, r)
+			var nr *workfs.Refusal
+			if spec.workdirOnly && errors.As(err, &nr) && nr.Code == workfs.CodeNotGranted {
+				// No grant would let this tool out: not the refusal that stops the run to
+				// wait for one (and a lev resume).
+				return c, refused(StepFence, workfs.CodeOutside, fmt.Sprintf("%s: refused: %s is outside the workdir; %s searches only the workdir, whatever [read_paths] grants", tc.Name, r, tc.Name))
+			}
 			if err != nil {
 				return c, fenceRefusal(err)
+			}
+			if a.Outside && spec.workdirOnly {
+				return c, refused(StepFence, workfs.CodeOutside, fmt.Sprintf("%s: refused: %s resolves to %s, outside the workdir; %s searches only the workdir, whatever [read_paths] grants (read a granted path with read_file, read_files or list_dir)", tc.Name, r, a.Real, tc.Name))
 			}
 			c.Reads = append(c.Reads, a)
 		}
@@ -256,6 +283,9 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 			}
 			if prot := p.protects(a.Real); prot != "" {
 				return c, refused(StepFence, "write-protected", fmt.Sprintf("%s: refused: %s is lev's own state (%s); the file tools never write it", tc.Name, w, prot))
+			}
+			if res := p.toolsDirRefusal(tc.Name, a); res != nil {
+				return c, res
 			}
 			c.Writes = append(c.Writes, a)
 		}
