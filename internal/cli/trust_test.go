@@ -20,13 +20,13 @@ import (
 
 const trustKey = "sk-ant-test-0123456789abcdef\n"
 
-// keyJail writes a netns lever.yaml whose broker uses api_key_file key (as written in the
+// keyJail writes a lever.yaml whose broker uses api_key_file key (as written in the
 // file), and a key outside the tree at home/api-key; it returns the config's path, the
-// tree and home.
+// tree and home. Its backend is Lima with a limactl that only logs its call and fails, so
+// a bring-up that gets past the question fails at its first step and changes nothing on
+// this host (as root, lever refuses to run limactl at all).
 func keyJail(t *testing.T, key string, extra string) (cfg, tree, home string) {
 	t.Helper()
-	t.Setenv("LEVER_DEV_NETNS", "1")
-	t.Setenv("LEVER_NETNS_PREFIX", "lvtbtr")
 	t.Setenv("LEVER_STATE_DIR", t.TempDir())
 	root := t.TempDir()
 	tree, home = filepath.Join(root, "proj"), filepath.Join(root, "home")
@@ -38,8 +38,12 @@ func keyJail(t *testing.T, key string, extra string) (cfg, tree, home string) {
 	if err := os.WriteFile(filepath.Join(home, "api-key"), []byte(trustKey), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	limactl := filepath.Join(root, "limactl")
+	if err := os.WriteFile(limactl, []byte("#!/bin/sh\necho \"$@\" >>\"$0.log\"\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cfg = filepath.Join(tree, "lever.yaml")
-	y := fmt.Sprintf("name: unit\nbackend: netns\nworkers:\n  - name: docs\n    dir: docs\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: https://api.anthropic.com\n%s", key, extra)
+	y := fmt.Sprintf("name: unit\nbackend: lima\nworkers:\n  - name: docs\n    dir: docs\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: https://api.anthropic.com\nlima:\n  limactl: %s\n%s", key, limactl, extra)
 	if err := os.WriteFile(cfg, []byte(y), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -224,19 +228,13 @@ func (b *syncBuf) String() string {
 // the terminal. Enter or n refuses (exit 2) and changes nothing, y proceeds to the
 // bring-up and keeps the answer, so the next up does not ask; a changed grant asks again
 // showing the change; off a terminal lever up refuses naming --yes, and --yes proceeds.
-// The bring-up that proceeds finds no ip(8) (PATH is emptied): it fails at the guest step,
-// which proves it got past the question and brings nothing up here.
+// The bring-up that proceeds fails at its first step, the guest (keyJail's limactl), which
+// proves it got past the question and brings nothing up here.
 func TestFirstUpAsks(t *testing.T) {
 	t.Setenv("LEVER_LEV_BINARY", staticLev(t))
 	cfg, _, home := keyJail(t, "", "")
 	data, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, bytes.Replace(data, []byte("api_key_file: \n"), []byte("api_key_file: "+filepath.Join(home, "api-key")+"\n"), 1), 0o644)
-	t.Setenv("PATH", t.TempDir())
-	t.Cleanup(func() {
-		if _, err := os.Stat("/run/netns/lvtbtrunit"); err == nil {
-			t.Error("the test brought a namespace up")
-		}
-	})
 	kept := func() []byte {
 		b, err := hosttrust.Kept(config.StateRoot(), cfg)
 		if err != nil {
@@ -275,7 +273,7 @@ func TestFirstUpAsks(t *testing.T) {
 	if !strings.Contains(errs, asked) || strings.Contains(errs, refusedHere) || code == 0 {
 		t.Fatalf("y: exit %d, want the bring-up to proceed (and fail without ip):\n%s", code, errs)
 	}
-	if !strings.Contains(errs, `"ip": executable file not found`) {
+	if !strings.Contains(errs, "lever: jail: ") {
 		t.Fatalf("y: the bring-up did not reach the guest step:\n%s", errs)
 	}
 	if kept() == nil {
@@ -288,6 +286,9 @@ func TestFirstUpAsks(t *testing.T) {
 	}
 	// A changed grant asks again, showing the change.
 	os.WriteFile(cfg, append(bytes.Replace(data, []byte("api_key_file: \n"), []byte("api_key_file: "+filepath.Join(home, "api-key")+"\n"), 1), []byte("manager:\n  allow_ports: [5432]\n")...), 0o644)
+	if kept() == nil {
+		t.Fatal("lost the kept grants")
+	}
 	code, _, errs = leverIn(strings.NewReader(""), "up", cfg)
 	if code != 2 || !strings.Contains(errs, "changed since you confirmed them") || !strings.Contains(errs, "-  allowed ports:       none") || !strings.Contains(errs, "+  allowed ports:       5432") {
 		t.Fatalf("changed grants: exit %d, want the change shown and the off-terminal refusal:\n%s", code, errs)
