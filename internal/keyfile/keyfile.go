@@ -86,7 +86,7 @@ func check(f *os.File, path, tree string) error {
 		return fmt.Errorf("%s has mode %04o; a key file must be mode 0600 (chmod 600 %s)", path, perm, path)
 	}
 	if st.Nlink != 1 {
-		return fmt.Errorf("%s has %d hard links: another name of it could lie where the agents read; keep the key in a file with one name (cp %s %s.new && mv %s.new %s)", path, st.Nlink, path, path, path, path)
+		return fmt.Errorf("%s has %d hard links: another name of it could lie where the agents read; remove its other names (find / -xdev -samefile %s lists them), or keep the key in a new file of its own", path, st.Nlink, path)
 	}
 	if tree == "" {
 		return nil
