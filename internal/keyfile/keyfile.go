@@ -27,7 +27,7 @@ import (
 const Max = 64 << 10
 
 // ErrInTree is wrapped by the refusal of a key file the agents could reach.
-var ErrInTree = errors.New("the key file lies in the tree, which the agents read")
+var ErrInTree = errors.New("the agents read the tree")
 
 // Check opens path and refuses it as Read would, reading nothing.
 func Check(path, tree string) error {
@@ -113,7 +113,7 @@ func outside(st *unix.Stat_t, path, tree string) error {
 		return fmt.Errorf("%s changed while lever checked it; run the command again", path)
 	}
 	refuse := func() error {
-		return fmt.Errorf("%s (%s) lies in the tree %s: %w; keep the key outside it (e.g. ~/.config/lever/api-key)", path, real, tree, ErrInTree)
+		return fmt.Errorf("%s (really %s) lies in the tree %s: %w; keep the key outside it (e.g. ~/.config/lever/api-key)", path, real, tree, ErrInTree)
 	}
 	if realTree, err := filepath.EvalSymlinks(tree); err == nil && fspath.Within(realTree, real) {
 		return refuse()
