@@ -14,8 +14,14 @@ E2E_TAGS  := e2e,$(PODMAN_TAGS)
 MCP_SERVERS_DIR := $(CURDIR)/.cache/mcp
 MCP_SERVERS     := @modelcontextprotocol/server-everything@2026.8.31 @modelcontextprotocol/server-filesystem@2026.8.31
 export LEV_MCP_SERVERS := $(MCP_SERVERS_DIR)
+# The official model SDKs as test peers for internal/lev/provider (TestSDKPeersParse,
+# TestSDKPeersRequestTypes: their request types and parsers against lev's bodies and
+# recorded exchanges), from npm (pinned), found there through LEV_SDK_PEERS.
+SDK_PEERS_DIR := $(CURDIR)/.cache/sdk
+SDK_PEERS     := openai@7.60.0 @anthropic-ai/sdk@1.17.0 typescript@7.0.2
+export LEV_SDK_PEERS := $(SDK_PEERS_DIR)
 
-.PHONY: build test e2e bench lint fuzz ci clean mcp-servers cross dist
+.PHONY: build test e2e bench lint fuzz ci clean mcp-servers sdk-peers cross dist
 
 # lever sends the guest a Linux lev for the guest's architecture (the enrol and acceptance
 # helpers are `lev __guest ...`; the lev and workbench images carry it) and finds it beside
@@ -51,6 +57,14 @@ mcp-servers:
 		npm install --save-exact --no-audit --no-fund --loglevel=error --prefix $(MCP_SERVERS_DIR) $(MCP_SERVERS) && \
 		echo "$(MCP_SERVERS)" > $(MCP_SERVERS_DIR)/.stamp; \
 	else echo "mcp servers: up to date in $(MCP_SERVERS_DIR)"; fi
+
+# Idempotent like mcp-servers.
+sdk-peers:
+	@if [ "$$(cat $(SDK_PEERS_DIR)/.stamp 2>/dev/null)" != "$(SDK_PEERS)" ]; then \
+		mkdir -p $(SDK_PEERS_DIR) && \
+		npm install --save-exact --no-audit --no-fund --loglevel=error --prefix $(SDK_PEERS_DIR) $(SDK_PEERS) && \
+		echo "$(SDK_PEERS)" > $(SDK_PEERS_DIR)/.stamp; \
+	else echo "sdk peers: up to date in $(SDK_PEERS_DIR)"; fi
 
 bench: build
 	$(GO) run ./tools/benchtable -out docs/benchmarks.md

@@ -48,7 +48,7 @@ func TestUpstreamFetchRequestsRefused(t *testing.T) {
 		{"control: prompt as text", `{"model":"m","prompt":"say hi"}`, true},
 		{"stored prompt reference", `{"model":"m","prompt":{"id":"pmpt_123","version":"2"},"input":"hi"}`, false},
 		{"web_fetch server tool", `{"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}],"messages":[]}`, false},
-		{"web_search server tool", `{"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, false},
+		{"web_search server tool in a form lev does not send", `{"tools":[{"type":"web_search_20250305","name":"web_search","allowed_domains":["evil.test"]}]}`, false},
 		{"code execution server tool", `{"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}`, false},
 		{"openai mcp tool", `{"tools":[{"type":"mcp","server_label":"x","server_url":"https://evil.test/x"}]}`, false},
 		{"escaped tool type", `{"tools":[{"type":"web\u005ffetch_20250910"}]}`, false},

@@ -65,7 +65,7 @@ func TestBodyPolicyUnicodeCaseFolding(t *testing.T) {
 		{"control: long s in tools, client tool", `{"toolſ":[{"type":"function"}]}`, true},
 		{"control: long s in source, inline data", `{"messages":[{"content":[{"type":"image","ſource":{"type":"base64","data":"AAAA"}}]}]}`, true},
 		{"control: escaped long s in tools, client tool", `{"tool\u017f":[{"type":"custom"}]}`, true},
-		{"long s in tools", `{"toolſ":[{"type":"web_search_20250305","name":"web_search"}]}`, false},
+		{"long s in tools", `{"toolſ":[{"type":"code_execution_20250825","name":"code_execution"}]}`, false},
 		{"escaped long s in tools", `{"tool\u017f":[{"type":"web_fetch_20250910"}]}`, false},
 		{"long s in mcp_servers", `{"mcp_ſervers":[{"type":"url","url":"https://evil.test/","name":"x"}]}`, false},
 		{"long s in web_search_options", `{"web_ſearch_options":{}}`, false},

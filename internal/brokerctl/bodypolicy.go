@@ -74,6 +74,37 @@ type jsonFrame struct {
 	obj     bool
 	key     string // current key (objects), lower case
 	keyLong bool
+	// tool is set on an element object of the top-level "tools" array: its keys and
+	// scalar values, judged when it closes (a key may come before or after "type").
+	tool *toolDecl
+}
+
+// The one server tool the policy lets through, per provider, in exactly the form lev
+// declares it (provider.AnthropicWebSearchTool, provider.OpenAIWebSearchTool): a web
+// search the upstream runs with its own search index. A search sends the query to the
+// provider's search backend, not to a host the jail names; it fetches no URL the jail
+// gives (Anthropic's web_search has no URL input; OpenAI's runs with external_web_access
+// false, from its index and cache only, never a live fetch). Every other server tool, and
+// these with any other key or value (allowed_domains, user_location, a second "type"...),
+// is refused as before.
+const (
+	anthropicWebSearch = "web_search_20250305"
+	openaiWebSearch    = "web_search"
+	// maxSearchUses bounds max_uses in the Anthropic form.
+	maxSearchUses = 10
+	// maxToolKeys bounds the keys one tools[] element may have (lev's have at most five):
+	// the scanner keeps them until the element closes.
+	maxToolKeys = 64
+)
+
+// toolDecl is one tools[] element as the scanner read it.
+type toolDecl struct {
+	typ string // an allowed server tool's type, once seen ("" otherwise)
+	// bent is the first key not spelled in plain lower case: the policy folds keys as
+	// the most lenient decoder does, but a case-sensitive upstream would not see
+	// "External_Web_Access" as the field that turns live fetching off.
+	bent string
+	vals map[string]string // folded key -> "s:"+string, "l:"+literal, or "c" (object/array)
 }
 
 // Scanner states.
@@ -105,6 +136,8 @@ type bodyScanner struct {
 	prevOpen bool
 	// u8 checks that string contents are UTF-8 (RFC 8259 8.1), across chunk boundaries.
 	u8 utf8Check
+	// serverTools counts the allowed server tools declared (one at most).
+	serverTools int
 }
 
 // utf8Check validates UTF-8 one byte at a time: need continuation bytes are still due, the
@@ -221,6 +254,7 @@ func (s *bodyScanner) step(c byte) {
 			s.fail("request body is not well-formed JSON: %q is not a JSON literal", string(s.lit))
 			return
 		}
+		s.recordToolValue("l:" + string(s.lit))
 		s.valueDone()
 		s.step(c)
 		return
@@ -278,7 +312,12 @@ func (s *bodyScanner) beginValue(c byte) {
 			s.fail("request body nests deeper than %d", maxDepth)
 			return
 		}
-		s.stack = append(s.stack, jsonFrame{obj: c == '{'})
+		s.recordToolValue("c")
+		f := jsonFrame{obj: c == '{'}
+		if c == '{' && len(s.stack) == 2 && s.stack[0].obj && s.stack[0].key == "tools" && !s.stack[1].obj {
+			f.tool = &toolDecl{vals: map[string]string{}}
+		}
+		s.stack = append(s.stack, f)
 		if c == '{' {
 			s.st = stKeyOrClose
 		} else {
@@ -381,6 +420,20 @@ func (s *bodyScanner) stringDone() {
 		top := &s.stack[len(s.stack)-1]
 		top.key, top.keyLong = foldKey(v), s.strLong
 		s.st = stColon
+		if top.tool != nil {
+			if _, dup := top.tool.vals[top.key]; dup || top.keyLong {
+				s.fail("tools[] entry repeats key %q (in some spelling a decoder folds to it); refused: decoders differ on which one counts", capText(v, 128))
+				return
+			}
+			if len(top.tool.vals) >= maxToolKeys {
+				s.fail("tools[] entry has more than %d keys; refused", maxToolKeys)
+				return
+			}
+			top.tool.vals[top.key] = ""
+			if v != top.key && top.tool.bent == "" {
+				top.tool.bent = v
+			}
+		}
 		if len(s.stack) == 1 {
 			if why, ok := rootKeysRefused[top.key]; ok {
 				s.fail("request field %q asks for %s: the upstream would act for the jail beyond the model call (past its firewall, or with its own endpoint or key); refused", v, why)
@@ -389,7 +442,75 @@ func (s *bodyScanner) stringDone() {
 		return
 	}
 	s.checkString(v, s.strLong)
+	if s.strLong {
+		s.recordToolValue("c") // too long to be any value the policy allows
+	} else {
+		s.recordToolValue("s:" + v)
+	}
 	s.valueDone()
+}
+
+// recordToolValue notes a value of a tools[] element's key (what a server tool's check at
+// the element's close reads).
+func (s *bodyScanner) recordToolValue(v string) {
+	if n := len(s.stack); n == 3 {
+		if t := s.stack[2].tool; t != nil {
+			t.vals[s.stack[2].key] = v
+		}
+	}
+}
+
+// checkServerTool judges a closed tools[] element that declared an allowed server tool:
+// exactly lev's form, nothing more.
+func checkServerTool(t *toolDecl) error {
+	var want map[string]func(string) bool
+	switch t.typ {
+	case "":
+		return nil
+	}
+	if t.bent != "" {
+		return &bodyPolicyError{msg: fmt.Sprintf("server tool %q with key %q: keys must be spelled as lev spells them (lower case); refused", t.typ, capText(t.bent, 128))}
+	}
+	switch t.typ {
+	case anthropicWebSearch:
+		want = map[string]func(string) bool{
+			"type": func(string) bool { return true },
+			"name": func(v string) bool { return v == "s:web_search" },
+			"max_uses": func(v string) bool {
+				n := strings.TrimPrefix(v, "l:")
+				return n != v && len(n) <= 2 && numberRE.MatchString(n) && !strings.ContainsAny(n, ".eE-") && n != "0" && atoiSmall(n) <= maxSearchUses
+			},
+		}
+		if _, ok := t.vals["name"]; !ok {
+			return &bodyPolicyError{msg: fmt.Sprintf("server tool %q without \"name\": \"web_search\"; refused", t.typ)}
+		}
+	case openaiWebSearch:
+		want = map[string]func(string) bool{
+			"type":                func(string) bool { return true },
+			"external_web_access": func(v string) bool { return v == "l:false" },
+		}
+		if _, ok := t.vals["external_web_access"]; !ok {
+			return &bodyPolicyError{msg: fmt.Sprintf("server tool %q is allowed only with \"external_web_access\": false (search from the upstream's index, no live fetch of a URL the jail names); refused", t.typ)}
+		}
+	}
+	for k, v := range t.vals {
+		ok, known := want[k]
+		if !known {
+			return &bodyPolicyError{msg: fmt.Sprintf("server tool %q with key %q: only lev's own form of the web search tool is allowed (no other keys); refused", t.typ, capText(k, 128))}
+		}
+		if !ok(v) {
+			return &bodyPolicyError{msg: fmt.Sprintf("server tool %q with %q = %s: not the value lev sends; refused", t.typ, k, capText(strings.TrimPrefix(strings.TrimPrefix(v, "s:"), "l:"), 128))}
+		}
+	}
+	return nil
+}
+
+func atoiSmall(n string) int {
+	v := 0
+	for _, c := range n {
+		v = v*10 + int(c-'0')
+	}
+	return v
 }
 
 // foldKey is the form object keys are compared in. Lower case is not enough: a Go
@@ -442,6 +563,14 @@ func (s *bodyScanner) checkString(v string, long bool) {
 	}
 	// {"tools": [ {"type": ...}, ... ]} at the top level.
 	if f.key == "type" && len(top) == 3 && top[0].obj && top[0].key == "tools" && !top[1].obj {
+		if f.tool != nil && (v == anthropicWebSearch || v == openaiWebSearch) && !long {
+			if s.serverTools++; s.serverTools > 1 {
+				s.fail("more than one server tool declared (%q again); lev declares its web search once; refused", v)
+				return
+			}
+			f.tool.typ = v
+			return
+		}
 		if !clientToolTypes[v] && !clientToolRE.MatchString(v) {
 			s.fail("tool type %q is a server tool the upstream runs (it can reach the network on the jail's behalf); only tools the client executes (function, custom, ...) are allowed", capText(v, 128))
 		}
@@ -458,6 +587,12 @@ func (s *bodyScanner) valueDone() {
 }
 
 func (s *bodyScanner) closeFrame() {
+	if t := s.stack[len(s.stack)-1].tool; t != nil {
+		if err := checkServerTool(t); err != nil {
+			s.fail("%s", err.Error())
+			return
+		}
+	}
 	s.stack = s.stack[:len(s.stack)-1]
 	s.valueDone()
 }

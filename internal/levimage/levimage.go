@@ -28,6 +28,13 @@ const Repo = "localhost/lever/lev"
 // inputs only.
 var epoch = time.Unix(0, 0).UTC()
 
+// CABundle is where a Debian system (the guest, or the host on the netns substrate) keeps
+// its CA roots as one PEM file (package ca-certificates), and where Go's crypto/x509 looks
+// first on Linux: lev's tree gets the guest's copy at the same path, so lev's web_fetch,
+// http_get and http_post verify public HTTPS (with none, every HTTPS call fails with
+// "certificate signed by unknown authority").
+const CABundle = "/etc/ssl/certs/ca-certificates.crt"
+
 // Spec is what goes into a built image.
 type Spec struct {
 	// LevBinary is the host path of the static lev binary; it becomes /lev.

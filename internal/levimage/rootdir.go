@@ -112,8 +112,10 @@ type LevLayer struct {
 // levMode is /lev's mode in every tree (and in the lev image's layer).
 const levMode = 0o755
 
-// ReadLevLayer makes lev's layer of levBinary (its bytes are read when first written).
-func ReadLevLayer(levBinary string) (*LevLayer, error) {
+// ReadLevLayer makes lev's layer of levBinary (its bytes are read when first written),
+// with caCerts (PEM files, such as the guest's CABundle) under /etc/ssl/certs by their
+// base names: lev's web and HTTP tools verify public HTTPS against them.
+func ReadLevLayer(levBinary string, caCerts ...string) (*LevLayer, error) {
 	fi, err := os.Stat(levBinary)
 	if err != nil {
 		return nil, fmt.Errorf("reading lev binary: %w", err)
@@ -121,7 +123,7 @@ func ReadLevLayer(levBinary string) (*LevLayer, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("reading lev binary: %s is not a regular file", levBinary)
 	}
-	rest, err := layerTar(Spec{LevBinary: levBinary}, false)
+	rest, err := layerTar(Spec{LevBinary: levBinary, CACerts: caCerts}, false)
 	if err != nil {
 		return nil, err
 	}

@@ -130,8 +130,11 @@ func serve(r io.Reader, w io.Writer, root string) error {
 		if layer != nil {
 			return layer, nil
 		}
-		var err error
-		if layer, err = levimage.ReadLevLayer(self); err == nil {
+		certs, err := guestCABundle(root)
+		if err != nil {
+			return nil, err
+		}
+		if layer, err = levimage.ReadLevLayer(self, certs...); err == nil {
 			// In a VM the helper runs lever's installed copy, which never changes: the
 			// trees link it rather than write 21 MiB again (under TCG, a second or more).
 			layer.LinkFrom(self, levimage.InstalledLevDir)
@@ -164,6 +167,25 @@ func serve(r io.Reader, w io.Writer, root string) error {
 		resp.Bench = b
 	}
 	return json.NewEncoder(w).Encode(resp)
+}
+
+// guestCABundle is the guest's CA roots (levimage.CABundle under root) for lev's tree,
+// or none when the guest has no ca-certificates package: lev then still runs, and only
+// its HTTPS calls fail to verify. It is read as the guest has it at bring-up: a tree
+// found whole keeps the roots it was made with (its name is lev's, not the bundle's).
+func guestCABundle(root string) ([]string, error) {
+	p := filepath.Join(root, levimage.CABundle)
+	fi, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the guest's CA roots: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("the guest's CA roots %s: not a regular file", p)
+	}
+	return []string{p}, nil
 }
 
 // makeBench finds the workbench's tree named by the guest's package-state digest, or

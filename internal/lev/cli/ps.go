@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lever-jail/lever/internal/hostterm"
+	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
@@ -48,7 +49,7 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 		// GET /api/agents/{id}.
 		out := make([]psRow, 0, len(recs))
 		for _, r := range recs {
-			row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error, Label: r.Label}
+			row := psRow{ID: r.ID, Agent: r.Agent, Status: r.Status, Stage: r.Stage, Workdir: r.Workdir, Created: r.Created, Updated: r.Updated, Error: r.Error, Label: r.Label, Usage: r.Usage}
 			if r.Stage < len(r.Stages) {
 				row.StageName = r.Stages[r.Stage].Name
 			}
@@ -95,4 +96,6 @@ type psRow struct {
 	// Label is the run's taint label, which its error carries (gated before it was
 	// recorded).
 	Label string `json:"label,omitempty"`
+	// Usage is the run's token counts (run.json's usage).
+	Usage *provider.Usage `json:"usage,omitempty"`
 }

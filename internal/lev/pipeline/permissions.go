@@ -7,12 +7,15 @@ import (
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
-// Defaults are the permissions of built-in tools nobody configured: reading, writing in the
-// workdir and submitting run; anything that runs commands or reaches the network asks.
+// Defaults are the permissions of built-in tools nobody configured: reading and searching,
+// writing in the workdir, the run's own todo list and context, and submitting run; anything that runs commands or reaches the network asks.
 // Tools with no default (MCP, scripts) ask.
 var Defaults = map[string]blueprint.Permission{
 	"read_file": blueprint.Allow, "read_files": blueprint.Allow, "list_dir": blueprint.Allow,
 	"write_file": blueprint.Allow, "edit_file": blueprint.Allow, "submit_output": blueprint.Allow,
+	"glob": blueprint.Allow, "grep": blueprint.Allow,
+	"todo_write": blueprint.Allow, "todo_read": blueprint.Allow,
+	"context_list": blueprint.Allow, "context_drop": blueprint.Allow,
 	"shell": blueprint.Ask, "web_fetch": blueprint.Ask, "web_search": blueprint.Ask,
 	"http_get": blueprint.Ask, "http_post": blueprint.Ask,
 }

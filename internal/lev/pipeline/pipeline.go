@@ -188,6 +188,9 @@ type Pipeline struct {
 	Exec  Executor
 	Asker Asker
 	HTTP  *http.Client
+	// Search runs web_search's searches (nil: the provider has none, and web_search says
+	// it is not available).
+	Search SearchFunc
 	// Env is the environment tools' child processes get.
 	Env []string
 	// Protected are paths (each a subtree) the file tools never write, even inside the
@@ -198,6 +201,11 @@ type Pipeline struct {
 	// Tools are the run's tools that are not built in (its MCP servers' tools), by their
 	// mcp__SERVER__TOOL names; they pass every step like a built-in.
 	Tools map[string]*Tool
+	// RunDir is runs/<id>/: the todo tools keep the run's list there.
+	RunDir string
+	// Context is the running stage's conversation, for the context tools (the runner's);
+	// nil: they fail.
+	Context Conversation
 	// Decided, when set, sees each call once steps 1 to 4 have decided on it and before it
 	// runs (res is the refusal, nil when it will run): the run's live events say what is
 	// about to happen while it happens, not after.
@@ -244,8 +252,17 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		reads, writes := fp.paths()
 		for _, r := range reads {
 			a, err := p.files().ResolveRead(tc.Name, r)
+			var nr *workfs.Refusal
+			if spec.workdirOnly && errors.As(err, &nr) && nr.Code == workfs.CodeNotGranted {
+				// No grant would let this tool out: not the refusal that stops the run to
+				// wait for one (and a lev resume).
+				return c, refused(StepFence, workfs.CodeOutside, fmt.Sprintf("%s: refused: %s is outside the workdir; %s searches only the workdir, whatever [read_paths] grants", tc.Name, r, tc.Name))
+			}
 			if err != nil {
 				return c, fenceRefusal(err)
+			}
+			if a.Outside && spec.workdirOnly {
+				return c, refused(StepFence, workfs.CodeOutside, fmt.Sprintf("%s: refused: %s resolves to %s, outside the workdir; %s searches only the workdir, whatever [read_paths] grants (read a granted path with read_file, read_files or list_dir)", tc.Name, r, a.Real, tc.Name))
 			}
 			c.Reads = append(c.Reads, a)
 		}

@@ -14,7 +14,12 @@ import (
 // required are the fields tagged schema:"required"; no other property is allowed (the
 // strict decoder refuses one anyway).
 func schemaFor[T Args]() json.RawMessage {
-	t := reflect.TypeOf((*T)(nil)).Elem()
+	return json.RawMessage(objectSchema(reflect.TypeOf((*T)(nil)).Elem()))
+}
+
+// objectSchema is the schema of a struct type (an argument type, or the element of an
+// array argument such as edit_file's edits).
+func objectSchema(t reflect.Type) string {
 	var props bytes.Buffer
 	required := []string{}
 	for i := 0; i < t.NumField(); i++ {
@@ -35,7 +40,7 @@ func schemaFor[T Args]() json.RawMessage {
 		}
 	}
 	r, _ := json.Marshal(required)
-	return json.RawMessage(`{"type":"object","properties":{` + props.String() + `},"required":` + string(r) + `,"additionalProperties":false}`)
+	return `{"type":"object","properties":{` + props.String() + `},"required":` + string(r) + `,"additionalProperties":false}`
 }
 
 var rawMessageType = reflect.TypeOf(json.RawMessage(nil))
@@ -53,6 +58,8 @@ func jsonType(owner reflect.Type, f reflect.StructField) string {
 		return `{"type":"integer"}`
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		return `{"type":"array","items":{"type":"string"}}`
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		return `{"type":"array","items":` + objectSchema(t.Elem()) + `}`
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
 		return `{"type":"object","additionalProperties":{"type":"string"}}`
 	}

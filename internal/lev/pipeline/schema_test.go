@@ -9,20 +9,30 @@ import (
 
 // TestSchemasDerivedFromArgTypes: each built-in's schema, now derived from its argument
 // type, is exactly the one lev offered when schemas were written by hand (the golden
-// strings below), so the change offers the model nothing new; and a schema names exactly
+// strings below; the tools added since, and edit_file's edits, have their own golden
+// strings here), so a change of a type is a change of what the model is offered; and a schema names exactly
 // the keys the strict decoder accepts (a key the schema lacks is refused by the decoder,
 // and every key it names decodes).
 func TestSchemasDerivedFromArgTypes(t *testing.T) {
 	golden := map[string]string{
-		"read_file":     `{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"max_bytes":{"type":"integer"}},"required":["path"],"additionalProperties":false}`,
-		"read_files":    `{"type":"object","properties":{"paths":{"type":"array","items":{"type":"string"}}},"required":["paths"],"additionalProperties":false}`,
-		"list_dir":      `{"type":"object","properties":{"path":{"type":"string"}},"required":[],"additionalProperties":false}`,
-		"write_file":    `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`,
-		"edit_file":     `{"type":"object","properties":{"path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["path","old_string","new_string"],"additionalProperties":false}`,
+		"read_file":  `{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer"},"max_bytes":{"type":"integer"}},"required":["path"],"additionalProperties":false}`,
+		"read_files": `{"type":"object","properties":{"paths":{"type":"array","items":{"type":"string"}}},"required":["paths"],"additionalProperties":false}`,
+		"list_dir":   `{"type":"object","properties":{"path":{"type":"string"}},"required":[],"additionalProperties":false}`,
+		"write_file": `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`,
+		// edit_file: one edit (old_string, new_string) or several (edits), so only path is
+		// required; validate demands one form or the other.
+		"edit_file":     `{"type":"object","properties":{"path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"},"edits":{"type":"array","items":{"type":"object","properties":{"old_string":{"type":"string"},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["old_string","new_string"],"additionalProperties":false}}},"required":["path"],"additionalProperties":false}`,
+		"glob":          `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"],"additionalProperties":false}`,
+		"grep":          `{"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},"glob":{"type":"string"},"case_insensitive":{"type":"boolean"},"context":{"type":"integer"},"max_matches":{"type":"integer"}},"required":["pattern"],"additionalProperties":false}`,
+		"todo_write":    `{"type":"object","properties":{"todos":{"type":"array","items":{"type":"object","properties":{"content":{"type":"string"},"status":{"type":"string"}},"required":["content","status"],"additionalProperties":false}}},"required":["todos"],"additionalProperties":false}`,
+		"todo_read":     `{"type":"object","properties":{},"required":[],"additionalProperties":false}`,
+		"context_list":  `{"type":"object","properties":{},"required":[],"additionalProperties":false}`,
+		"context_drop":  `{"type":"object","properties":{"ids":{"type":"array","items":{"type":"string"}}},"required":["ids"],"additionalProperties":false}`,
 		"shell":         `{"type":"object","properties":{"command":{"type":"string"},"timeout_seconds":{"type":"integer"}},"required":["command"],"additionalProperties":false}`,
 		"web_fetch":     `{"type":"object","properties":{"url":{"type":"string"}},"required":["url"],"additionalProperties":false}`,
 		"http_get":      `{"type":"object","properties":{"url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"required":["url"],"additionalProperties":false}`,
 		"http_post":     `{"type":"object","properties":{"url":{"type":"string"},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"required":["url"],"additionalProperties":false}`,
+		"web_search":    `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"],"additionalProperties":false}`,
 		"submit_output": `{"type":"object","properties":{"output":{}},"required":["output"],"additionalProperties":false}`,
 	}
 	if got := Names(); !reflect.DeepEqual(got, sortedKeys(golden)) {

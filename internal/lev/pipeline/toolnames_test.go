@@ -9,8 +9,7 @@ import (
 )
 
 // TestToolNamesMatchRegistry: the names a [tool_permissions] table may set are exactly the
-// registered built-ins plus the tools with a default permission (web_search: named in
-// docs/lev.md, not offered yet). A tool added to one and not the other fails here.
+// registered built-ins plus the tools with a default permission. A tool added to one and not the other fails here.
 func TestToolNamesMatchRegistry(t *testing.T) {
 	want := map[string]bool{}
 	for _, n := range Names() {

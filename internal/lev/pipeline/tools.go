@@ -18,6 +18,9 @@ const (
 	ClassWrite    Class = "write"    // file writes: confined to the workdir
 	ClassOutbound Class = "outbound" // can send bytes off the machine: shell, HTTP tools
 	ClassOutput   Class = "output"   // submit_output: the final answer leaves the machine
+	// ClassState: the run's own state (the todo list, the conversation's context): kept
+	// on the machine, read and written by nothing but these tools.
+	ClassState Class = "state"
 	// ClassLocal: an MCP server the user classified as unable to send data off the machine.
 	ClassLocal Class = "local"
 )
@@ -30,6 +33,9 @@ type Tool struct {
 	Schema      json.RawMessage
 	parse       func(json.RawMessage) (Args, error)
 	run         func(ctx context.Context, p *Pipeline, c *Call) (*Result, error)
+	// workdirOnly: the tool's reads never leave the workdir, whatever [read_paths] grants
+	// (glob, grep); the fence step refuses a path that resolves outside it.
+	workdirOnly bool
 	// deadline is how long one call may take (default DefaultDeadline): the pipeline
 	// abandons a call that runs past it.
 	deadline func(Args) time.Duration
@@ -90,7 +96,7 @@ func DecodeArgs(tool string, raw json.RawMessage) (Args, error) {
 
 // registry is lev's built-in tools, one family per file, put together here explicitly
 // (nothing registers itself from an init function: what lev offers is this list).
-var registry = table(fileTools(), shellTools(), netTools(), submitTools())
+var registry = table(fileTools(), searchTools(), editTools(), todoTools(), contextTools(), shellTools(), netTools(), webSearchTools(), submitTools())
 
 func table(families ...[]*Tool) map[string]*Tool {
 	m := map[string]*Tool{}

@@ -82,23 +82,6 @@ func (a writeFileArgs) validate() error {
 }
 func (a writeFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
 
-type editFileArgs struct {
-	Path       string `json:"path" schema:"required"`
-	OldString  string `json:"old_string" schema:"required"`
-	NewString  string `json:"new_string" schema:"required"`
-	ReplaceAll bool   `json:"replace_all"`
-}
-
-func (a editFileArgs) validate() error {
-	if err := pathArg("path", a.Path); err != nil {
-		return err
-	}
-	return required("old_string", a.OldString)
-}
-
-// edit_file reads what it edits, but only inside the workdir: the write check covers both.
-func (a editFileArgs) paths() ([]string, []string) { return nil, []string{a.Path} }
-
 // MaxPathBytes caps a path argument: the kernel resolves nothing longer (PATH_MAX), and a
 // longer one would only be echoed back in refusals.
 const MaxPathBytes = 4096
@@ -207,40 +190,6 @@ func fileTools() []*Tool {
 				return nil, err
 			}
 			return &Result{Content: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), a.Path)}, nil
-		},
-	})
-	out = append(out, &Tool{
-		Name: "edit_file", Class: ClassWrite,
-		Description: "Replace old_string with new_string in a workdir file (once, unless replace_all).",
-		Schema:      schemaFor[editFileArgs](),
-		parse:       strict[editFileArgs],
-		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {
-			a := c.Args.(editFileArgs)
-			var n int
-			err := p.files().EditFile("edit_file", c.Writes[0], func(data []byte) ([]byte, error) {
-				n = strings.Count(string(data), a.OldString)
-				switch {
-				case n == 0:
-					return nil, fmt.Errorf("edit_file: old_string not found in %s", a.Path)
-				case n > 1 && !a.ReplaceAll:
-					return nil, fmt.Errorf("edit_file: old_string occurs %d times in %s; make it unique or set replace_all", n, a.Path)
-				}
-				k := 1
-				if a.ReplaceAll {
-					k = n
-				}
-				// The size is known before the bytes are built: a replace_all that would
-				// pass the write cap allocates nothing.
-				size := int64(len(data)) + int64(k)*(int64(len(a.NewString))-int64(len(a.OldString)))
-				if err := workfs.CheckWriteSize("edit_file", a.Path, size, "the result would be"); err != nil {
-					return nil, err
-				}
-				return []byte(strings.Replace(string(data), a.OldString, a.NewString, k)), nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			return &Result{Content: fmt.Sprintf("replaced %d occurrence(s) in %s", map[bool]int{true: n, false: 1}[a.ReplaceAll], a.Path)}, nil
 		},
 	})
 	return out

@@ -18,6 +18,41 @@ type Anthropic struct {
 	APIKey  string
 	Stream  bool
 	Client  *http.Client
+	// Retry is the retry policy for 429 and 5xx replies (529: overloaded); nil is
+	// DefaultRetry.
+	Retry *Retry
+}
+
+func (a *Anthropic) retrier() Retry {
+	if a.Retry != nil {
+		return *a.Retry
+	}
+	return DefaultRetry
+}
+
+// newRequest is a Messages POST with the API version and the key when lev has one.
+func (a *Anthropic) newRequest(ctx context.Context, body []byte) (*http.Request, error) {
+	hreq, err := newJSONPost(ctx, a.BaseURL, DefaultAnthropicBase, "/v1/messages", body)
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("anthropic-version", "2023-06-01")
+	if a.APIKey != "" {
+		hreq.Header.Set("x-api-key", a.APIKey)
+	}
+	return hreq, nil
+}
+
+// anUsage is the Messages API's usage (in a reply, message_start and message_delta).
+type anUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+func (u anUsage) usage() Usage {
+	return Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens, Calls: 1}
 }
 
 // DefaultAnthropicBase is the public endpoint.
@@ -57,6 +92,7 @@ type anRequest struct {
 type anResponse struct {
 	Content    []anBlock `json:"content"`
 	StopReason string    `json:"stop_reason"`
+	Usage      anUsage   `json:"usage"`
 	Error      *struct {
 		Message string `json:"message"`
 	} `json:"error"`
@@ -102,23 +138,19 @@ func (a *Anthropic) Complete(ctx context.Context, req *Request) (*Response, erro
 	if err != nil {
 		return nil, err
 	}
-	hreq, err := newJSONPost(ctx, a.BaseURL, DefaultAnthropicBase, "/v1/messages", body)
+	hreq, err := a.newRequest(ctx, body)
 	if err != nil {
 		return nil, err
 	}
-	hreq.Header.Set("anthropic-version", "2023-06-01")
-	if a.APIKey != "" {
-		hreq.Header.Set("x-api-key", a.APIKey)
-	}
 	var r anResponse
-	streamed, _, err := exchange(a.Client, "anthropic", hreq, a.Stream, a.readStream, &r)
+	streamed, _, err := exchange(ctx, a.retrier(), a.Client, "anthropic", hreq, a.Stream, a.readStream, &r)
 	if err != nil || streamed != nil {
 		return streamed, err
 	}
 	if r.Error != nil {
 		return nil, fmt.Errorf("anthropic: %s", r.Error.Message)
 	}
-	out := &Response{Stop: r.StopReason}
+	out := &Response{Stop: r.StopReason, Usage: r.Usage.usage()}
 	var text strings.Builder
 	for _, b := range r.Content {
 		switch b.Type {
@@ -146,6 +178,11 @@ type anStreamEvent struct {
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
 	} `json:"delta"`
+	// message_start carries the input's usage; message_delta the output tokens so far.
+	Message struct {
+		Usage anUsage `json:"usage"`
+	} `json:"message"`
+	Usage *anUsage `json:"usage"`
 	Error *struct {
 		Message string `json:"message"`
 	} `json:"error"`
@@ -201,9 +238,16 @@ func (a *Anthropic) readStream(resp *http.Response) (*Response, error) {
 			}
 			b.text.WriteString(e.Delta.Text)
 			b.args.WriteString(e.Delta.PartialJSON)
+		case "message_start":
+			out.Usage = e.Message.Usage.usage()
 		case "message_delta":
 			if e.Delta.StopReason != "" {
 				out.Stop = e.Delta.StopReason
+			}
+			if e.Usage != nil {
+				// cumulative: the last delta's count is the reply's
+				out.Usage.OutputTokens = e.Usage.OutputTokens
+				out.Usage.Calls = 1
 			}
 		case "message_stop":
 			goto done

@@ -21,6 +21,30 @@ type OpenAI struct {
 	APIKey  string
 	Stream  bool
 	Client  *http.Client
+	// Retry is the retry policy for 429 and 5xx replies; nil is DefaultRetry.
+	Retry *Retry
+}
+
+func (o *OpenAI) retrier() Retry {
+	if o.Retry != nil {
+		return *o.Retry
+	}
+	return DefaultRetry
+}
+
+// newRequest is a JSON POST to the base URL + path, with the key when lev has one.
+func (o *OpenAI) newRequest(ctx context.Context, path string, body []byte, stream bool) (*http.Request, error) {
+	hreq, err := newJSONPost(ctx, o.BaseURL, DefaultOpenAIBase, path, body)
+	if err != nil {
+		return nil, err
+	}
+	if o.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+o.APIKey)
+	}
+	if stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
+	return hreq, nil
 }
 
 // DefaultOpenAIBase is the public endpoint.
@@ -53,11 +77,51 @@ type oaTool struct {
 }
 
 type oaRequest struct {
-	Model     string      `json:"model"`
-	Messages  []oaMessage `json:"messages"`
-	Tools     []oaTool    `json:"tools,omitempty"`
-	Stream    bool        `json:"stream,omitempty"`
-	MaxTokens int         `json:"max_tokens,omitempty"`
+	Model         string           `json:"model"`
+	Messages      []oaMessage      `json:"messages"`
+	Tools         []oaTool         `json:"tools,omitempty"`
+	Stream        bool             `json:"stream,omitempty"`
+	StreamOptions *oaStreamOptions `json:"stream_options,omitempty"`
+	MaxTokens     int              `json:"max_tokens,omitempty"`
+}
+
+// oaStreamOptions: include_usage makes a stream end with a frame carrying the usage.
+type oaStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// oaUsage is chat completions' usage.
+type oaUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func (u *oaUsage) usage() Usage {
+	out := Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, Calls: 1}
+	if u.PromptTokensDetails != nil {
+		out.CacheReadTokens = u.PromptTokensDetails.CachedTokens
+	}
+	return out
+}
+
+// oaRespUsage is the Responses API's usage.
+type oaRespUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	InputTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+}
+
+func (u *oaRespUsage) usage() Usage {
+	out := Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Calls: 1}
+	if u.InputTokensDetails != nil {
+		out.CacheReadTokens = u.InputTokensDetails.CachedTokens
+	}
+	return out
 }
 
 type oaChoice struct {
@@ -68,6 +132,7 @@ type oaChoice struct {
 
 type oaResponse struct {
 	Choices []oaChoice `json:"choices"`
+	Usage   *oaUsage   `json:"usage"`
 	Error   *struct {
 		Message string `json:"message"`
 	} `json:"error"`
@@ -77,6 +142,9 @@ func str(s string) *string { return &s }
 
 func (o *OpenAI) body(req *Request) ([]byte, error) {
 	r := oaRequest{Model: req.Model, Stream: o.Stream, MaxTokens: req.MaxTokens}
+	if o.Stream {
+		r.StreamOptions = &oaStreamOptions{IncludeUsage: true}
+	}
 	if req.System != "" {
 		r.Messages = append(r.Messages, oaMessage{Role: "system", Content: str(req.System)})
 	}
@@ -108,18 +176,12 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	hreq, err := newJSONPost(ctx, o.BaseURL, DefaultOpenAIBase, "/chat/completions", body)
+	hreq, err := o.newRequest(ctx, "/chat/completions", body, o.Stream)
 	if err != nil {
 		return nil, err
 	}
-	if o.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+o.APIKey)
-	}
-	if o.Stream {
-		hreq.Header.Set("Accept", "text/event-stream")
-	}
 	var r oaResponse
-	streamed, resp, err := exchange(o.Client, "openai", hreq, o.Stream, o.readStream, &r)
+	streamed, resp, err := exchange(ctx, o.retrier(), o.Client, "openai", hreq, o.Stream, o.readStream, &r)
 	if err != nil || streamed != nil {
 		return streamed, err
 	}
@@ -131,6 +193,9 @@ func (o *OpenAI) Complete(ctx context.Context, req *Request) (*Response, error) 
 	}
 	c := r.Choices[0]
 	out := &Response{}
+	if r.Usage != nil {
+		out.Usage = r.Usage.usage()
+	}
 	if c.Message.Content != nil {
 		out.Text = *c.Message.Content
 	}
@@ -177,6 +242,9 @@ func (o *OpenAI) readStream(resp *http.Response) (*Response, error) {
 		if r.Error != nil {
 			return nil, fmt.Errorf("openai: %s", r.Error.Message)
 		}
+		if r.Usage != nil {
+			out.Usage = r.Usage.usage()
+		}
 		for _, c := range r.Choices {
 			if c.Delta.Content != nil {
 				text.WriteString(*c.Delta.Content)
@@ -220,7 +288,6 @@ func normArgs(s string) json.RawMessage {
 	return json.RawMessage(s)
 }
 
-// statusError reads (under the cap) and quotes the start of an error reply.
 // newJSONPost builds a JSON POST to base (or def when base is empty) + path.
 func newJSONPost(ctx context.Context, base, def, path string, body []byte) (*http.Request, error) {
 	if base == "" {
@@ -236,13 +303,11 @@ func newJSONPost(ctx context.Context, base, def, path string, body []byte) (*htt
 
 // exchange sends hreq. An SSE reply (when a stream was asked for) goes to stream; any other
 // 2xx body is read under the 64 MiB cap and decoded into into. who prefixes every error.
-func exchange(c *http.Client, who string, hreq *http.Request, wantStream bool, stream func(*http.Response) (*Response, error), into any) (*Response, *http.Response, error) {
-	resp, err := c.Do(hreq)
+// 429 and 5xx replies are retried by rt before anything is read.
+func exchange(ctx context.Context, rt Retry, c *http.Client, who string, hreq *http.Request, wantStream bool, stream func(*http.Response) (*Response, error), into any) (*Response, *http.Response, error) {
+	resp, err := rt.do(ctx, c, who, hreq)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", who, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return nil, nil, statusError(who, resp)
+		return nil, nil, err
 	}
 	if wantStream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		r, err := stream(resp)
@@ -256,16 +321,4 @@ func exchange(c *http.Client, who string, hreq *http.Request, wantStream bool, s
 		return nil, nil, fmt.Errorf("%s: decoding reply from %s: %w", who, capread.Peer(resp), err)
 	}
 	return nil, resp, nil
-}
-
-func statusError(who string, resp *http.Response) error {
-	data, err := capread.Body(resp)
-	if err != nil {
-		return fmt.Errorf("%s: HTTP %d: %w", who, resp.StatusCode, err)
-	}
-	snip := strings.TrimSpace(string(data))
-	if len(snip) > 300 {
-		snip = snip[:300] + "…"
-	}
-	return fmt.Errorf("%s: HTTP %d from %s: %s", who, resp.StatusCode, capread.Peer(resp), snip)
 }

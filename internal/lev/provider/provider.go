@@ -52,6 +52,32 @@ type Response struct {
 	Text      string
 	ToolCalls []ToolCall
 	Stop      string
+	// Usage is the tokens the upstream reported for this call (zero when it reports
+	// none: the scripted provider, a stream without a usage frame).
+	Usage Usage
+}
+
+// Usage counts tokens as the upstream reports them. A run sums its calls' (run.json's
+// "usage", lev ps --json).
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// CacheReadTokens and CacheWriteTokens are the prompt tokens read from and written to
+	// the upstream's prompt cache (Anthropic's cache_read/cache_creation_input_tokens,
+	// OpenAI's cached_tokens), when it says.
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// Calls is how many model calls the counts add up (web_search's own calls included).
+	Calls int64 `json:"calls"`
+}
+
+// Add adds u's counts to the receiver's.
+func (s *Usage) Add(u Usage) {
+	s.InputTokens += u.InputTokens
+	s.OutputTokens += u.OutputTokens
+	s.CacheReadTokens += u.CacheReadTokens
+	s.CacheWriteTokens += u.CacheWriteTokens
+	s.Calls += u.Calls
 }
 
 // Provider is a model endpoint.

@@ -25,9 +25,46 @@ import (
 //	[[rule.call]]
 //	tool = "read_file"
 //	args = '{"path": "notes.txt"}'  # {{last}} = the last message's text, JSON-escaped
+//
+// Web search (lev's web_search tool) answers from [[search]] rules; a file with none is a
+// provider without web search:
+//
+//	[[search]]
+//	query_contains = "golang"    # optional
+//	text = "Go is ..."
+//	[[search.source]]
+//	title = "The Go site"
+//	url = "https://go.dev/"
 type Scripted struct {
-	Rules []Rule `toml:"rule"`
-	n     atomic.Int64
+	Rules    []Rule       `toml:"rule"`
+	Searches []SearchRule `toml:"search"`
+	n        atomic.Int64
+}
+
+// SearchRule is one scripted web search answer.
+type SearchRule struct {
+	QueryContains string   `toml:"query_contains"`
+	Text          string   `toml:"text"`
+	Sources       []Source `toml:"source"`
+}
+
+// Search answers from the first [[search]] rule whose query_contains the query holds.
+func (s *Scripted) Search(ctx context.Context, req *SearchRequest) (*SearchResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkQuery(req.Query); err != nil {
+		return nil, err
+	}
+	if len(s.Searches) == 0 {
+		return nil, fmt.Errorf("%w: the provider script has no [[search]] rules", ErrSearchUnavailable)
+	}
+	for _, r := range s.Searches {
+		if strings.Contains(req.Query, r.QueryContains) {
+			return &SearchResult{Text: r.Text, Sources: append([]Source(nil), r.Sources...)}, nil
+		}
+	}
+	return nil, fmt.Errorf("scripted: no [[search]] rule matches query %q", req.Query)
 }
 
 // Rule is one scripted reply.
@@ -55,6 +92,13 @@ func LoadScripted(file string) (*Scripted, error) {
 	doc, err := tomlx.Decode(file, data, s)
 	if err != nil {
 		return nil, err
+	}
+	for i, r := range s.Searches {
+		for j, src := range r.Sources {
+			if src.URL == "" {
+				return nil, doc.Errorf("search.source.url", "search %d source %d: url is required", i+1, j+1)
+			}
+		}
 	}
 	for i, r := range s.Rules {
 		for j, c := range r.Calls {

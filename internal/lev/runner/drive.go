@@ -165,6 +165,9 @@ func (r *run) firstMessage(i int, st *blueprint.Stage, prev json.RawMessage) str
 // the turn limit.
 func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, ss *stageState) (Status, string, *pipeline.Refusal) {
 	pst := pipeline.Stage{Index: i, Name: st.Name, Dir: ss.dir, Tools: st.Tools, Sandbox: mergeSandbox(r.bp.Sandbox, st.Sandbox)}
+	if r.conv != nil {
+		r.conv.enter(i, ss, func() error { return e.saveStage(r, ss) })
+	}
 	// Calls left over from a refused turn run first, under the config in force now. The
 	// caller writes stage.json and messages.json when the stage ends, however it ends.
 	if pending := ss.rec.Pending; len(pending) > 0 {
@@ -181,11 +184,16 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 			Tools: r.pipe.Specs(pst), MaxTokens: r.cfg.Provider.MaxTokens, Stage: st.Name})
 		ss.rec.Turns++
 		if err != nil {
+			r.addUsage(provider.Usage{})
 			return StatusFailed, fmt.Sprintf("stage %s: model: %v", st.Name, err), nil
 		}
+		r.addUsage(resp.Usage)
 		r.emit(e, events.Event{Type: events.Turn, Stage: st.Name, StageIndex: intp(i), Turn: ss.rec.Turns, Calls: len(resp.ToolCalls), Bytes: len(resp.Text)})
 		resp.ToolCalls = recordableCalls(resp.ToolCalls)
 		ss.messages = append(ss.messages, provider.Message{Role: "assistant", Content: resp.Text, ToolCalls: resp.ToolCalls})
+		if r.conv != nil {
+			r.conv.observeTurn()
+		}
 		if len(resp.ToolCalls) == 0 {
 			ref, err := e.gateAnswer(ctx, r, pst, ss, resp.Text)
 			if err != nil {
@@ -202,7 +210,9 @@ func (e *Engine) stage(ctx context.Context, r *run, i int, st *blueprint.Stage, 
 			ss.rec.Output = out
 			return "completed", "", nil
 		}
-		if status, msg, ref, done := e.calls(ctx, r, pst, ss, resp.ToolCalls); done {
+		status, msg, ref, done := e.calls(ctx, r, pst, ss, resp.ToolCalls)
+		r.addUsage(provider.Usage{}) // web_search's, if the turn searched
+		if done {
 			return status, msg, ref
 		}
 		if err := e.saveStage(r, ss); err != nil {

@@ -140,9 +140,50 @@ type run struct {
 	exec  pipeline.Executor
 	seeds string
 	asker *apiAsker
+	// conv is the running stage's conversation, for the context tools.
+	conv *convo
 	// ev is this leg's events log (events.jsonl); nil until the run exists.
 	ev       *events.Log
 	evWarned bool
+	// searchUsage is what web_search's own model calls used, added by the tool (which may
+	// run past its deadline in its own goroutine) and moved into rec.Usage by the drive
+	// loop, the record's one writer.
+	searchMu    sync.Mutex
+	searchUsage provider.Usage
+}
+
+// addUsage counts one model call's tokens in the run's record (drive loop only), with
+// whatever web_search's calls used since the last time.
+func (r *run) addUsage(u provider.Usage) {
+	r.searchMu.Lock()
+	u.Add(r.searchUsage)
+	r.searchUsage = provider.Usage{}
+	r.searchMu.Unlock()
+	if u == (provider.Usage{}) {
+		return
+	}
+	if r.rec.Usage == nil {
+		r.rec.Usage = &provider.Usage{}
+	}
+	r.rec.Usage.Add(u)
+}
+
+// search is the run's web_search: its provider's, with its model, when the provider
+// can search (pipeline.Pipeline.Search).
+func (r *run) searchFunc() pipeline.SearchFunc {
+	s, ok := r.prov.(provider.Searcher)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, q string) (*provider.SearchResult, error) {
+		res, err := s.Search(ctx, &provider.SearchRequest{Model: r.model, Query: q})
+		if res != nil {
+			r.searchMu.Lock()
+			r.searchUsage.Add(res.Usage)
+			r.searchMu.Unlock()
+		}
+		return res, err
+	}
 }
 
 // Start checks and spawns a run, returning once it is running (or failed to spawn).

@@ -151,8 +151,11 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 		Gate:  gate, Exec: exec, Asker: ask, HTTP: httpc,
 		Env:       scrubSecrets(pipeline.ScrubEnv(os.Environ(), cfg.Provider.APIKeyEnv), e.Secrets),
 		Protected: state.Paths(),
+		RunDir:    runDir,
 	}
-	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api}
+	r := &run{rec: rec, bp: bp, cfg: cfg, pipe: p, prov: prov, model: model, exec: exec, asker: api, conv: newConvo(gate)}
+	p.Context = r.conv
+	p.Search = r.searchFunc()
 	if api != nil {
 		api.r = r
 	}

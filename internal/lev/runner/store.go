@@ -88,6 +88,9 @@ type Record struct {
 	Created    time.Time       `json:"created"`
 	Updated    time.Time       `json:"updated"`
 	Result     json.RawMessage `json:"result,omitempty"`
+	// Usage is the tokens the run's model calls used, as the upstream reported them
+	// (web_search's calls included), over every leg; absent until a call reports any.
+	Usage *provider.Usage `json:"usage,omitempty"`
 }
 
 // StageRecord is one stage's summary in run.json (and its stage.json).

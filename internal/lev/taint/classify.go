@@ -37,17 +37,18 @@ var builtin = map[string]Class{
 	"list_dir":   {Known: true},
 	"write_file": {Known: true},
 	"edit_file":  {Known: true},
+	// Search tools: reads confined to the workdir.
+	"glob": {Known: true},
+	"grep": {Known: true},
+	// Context tools: the run's own conversation. Dropping an entry evicts its label.
+	"context_list": {Known: true},
+	"context_drop": {Known: true},
+	// Todo tools: the run's own list, labelled like a file the run wrote (taintgate).
+	"todo_read":  {Known: true},
+	"todo_write": {Known: true},
 	// The families below are the ones docs/lev-security.md ("Which tools are gated") lists
 	// as not gated; lev offers none of them yet, so no call can reach these rows
 	// until the pipeline registers the tool.
-	// Context tools.
-	"context_evict":  {Known: true},
-	"context_pin":    {Known: true},
-	"context_status": {Known: true},
-	"note":           {Known: true},
-	// Todo tools.
-	"todo_read":  {Known: true},
-	"todo_write": {Known: true},
 	// Sub-agent tools: the child runs under its own gate.
 	"spawn_agent": {Known: true},
 	"sub_agent":   {Known: true},
@@ -171,7 +172,7 @@ type ResultInfo struct {
 	AgentHasGrant bool
 }
 
-var readTools = map[string]bool{"read_file": true, "read_files": true, "list_dir": true}
+var readTools = map[string]bool{"read_file": true, "read_files": true, "list_dir": true, "glob": true, "grep": true}
 
 var fromOutside = map[string]bool{"web_search": true, "web_fetch": true, "http_get": true, "http_post": true}
 

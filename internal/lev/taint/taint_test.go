@@ -91,8 +91,12 @@ func TestClassificationTable(t *testing.T) {
 		{"list_dir", false, true, Public},
 		{"write_file", false, true, Public},
 		{"edit_file", false, true, Public},
-		{"context_evict", false, true, Public},
+		{"glob", false, true, Public},
+		{"grep", false, true, Public},
+		{"context_list", false, true, Public},
+		{"context_drop", false, true, Public},
 		{"todo_write", false, true, Public},
+		{"todo_read", false, true, Public},
 		{"spawn_agent", false, true, Public},
 		{"ask_user", false, true, Public},
 		{"mcp__slack__post_message", true, false, Public}, // unknown fails closed

@@ -21,8 +21,9 @@ import (
 
 // Builtin are lev's built-in tool names.
 var Builtin = []string{
-	"edit_file", "http_get", "http_post", "list_dir", "read_file", "read_files",
-	"shell", "submit_output", "web_fetch", "web_search", "write_file",
+	"context_drop", "context_list", "edit_file", "glob", "grep", "http_get", "http_post",
+	"list_dir", "read_file", "read_files", "shell", "submit_output", "todo_read",
+	"todo_write", "web_fetch", "web_search", "write_file",
 }
 
 // MCPPrefix starts every MCP tool name.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/taint"
 )
@@ -86,6 +87,9 @@ type runCase struct {
 	asker   pipeline.Asker
 	noGrant bool
 	stages2 bool // a second stage that repeats stage 1's outbound call
+	// newProvider, when set, builds the run's provider from the config (default
+	// provider.New: the scripted one).
+	newProvider func(levconfig.Provider) (provider.Provider, error)
 }
 
 type outcome struct {
@@ -103,7 +107,7 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 	os.WriteFile(pol, []byte(c.policy), 0o644)
 	cfg := "[provider]\nkind = \"scripted\"\nscript = " + q(script) + "\n" +
 		"[security]\npolicy_file = " + q(pol) + "\n" +
-		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\nhttp_get = \"allow\"\n\"mcp__web__*\" = \"allow\"\n\"mcp__fs__*\" = \"allow\"\n"
+		"[tool_permissions]\nshell = \"allow\"\nweb_fetch = \"allow\"\nhttp_post = \"allow\"\nhttp_get = \"allow\"\nweb_search = \"allow\"\n\"mcp__web__*\" = \"allow\"\n\"mcp__fs__*\" = \"allow\"\n"
 	if !c.noGrant {
 		cfg += "[agent_read_paths.exfil]\nallow = [\"~/secret\"]\n"
 	}
@@ -129,6 +133,7 @@ func (w *world) run(t *testing.T, c runCase) outcome {
 		Log:         t.Logf,
 		NewGate:     Factory,
 		NewExecutor: w.executor(),
+		NewProvider: c.newProvider,
 	}
 	rec, err := eng.Start(context.Background(), runner.Spec{Agent: "exfil", Workdir: w.wd, Yolo: c.yolo})
 	if err != nil {

@@ -55,11 +55,20 @@ type Gate struct {
 	gate     *taint.Gate
 	state    string // runs/<id>/taint_state.json: the live labels, for lev resume
 
-	mu      sync.Mutex
-	ctx     *taint.Context
-	stage   int
-	byCall  map[string]taint.EntryID
+	mu     sync.Mutex
+	ctx    *taint.Context
+	stage  int
+	byCall map[string]taint.EntryID
+	// byTurn are the entries of the stage's model turns, by the runner's message id: a
+	// turn the model wrote after seeing an entry may quote it, so it carries the label
+	// the context had when the model wrote it, and dropping the entry alone lowers
+	// nothing while such a turn is still in the conversation.
+	byTurn  map[string]taint.EntryID
 	started bool
+	// todo is the label of the run's todo list: the context's label when todo_write last
+	// replaced it. todo_read's result carries it back, so moving data into the list and
+	// dropping its source launders nothing.
+	todo taint.Level
 	// high is the highest level the context ever had: the label of the run's records,
 	// which keep what eviction dropped from the context.
 	high taint.Level
@@ -72,7 +81,7 @@ type Gate struct {
 
 // New builds the gate for a run from its environment.
 func New(env *pipeline.RunEnv) (*Gate, error) {
-	g := &Gate{env: env, enabled: true, byCall: map[string]taint.EntryID{}, ctx: taint.NewContext()}
+	g := &Gate{env: env, enabled: true, byCall: map[string]taint.EntryID{}, byTurn: map[string]taint.EntryID{}, ctx: taint.NewContext()}
 	var user, bp *blueprint.TaintTracking
 	if env.Config != nil {
 		user = env.Config.TaintTracking
@@ -190,6 +199,7 @@ func (g *Gate) enter(n int) {
 	carried := g.ctx.RegionLevel(region(g.stage))
 	g.ctx.EvictRegion(region(g.stage))
 	g.byCall = map[string]taint.EntryID{}
+	g.byTurn = map[string]taint.EntryID{}
 	g.stage = n
 	g.add(region(n), carried, fmt.Sprintf("stage %d input (previous stage's output)", n))
 }
@@ -215,6 +225,72 @@ func (g *Gate) Evict(callID string) bool {
 	ok = g.ctx.Evict(id)
 	g.save()
 	return ok
+}
+
+// ObserveTurn labels a model turn of stage's conversation (key: the runner's id for its
+// message) with the label of what the model saw when it wrote it; public: the runtime
+// knows the turn holds nothing the model saw (no text, only context tool calls, whose
+// arguments are runtime-assigned ids).
+func (g *Gate) ObserveTurn(stage int, key string, public bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.enter(stage)
+	l := g.ctx.Level()
+	if public {
+		l = taint.Public
+	}
+	g.byTurn[key] = g.add(region(stage), l, "model turn "+key)
+	g.save()
+}
+
+// EvictTurn drops a model turn's entry (the runner dropped the turn from the
+// conversation).
+func (g *Gate) EvictTurn(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id, ok := g.byTurn[key]
+	if !ok {
+		return false
+	}
+	delete(g.byTurn, key)
+	ok = g.ctx.Evict(id)
+	g.save()
+	return ok
+}
+
+// EntryLevel is the label of a live entry of the running stage: a call's result (by call
+// id) or, with turn, a model turn (by the runner's message id).
+func (g *Gate) EntryLevel(key string, turn bool) (taint.Level, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := g.byCall
+	if turn {
+		m = g.byTurn
+	}
+	id, ok := m[key]
+	if !ok {
+		return 0, false
+	}
+	for _, e := range g.ctx.Live() {
+		if e.ID == id {
+			return e.Level, true
+		}
+	}
+	return 0, false
+}
+
+// InputLevel is the label of the running stage's input (its first message).
+func (g *Gate) InputLevel(stage int) taint.Level {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.enter(stage)
+	l := taint.Public
+	for _, e := range g.ctx.Live() {
+		if e.Region == region(stage) && strings.HasPrefix(e.Origin, fmt.Sprintf("stage %d input", stage)) {
+			l = taint.Max(l, e.Level)
+		}
+	}
+	return l
 }
 
 // Check is pipeline step 4.
@@ -297,7 +373,19 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 	if !r.IsError {
 		g.labelWrites(c)
 	}
+	switch {
+	case c.Tool == "todo_write" && !r.IsError:
+		// Replaced: what the list held before is gone, what it holds now came from the
+		// context as it is.
+		g.todo = g.ctx.Level()
+	case c.Tool == "todo_write":
+		g.todo = taint.Max(g.todo, g.ctx.Level())
+	}
 	l := taint.ResultLevel(c.Tool, taint.ResultInfo{ThroughGrant: c.Private(), AgentHasGrant: g.hasGrant})
+	if c.Tool == "todo_read" || c.Tool == "todo_write" {
+		// Both results show the list (todo_write echoes what it saved).
+		l = taint.Max(l, g.todo)
+	}
 	l = taint.Max(l, g.storedLevel(c))
 	l = taint.Max(l, g.mcpResultLabel(c.Tool))
 	l = taint.Max(l, named)
@@ -407,9 +495,15 @@ func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
 	switch {
 	case c.Tool == "shell" || g.seesWorkdir(c.Tool):
 		raise(ls.Tree(g.env.Workdir, true))
-	case c.Tool == "list_dir":
+	case c.Tool == "list_dir" || c.Tool == "glob":
 		for _, a := range c.Reads {
 			raise(ls.Tree(a.Real, false))
+		}
+	case c.Tool == "grep":
+		// grep reads every file under its root (the walk's own reads are not in c.Reads):
+		// the highest label stored under it.
+		for _, a := range c.Reads {
+			raise(ls.Tree(a.Real, true))
 		}
 	default:
 		for _, a := range c.Reads {
@@ -494,6 +588,8 @@ type stateFile struct {
 	High    taint.Level              `json:"high"`
 	Entries []taint.Entry            `json:"entries"`
 	Calls   map[string]taint.EntryID `json:"calls"`
+	Turns   map[string]taint.EntryID `json:"turns,omitempty"`
+	Todo    taint.Level              `json:"todo,omitempty"`
 }
 
 // save persists the live labels so a resumed run (which reloads the conversation) also
@@ -502,7 +598,7 @@ func (g *Gate) save() {
 	if g.state == "" {
 		return
 	}
-	b, err := json.Marshal(stateFile{Stage: g.stage, High: g.high, Entries: g.ctx.Live(), Calls: g.byCall})
+	b, err := json.Marshal(stateFile{Stage: g.stage, High: g.high, Entries: g.ctx.Live(), Calls: g.byCall, Turns: g.byTurn, Todo: g.todo})
 	tmp := g.state + ".tmp"
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(g.state), 0o700)
@@ -537,11 +633,19 @@ func (g *Gate) load() error {
 	for k, v := range st.Calls {
 		old[v] = k
 	}
+	oldTurn := map[taint.EntryID]string{}
+	for k, v := range st.Turns {
+		oldTurn[v] = k
+	}
 	g.high = st.High
+	g.todo = st.Todo
 	for _, e := range st.Entries {
 		id := g.add(e.Region, e.Level, e.Origin)
 		if call, ok := old[e.ID]; ok {
 			g.byCall[call] = id
+		}
+		if turn, ok := oldTurn[e.ID]; ok {
+			g.byTurn[turn] = id
 		}
 	}
 	g.started = true

@@ -13,10 +13,9 @@ import (
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
 
-// These cases drive the registered gate directly with pipeline calls, for what the lev
-// core's pipeline cannot present yet: an MCP-style tool (the pipeline offers built-ins
-// only) and eviction (the engine never drops a result from a stage's conversation; the
-// gate exposes Evict for when it does). The gate, policy and audit code are the real ones.
+// These cases drive the registered gate directly with pipeline calls: an MCP-style tool,
+// eviction and what survives a resume (context_test.go drives eviction through real runs,
+// by context_drop). The gate, policy and audit code are the real ones.
 
 type harness struct {
 	t      *testing.T
@@ -189,5 +188,40 @@ func TestEnableSettings(t *testing.T) {
 	user.readPrivate()
 	if d := user.call("http_post", `{"url": "http://127.0.0.1:9/"}`); !d.Allow {
 		t.Fatalf("user clearance: %+v", d)
+	}
+}
+
+// TestTurnAndTodoLabelsSurviveResume: the labels context_drop and the todo list depend on
+// are in taint_state.json: a resumed run's gate still knows the model turn written after a
+// Private read (evicting the read alone lowers nothing), and still labels the todo list
+// written while Private.
+func TestTurnAndTodoLabelsSurviveResume(t *testing.T) {
+	h := newHarness(t, "", "", "", false)
+	read := h.readPrivate()
+	h.g.ObserveTurn(0, "m3", false)
+	todo := &pipeline.Call{ID: "todo1", Tool: "todo_write", Args: mustArgs(t, "todo_write", `{"todos": [{"content": "x", "status": "pending"}]}`)}
+	h.g.Observe(context.Background(), todo, &pipeline.Result{Content: "saved"})
+	h.g.Evict(todo.ID)
+
+	g2, err := New(h.g.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := g2.EntryLevel("m3", true); !ok || l != taint.Private {
+		t.Fatalf("turn m3 after resume: %v %v", l, ok)
+	}
+	if !g2.Evict(read) {
+		t.Fatal("the read's entry is gone after resume")
+	}
+	if g2.Level() != taint.Private {
+		t.Fatalf("the turn written after the read no longer holds the taint: %s", g2.Level())
+	}
+	if !g2.EvictTurn("m3") || g2.Level() != taint.Internal {
+		t.Fatalf("control: with the read and the turn evicted the taint is %s, want internal", g2.Level())
+	}
+	rd := &pipeline.Call{ID: "todo2", Tool: "todo_read", Args: mustArgs(t, "todo_read", `{}`)}
+	g2.Observe(context.Background(), rd, &pipeline.Result{Content: "1. [ ] x"})
+	if g2.Level() != taint.Private {
+		t.Fatalf("todo_read after resume: %s, want private (the list was written while private)", g2.Level())
 	}
 }
