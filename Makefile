@@ -21,7 +21,7 @@ SDK_PEERS_DIR := $(CURDIR)/.cache/sdk
 SDK_PEERS     := openai@7.60.0 @anthropic-ai/sdk@1.17.0 typescript@7.0.2
 export LEV_SDK_PEERS := $(SDK_PEERS_DIR)
 
-.PHONY: build test e2e bench lint fuzz ci clean mcp-servers sdk-peers cross dist
+.PHONY: build test e2e bench lint fuzz ci clean mcp-servers sdk-peers cross dist transcript
 
 # lever sends the guest a Linux lev for the guest's architecture (the enrol and acceptance
 # helpers are `lev __guest ...`; the lev and workbench images carry it) and finds it beside
@@ -49,6 +49,12 @@ test:
 # CI=true a skipped e2e test fails.
 e2e: build
 	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 60m ./...
+
+# docs/session.md: a whole first session (init, up, run, ps, logs, result, shell, stop,
+# destroy) on the netns substrate as it prints, rewritten from a real run (root). The same
+# test without -update-session, in make e2e, fails when the page and lever differ.
+transcript:
+	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 20m -run '^TestSessionTranscript$$' ./internal/bringup/ -update-session
 
 # Idempotent: npm is asked only when the pinned list changed (the stamp holds it).
 mcp-servers:

@@ -93,7 +93,7 @@ else
 fi
 say "backend: $backend"
 
-if [ -d "$WORK/state" ]; then lv destroy "$WORK/project/lever.yaml" >/dev/null 2>&1 || true; fi
+if [ -d "$WORK/state" ]; then lv destroy -c "$WORK/project/lever.yaml" >/dev/null 2>&1 || true; fi
 rm -rf "$WORK"; mkdir -p "$WORK"
 cp -r examples/hello "$WORK/project"
 chmod -R a+rwX "$WORK/project"; chmod 755 "$WORK"
@@ -149,7 +149,7 @@ cfg=$WORK/project/lever.yaml
 say "lever up"
 # A script confirms the config's grants with --yes (a person at a terminal is asked);
 # lever prints what it confirms.
-lv up --yes "$cfg"
+lv up --yes -c "$cfg"
 
 acc=()
 if [ "$backend" = netns ]; then
@@ -170,7 +170,7 @@ fi
 acc+=(${LEVER_ACCEPTANCE_ARGS:-})
 say "lever acceptance"
 set +e
-lv acceptance "${acc[@]}" --out "$WORK/acceptance.md" "$cfg"
+lv acceptance "${acc[@]}" --out "$WORK/acceptance.md" -c "$cfg"
 rc=$?
 set -e
 cat "$WORK/acceptance.md"

@@ -15,7 +15,7 @@ type NotUpError struct {
 }
 
 func (e *NotUpError) Error() string {
-	return fmt.Sprintf("jail %s is not up (%s): run lever up %s", e.Instance, e.Why, e.Config)
+	return fmt.Sprintf("jail %s is not up (%s): run lever up -c %s", e.Instance, e.Why, e.Config)
 }
 
 // Attach reaches a jail that is up, changing nothing: the guest answers, the run user's

@@ -62,7 +62,7 @@ func benchInstance(b *testing.B) (func() *bringup.Instance, func()) {
 		return in
 	}
 	cleanup := func() {
-		lever(&testing.T{}, "destroy", cfgPath)
+		lever(&testing.T{}, "destroy", "-c", cfgPath)
 		mk().Teardown(context.Background())
 		srv.Close()
 	}

@@ -320,12 +320,12 @@ lev:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		lever(t, "destroy", cfgPath)
+		lever(t, "destroy", "-c", cfgPath)
 		inst.Teardown(context.Background())
 	})
 
 	w := newWorld(t, sfx)
-	accArgs := []string{"acceptance", "--json", "--lan", lanAddr, "--internet", internetAddr, "--dns", dnsAddr, "--link-local", linkLocal, "--metadata", metadata, cfgPath}
+	accArgs := []string{"acceptance", "--json", "--lan", lanAddr, "--internet", internetAddr, "--dns", dnsAddr, "--link-local", linkLocal, "--metadata", metadata, "-c", cfgPath}
 	acceptancePasses := func(stage string) {
 		t.Helper()
 		out, code := lever(t, accArgs...)
@@ -348,7 +348,7 @@ lev:
 	}
 
 	// 1. from nothing to a running lev
-	out, code := lever(t, "up", cfgPath)
+	out, code := lever(t, "up", "-c", cfgPath)
 	t.Logf("first up:\n%s", out)
 	if code != 0 || !strings.Contains(out, "lever-t"+sfx+"-manager running") || !strings.Contains(out, "lever-t"+sfx+"-worker-w1 running") {
 		t.Fatalf("up exit %d", code)
@@ -388,7 +388,7 @@ lev:
 
 	// 2. a second up changes nothing and makes one guest call: the observation, which
 	// carries the egress snapshot and the containment check (the egress step judges it)
-	out, code = lever(t, "apply", "--json", cfgPath)
+	out, code = lever(t, "apply", "--json", "-c", cfgPath)
 	res, err := resultOf(out)
 	if err != nil || code != 0 {
 		t.Fatalf("apply --json: %v %d\n%s", err, code, out)
@@ -413,12 +413,12 @@ lev:
 		HostAddrs() (netip.Addr, netip.Addr)
 	}).HostAddrs()
 	sh(t, "ip", "-n", guestNS, "route", "add", "default", "via", hv4.String())
-	out, code = lever(t, "up", cfgPath)
+	out, code = lever(t, "up", "-c", cfgPath)
 	if code == 0 || !strings.Contains(out, "containment drifted") || !strings.Contains(out, "default route \"default via "+hv4.String()) {
 		t.Fatalf("warm up with a default route in the namespace: exit %d\n%s", code, out)
 	}
 	sh(t, "ip", "-n", guestNS, "route", "del", "default")
-	out, code = lever(t, "apply", "--json", cfgPath)
+	out, code = lever(t, "apply", "--json", "-c", cfgPath)
 	if res2b, err := resultOf(out); err != nil || code != 0 || res2b.Changed || res2b.GuestCalls != res.GuestCalls {
 		t.Fatalf("warm up after the drift was removed: exit %d, changed %v, %d guest calls (want %d): %v\n%s", code, res2b.Changed, res2b.GuestCalls, res.GuestCalls, err, out)
 	}
@@ -433,17 +433,17 @@ lev:
 	if res2["private-drop"].Status != acceptance.Fail || !strings.Contains(res2["private-drop"].Detail, "connected") {
 		t.Errorf("the opened LAN was not caught by the probe: %+v", res2["private-drop"])
 	}
-	out, code = lever(t, "up", cfgPath)
+	out, code = lever(t, "up", "-c", cfgPath)
 	if code != 0 || !strings.Contains(out, "egress    changed") {
 		t.Fatalf("up did not repair egress (exit %d):\n%s", code, out)
 	}
 	acceptancePasses("after repair")
 
 	// 4. stop, then up again
-	if out, code := lever(t, "stop", cfgPath); code != 0 {
+	if out, code := lever(t, "stop", "-c", cfgPath); code != 0 {
 		t.Fatalf("stop: %s", out)
 	}
-	out, code = lever(t, "up", cfgPath)
+	out, code = lever(t, "up", "-c", cfgPath)
 	if code != 0 {
 		t.Fatalf("up after stop: %s", out)
 	}
@@ -451,7 +451,7 @@ lev:
 	acceptancePasses("after stop and up")
 
 	// 5. status --json reports a healthy jail
-	out, code = lever(t, "status", "--json", cfgPath)
+	out, code = lever(t, "status", "--json", "-c", cfgPath)
 	var st bringup.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || !st.Healthy || !st.Egress.Verified {
 		t.Fatalf("status: %v %d %s", err, code, out)
@@ -468,7 +468,7 @@ lev:
 
 	// 7. destroy leaves nothing behind
 	uidOut, _ := exec.Command("id", "-u", "lever").Output()
-	if out, code := lever(t, "destroy", cfgPath); code != 0 {
+	if out, code := lever(t, "destroy", "-c", cfgPath); code != 0 {
 		t.Fatalf("destroy: %s", out)
 	}
 	leftovers := []struct{ what, path string }{

@@ -71,10 +71,10 @@ func BenchmarkLeverRun(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() {
-		lever(&testing.T{}, "destroy", cfgPath)
+		lever(&testing.T{}, "destroy", "-c", cfgPath)
 		bringup.TeardownInPlace(context.Background(), be)
 	}()
-	if out, code := lever(&testing.T{}, "up", cfgPath); code != 0 {
+	if out, code := lever(&testing.T{}, "up", "-c", cfgPath); code != 0 {
 		b.Fatalf("up: exit %d\n%s", code, out)
 	}
 	hostCmd := func(args ...string) (time.Duration, string) {

@@ -137,12 +137,12 @@ func TestDailyLoopNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		lever(t, "destroy", cfgPath)
+		lever(t, "destroy", "-c", cfgPath)
 		bringup.TeardownInPlace(context.Background(), be)
 	})
 
 	// 2. lever up from nothing: closed egress, the workbench built here, no registry.
-	out, code := lever(t, "up", cfgPath)
+	out, code := lever(t, "up", "-c", cfgPath)
 	t.Logf("lever up:\n%s", out)
 	if code != 0 || !strings.Contains(out, "workbench") {
 		t.Fatalf("up: exit %d", code)
@@ -374,7 +374,7 @@ func TestDailyLoopNetns(t *testing.T) {
 	}
 
 	// 4. lever ps lists the run, lever logs shows its tool calls, lever result its output.
-	code, stdout, errs = leverIO("ps", "--json", cfgPath)
+	code, stdout, errs = leverIO("ps", "--json", "-c", cfgPath)
 	if code != 0 || !strings.Contains(stdout, `"task"`) {
 		t.Fatalf("lever ps --json: exit %d\n%s%s", code, stdout, errs)
 	}

@@ -110,7 +110,7 @@ lev:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		lever(t, "destroy", cfgPath)
+		lever(t, "destroy", "-c", cfgPath)
 		if be, err := backend.New(cfg); err == nil {
 			bringup.TeardownInPlace(context.Background(), be)
 		}
@@ -130,11 +130,11 @@ lev:
 			}
 		}
 	}
-	notUp := []string{"jail t" + sfx + " is not up", "run lever up " + cfgPath}
+	notUp := []string{"jail t" + sfx + " is not up", "run lever up -c " + cfgPath}
 
 	// 1. Before lever up: refused, nothing made (no namespace, no state).
 	for _, args := range [][]string{
-		{"ps", cfgPath},
+		{"ps", "-c", cfgPath},
 		{"run", "-c", cfgPath, "answer"},
 		{"logs", "-c", cfgPath, "r-20261130-000000-abcdef"},
 		{"result", "-c", cfgPath, "manager/r-20261130-000000-abcdef"},
@@ -151,7 +151,7 @@ lev:
 		t.Fatalf("a refused command made the state dir %s", cfg.StateDir())
 	}
 
-	out, code := lever(t, "up", cfgPath)
+	out, code := lever(t, "up", "-c", cfgPath)
 	if code != 0 {
 		t.Fatalf("up: exit %d\n%s", code, out)
 	}
@@ -177,7 +177,7 @@ lev:
 
 	// 3. lever ps lists both, each with its agent.
 	start = time.Now()
-	code, stdout, errs = leverIO("ps", "--json", cfgPath)
+	code, stdout, errs = leverIO("ps", "--json", "-c", cfgPath)
 	t.Logf("lever ps --json (2 agents): %s", time.Since(start).Round(time.Millisecond))
 	var ps struct {
 		Instance string `json:"instance"`
@@ -227,7 +227,7 @@ lev:
 	if code != 2 || !strings.Contains(errs, "no-such-agent") {
 		t.Errorf("unknown agent: exit %d, want 2 naming it: %s", code, errs)
 	}
-	if code, stdout, _ = leverIO("ps", "--json", cfgPath); code != 0 || strings.Count(stdout, `"id"`) != 2 {
+	if code, stdout, _ = leverIO("ps", "--json", "-c", cfgPath); code != 0 || strings.Count(stdout, `"id"`) != 2 {
 		t.Errorf("a refused run left a run behind:\n%s", stdout)
 	}
 

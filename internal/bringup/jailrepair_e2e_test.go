@@ -89,12 +89,12 @@ broker:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		lever(t, "destroy", cfgPath)
+		lever(t, "destroy", "-c", cfgPath)
 		if be, err := backend.New(cfg); err == nil {
 			bringup.TeardownInPlace(context.Background(), be)
 		}
 	})
-	out, code := lever(t, "up", cfgPath)
+	out, code := lever(t, "up", "-c", cfgPath)
 	if code != 0 {
 		t.Fatalf("up: exit %d\n%s", code, out)
 	}
@@ -171,7 +171,7 @@ func TestJailRepairNetns(t *testing.T) {
 				t.Fatalf("control: %s cannot write /lever/lever.yaml after the rename-save: the mount was not detached", c)
 			}
 		}
-		out, code := lever(t, "up", "--accept-config", cfgPath)
+		out, code := lever(t, "up", "--accept-config", "-c", cfgPath)
 		if code != 0 {
 			t.Fatalf("up --accept-config: exit %d\n%s", code, out)
 		}
@@ -203,7 +203,7 @@ func TestJailRepairNetns(t *testing.T) {
 	t.Run("the workbench's exec channel", func(t *testing.T) {
 		channel := func() (string, bringup.Status) {
 			t.Helper()
-			out, code := lever(t, "status", "--json", cfgPath)
+			out, code := lever(t, "status", "--json", "-c", cfgPath)
 			var st bringup.Status
 			if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &st); err != nil {
 				t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
@@ -251,10 +251,10 @@ func TestJailRepairNetns(t *testing.T) {
 		if !strings.Contains(why, "carries no proof") {
 			t.Fatalf("control: the impostor did not take the socket, or status did not see it: %q", why)
 		}
-		if out, _ := lever(t, "status", cfgPath); !strings.Contains(out, "exec channel BROKEN") {
+		if out, _ := lever(t, "status", "-c", cfgPath); !strings.Contains(out, "exec channel BROKEN") {
 			t.Errorf("lever status does not report the broken channel:\n%s", out)
 		}
-		out, code = lever(t, "up", cfgPath)
+		out, code = lever(t, "up", "-c", cfgPath)
 		if code != 0 || !strings.Contains(out, "restart") {
 			t.Fatalf("warm up over the replaced channel: exit %d\n%s", code, out)
 		}

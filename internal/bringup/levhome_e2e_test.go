@@ -55,7 +55,7 @@ func podmanExec(t *testing.T, guestNS, name string, stdin string, argv ...string
 
 func applyJSON(t *testing.T, cfgPath string) bringup.Result {
 	t.Helper()
-	out, code := lever(t, "apply", "--json", cfgPath)
+	out, code := lever(t, "apply", "--json", "-c", cfgPath)
 	res, err := resultOf(out)
 	if err != nil || code != 0 {
 		t.Fatalf("apply --json: exit %d\n%s", code, out)
@@ -139,13 +139,13 @@ lev:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		lever(t, "destroy", cfgPath)
+		lever(t, "destroy", "-c", cfgPath)
 		if be, err := backend.New(cfg); err == nil {
 			bringup.TeardownInPlace(context.Background(), be)
 		}
 	})
 
-	out, code := lever(t, "up", cfgPath)
+	out, code := lever(t, "up", "-c", cfgPath)
 	t.Logf("first up:\n%s", out)
 	if code != 0 {
 		t.Fatalf("up: exit %d", code)
@@ -154,7 +154,7 @@ lev:
 	mgrB, w1B := containers.BenchName(mgr), containers.BenchName(w1)
 
 	// 1. Both containers of each agent run, the benches with role bench.
-	out, code = lever(t, "status", "--json", cfgPath)
+	out, code = lever(t, "status", "--json", "-c", cfgPath)
 	var st bringup.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 {
 		t.Fatalf("status: %v %d %s", err, code, out)
@@ -304,7 +304,7 @@ lev:
 	// the last good ones. Positive control: step 6 pushed a good edit the same way.
 	before, _ := os.ReadFile(filepath.Join("/run/user", uid, "lever", "agents", "manager", "config.toml"))
 	os.WriteFile(levConfig, []byte("[provider]\nmodel = \"model-three\"\nmodle = \"typo\"\n"), 0o644)
-	for _, args := range [][]string{{"up", cfgPath}, {"apply", "--dry-run", cfgPath}} {
+	for _, args := range [][]string{{"up", "-c", cfgPath}, {"apply", "--dry-run", "-c", cfgPath}} {
 		out, code := lever(t, args...)
 		if code == 0 || !strings.Contains(out, "lev.config: "+levConfig+":3") || !strings.Contains(out, "modle") {
 			t.Errorf("%s with a bad lev.config: exit %d\n%s", args[0], code, out)
@@ -320,7 +320,7 @@ lev:
 	link := filepath.Join(settings, "via-link.toml")
 	os.Symlink(filepath.Join(tree, "lev.toml"), link)
 	writeCfg(strings.Replace(goodKeys, levConfig, link, 1))
-	out, code = lever(t, "up", cfgPath)
+	out, code = lever(t, "up", "-c", cfgPath)
 	if code == 0 || !strings.Contains(out, "lev.config: ") || !strings.Contains(out, "inside the tree") {
 		t.Errorf("lev.config through a symlink into the tree: exit %d\n%s", code, out)
 	}

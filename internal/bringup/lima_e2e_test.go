@@ -132,7 +132,7 @@ func (e *limaUp) lever(t *testing.T, args ...string) (string, int) {
 	if len(args) > 0 && (args[0] == "up" || args[0] == "apply") {
 		args = append([]string{args[0], "--yes"}, args[1:]...) // the test's own config: confirmed as a script does
 	}
-	out, code := e.as(t, append([]string{e.bin + "/lever"}, append(args, e.dir+"/lever.yaml")...)...)
+	out, code := e.as(t, append([]string{e.bin + "/lever"}, append(args, "-c", e.dir+"/lever.yaml")...)...)
 	t.Logf("TIMING lever %s: exit %d in %.1fs\n%s", strings.Join(args, " "), code, time.Since(s).Seconds(), out)
 	return out, code
 }
@@ -401,7 +401,7 @@ lev:
 	if runCode != 0 || !strings.Contains(runOut, "42") {
 		t.Fatalf("lever run answer: exit %d\n%s", runCode, runOut)
 	}
-	psOut, code := e.as(t, e.bin+"/lever", "ps", "--json", cfgPath)
+	psOut, code := e.as(t, e.bin+"/lever", "ps", "--json", "-c", cfgPath)
 	ids := regexp.MustCompile(`"id":\s*"(r-[^"]+)"`).FindAllStringSubmatch(psOut, -1)
 	if code != 0 || len(ids) != 2 {
 		t.Fatalf("lever ps --json: exit %d, %d runs\n%s", code, len(ids), psOut)

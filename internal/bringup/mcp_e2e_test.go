@@ -120,10 +120,10 @@ func TestMCPInTheJailNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		lever(t, "destroy", cfgPath)
+		lever(t, "destroy", "-c", cfgPath)
 		bringup.TeardownInPlace(context.Background(), be)
 	})
-	out, code := lever(t, "up", cfgPath)
+	out, code := lever(t, "up", "-c", cfgPath)
 	t.Logf("lever up:\n%s", out)
 	if code != 0 {
 		t.Fatalf("up: exit %d", code)
@@ -165,7 +165,7 @@ func TestMCPInTheJailNetns(t *testing.T) {
 	os.WriteFile(filepath.Join(settings, "config.toml"), []byte(levCfg), 0o644)
 	os.WriteFile(filepath.Join(settings, "agents", "mcp.toml"), []byte("name = \"mcp\"\nversion = \"1\"\n[mcp]\nservers = [\"hostev\", \"wb\", \"closed\"]\n[stages.s]\ntools = [\"mcp__hostev__echo\", \"mcp__wb__*\", \"mcp__closed__*\", \"submit_output\"]\nmax_turns = 6\n"), 0o644)
 	// The settings are pushed at up; apply them again now that they name the link's address.
-	if out, code := lever(t, "up", cfgPath); code != 0 {
+	if out, code := lever(t, "up", "-c", cfgPath); code != 0 {
 		t.Fatalf("up again with the MCP settings: exit %d\n%s", code, out)
 	}
 

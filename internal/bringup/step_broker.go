@@ -31,7 +31,7 @@ func (h hostBroker) Status() (*brokerctl.BrokerStatus, error) {
 func (h hostBroker) Start(ctx context.Context, ips string) (*brokerctl.BrokerStatus, error) {
 	env := append(os.Environ(), brokerctl.EnvAliasIP+"="+ips)
 	env = append(env, h.in.opts.BrokerEnv...)
-	return brokerctl.Start(ctx, h.in.cfg.StateDir(), brokerctl.StartOptions{Argv: []string{h.in.opts.Exe, "broker", "serve", h.in.cfg.Path}, Env: env})
+	return brokerctl.Start(ctx, h.in.cfg.StateDir(), brokerctl.StartOptions{Argv: []string{h.in.opts.Exe, "broker", "serve", "-c", h.in.cfg.Path}, Env: env})
 }
 
 func (h hostBroker) Stop(ctx context.Context) error {

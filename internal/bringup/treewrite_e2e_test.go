@@ -47,7 +47,7 @@ func TestTreeNotWritableWarnsNetns(t *testing.T) {
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))
 	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
 	t.Setenv(asLever, "1")
-	t.Cleanup(func() { lever(t, "destroy", cfgPath) })
+	t.Cleanup(func() { lever(t, "destroy", "-c", cfgPath) })
 
 	warning := "the run user lever cannot write the tree " + tree
 	fix := "fix: give lever the tree (chown -R lever " + tree + ")"
@@ -61,7 +61,7 @@ func TestTreeNotWritableWarnsNetns(t *testing.T) {
 		}
 	}
 
-	out, code := lever(t, "up", cfgPath)
+	out, code := lever(t, "up", "-c", cfgPath)
 	t.Logf("first up:\n%s", out)
 	if code != 0 {
 		t.Fatalf("first up: exit %d", code)
@@ -72,7 +72,7 @@ func TestTreeNotWritableWarnsNetns(t *testing.T) {
 	noProbeLeft("first up")
 
 	// A warm up: the warning comes before the steps, from the one guest call.
-	out, code = lever(t, "apply", "--json", cfgPath)
+	out, code = lever(t, "apply", "--json", "-c", cfgPath)
 	res, err := resultOf(out)
 	if err != nil || code != 0 {
 		t.Fatalf("warm apply --json: %v %d\n%s", err, code, out)
@@ -83,7 +83,7 @@ func TestTreeNotWritableWarnsNetns(t *testing.T) {
 	if res.GuestCalls != 1 {
 		t.Errorf("warm up with the probe: %d guest calls, want 1 (the probe rides in the observation)", res.GuestCalls)
 	}
-	out, code = lever(t, "status", cfgPath)
+	out, code = lever(t, "status", "-c", cfgPath)
 	if !strings.Contains(out, "tree:    WARNING: "+warning) {
 		t.Errorf("status does not warn (exit %d):\n%s", code, out)
 	}
@@ -92,12 +92,12 @@ func TestTreeNotWritableWarnsNetns(t *testing.T) {
 	// The control: the tree made the run user's, the same warm up says nothing, in the
 	// same one call, and the probe file is gone.
 	sh(t, "chown", "lever", tree)
-	out, code = lever(t, "apply", "--json", cfgPath)
+	out, code = lever(t, "apply", "--json", "-c", cfgPath)
 	res2, err := resultOf(out)
 	if err != nil || code != 0 || res2.GuestCalls != 1 || strings.Contains(out, "cannot write the tree") {
 		t.Fatalf("warm up on a writable tree: exit %d, %d guest calls, %v\n%s", code, res2.GuestCalls, err, out)
 	}
-	out, _ = lever(t, "up", cfgPath)
+	out, _ = lever(t, "up", "-c", cfgPath)
 	if strings.Contains(out, "WARNING") || strings.Contains(out, "cannot write the tree") {
 		t.Errorf("up on a writable tree warns:\n%s", out)
 	}

@@ -116,7 +116,7 @@ lev:
 	as := func(j *twoJail, user string) { j.user = user; t.Setenv(netns.RunUserEnv, user) }
 	destroy := func(j *twoJail, user string) {
 		as(j, user)
-		if out, code := lever(t, "destroy", j.cfg); code != 0 {
+		if out, code := lever(t, "destroy", "-c", j.cfg); code != 0 {
 			t.Errorf("destroy %s: exit %d\n%s", j.name, code, out)
 		}
 	}
@@ -131,7 +131,7 @@ lev:
 		t.Helper()
 		as(j, j.user)
 		out, _ := lever(t, "acceptance", "--json", "--lan", lanAddr, "--internet", internetAddr, "--dns", dnsAddr,
-			"--link-local", linkLocal, "--metadata", metadata, j.cfg)
+			"--link-local", linkLocal, "--metadata", metadata, "-c", j.cfg)
 		return checks(t, out)
 	}
 	mustPass := func(j *twoJail, stage string) {
@@ -151,7 +151,7 @@ lev:
 
 	// 1. jail A with the run user both name.
 	as(a, shared)
-	if out, code := lever(t, "up", a.cfg); code != 0 {
+	if out, code := lever(t, "up", "-c", a.cfg); code != 0 {
 		t.Fatalf("up %s: exit %d\n%s", a.name, code, out)
 	}
 	a.world.wire(t, a.ns)
@@ -160,7 +160,7 @@ lev:
 
 	// 1b. jail B naming the same run user: refused, nothing made.
 	as(b, shared)
-	out, code := lever(t, "up", b.cfg)
+	out, code := lever(t, "up", "-c", b.cfg)
 	for _, want := range []string{"run user " + shared + " already belongs to jail " + a.name + " (namespace " + a.ns + ")",
 		"jail " + b.name + " cannot share it", netns.RunUserEnv + "="} {
 		if code == 0 || !strings.Contains(out, want) {
@@ -180,7 +180,7 @@ lev:
 
 	// 2. B with a run user of its own: separate namespaces, both pass.
 	as(b, own)
-	if out, code := lever(t, "up", b.cfg); code != 0 {
+	if out, code := lever(t, "up", "-c", b.cfg); code != 0 {
 		t.Fatalf("up %s with its own run user: exit %d\n%s", b.name, code, out)
 	}
 	b.world.wire(t, b.ns)
@@ -209,7 +209,7 @@ lev:
 	}
 	rmManager()
 	as(a, shared)
-	if out, code := lever(t, "up", a.cfg); code != 0 {
+	if out, code := lever(t, "up", "-c", a.cfg); code != 0 {
 		t.Fatalf("up %s with its service elsewhere: exit %d\n%s", a.name, code, out)
 	}
 	r := accept(a)["containers-rootless"]
@@ -222,7 +222,7 @@ lev:
 		t.Fatal(err)
 	}
 	rmManager()
-	if out, code := lever(t, "up", a.cfg); code != 0 {
+	if out, code := lever(t, "up", "-c", a.cfg); code != 0 {
 		t.Fatalf("up %s with its service back: exit %d\n%s", a.name, code, out)
 	}
 	inOwnNS(a)

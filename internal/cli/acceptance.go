@@ -21,7 +21,7 @@ func newAcceptanceCmd() *cobra.Command {
 	o := &acceptanceOptions{targets: acceptance.DefaultTargets()}
 	t := &o.targets
 	c := &cobra.Command{
-		Use:   "acceptance [CONFIG]",
+		Use:   "acceptance",
 		Short: "Prove the jail's properties from inside it; exit 1 if any check fails",
 		Long: `Run lever's acceptance checks from inside the jail: the live LEVER_EGRESS chains match
 the desired ruleset exactly in both families; the metadata address answers "no route to
@@ -33,12 +33,12 @@ works; lev's containers are rootless, without capabilities, with no_new_privs, i
 jail's network namespace, with their pids and memory limits in force; the API key is
 nowhere in the guest. The addresses that stand for the internet and the LAN come from
 flags. Writes a Markdown report (or --json).`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "write the report as JSON")
 	c.Flags().StringVar(&o.out, "out", "", "write the report to this file instead of stdout")
 	c.Flags().StringVar(&t.Metadata, "metadata", t.Metadata, "the cloud metadata address:port (must be REJECTed)")

@@ -90,7 +90,7 @@ func (o *applyOptions) run(cmd *cobra.Command) (*bringup.Instance, *bringup.Resu
 func newApplyCmd() *cobra.Command {
 	o := &applyOptions{}
 	c := &cobra.Command{
-		Use:   "apply [CONFIG]",
+		Use:   "apply",
 		Short: "Bring the jail up headless: backend, egress, provisioning, broker, lev",
 		Long: `Bring the jail up in the order docs/bringup.md gives: the guest, the egress firewall
 (verified rule for rule, rebuilt on any drift, before anything else starts), guest
@@ -101,13 +101,13 @@ and the lev containers. A second run on a healthy jail changes nothing and says 
 --dry-run prints the plan and what the config grants the jail (key file, upstream,
 llm_routes, egress, allowed ports). The first bring-up of a config asks to confirm those
 grants on a terminal ([y/N]; --yes confirms for scripts), and asks again when they change.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, _, err := o.run(cmd)
 			return err
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().BoolVar(&o.fresh, "fresh", false, "recreate the lev containers (discards the manager's conversation; needed to add or drop /dev/kvm)")
 	c.Flags().BoolVar(&o.json, "json", false, "print the result (or plan) as JSON")
@@ -118,11 +118,10 @@ grants on a terminal ([y/N]; --yes confirms for scripts), and asks again when th
 func newUpCmd() *cobra.Command {
 	o := &applyOptions{}
 	c := &cobra.Command{
-		Use:   "up [CONFIG]",
+		Use:   "up",
 		Short: "apply, then show the jail's status",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, res, err := o.run(cmd)
 			if err != nil || o.dryRun {
 				return err
@@ -131,6 +130,7 @@ func newUpCmd() *cobra.Command {
 			return nil
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().BoolVar(&o.fresh, "fresh", false, "recreate the lev containers")
 	c.Flags().BoolVar(&o.yes, "yes", false, "confirm the config's grants (key file, upstream, routes, egress, ports) without asking")
@@ -145,14 +145,14 @@ type statusOptions struct {
 func newStatusCmd() *cobra.Command {
 	o := &statusOptions{}
 	c := &cobra.Command{
-		Use:   "status [CONFIG]",
+		Use:   "status",
 		Short: "Show guest, egress (verified or drifted), broker and container state; exit 1 when unhealthy",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
 }

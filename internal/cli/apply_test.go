@@ -39,7 +39,7 @@ func TestApplyDryRunFromNothing(t *testing.T) {
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtbdry")
 	t.Setenv("LEVER_LEV_BINARY", staticLev(t))
 	var out, errb bytes.Buffer
-	code := Main([]string{"apply", "--dry-run", cfg}, &out, &errb)
+	code := Main([]string{"apply", "--dry-run", "-c", cfg}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
@@ -91,7 +91,7 @@ func TestApplyRefusesBadInput(t *testing.T) {
 			os.WriteFile(cfg, []byte(tc.yaml), 0o644)
 			for _, cmd := range []string{"apply", "up", "status", "acceptance"} {
 				var out, errb bytes.Buffer
-				code := Main([]string{cmd, cfg}, &out, &errb)
+				code := Main([]string{cmd, "-c", cfg}, &out, &errb)
 				if code != 2 || !strings.Contains(errb.String(), tc.want) {
 					t.Errorf("%s: exit %d, stderr %q, want 2 naming %q", cmd, code, errb.String(), tc.want)
 				}

@@ -95,19 +95,19 @@ type brokerOptions struct {
 	json   bool
 }
 
-// brokerCmd binds a lifecycle command's [CONFIG] to o and runs run.
+// cmd binds a lifecycle command's -c to o and runs run.
 func (o *brokerOptions) cmd(c *cobra.Command, run func(*brokerOptions, *cobra.Command) error) *cobra.Command {
-	c.Args = cobra.MaximumNArgs(1)
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		o.config = configArgFor(cmd, args)
+	c.Args = cobra.NoArgs
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		return run(o, cmd)
 	}
+	addConfigFlag(c, &o.config)
 	return c
 }
 
 func newBrokerServeCmd() *cobra.Command {
 	o := &brokerOptions{}
-	c := o.cmd(&cobra.Command{Use: "serve [CONFIG]", Short: "Run the broker in the foreground until SIGINT/SIGTERM"}, (*brokerOptions).serve)
+	c := o.cmd(&cobra.Command{Use: "serve", Short: "Run the broker in the foreground until SIGINT/SIGTERM"}, (*brokerOptions).serve)
 	o.flags.add(c)
 	return c
 }
@@ -132,7 +132,7 @@ func (o *brokerOptions) serve(cmd *cobra.Command) error {
 
 func newBrokerStartCmd() *cobra.Command {
 	o := &brokerOptions{}
-	c := o.cmd(&cobra.Command{Use: "start [CONFIG]", Short: "Start the broker as a detached host process (no-op when it already runs)"}, (*brokerOptions).start)
+	c := o.cmd(&cobra.Command{Use: "start", Short: "Start the broker as a detached host process (no-op when it already runs)"}, (*brokerOptions).start)
 	o.flags.add(c)
 	return c
 }
@@ -149,7 +149,7 @@ func (o *brokerOptions) start(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	argv := append([]string{exe, "broker", "serve", cfg.Path}, o.flags.argv()...)
+	argv := append([]string{exe, "broker", "serve", "-c", cfg.Path}, o.flags.argv()...)
 	st, err := brokerctl.Start(cmd.Context(), cfg.StateDir(), brokerctl.StartOptions{Argv: argv, Env: os.Environ()})
 	if err != nil {
 		return err
@@ -159,7 +159,7 @@ func (o *brokerOptions) start(cmd *cobra.Command) error {
 
 func newBrokerStopCmd() *cobra.Command {
 	o := &brokerOptions{}
-	return o.cmd(&cobra.Command{Use: "stop [CONFIG]", Short: "Stop the detached broker (a stale pid file is removed, nothing signalled)"}, (*brokerOptions).stop)
+	return o.cmd(&cobra.Command{Use: "stop", Short: "Stop the detached broker (a stale pid file is removed, nothing signalled)"}, (*brokerOptions).stop)
 }
 
 func (o *brokerOptions) stop(cmd *cobra.Command) error {
@@ -184,7 +184,7 @@ func (o *brokerOptions) stop(cmd *cobra.Command) error {
 
 func newBrokerStatusCmd() *cobra.Command {
 	o := &brokerOptions{}
-	c := o.cmd(&cobra.Command{Use: "status [CONFIG]", Short: "Show whether the broker runs, where it listens and when its certificate expires (exit 1 when not running)"}, (*brokerOptions).status)
+	c := o.cmd(&cobra.Command{Use: "status", Short: "Show whether the broker runs, where it listens and when its certificate expires (exit 1 when not running)"}, (*brokerOptions).status)
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
 }

@@ -28,14 +28,14 @@ type brokerRevokeOptions struct {
 func newBrokerRevokeCmd() *cobra.Command {
 	o := &brokerRevokeOptions{}
 	c := &cobra.Command{
-		Use:   "revoke [CONFIG] (--serial HEX | --agent NAME)",
+		Use:   "revoke (--serial HEX | --agent NAME)",
 		Short: "Revoke one client certificate, or every certificate of an agent",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().StringVar(&o.serial, "serial", "", "certificate serial (hex, as in the audit log)")
 	c.Flags().StringVar(&o.agent, "agent", "", "agent name (certificate CN)")
 	return c
@@ -63,15 +63,16 @@ type brokerRotateOptions struct {
 
 func newBrokerRotateCmd() *cobra.Command {
 	o := &brokerRotateOptions{}
-	return &cobra.Command{
-		Use:   "rotate [CONFIG]",
+	c := &cobra.Command{
+		Use:   "rotate",
 		Short: "Re-issue the broker's server certificate now (the listener stays up)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
+	return c
 }
 
 func (o *brokerRotateOptions) run(cmd *cobra.Command) error {
@@ -95,17 +96,17 @@ type brokerTicketOptions struct {
 func newBrokerTicketCmd() *cobra.Command {
 	o := &brokerTicketOptions{}
 	c := &cobra.Command{
-		Use:   "ticket [CONFIG] --agent NAME",
+		Use:   "ticket --agent NAME",
 		Short: "Issue a single-use enrolment ticket for one agent",
 		Long: `Issue a single-use enrolment ticket bound to one agent. Bring-up delivers it to that
 worker only, read-only at /run/lever from a tmpfs, never through the project tree.
 Without --out the ticket is printed on stdout.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().StringVar(&o.agent, "agent", "", "agent name the ticket is bound to")
 	c.Flags().StringVar(&o.role, "role", ca.RoleWorker, "manager or worker")
 	c.Flags().DurationVar(&o.ttl, "ttl", 15*time.Minute, "how long the ticket can be redeemed")

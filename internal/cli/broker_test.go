@@ -36,16 +36,16 @@ func TestBrokerCommands(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{"status when stopped", []string{"broker", "status", p}, 1, "broker not running", ""},
-		{"stop when stopped", []string{"broker", "stop", p}, 0, "broker was not running", ""},
-		{"ticket to stdout", []string{"broker", "ticket", p, "--agent", "w1"}, 0, ticket.Prefix, ""},
-		{"ticket into the project", []string{"broker", "ticket", p, "--agent", "w1", "--out", filepath.Join(filepath.Dir(p), "t")}, 2, "", "must never be written into the project tree"},
-		{"ticket to a file outside", []string{"broker", "ticket", p, "--agent", "w2", "--out", outside}, 0, "", ""},
-		{"ticket bad agent", []string{"broker", "ticket", p, "--agent", "Bad Name"}, 2, "", `agent name "Bad Name" is not valid`},
-		{"revoke without broker", []string{"broker", "revoke", p, "--agent", "w1"}, 2, "", "is not running"},
-		{"revoke needs one target", []string{"broker", "revoke", p}, 2, "", "exactly one of --serial or --agent"},
-		{"serve refuses non-loopback admin", []string{"broker", "serve", p, "--admin", "0.0.0.0:7444", "--san-ip", "127.0.0.1"}, 2, "", "is not a loopback address"},
-		{"serve refuses a bad SAN IP", []string{"broker", "serve", p, "--san-ip", "nope"}, 2, "", `--san-ip: "nope" is not an IP address`},
+		{"status when stopped", []string{"broker", "status", "-c", p}, 1, "broker not running", ""},
+		{"stop when stopped", []string{"broker", "stop", "-c", p}, 0, "broker was not running", ""},
+		{"ticket to stdout", []string{"broker", "ticket", "-c", p, "--agent", "w1"}, 0, ticket.Prefix, ""},
+		{"ticket into the project", []string{"broker", "ticket", "-c", p, "--agent", "w1", "--out", filepath.Join(filepath.Dir(p), "t")}, 2, "", "must never be written into the project tree"},
+		{"ticket to a file outside", []string{"broker", "ticket", "-c", p, "--agent", "w2", "--out", outside}, 0, "", ""},
+		{"ticket bad agent", []string{"broker", "ticket", "-c", p, "--agent", "Bad Name"}, 2, "", `agent name "Bad Name" is not valid`},
+		{"revoke without broker", []string{"broker", "revoke", "-c", p, "--agent", "w1"}, 2, "", "is not running"},
+		{"revoke needs one target", []string{"broker", "revoke", "-c", p}, 2, "", "exactly one of --serial or --agent"},
+		{"serve refuses non-loopback admin", []string{"broker", "serve", "-c", p, "--admin", "0.0.0.0:7444", "--san-ip", "127.0.0.1"}, 2, "", "is not a loopback address"},
+		{"serve refuses a bad SAN IP", []string{"broker", "serve", "-c", p, "--san-ip", "nope"}, 2, "", `--san-ip: "nope" is not an IP address`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

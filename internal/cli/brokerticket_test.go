@@ -61,7 +61,7 @@ func TestBrokerTicketOutRefusesTheTree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tickets()
 			var out, errb bytes.Buffer
-			code := Main([]string{"broker", "ticket", tc.cfg, "--agent", "w1", "--out", tc.out}, &out, &errb)
+			code := Main([]string{"broker", "ticket", "-c", tc.cfg, "--agent", "w1", "--out", tc.out}, &out, &errb)
 			if code != tc.code || !strings.Contains(errb.String(), tc.stderr) {
 				t.Fatalf("exit %d (want %d)\nstderr: %s", code, tc.code, errb.String())
 			}

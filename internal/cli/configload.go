@@ -47,7 +47,12 @@ func loadIdentity(cmd *cobra.Command, path string) (*config.Config, error) {
 }
 
 // loadWith reads path once and returns the config parsed from those bytes, and the bytes.
+// An empty path is the upward search (configPath).
 func loadWith(cmd *cobra.Command, path string, parse func(string, []byte) (*config.Config, error)) (*config.Config, []byte, error) {
+	path, err := configPath(path)
+	if err != nil {
+		return nil, nil, err
+	}
 	data, err := config.ReadFile(path)
 	if err != nil {
 		return nil, nil, err

@@ -26,7 +26,7 @@ func TestChangedConfigInTheTreeRefused(t *testing.T) {
 	os.WriteFile(cfg, []byte(body), 0o644)
 	plan := func(extra ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code := Main(append(append([]string{}, extra...), "egress", "plan", cfg, "--alias-v4", "10.1.2.3", "--alias-v6", "fd00::3"), &out, &errb)
+		code := Main(append(append([]string{}, extra...), "egress", "plan", "-c", cfg, "--alias-v4", "10.1.2.3", "--alias-v6", "fd00::3"), &out, &errb)
 		return code, errb.String()
 	}
 	if code, errs := plan(); code != 0 {
@@ -42,12 +42,12 @@ func TestChangedConfigInTheTreeRefused(t *testing.T) {
 	}
 	os.WriteFile(cfg, []byte(strings.Replace(body, "egress: closed", "egress: open", 1)), 0o644)
 	code, errs := plan()
-	if code != 2 || !strings.Contains(errs, "lever.yaml changed since lever last brought this jail up") || !strings.Contains(errs, "lever up --accept-config "+real) {
+	if code != 2 || !strings.Contains(errs, "lever.yaml changed since lever last brought this jail up") || !strings.Contains(errs, "lever up -c "+real+" --accept-config") {
 		t.Fatalf("a changed lever.yaml in the tree: exit %d, want 2 saying what to do: %s", code, errs)
 	}
 	// stop and destroy read it too (only its identity).
 	var out, errb bytes.Buffer
-	if code := Main([]string{"stop", cfg}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "changed since lever last brought") {
+	if code := Main([]string{"stop", "-c", cfg}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "changed since lever last brought") {
 		t.Errorf("lever stop on the changed file: exit %d %s", code, errb.String())
 	}
 	// The broker a bring-up starts reads the file again: it takes the bytes that bring-up
@@ -78,7 +78,7 @@ func TestChangedConfigInTheTreeRefused(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := Main([]string{"egress", "plan", outside, "--alias-v4", "10.1.2.3", "--alias-v6", "fd00::3"}, &out, &errb); code != 0 {
+	if code := Main([]string{"egress", "plan", "-c", outside, "--alias-v4", "10.1.2.3", "--alias-v6", "fd00::3"}, &out, &errb); code != 0 {
 		t.Fatalf("outside the tree: exit %d %s", code, errb.String())
 	}
 	if got := hosttrust.ConfigPin(config.StateRoot(), outside); fileExists(got) {

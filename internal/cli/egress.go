@@ -69,14 +69,14 @@ type applyOut struct {
 func newEgressApplyCmd() *cobra.Command {
 	o := &egressOptions{}
 	c := &cobra.Command{
-		Use:   "apply [CONFIG]",
+		Use:   "apply",
 		Short: "Bring the jail up if needed and apply egress, saying whether it verified unchanged or rebuilt",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.apply(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
 }
@@ -180,14 +180,14 @@ type verifyOut struct {
 func newEgressVerifyCmd() *cobra.Command {
 	o := &egressOptions{}
 	c := &cobra.Command{
-		Use:   "verify [CONFIG]",
+		Use:   "verify",
 		Short: "Compare the live chains with the desired ruleset rule for rule; exit 0 match, 1 drift, 2 error",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.verify(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	return c
 }

@@ -44,10 +44,10 @@ func TestEgressCommandsE2E(t *testing.T) {
 		return code, out.String(), errb.String()
 	}
 
-	if code, _, e := lever("egress", "verify", cfg); code != 2 || !strings.Contains(e, "does not exist") {
+	if code, _, e := lever("egress", "verify", "-c", cfg); code != 2 || !strings.Contains(e, "does not exist") {
 		t.Errorf("verify before the jail exists: exit %d, %q", code, e)
 	}
-	code, out, e := lever("egress", "apply", cfg, "--json")
+	code, out, e := lever("egress", "apply", "-c", cfg, "--json")
 	if code != 0 {
 		t.Fatalf("apply: exit %d: %s", code, e)
 	}
@@ -63,21 +63,21 @@ func TestEgressCommandsE2E(t *testing.T) {
 	if rep.Outcome != "rebuilt" || len(rep.Differences) != 4 || rep.GuestCalls != 2 {
 		t.Errorf("first apply: %+v", rep)
 	}
-	if code, out, _ := lever("egress", "apply", cfg); code != 0 || !strings.Contains(out, "egress: verified unchanged") || !strings.Contains(out, "1 guest call") {
+	if code, out, _ := lever("egress", "apply", "-c", cfg); code != 0 || !strings.Contains(out, "egress: verified unchanged") || !strings.Contains(out, "1 guest call") {
 		t.Errorf("second apply: exit %d, %q", code, out)
 	}
-	if code, out, _ := lever("egress", "verify", cfg); code != 0 || !strings.Contains(out, "exact match") {
+	if code, out, _ := lever("egress", "verify", "-c", cfg); code != 0 || !strings.Contains(out, "exact match") {
 		t.Errorf("verify on a match: exit %d, %q", code, out)
 	}
 	tamper := exec.Command("ip", "netns", "exec", b.Namespace(), "iptables", "-w", "-A", "LEVER_EGRESS", "-d", "203.0.113.9/32", "-j", "ACCEPT")
 	if o, err := tamper.CombinedOutput(); err != nil {
 		t.Fatalf("tamper: %v %s", err, o)
 	}
-	code, out, _ = lever("egress", "verify", cfg)
+	code, out, _ = lever("egress", "verify", "-c", cfg)
 	if code != 1 || !strings.Contains(out, "IPv4: extra rule at 13: `-A LEVER_EGRESS -d 203.0.113.9/32 -j ACCEPT`") {
 		t.Errorf("verify on drift: exit %d, %q", code, out)
 	}
-	code, out, _ = lever("egress", "verify", cfg, "--json")
+	code, out, _ = lever("egress", "verify", "-c", cfg, "--json")
 	var v struct {
 		Match       bool     `json:"match"`
 		Differences []string `json:"differences"`
@@ -85,11 +85,11 @@ func TestEgressCommandsE2E(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 1 || v.Match || len(v.Differences) != 2 {
 		t.Errorf("verify --json on drift: exit %d, %v, %+v", code, err, v)
 	}
-	code, out, _ = lever("egress", "apply", cfg)
+	code, out, _ = lever("egress", "apply", "-c", cfg)
 	if code != 0 || !strings.Contains(out, "egress: rebuilt") || !strings.Contains(out, "203.0.113.9") {
 		t.Errorf("repairing apply: exit %d, %q", code, out)
 	}
-	code, out, _ = lever("egress", "plan", cfg, "--json")
+	code, out, _ = lever("egress", "plan", "-c", cfg, "--json")
 	var p struct {
 		Families []struct {
 			Family       string `json:"family"`
@@ -106,7 +106,7 @@ func TestEgressCommandsE2E(t *testing.T) {
 	// Bad input: a config the loader refuses is exit 2 naming the key, and nothing runs.
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("name: "+name+"\nbackend: netns\ntree: tree\negress: ajar\n"), 0o644)
-	if code, _, e := lever("egress", "verify", bad); code != 2 || !strings.Contains(e, "egress") {
+	if code, _, e := lever("egress", "verify", "-c", bad); code != 2 || !strings.Contains(e, "egress") {
 		t.Errorf("bad config: exit %d, %q", code, e)
 	}
 }
@@ -141,7 +141,7 @@ func TestEgressCommandsNFTRuleE2E(t *testing.T) {
 		o, err := exec.Command("ip", append([]string{"netns", "exec", b.Namespace()}, argv...)...).CombinedOutput()
 		return string(o), err
 	}
-	if code, _, e := lever("egress", "apply", cfg); code != 0 {
+	if code, _, e := lever("egress", "apply", "-c", cfg); code != 0 {
 		t.Fatalf("apply: exit %d: %s", code, e)
 	}
 	for _, c := range []struct{ chain, where string }{{"LEVER_EGRESS", "add"}, {"OUTPUT", "insert"}} {
@@ -152,15 +152,15 @@ func TestEgressCommandsNFTRuleE2E(t *testing.T) {
 			if o, err := in("iptables", "-w", "-S"); err == nil || !strings.Contains(o, "incompatible") {
 				t.Fatalf("control: iptables -S should refuse the table: %v %s", err, o)
 			}
-			code, out, e := lever("egress", "verify", cfg)
+			code, out, e := lever("egress", "verify", "-c", cfg)
 			if code != 1 || !strings.Contains(out, "IPv4: iptables cannot list the filter table") || !strings.Contains(out, c.chain+" holds `numgen random mod 2 0 accept`") {
 				t.Errorf("verify: exit %d, %q %q", code, out, e)
 			}
-			code, out, e = lever("egress", "apply", cfg)
+			code, out, e = lever("egress", "apply", "-c", cfg)
 			if code != 0 || !strings.Contains(out, "egress: rebuilt") || !strings.Contains(out, "numgen random mod 2 0 accept") {
 				t.Errorf("apply: exit %d, %q %q", code, out, e)
 			}
-			if code, out, _ := lever("egress", "verify", cfg); code != 0 {
+			if code, out, _ := lever("egress", "verify", "-c", cfg); code != 0 {
 				t.Errorf("verify after apply: exit %d, %q", code, out)
 			}
 			if o, _ := in("nft", "list", "table", "ip", "filter"); strings.Contains(o, "numgen") {

@@ -53,7 +53,7 @@ func TestEgressForeignRedirectE2E(t *testing.T) {
 		o, err := exec.Command("ip", append([]string{"netns", "exec", b.Namespace()}, argv...)...).CombinedOutput()
 		return string(o), err
 	}
-	if code, o := lever("egress", "apply", cfg); code != 0 {
+	if code, o := lever("egress", "apply", "-c", cfg); code != 0 {
 		t.Fatalf("apply: exit %d: %s", code, o)
 	}
 	alias, _ := b.HostAddrs()
@@ -115,7 +115,7 @@ func TestEgressForeignRedirectE2E(t *testing.T) {
 			if got := connect(7443); got != r.escape {
 				t.Fatalf("control: connecting to %s:7443 reached the listener on 7444: %v, want %v", a, got, r.escape)
 			}
-			code, out := lever("egress", "verify", cfg)
+			code, out := lever("egress", "verify", "-c", cfg)
 			if !r.escape {
 				if code != 0 {
 					t.Fatalf("verify flags a DNAT the filter judges: exit %d %s", code, out)
@@ -125,12 +125,12 @@ func TestEgressForeignRedirectE2E(t *testing.T) {
 			if code != 1 || !strings.Contains(out, "routes around LEVER_EGRESS") || !strings.Contains(out, r.want) {
 				t.Errorf("verify: exit %d, want 1 naming %q:\n%s", code, r.want, out)
 			}
-			code, out = lever("egress", "apply", cfg)
+			code, out = lever("egress", "apply", "-c", cfg)
 			if code == 0 || !strings.Contains(out, r.want) || !strings.Contains(out, "remove them and re-run") {
 				t.Errorf("apply: exit %d, want a failure naming %q:\n%s", code, r.want, out)
 			}
 			clean()
-			if code, out := lever("egress", "verify", cfg); code != 0 {
+			if code, out := lever("egress", "verify", "-c", cfg); code != 0 {
 				t.Errorf("verify once the table is gone: exit %d %s", code, out)
 			}
 			if connect(7443) {

@@ -41,19 +41,19 @@ type planOut struct {
 func newEgressPlanCmd() *cobra.Command {
 	o := &egressPlanOptions{}
 	c := &cobra.Command{
-		Use:   "plan [CONFIG]",
+		Use:   "plan",
 		Short: "Print the iptables-restore input per family (reads the guest unless --alias-v4 is given)",
 		Long: `Print the iptables-restore --noflush input lever would commit, per family, in commit
 order (IPv6 first, IPv4 last): the commit that makes OUTPUT's jump first and unique, then
 the chain commit. The alias is resolved in the running guest (one read-only guest call);
 with --alias-v4 (and optionally --alias-v6) the plan is made offline, assuming a live
 chain and one jump copy. Nothing is changed.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.config = configArgFor(cmd, args)
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "print JSON")
 	c.Flags().StringVar(&o.aliasV4, "alias-v4", "", "plan offline with this IPv4 host alias address")
 	c.Flags().StringVar(&o.aliasV6, "alias-v6", "", "plan offline with this IPv6 host alias address (with --alias-v4)")

@@ -25,7 +25,7 @@ func egressConfig(t *testing.T, posture string) string {
 func TestEgressPlanOffline(t *testing.T) {
 	cfg := egressConfig(t, "closed")
 	var out, errb bytes.Buffer
-	if code := Main([]string{"egress", "plan", cfg, "--alias-v4", "10.1.2.3", "--alias-v6", "fd00::3"}, &out, &errb); code != 0 {
+	if code := Main([]string{"egress", "plan", "-c", cfg, "--alias-v4", "10.1.2.3", "--alias-v6", "fd00::3"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	s := out.String()
@@ -62,7 +62,7 @@ func TestEgressPlanRejectsBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := egressConfig(t, tc.posture)
 			var out, errb bytes.Buffer
-			code := Main(append([]string{"egress", "plan", cfg}, tc.args...), &out, &errb)
+			code := Main(append([]string{"egress", "plan", "-c", cfg}, tc.args...), &out, &errb)
 			if code != 2 || !strings.Contains(errb.String(), tc.want) {
 				t.Errorf("exit %d, stderr %q, want 2 and %q", code, errb.String(), tc.want)
 			}

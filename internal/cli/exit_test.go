@@ -22,8 +22,8 @@ func TestExitStatusAndMessage(t *testing.T) {
 		stderr string // exact
 	}{
 		{"success", []string{"version"}, 0, ""},
-		{"status only", []string{"broker", "status", brokerCfg}, 1, ""},
-		{"plain error", []string{"egress", "plan", cfg, "--alias-v4", "nope"}, 2, `lever: --alias-v4 "nope": ParseAddr("nope"): unable to parse IP` + "\n"},
+		{"status only", []string{"broker", "status", "-c", brokerCfg}, 1, ""},
+		{"plain error", []string{"egress", "plan", "-c", cfg, "--alias-v4", "nope"}, 2, `lever: --alias-v4 "nope": ParseAddr("nope"): unable to parse IP` + "\n"},
 		{"config error", []string{"egress", "plan", filepath.Join(t.TempDir(), "absent.yaml"), "--alias-v4", "10.0.0.1"}, 2, ""},
 		{"cobra's own error", []string{"no-such-command"}, 2, `lever: unknown command "no-such-command" for "lever"` + "\n"},
 	} {
@@ -52,7 +52,7 @@ func TestExitStatusAndMessage(t *testing.T) {
 func TestEgressPlanOfflineJSON(t *testing.T) {
 	cfg := egressConfig(t, "closed")
 	var out, errb bytes.Buffer
-	if code := Main([]string{"egress", "plan", cfg, "--alias-v4", "10.1.2.3", "--json"}, &out, &errb); code != 0 {
+	if code := Main([]string{"egress", "plan", "-c", cfg, "--alias-v4", "10.1.2.3", "--json"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	var got struct {

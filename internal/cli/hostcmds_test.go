@@ -265,7 +265,7 @@ func TestHostCommandShellNotUp(t *testing.T) {
 func TestPsMerges(t *testing.T) {
 	rec := &recorder{runs: map[string]string{mgrC: runsM, docsC: runsW1}}
 	cfg := unitJail(t, rec)
-	code, out, errs := lever("ps", cfg)
+	code, out, errs := lever("ps", "-c", cfg)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

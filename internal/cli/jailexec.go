@@ -28,11 +28,6 @@ const benchSuffix = "-bench"
 // managerAgent is how the host commands name the manager; workers go by their name.
 const managerAgent = "manager"
 
-// addConfigFlag adds -c/--config to a command that works on a jail.
-func addConfigFlag(c *cobra.Command, p *string) {
-	c.Flags().StringVarP(p, "config", "c", "lever.yaml", "the jail's lever.yaml")
-}
-
 // usageErr is a refusal before anything started: exit 2 (a plain error's status), one
 // line.
 func usageErr(format string, a ...any) error {

@@ -42,7 +42,7 @@ func TestApplyRefusesLevOfOtherArch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("LEVER_LEV_BINARY", tc.lev)
 			var out, errb bytes.Buffer
-			code := Main([]string{"apply", "--dry-run", cfg}, &out, &errb)
+			code := Main([]string{"apply", "--dry-run", "-c", cfg}, &out, &errb)
 			if tc.want == nil {
 				if code != 0 || !strings.Contains(out.String(), "enrol") {
 					t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())

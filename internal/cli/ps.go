@@ -23,19 +23,13 @@ type psOut struct {
 func newPsCmd() *cobra.Command {
 	o := &psOptions{}
 	c := &cobra.Command{
-		Use:   "ps [CONFIG]",
+		Use:   "ps",
 		Short: "List the runs of the manager and every worker",
 		Long: `List lev's runs in every agent of the jail (the manager and each worker), merged and
 ordered by creation, with the agent that holds each run. Exit 1 when an agent's lev could
 not be asked (the others are still listed), 2 when the jail is not up.`,
-		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				if cmd.Flags().Changed("config") {
-					return usageErr("CONFIG given both as an argument and with -c")
-				}
-				o.config = args[0]
-			}
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
 		},
 	}

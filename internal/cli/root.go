@@ -13,7 +13,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -56,7 +55,7 @@ guest under rootless podman.`,
 		newResumeCmd(),
 		newShellCmd(),
 	)
-	addConfigFlags(root)
+	guardConfigArgs(root)
 	root.PersistentFlags().Bool(acceptConfigFlag, false, "take a lever.yaml in the tree that changed since the jail was last brought up as yours (the agents write the tree; see docs/config.md, tree)")
 	return root
 }
@@ -65,7 +64,7 @@ guest under rootless podman.`,
 func Main(args []string, stdout, stderr io.Writer) int {
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(withRawArgs(args))
 	if msg := exitcode.Message(err); msg != "" {
 		// An error can quote the guest or the jail (a script's stderr, a path an agent
 		// named): on a terminal it is neutralised like everything else from there.
@@ -86,29 +85,5 @@ func newVersionCmd() *cobra.Command {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "lever %s\n", version.Version)
 			return err
 		},
-	}
-}
-
-// configArgFor is the config path of a command taking [CONFIG]: the positional argument,
-// else its -c/--config, else ./lever.yaml.
-func configArgFor(cmd *cobra.Command, args []string) string {
-	if len(args) > 0 {
-		return args[0]
-	}
-	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
-		return f.Value.String()
-	}
-	return "lever.yaml"
-}
-
-// addConfigFlags gives every command that takes [CONFIG] a -c/--config too, so each
-// command names its jail the same way (the host commands take -c; their positional
-// arguments are an agent, a run or a worker).
-func addConfigFlags(c *cobra.Command) {
-	for _, sub := range c.Commands() {
-		addConfigFlags(sub)
-	}
-	if strings.Contains(c.Use, "[CONFIG]") && c.Flags().Lookup("config") == nil {
-		c.Flags().StringP("config", "c", "", "the jail's lever.yaml (or give it as the CONFIG argument; default ./lever.yaml)")
 	}
 }

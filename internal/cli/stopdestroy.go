@@ -24,15 +24,15 @@ type lifecycleOptions struct {
 	verbose bool
 }
 
-// lifecycleCmd binds c's [CONFIG] and --json to a fresh lifecycleOptions and runs act on
+// lifecycleCmd binds c's -c and --json to a fresh lifecycleOptions and runs act on
 // the instance's identity and backend.
 func lifecycleCmd(c *cobra.Command, act func(context.Context, *config.Config, backend.Backend) (bringup.Lifecycle, error)) *cobra.Command {
 	o := &lifecycleOptions{}
-	c.Args = cobra.MaximumNArgs(1)
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		o.config = configArgFor(cmd, args)
+	c.Args = cobra.NoArgs
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		return o.run(cmd, act)
 	}
+	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	c.Flags().BoolVar(&o.verbose, "verbose", false, "list every path removed (destroy; --json always lists them)")
 	return c
@@ -52,7 +52,7 @@ func (o *lifecycleOptions) run(cmd *cobra.Command, act func(context.Context, *co
 
 func newStopCmd() *cobra.Command {
 	return lifecycleCmd(&cobra.Command{
-		Use:   "stop [CONFIG]",
+		Use:   "stop",
 		Short: "Power the guest off, keeping its disk, and stop the instance's broker",
 		Long: `Power the jail's guest off and keep its disk: the next lever up (or egress apply)
 resumes the same guest and verifies its firewall again. The instance's host broker is
@@ -62,7 +62,7 @@ stopped too; host state (CA, tickets, audit log) is kept.`,
 
 func newDestroyCmd() *cobra.Command {
 	return lifecycleCmd(&cobra.Command{
-		Use:   "destroy [CONFIG]",
+		Use:   "destroy",
 		Short: "Remove the guest and every host-side file lever made for it",
 		Long: `Stop the instance's broker, delete the guest and its disk, and remove the instance's
 host state directory (CA and keys, tickets, broker state and audit log, backend files),
@@ -95,7 +95,7 @@ func destroy(ctx context.Context, cfg *config.Config, b backend.Backend) (bringu
 // (stderr, so `--json` output stays clean for the scripts that still call it).
 func newDownCmd() *cobra.Command {
 	c := newDestroyCmd()
-	c.Use = "down [CONFIG]"
+	c.Use = "down"
 	c.Short = "Deprecated alias of lever destroy"
 	c.Hidden = true
 	run := c.RunE

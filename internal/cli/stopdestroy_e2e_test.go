@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lever-jail/lever/internal/backend"
@@ -65,7 +66,7 @@ func TestStopDestroyNetnsE2E(t *testing.T) {
 	run := func(args ...string) bringup.Lifecycle {
 		t.Helper()
 		var out, errw bytes.Buffer
-		if code := Main(append(args, "--json", cfgPath), &out, &errw); code != 0 {
+		if code := Main(append(args, "--json", "-c", cfgPath), &out, &errw); code != 0 {
 			t.Fatalf("lever %v: exit %d: %s", args, code, errw.String())
 		}
 		var lo bringup.Lifecycle
@@ -122,5 +123,32 @@ func TestStopDestroyNetnsE2E(t *testing.T) {
 	}
 	if exists(nsPath) || vethExists() || exists(cfg.StateDir()) {
 		t.Errorf("after down the namespace, veth or state is still there")
+	}
+
+	// As a person reads it (issue 28: destroy printed thousands of paths): one line saying
+	// how many entries went, no path; --verbose lists every one (the control that they
+	// were there to list).
+	text := func(args ...string) string {
+		t.Helper()
+		if err := b.EnsureUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			p := filepath.Join(cfg.StateDir(), "podman", fmt.Sprintf("layer%02d", i))
+			os.MkdirAll(filepath.Dir(p), 0o700)
+			os.WriteFile(p, []byte("x"), 0o600)
+		}
+		var out, errw bytes.Buffer
+		if code := Main(append(args, "-c", cfgPath), &out, &errw); code != 0 {
+			t.Fatalf("lever %v: exit %d: %s", args, code, errw.String())
+		}
+		return out.String()
+	}
+	summary := "removed " + cfg.StateDir() + " (41 entries; --verbose lists them)\n"
+	if out := text("destroy"); !strings.HasSuffix(out, summary) || strings.Contains(out, "layer") || strings.Count(out, "\n") != 3 {
+		t.Errorf("lever destroy printed:\n%s\nwant three lines ending %q", out, summary)
+	}
+	if out := text("destroy", "--verbose"); !strings.Contains(out, "(41 entries):\n") || strings.Count(out, "  podman/layer") != 40 {
+		t.Errorf("lever destroy --verbose printed:\n%s", out)
 	}
 }

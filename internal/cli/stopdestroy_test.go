@@ -191,7 +191,7 @@ func TestStopDestroyBadConfig(t *testing.T) {
 	os.WriteFile(p, []byte("name: demo\nbackend: docker\n"), 0o644)
 	for _, cmd := range []string{"stop", "destroy"} {
 		var out, errw bytes.Buffer
-		code := Main([]string{cmd, p}, &out, &errw)
+		code := Main([]string{cmd, "-c", p}, &out, &errw)
 		want := "lever: " + p + `:2: backend: "docker" is not a backend lever implements (one of lima, netns, orbstack); lever never substitutes another` + "\n"
 		if code != 2 || errw.String() != want {
 			t.Errorf("%s: exit %d, stderr %q, want 2 and %q", cmd, code, errw.String(), want)
@@ -204,7 +204,7 @@ func TestStopDestroyBadConfig(t *testing.T) {
 // deprecated; destroy itself says nothing of the kind.
 func TestDownIsDeprecatedDestroy(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope", "lever.yaml")
-	for _, args := range [][]string{{missing}, {missing, "--json"}} {
+	for _, args := range [][]string{{"-c", missing}, {"-c", missing, "--json"}} {
 		var dOut, dErr, wOut, wErr bytes.Buffer
 		dCode := Main(append([]string{"destroy"}, args...), &dOut, &dErr)
 		wCode := Main(append([]string{"down"}, args...), &wOut, &wErr)

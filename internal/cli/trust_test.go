@@ -127,7 +127,7 @@ func TestUpRefusesKeyFileInOrThroughTheTree(t *testing.T) {
 			key := c.plant(t, tree, home)
 			data, _ := os.ReadFile(cfg)
 			os.WriteFile(cfg, bytes.Replace(data, []byte("PLACEHOLDER"), []byte(key), 1), 0o644)
-			for _, args := range [][]string{{"up", "--dry-run", cfg}, {"up", "--yes", cfg}, {"apply", "--yes", cfg}} {
+			for _, args := range [][]string{{"up", "--dry-run", "-c", cfg}, {"up", "--yes", "-c", cfg}, {"apply", "--yes", "-c", cfg}} {
 				code, out, errs := leverIn(strings.NewReader(""), args...)
 				if c.want == "" {
 					if args[1] != "--dry-run" {
@@ -247,7 +247,7 @@ func TestFirstUpAsks(t *testing.T) {
 	offTerm := "stdin is not a terminal to ask on; nothing was brought up"
 
 	for _, answer := range []string{"", "n", "no", "yes please"} {
-		code, errs := ptyUp(t, answer, "up", cfg)
+		code, errs := ptyUp(t, answer, "up", "-c", cfg)
 		if code != 2 || !strings.Contains(errs, asked) || !strings.Contains(errs, refusedHere) {
 			t.Fatalf("answer %q: exit %d, want 2 after asking:\n%s", answer, code, errs)
 		}
@@ -261,7 +261,7 @@ func TestFirstUpAsks(t *testing.T) {
 		}
 	}
 	// Off a terminal, without --yes: refused, naming --yes; nothing kept.
-	code, _, errs := leverIn(strings.NewReader("y\n"), "up", cfg)
+	code, _, errs := leverIn(strings.NewReader("y\n"), "up", "-c", cfg)
 	if code != 2 || !strings.Contains(errs, offTerm) || !strings.Contains(errs, "lever up --yes") || strings.Contains(errs, asked) {
 		t.Fatalf("off a terminal: exit %d, want the refusal naming --yes:\n%s", code, errs)
 	}
@@ -269,7 +269,7 @@ func TestFirstUpAsks(t *testing.T) {
 		t.Fatal("the off-terminal refusal kept the grants")
 	}
 	// y proceeds into the bring-up and keeps the grants.
-	code, errs = ptyUp(t, "y", "up", cfg)
+	code, errs = ptyUp(t, "y", "up", "-c", cfg)
 	if !strings.Contains(errs, asked) || strings.Contains(errs, refusedHere) || code == 0 {
 		t.Fatalf("y: exit %d, want the bring-up to proceed (and fail without ip):\n%s", code, errs)
 	}
@@ -280,7 +280,7 @@ func TestFirstUpAsks(t *testing.T) {
 		t.Fatal("y did not keep the grants")
 	}
 	// The same grants: not asked again, even off a terminal.
-	code, _, errs = leverIn(strings.NewReader(""), "up", cfg)
+	code, _, errs = leverIn(strings.NewReader(""), "up", "-c", cfg)
 	if strings.Contains(errs, "grants") || strings.Contains(errs, offTerm) {
 		t.Fatalf("unchanged grants asked again: exit %d\n%s", code, errs)
 	}
@@ -289,11 +289,11 @@ func TestFirstUpAsks(t *testing.T) {
 	if kept() == nil {
 		t.Fatal("lost the kept grants")
 	}
-	code, _, errs = leverIn(strings.NewReader(""), "up", cfg)
+	code, _, errs = leverIn(strings.NewReader(""), "up", "-c", cfg)
 	if code != 2 || !strings.Contains(errs, "changed since you confirmed them") || !strings.Contains(errs, "-  allowed ports:       none") || !strings.Contains(errs, "+  allowed ports:       5432") {
 		t.Fatalf("changed grants: exit %d, want the change shown and the off-terminal refusal:\n%s", code, errs)
 	}
-	code, errs = ptyUp(t, "n", "up", cfg)
+	code, errs = ptyUp(t, "n", "up", "-c", cfg)
 	if code != 2 || !strings.Contains(errs, "+  allowed ports:       5432") || !strings.Contains(errs, refusedHere) {
 		t.Fatalf("changed grants, n: exit %d\n%s", code, errs)
 	}
@@ -301,7 +301,7 @@ func TestFirstUpAsks(t *testing.T) {
 		t.Fatal("refusing the change kept it")
 	}
 	// --yes confirms without asking, off a terminal.
-	code, _, errs = leverIn(strings.NewReader(""), "up", "--yes", cfg)
+	code, _, errs = leverIn(strings.NewReader(""), "up", "--yes", "-c", cfg)
 	if strings.Contains(errs, asked) || !strings.Contains(errs, "confirmed by --yes") || strings.Contains(errs, offTerm) {
 		t.Fatalf("--yes: exit %d\n%s", code, errs)
 	}

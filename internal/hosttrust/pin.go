@@ -50,7 +50,7 @@ func CheckConfig(stateRoot, real string, data []byte) error {
 	if bytes.Equal(kept, data) {
 		return nil
 	}
-	return fmt.Errorf("%w, and it lies in the tree, which the agents can write: compare it with the copy lever brought up (diff %s %s); if the change is yours, run lever up --accept-config %s (or put the copy back: cp %s %s)",
+	return fmt.Errorf("%w, and it lies in the tree, which the agents can write: compare it with the copy lever brought up (diff %s %s); if the change is yours, run lever up -c %s --accept-config (or put the copy back: cp %s %s)",
 		ErrConfigChanged, pin, real, real, pin, real)
 }
 

@@ -42,7 +42,7 @@ func TestConfigPin(t *testing.T) {
 		if tc.ok != (err == nil) {
 			t.Errorf("%s: err %v", tc.name, err)
 		}
-		if err != nil && (!errors.Is(err, ErrConfigChanged) || !strings.Contains(err.Error(), "lever up --accept-config "+tc.real) || !strings.Contains(err.Error(), "diff "+ConfigPin(state, real))) {
+		if err != nil && (!errors.Is(err, ErrConfigChanged) || !strings.Contains(err.Error(), "lever up -c "+tc.real+" --accept-config") || !strings.Contains(err.Error(), "diff "+ConfigPin(state, real))) {
 			t.Errorf("%s: the refusal does not say what to do: %v", tc.name, err)
 		}
 	}

@@ -186,7 +186,7 @@ func (e *limaEnv) writeFile(t *testing.T, path, body string) {
 func (e *limaEnv) leverRun(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	s := time.Now()
-	o, er, code := e.as(t, append([]string{e.lever}, append(args, filepath.Join(e.dir, "lever.yaml"))...)...)
+	o, er, code := e.as(t, append([]string{e.lever}, append(args, "-c", filepath.Join(e.dir, "lever.yaml"))...)...)
 	t.Logf("lever %s: exit %d in %.1fs\n%s%s", strings.Join(args, " "), code, time.Since(s).Seconds(), o, er)
 	return o, er, code
 }

@@ -286,7 +286,8 @@ func TestBinaryRunOnATerminalNeutralised(t *testing.T) {
 		" wants shell " + strings.TrimSuffix(compact.String(), "}") + ",",
 		// The progress line folds the CR into a space; every other control is shown.
 		`stdout: out: \x1b]52;c;Y3VybCBldmlsfHNoCg==\x07\x1b[2K \u009b2J\x7f end`,
-		`"done"`,
+		// The result, as text (issue 28: not JSON-quoted), on its own line.
+		"\r\ndone\r\n",
 	} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("terminal lacks %q\nall: %q", want, shown)

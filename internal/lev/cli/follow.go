@@ -83,8 +83,11 @@ func eventLine(ev *events.Event) string {
 		}
 	case events.Ask:
 		kind := "permission"
-		if ev.GatePrompt {
+		switch {
+		case ev.GatePrompt:
 			kind = "taint gate"
+		case ev.Operator:
+			kind = "the agent asks you"
 		}
 		s = fmt.Sprintf("ask %s (%s): %s %s: %s", ev.Question, kind, ev.Tool, oneLine(string(ev.Args), 120), oneLine(ev.Message, 160))
 	case events.AnswerT:
@@ -140,6 +143,9 @@ type prompter struct {
 }
 
 func (p *prompter) handle(ctx context.Context, ev *events.Event) error {
+	if ev.Operator {
+		return p.answerOperator(ctx, ev)
+	}
 	opts := "[y]es / [N]o"
 	if ev.GatePrompt {
 		opts = "allow [o]nce / for the [s]ession / [N]o"
@@ -158,6 +164,23 @@ func (p *prompter) handle(ctx context.Context, ev *events.Event) error {
 		if ev.GatePrompt {
 			ans = runner.AnswerSession
 		}
+	}
+	return p.c.Answer(ctx, ev.Run, ev.Question, ans)
+}
+
+// noOperatorAnswer is what an empty line at the terminal answers ask_operator with: the
+// agent learns that the person chose not to answer, rather than waiting 10 minutes.
+const noOperatorAnswer = "(the operator gave no answer)"
+
+// answerOperator puts ask_operator's question to the person at the terminal and sends
+// their line of text back. The question is the agent's text: shown with controls escaped.
+func (p *prompter) answerOperator(ctx context.Context, ev *events.Event) error {
+	q := fmt.Sprintf("lev: %s's agent asks you: %s", ev.Run, ev.Message)
+	fmt.Fprintf(p.out, "%s\n     your answer (one line; empty: no answer)? ", hostterm.EscapeLine(q))
+	line, _ := p.in.ReadString('\n')
+	ans := strings.TrimRight(line, "\r\n")
+	if strings.TrimSpace(ans) == "" {
+		ans = noOperatorAnswer
 	}
 	return p.c.Answer(ctx, ev.Run, ev.Question, ans)
 }
@@ -196,14 +219,14 @@ func follow(ctx context.Context, c *daemon.Client, p *prompter, rec *runner.Reco
 }
 
 // report prints a finished run's result and turns its status into the exit code. The
-// result is the model's output: shown neutralised on a terminal, passed unchanged to a
-// file or a pipe (a script's data). The error, also the run's, goes out through Main,
+// result is the model's output: its text (writeResult), shown neutralised on a terminal,
+// passed unchanged to a file or a pipe (a script's data). The error, also the run's, goes out through Main,
 // which neutralises it on a terminal.
 func report(rec *runner.Record, asJSON bool, stdout io.Writer) error {
 	switch rec.Status {
 	case runner.StatusCompleted:
 		if !asJSON {
-			fmt.Fprintln(stdout, forTerminal(stdout, string(rec.Result)))
+			writeResult(stdout, rec.Result)
 		}
 		return nil
 	case runner.StatusRefused:

@@ -72,7 +72,7 @@ args = '{"output": "{{last}}"}'
 			runCode: 2, runWant: `calls itself "cto" but is installed as "evil2"`,
 			validateCode: 1, validateWant: []string{`installed as "evil2"`}},
 		{name: "control: installed as cto", file: "agents/cto.toml", invoke: "cto",
-			runCode: 0, runWant: `"the cto plan"`,
+			runCode: 0, runWant: "the cto plan\n",
 			validateCode: 0, validateWant: []string{"file " + filepath.Join(levHome, "agents", "cto.toml") + ", installed as 'cto'",
 				"NOTE grants given to " + filepath.Join(levHome, "agents", "cto.toml") + ": ~/docs by [agent_read_paths.cto]"}},
 		{name: "run by its path from outside the agents dir", file: "downloads/cto.toml", invoke: filepath.Join(root, "downloads", "cto.toml"),

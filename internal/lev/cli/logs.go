@@ -39,9 +39,13 @@ func runLogs(ctx context.Context, opts *logsOptions, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if _, err := c.Get(ctx, id); err != nil {
+	rec, err := c.Get(ctx, id)
+	if err != nil {
 		return runErr(id, err)
 	}
+	// The same read-path warning lev run and lev resume print: a run refused for a
+	// missing grant says what to add where its log is read.
+	warnUngranted(stderr, rec)
 	pr := &eventPrinter{w: stdout, asJSON: opts.JSON}
 	print := func(ev *events.Event) error { return pr.print(ev) }
 	// A run resumed after a refusal has one leg per start, each ending in run_end:

@@ -189,7 +189,7 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	t0 := time.Now()
 	out, errs, code = levIn(t, bin, j.wd, j.env, "run", "hello")
 	t.Logf("lev run of a 3-turn scripted run over the unix socket: %s, process start to exit", time.Since(t0))
-	if code != 0 || strings.TrimSpace(out) != `"hello from the jail"` {
+	if code != 0 || out != "hello from the jail\n" {
 		t.Fatalf("lev run: %d stdout %q stderr %q", code, out, errs)
 	}
 	want := []string{"#1 run r-", "#2 stage 1:s: start", "tool write_file", ": allowed", "tool write_file: ok", "tool read_file", "tool submit_output", "stage 1:s: completed", "result:", "run completed"}
@@ -235,7 +235,7 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 		t.Fatalf("lev logs --json --follow: %d %q", code, out)
 	}
 	out, _, code = levIn(t, bin, j.wd, j.env, "result", id)
-	if code != 0 || strings.TrimSpace(out) != `"hello from the jail"` {
+	if code != 0 || out != "hello from the jail\n" {
 		t.Fatalf("lev result: %d %q", code, out)
 	}
 	out, _, code = levIn(t, bin, j.wd, j.env, "result", id, "--json")
@@ -257,7 +257,7 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 		t.Fatalf("lev validate of a tree blueprint: %d %q %q", code, out, errs)
 	}
 	out, errs, code = levIn(t, bin, j.wd, j.env, "run", "mine")
-	if code != 0 || strings.TrimSpace(out) != `"hello from the jail"` {
+	if code != 0 || out != "hello from the jail\n" {
 		t.Fatalf("lev run of a tree blueprint: %d %q %q", code, out, errs)
 	}
 	treeID := regexpRunID(t, errs)

@@ -9,9 +9,11 @@ package cli
 // A command prints such text only through these helpers.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/lever-jail/lever/internal/hostterm"
 )
@@ -60,4 +62,35 @@ func lineArgs(a []any) []any {
 		}
 	}
 	return out
+}
+
+// writeResult prints a finished run's result for a person (lev run, lev result): the
+// result is JSON (what the agent submitted), so a JSON string is printed as its text, not
+// quoted ("done" prints as done), and anything else (an object, a list) indented. Decoding
+// turns a \u001b escape into the control itself, so the text then goes through the
+// neutraliser on a terminal, exactly as the raw bytes would; to a file or a pipe it is the
+// script's data, unchanged. --json keeps the JSON as it is.
+func writeResult(w io.Writer, out json.RawMessage) {
+	text := resultText(out)
+	if text == "" {
+		return
+	}
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	fmt.Fprint(w, forTerminal(w, text))
+}
+
+// resultText is the result as a person reads it; a result that is not JSON (lev stores
+// JSON, so never in practice) is shown as it is.
+func resultText(out json.RawMessage) string {
+	var s string
+	if json.Unmarshal(out, &s) == nil {
+		return s
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, bytes.TrimSpace(out), "", "  ") == nil {
+		return b.String()
+	}
+	return string(out)
 }

@@ -54,6 +54,8 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 				row.StageName = r.Stages[r.Stage].Name
 			}
 			row.Stages = len(r.Stages)
+			row.ReadPaths = r.ReadPaths
+			row.Parent, row.Depth = r.Parent, r.Depth
 			out = append(out, row)
 		}
 		b, err := json.Marshal(out)
@@ -66,14 +68,14 @@ func runPs(ctx context.Context, opts *psOptions, stdout, stderr io.Writer) error
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tSTAGE\tCREATED\tWORKDIR")
+	fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tSTAGE\tREAD PATHS\tCREATED\tWORKDIR")
 	for _, r := range recs {
 		stage := "-"
 		if r.Stage < len(r.Stages) {
 			stage = fmt.Sprintf("%d/%d %s", r.Stage+1, len(r.Stages), r.Stages[r.Stage].Name)
 		}
 		// One cell each, whatever a blueprint named its agent or stages: neutralised.
-		cells := []string{r.ID, r.Agent, string(r.Status), stage, r.Created.Format("2006-01-02 15:04:05"), r.Workdir}
+		cells := []string{r.ID, r.Agent, string(r.Status), stage, readPathCell(r.ReadPaths), r.Created.Format("2006-01-02 15:04:05"), r.Workdir}
 		for i, c := range cells {
 			cells[i] = hostterm.EscapeLine(c)
 		}
@@ -96,6 +98,31 @@ type psRow struct {
 	// Label is the run's taint label, which its error carries (gated before it was
 	// recorded).
 	Label string `json:"label,omitempty"`
+	// ReadPaths are the blueprint's [read_paths] entries and whether each is granted, so a
+	// missing grant shows in the list before anybody opens the run.
+	ReadPaths []runner.ReadPathStatus `json:"read_paths,omitempty"`
+	// Parent and Depth: a sub-agent's parent run and how deep it runs (spawn_agent).
+	Parent string `json:"parent,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
 	// Usage is the run's token counts (run.json's usage).
 	Usage *provider.Usage `json:"usage,omitempty"`
+}
+
+// readPathCell is lev ps's READ PATHS column: "-" when the blueprint declares none, else
+// how many of its entries are granted, with NOT GRANTED when any is not.
+func readPathCell(sts []runner.ReadPathStatus) string {
+	if len(sts) == 0 {
+		return "-"
+	}
+	n := 0
+	for _, s := range sts {
+		if s.Granted {
+			n++
+		}
+	}
+	cell := fmt.Sprintf("%d/%d granted", n, len(sts))
+	if n < len(sts) {
+		cell += fmt.Sprintf(" (%d NOT GRANTED)", len(sts)-n)
+	}
+	return cell
 }

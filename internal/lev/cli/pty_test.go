@@ -118,7 +118,7 @@ func TestBinaryRunOnATerminalAnswersAskAndGate(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("lev run did not end; terminal:\n%s", out.buf.String())
 	}
-	if strings.TrimSpace(stdout.String()) != `"done"` {
+	if stdout.String() != "done\n" {
 		t.Fatalf("result %q", stdout.String())
 	}
 	id := regexpRunID(t, out.buf.String())

@@ -65,8 +65,8 @@ func runResult(ctx context.Context, opts *resultOptions, stdout, stderr io.Write
 		}
 		fmt.Fprintf(stdout, "%s\n", hostterm.EscapeJSON(b))
 	} else if res.Status == runner.StatusCompleted {
-		// The model's output: neutralised on a terminal, unchanged for a script.
-		fmt.Fprintln(stdout, forTerminal(stdout, string(res.Output)))
+		// The model's output as text: neutralised on a terminal, unchanged for a script.
+		writeResult(stdout, res.Output)
 	}
 	if res.Status != runner.StatusCompleted {
 		return exitcode.New(1, fmt.Errorf("run %s is %s: %s", res.ID, res.Status, res.Error))

@@ -17,12 +17,15 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/capread"
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/strictjson"
+	"github.com/lever-jail/lever/internal/lev/update"
+	"github.com/lever-jail/lever/internal/version"
 )
 
 // Server serves the API.
@@ -31,6 +34,10 @@ type Server struct {
 	Watcher *levconfig.Watcher
 	Token   string
 	Log     func(format string, args ...any)
+	// Update answers GET /api/update from its cache (nil: a checker of SourceURL for
+	// this build's version, made on first use).
+	Update     *update.Checker
+	updateOnce sync.Once
 }
 
 // Handler is the API's routes.
@@ -47,6 +54,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/agents/{id}/resume", s.auth(s.resume))
 	mux.HandleFunc("POST /api/agents/{id}/answer", s.auth(s.answer))
 	mux.HandleFunc("GET /api/config", s.auth(s.config))
+	mux.HandleFunc("GET /api/update", s.auth(s.update))
 	return mux
 }
 
@@ -162,7 +170,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 // Answer is POST /api/agents/{id}/answer: the answer to an interactive run's question.
 type Answer struct {
 	Question string `json:"question"`
-	Answer   string `json:"answer"` // once | session | deny
+	Answer   string `json:"answer"` // once | session | deny; an ask_operator question: the operator's text
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
@@ -180,6 +188,22 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}
+
+// update is GET /api/update: the cached update check (internal/lev/update). A failed
+// check is 502 with its message (a releases answer past the cap names the cap and peer).
+func (s *Server) update(w http.ResponseWriter, r *http.Request) {
+	s.updateOnce.Do(func() {
+		if s.Update == nil {
+			s.Update = &update.Checker{Current: version.Version}
+		}
+	})
+	rep, err := s.Update.Cached(r.Context())
+	if err != nil {
+		writeErr(w, http.StatusBadGateway, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 func (s *Server) config(w http.ResponseWriter, r *http.Request) {

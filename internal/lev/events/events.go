@@ -95,6 +95,7 @@ type Event struct {
 	Source     string          `json:"source,omitempty"`
 	Question   string          `json:"question,omitempty"`
 	GatePrompt bool            `json:"gate_prompt,omitempty"` // an ask from the taint gate: once / session / deny
+	Operator   bool            `json:"operator,omitempty"`    // an ask_operator question: the answer is the operator's text
 	Answer     string          `json:"answer,omitempty"`
 	Message    string          `json:"message,omitempty"`
 	Bytes      int             `json:"bytes,omitempty"`

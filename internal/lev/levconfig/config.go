@@ -45,7 +45,10 @@ type Provider struct {
 type Security struct {
 	ReadPaths               []string `toml:"read_paths"`
 	AllowBlueprintReadPaths bool     `toml:"allow_blueprint_read_paths"`
-	CredentialStore         string   `toml:"credential_store"`
+	// CredentialStore is where API keys live. Only "env" (the variable api_key_env names)
+	// exists; any other store is refused at load rather than parsed and ignored, which
+	// would leave a user believing keys sit in a keychain while lev reads the environment.
+	CredentialStore string `toml:"credential_store"`
 	// PolicyFile is the taint policy file (internal/lev/policy reads it; docs/lev-security.md, "The policy file").
 	PolicyFile string `toml:"policy_file"`
 }
@@ -216,6 +219,9 @@ func Parse(file string, data []byte) (*Config, error) {
 	if c.Perms, err = blueprint.ParsePermissions(doc, c.ToolPermissions); err != nil {
 		return nil, err
 	}
+	if err := checkCredentialStore(doc, c.Security.CredentialStore); err != nil {
+		return nil, err
+	}
 	c.Grants.AllowBlueprint = c.Security.AllowBlueprintReadPaths
 	for i, raw := range c.Security.ReadPaths {
 		e, err := readpaths.Parse(raw)
@@ -271,4 +277,18 @@ func (c *Config) TokenFile() string {
 		return c.Daemon.TokenFile
 	}
 	return filepath.Join(Home(), "token")
+}
+
+// CredentialStoreEnv is the one credential store lev has: the provider's key is read from
+// the environment variable [provider] api_key_env names (none in broker mode).
+const CredentialStoreEnv = "env"
+
+// checkCredentialStore accepts an absent key or "env", and refuses anything else with the
+// reason: lev has no keychain or file store to put keys in.
+func checkCredentialStore(doc *tomlx.Doc, v string) error {
+	switch v {
+	case "", CredentialStoreEnv:
+		return nil
+	}
+	return doc.Errorf("security.credential_store", "credential_store %q is not supported: lev reads API keys only from the environment ([provider] api_key_env), so the only store is \"env\"; set it to \"env\" or remove it", v)
 }

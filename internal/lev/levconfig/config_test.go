@@ -19,6 +19,9 @@ func TestParse(t *testing.T) {
 		{"sandbox typo", "[sandbox]\nnetwrok = false\n", `config.toml:2: unknown key "sandbox.netwrok"`},
 		{"wrong type", "[security]\nallow_blueprint_read_paths = \"yes\"\n", `config.toml:2: key "security.allow_blueprint_read_paths"`},
 		{"syntax", "[security\n", `config.toml:1:`},
+		{"credential store keychain", "[security]\ncredential_store = \"keychain\"\n", `config.toml:2: key "security.credential_store": credential_store "keychain" is not supported: lev reads API keys only from the environment`},
+		{"credential store file", "[security]\ncredential_store = \"file\"\n", `key "security.credential_store": credential_store "file" is not supported`},
+		{"credential store case", "[security]\ncredential_store = \"ENV\"\n", `key "security.credential_store": credential_store "ENV" is not supported`},
 		{"table in another case", "[Tool_Permissions]\nshell = \"deny\"\n", `config.toml:1: unknown key "Tool_Permissions" (keys are case-sensitive: the key is "tool_permissions")`},
 		{"two spellings of one table", "[tool_permissions]\nshell = \"allow\"\n[TOOL_PERMISSIONS]\nshell = \"deny\"\n", `config.toml:3: unknown key "TOOL_PERMISSIONS"`},
 	}
@@ -47,5 +50,19 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if c.Daemon.Listen != DefaultListen {
 		t.Fatalf("listen %s", c.Daemon.Listen)
+	}
+}
+
+// TestCredentialStoreEnv: the positive control of the refusals in TestParse: "env" (and no
+// key at all) loads, and keeps the value it was given.
+func TestCredentialStoreEnv(t *testing.T) {
+	for _, text := range []string{"[security]\ncredential_store = \"env\"\n", ""} {
+		c, err := Parse("config.toml", []byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if text != "" && c.Security.CredentialStore != CredentialStoreEnv {
+			t.Fatalf("credential_store = %q", c.Security.CredentialStore)
+		}
 	}
 }

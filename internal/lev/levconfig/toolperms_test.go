@@ -6,7 +6,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 )
 
-const toolList = "the tools are context_drop, context_list, edit_file, glob, grep, http_get, http_post, list_dir, read_file, read_files, shell, submit_output, todo_read, todo_write, web_fetch, web_search, write_file, and MCP tools are named mcp__SERVER__TOOL"
+const toolList = "the tools are ask_operator, context_drop, context_list, edit_file, glob, grep, http_get, http_post, install_tool, list_dir, read_file, read_files, shell, spawn_agent, submit_output, todo_read, todo_write, web_fetch, web_search, write_file, and MCP tools are named mcp__SERVER__TOOL"
 
 // TestToolPermissionNames: a [tool_permissions] key that names no tool is an error naming
 // the key and its line (exact messages), in config.toml and in a blueprint alike; the

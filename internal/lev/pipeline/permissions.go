@@ -18,6 +18,9 @@ var Defaults = map[string]blueprint.Permission{
 	"context_list": blueprint.Allow, "context_drop": blueprint.Allow,
 	"shell": blueprint.Ask, "web_fetch": blueprint.Ask, "web_search": blueprint.Ask,
 	"http_get": blueprint.Ask, "http_post": blueprint.Ask,
+	// Asking the operator and running a sub-agent within the parent's own permissions
+	// reach nothing new; installing a tool leaves a script behind for later runs: ask.
+	"ask_operator": blueprint.Allow, "spawn_agent": blueprint.Allow, "install_tool": blueprint.Ask,
 }
 
 // preAllowable are the tools a blueprint may loosen, and only when the user configured

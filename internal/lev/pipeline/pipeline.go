@@ -139,6 +139,10 @@ type Result struct {
 	Output   json.RawMessage `json:"output,omitempty"` // submit_output's payload
 	Refusal  *Refusal        `json:"refusal,omitempty"`
 	Duration time.Duration   `json:"duration_ns"`
+	// Label is the runtime's own label for this result when the tool knows better than
+	// its name does (spawn_agent: the child run's label). The gate takes the higher of it
+	// and the tool's usual label. Only runtime code sets it, never model output.
+	Label string `json:"label,omitempty"`
 }
 
 // Refusal records which step refused a call and why.
@@ -210,6 +214,12 @@ type Pipeline struct {
 	// runs (res is the refusal, nil when it will run): the run's live events say what is
 	// about to happen while it happens, not after.
 	Decided func(c *Call, res *Result)
+	// RunID names the run, for what a tool records about itself (install_tool's stamp).
+	RunID string
+	// Operator answers ask_operator (nil: nobody is there to; the call says so).
+	Operator Operator
+	// SubAgents runs spawn_agent's child runs (nil: spawn_agent fails).
+	SubAgents SubAgents
 }
 
 // Prepare runs steps 1 to 4. A non-nil Result is a refusal (or a bad request) to hand
@@ -273,6 +283,9 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 			}
 			if prot := p.protects(a.Real); prot != "" {
 				return c, refused(StepFence, "write-protected", fmt.Sprintf("%s: refused: %s is lev's own state (%s); the file tools never write it", tc.Name, w, prot))
+			}
+			if res := p.toolsDirRefusal(tc.Name, a); res != nil {
+				return c, res
 			}
 			c.Writes = append(c.Writes, a)
 		}

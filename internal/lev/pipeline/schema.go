@@ -52,7 +52,7 @@ func jsonType(owner reflect.Type, f reflect.StructField) string {
 		return `{}` // any JSON value
 	case t.Kind() == reflect.String:
 		return `{"type":"string"}`
-	case t.Kind() == reflect.Bool:
+	case t.Kind() == reflect.Bool, t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Bool:
 		return `{"type":"boolean"}`
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		return `{"type":"integer"}`

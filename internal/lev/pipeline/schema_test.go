@@ -34,6 +34,9 @@ func TestSchemasDerivedFromArgTypes(t *testing.T) {
 		"http_post":     `{"type":"object","properties":{"url":{"type":"string"},"body":{"type":"string"},"content_type":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"required":["url"],"additionalProperties":false}`,
 		"web_search":    `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"],"additionalProperties":false}`,
 		"submit_output": `{"type":"object","properties":{"output":{}},"required":["output"],"additionalProperties":false}`,
+		"ask_operator":  `{"type":"object","properties":{"question":{"type":"string"}},"required":["question"],"additionalProperties":false}`,
+		"spawn_agent":   `{"type":"object","properties":{"task":{"type":"string"},"tools":{"type":"array","items":{"type":"string"}},"read_paths":{"type":"array","items":{"type":"string"}},"network":{"type":"boolean"},"label":{"type":"string"}},"required":["task","tools"],"additionalProperties":false}`,
+		"install_tool":  `{"type":"object","properties":{"name":{"type":"string"},"script":{"type":"string"},"replace":{"type":"boolean"}},"required":["name","script"],"additionalProperties":false}`,
 	}
 	if got := Names(); !reflect.DeepEqual(got, sortedKeys(golden)) {
 		t.Fatalf("tools %v, want %v", got, sortedKeys(golden))

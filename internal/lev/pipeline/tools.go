@@ -23,6 +23,10 @@ const (
 	ClassState Class = "state"
 	// ClassLocal: an MCP server the user classified as unable to send data off the machine.
 	ClassLocal Class = "local"
+	// ClassInteraction: talks to the person running the agent (ask_operator).
+	ClassInteraction Class = "interaction"
+	// ClassSubAgent: runs a child run, within the parent's permissions (spawn_agent).
+	ClassSubAgent Class = "subagent"
 )
 
 // Tool is a built-in tool.
@@ -96,7 +100,8 @@ func DecodeArgs(tool string, raw json.RawMessage) (Args, error) {
 
 // registry is lev's built-in tools, one family per file, put together here explicitly
 // (nothing registers itself from an init function: what lev offers is this list).
-var registry = table(fileTools(), searchTools(), editTools(), todoTools(), contextTools(), shellTools(), netTools(), webSearchTools(), submitTools())
+var registry = table(fileTools(), searchTools(), editTools(), todoTools(), contextTools(), shellTools(), netTools(), webSearchTools(), submitTools(),
+	agentTools(), installTools())
 
 func table(families ...[]*Tool) map[string]*Tool {
 	m := map[string]*Tool{}

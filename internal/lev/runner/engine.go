@@ -293,6 +293,11 @@ func (e *Engine) Resume(ctx context.Context, id string, interactive bool) (*Reco
 	if err != nil {
 		return nil, err
 	}
+	if rec.Parent != "" {
+		// Its permissions were its parent's, narrowed at the parent's call; resumed on its
+		// own it would take the config in force now instead.
+		return nil, fmt.Errorf("run %s is a sub-agent of run %s: it is not resumed on its own (lev resume %s runs its spawn_agent call again)", id, rec.Parent, rec.Parent)
+	}
 	if rec.Status == StatusCompleted {
 		return nil, fmt.Errorf("run %s is completed; nothing to resume", id)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/mcp"
 	"github.com/lever-jail/lever/internal/lev/mcp/mcprun"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
@@ -21,16 +22,39 @@ import (
 // prepare loads the blueprint (a resumed run's from the snapshot in its record) and
 // config and builds the pipeline: everything that can fail before the run starts.
 func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
+	return e.prepareWith(rec, resume, prepOpts{})
+}
+
+// prepOpts are what a sub-agent's preparation takes from its parent instead of from the
+// engine (subagent.go).
+type prepOpts struct {
+	// cfg is the parent's config: a reload since the parent started cannot widen its child.
+	cfg *levconfig.Config
+	// narrow turns the parent's blueprint into the child's, before anything is built.
+	narrow func(*blueprint.Blueprint) (*blueprint.Blueprint, error)
+	// asker is the parent's: the child's prompts go to whoever answers the parent's.
+	asker pipeline.Asker
+}
+
+func (e *Engine) prepareWith(rec *Record, resume bool, o prepOpts) (*run, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
 	cfg := e.Config()
+	if o.cfg != nil {
+		cfg = o.cfg
+	}
 	if resume && rec.Admission == nil {
 		return nil, fmt.Errorf("run %s has no blueprint snapshot (recorded by an older lev): it cannot be resumed from what it was admitted under; start a new run", rec.ID)
 	}
 	bp, file, err := e.loadBlueprint(rec)
 	if err != nil {
 		return nil, err
+	}
+	if o.narrow != nil {
+		if bp, err = o.narrow(bp); err != nil {
+			return nil, err
+		}
 	}
 	state, err := e.protected(cfg, file, rec.Workdir)
 	if err != nil {
@@ -80,6 +104,9 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if rec.Interactive {
 		api = &apiAsker{e: e, rec: rec, ch: make(chan string, 1)}
 		ask = api
+	}
+	if o.asker != nil {
+		ask = o.asker
 	}
 	env := &pipeline.RunEnv{RunID: rec.ID, Agent: bp.Name, Workdir: fsys.Workdir, RunDir: e.Store.RunDir(rec.ID),
 		Blueprint: bp, Config: cfg, Yolo: rec.Yolo, Asker: ask, Log: e.Log, Labels: e.LabelStore()}
@@ -159,6 +186,13 @@ func (e *Engine) prepare(rec *Record, resume bool) (*run, error) {
 	if api != nil {
 		api.r = r
 	}
+	p.RunID = rec.ID
+	// ask_operator goes to whoever answers this run's prompts (a sub-agent's: its
+	// parent's); with nobody there it has no operator and says so.
+	if op, ok := ask.(pipeline.Operator); ok {
+		p.Operator = op
+	}
+	p.SubAgents = &subAgents{e: e, parent: r}
 	p.Decided = func(c *pipeline.Call, res *pipeline.Result) {
 		if gev, ok := gateEvent(c); ok {
 			r.emit(e, gev)

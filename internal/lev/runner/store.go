@@ -64,7 +64,11 @@ type Record struct {
 	// Interactive: ask prompts wait in Question for an answer over the API.
 	Interactive bool      `json:"interactive,omitempty"`
 	Question    *Question `json:"question,omitempty"`
-	Status      Status    `json:"status"`
+	// Parent is the run whose spawn_agent call started this one (a sub-agent), and Depth
+	// how far below a top-level run it is (0 for one): subagent.go.
+	Parent string `json:"parent,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
+	Status Status `json:"status"`
 	// Label is the run's taint label (the highest its context ever had): what its result,
 	// error and records carry, as the label store reads them.
 	Label   string            `json:"label,omitempty"`

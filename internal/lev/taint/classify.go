@@ -46,16 +46,14 @@ var builtin = map[string]Class{
 	// Todo tools: the run's own list, labelled like a file the run wrote (taintgate).
 	"todo_read":  {Known: true},
 	"todo_write": {Known: true},
-	// The families below are the ones docs/lev-security.md ("Which tools are gated") lists
-	// as not gated; lev offers none of them yet, so no call can reach these rows
-	// until the pipeline registers the tool.
-	// Sub-agent tools: the child runs under its own gate.
+	// Sub-agent: the child runs under its own gate, starting at this run's taint, and its
+	// result comes back carrying the child's label (pipeline.Result.Label).
 	"spawn_agent": {Known: true},
-	"sub_agent":   {Known: true},
-	"task":        {Known: true},
-	// Interaction tools: they talk to the user, who already sees the context.
-	"ask_user": {Known: true},
-	"notify":   {Known: true},
+	// Interaction: ask_operator talks to the person running the agent, who sees the
+	// context already.
+	"ask_operator": {Known: true},
+	// install_tool writes a stamped script in the workdir's .lev/tools: a file tool.
+	"install_tool": {Known: true},
 }
 
 // Table classifies tools: the built-ins, plus classifications the user's policy gives

@@ -98,7 +98,9 @@ func TestClassificationTable(t *testing.T) {
 		{"todo_write", false, true, Public},
 		{"todo_read", false, true, Public},
 		{"spawn_agent", false, true, Public},
-		{"ask_user", false, true, Public},
+		{"ask_operator", false, true, Public},
+		{"install_tool", false, true, Public},
+		{"ask_user", true, false, Public},                 // no such tool: a script named so fails closed
 		{"mcp__slack__post_message", true, false, Public}, // unknown fails closed
 		{"my_script_tool", true, false, Public},
 	} {

@@ -21,8 +21,8 @@ import (
 
 // Builtin are lev's built-in tool names.
 var Builtin = []string{
-	"context_drop", "context_list", "edit_file", "glob", "grep", "http_get", "http_post",
-	"list_dir", "read_file", "read_files", "shell", "submit_output", "todo_read",
+	"ask_operator", "context_drop", "context_list", "edit_file", "glob", "grep", "http_get", "http_post",
+	"install_tool", "list_dir", "read_file", "read_files", "shell", "spawn_agent", "submit_output", "todo_read",
 	"todo_write", "web_fetch", "web_search", "write_file",
 }
 

@@ -272,7 +272,7 @@ lev:
 	t.Setenv(envTree, tree)
 	t.Setenv(envStateD, filepath.Join(state, instance))
 	t.Cleanup(func() {
-		leverRun("destroy", cfgPath)
+		leverRun("destroy", "-c", cfgPath)
 		if b, err := os.ReadFile(filepath.Join(state, instance, "fake-master.pid")); err == nil {
 			if pid, _ := strconv.Atoi(string(b)); pid > 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
@@ -329,7 +329,7 @@ lev:
 
 	// 1. up from nothing: create, bootstrap, firewall, provisioning, broker, enrolment, the
 	// podman socket forward, images, lev.
-	out := step("up", 0, "up", cfgPath)
+	out := step("up", 0, "up", "-c", cfgPath)
 	if !strings.Contains(out, mach+"-manager running") && !strings.Contains(out, "lever-"+instance+"-manager running") {
 		t.Errorf("up did not start the manager:\n%s", out)
 	}
@@ -343,11 +343,11 @@ lev:
 	}
 
 	// 2. up again: nothing changes, the master is asked again for the forward it holds.
-	step("up again", 0, "up", cfgPath)
+	step("up again", 0, "up", "-c", cfgPath)
 	// 3. status
-	step("status", 0, "status", cfgPath)
+	step("status", 0, "status", "-c", cfgPath)
 	// 4. acceptance, from inside the machine.
-	out = step("acceptance", 1, "acceptance", "--json", "--lan", lanAddr, "--internet", internetAddr, "--dns", dnsAddr, "--link-local", linkLocal, "--metadata", metadata, cfgPath)
+	out = step("acceptance", 1, "acceptance", "--json", "--lan", lanAddr, "--internet", internetAddr, "--dns", dnsAddr, "--link-local", linkLocal, "--metadata", metadata, "-c", cfgPath)
 	var rep acceptance.Report
 	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &rep); err != nil {
 		t.Fatalf("acceptance JSON: %v", err)
@@ -375,7 +375,7 @@ lev:
 		t.Errorf("acceptance ran %d checks", len(rep.Results))
 	}
 	// 5. stop: the ssh master ends, its socket goes, the machine is stopped, host state stays.
-	step("stop", 0, "stop", cfgPath)
+	step("stop", 0, "stop", "-c", cfgPath)
 	for _, p := range []string{sock, filepath.Join(state, instance, "orb-ssh.ctl")} {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("after stop %s still exists", p)
@@ -385,7 +385,7 @@ lev:
 		t.Errorf("after stop the machine is %+v", m)
 	}
 	// 6. destroy: the machine is deleted and the state dir removed.
-	step("destroy", 0, "destroy", cfgPath)
+	step("destroy", 0, "destroy", "-c", cfgPath)
 	if m := loadMachineAt(statePath); m.Exists {
 		t.Errorf("after destroy the machine exists")
 	}
@@ -414,14 +414,14 @@ lev:
 	}
 	// The host's lev (x86-64 here) is refused for the arm64 machine before anything is
 	// piped in; that is the control for the next up, which is given the arm64 lev.
-	step("up arm64 with the host's lev", 2, "up", cfgPath)
+	step("up arm64 with the host's lev", 2, "up", "-c", cfgPath)
 	for _, c := range readCalls(t, logPath) {
 		if c.HelperELF != "" {
 			t.Errorf("a helper (%s) was piped into the arm64 machine with only the host's lev at hand", c.HelperELF)
 		}
 	}
 	t.Setenv("LEVER_LEV_BINARY", levBinaryFor(t, "arm64"))
-	step("up arm64", 2, "up", cfgPath)
+	step("up arm64", 2, "up", "-c", cfgPath)
 	var helper string
 	for _, c := range readCalls(t, logPath) {
 		if c.HelperELF != "" {
@@ -436,7 +436,7 @@ lev:
 		t.Errorf("the helper piped into the arm64 machine is %q, want aarch64", helper)
 	}
 	t.Setenv("LEVER_LEV_BINARY", levBinary(t))
-	step("destroy arm64", 0, "destroy", cfgPath)
+	step("destroy arm64", 0, "destroy", "-c", cfgPath)
 
 	// Attacks on the fakes' checks, through the same PATH lever uses; their positive
 	// controls are every call above, accepted.

@@ -389,6 +389,15 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 	l = taint.Max(l, g.storedLevel(c))
 	l = taint.Max(l, g.mcpResultLabel(c.Tool))
 	l = taint.Max(l, named)
+	if r.Label != "" {
+		// The runtime's own label for the result (a sub-agent's: the child run's). One
+		// that does not parse reads as Private: fail closed.
+		rl, err := taint.ParseLevel(r.Label)
+		if err != nil {
+			rl = taint.Private
+		}
+		l = taint.Max(l, rl)
+	}
 	g.byCall[c.ID] = g.add(region(c.Stage.Index), l, c.Tool+" "+c.ID)
 	g.markChanged(c)
 	g.save()
