@@ -21,7 +21,7 @@ SDK_PEERS_DIR := $(CURDIR)/.cache/sdk
 SDK_PEERS     := openai@7.60.0 @anthropic-ai/sdk@1.17.0 typescript@7.0.2
 export LEV_SDK_PEERS := $(SDK_PEERS_DIR)
 
-.PHONY: build test e2e bench lint fuzz ci clean mcp-servers sdk-peers cross dist transcript
+.PHONY: build test e2e bench lint lint-sh fuzz ci clean mcp-servers sdk-peers cross dist transcript
 
 # lever sends the guest a Linux lev for the guest's architecture (the enrol and acceptance
 # helpers are `lev __guest ...`; the lev and workbench images carry it) and finds it beside
@@ -84,11 +84,7 @@ bench: build
 # build on this platform.
 LINT_TOOL := $(GO) tool -modfile=tools/lint/go.mod
 
-# The guest scripts are files (//go:embed), POSIX sh: shellcheck reads each one (the parts
-# a script is assembled from each say `shellcheck shell=sh`). shellcheck is a Debian
-# package `make` does not install: without it, lint warns and skips the shell part, except
-# under CI=true (.ci/run installs it), where a skipped check is a failure.
-lint:
+lint: lint-sh
 	@out=$$(gofmt -l cmd internal tools 2>/dev/null); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags $(E2E_TAGS) ./...
@@ -96,13 +92,20 @@ lint:
 	$(LINT_TOOL) staticcheck -tags $(E2E_TAGS) ./...
 	@echo "deadcode -test -tags $(E2E_TAGS) ./..."; out=$$($(LINT_TOOL) deadcode -test -tags $(E2E_TAGS) ./...) || exit 1; \
 		if [ -n "$$out" ]; then echo "deadcode: unreachable functions (delete them, or use them):"; echo "$$out"; exit 1; fi
+
+# The guest scripts are files (//go:embed), POSIX sh: shellcheck reads each one (the parts
+# a script is assembled from each say `shellcheck shell=sh`), and .ci/run. shellcheck is a
+# Debian package `make` does not install (apt-get install shellcheck; lever doctor says
+# whether it is there): without it lint-sh warns and skips the shell part, except under
+# CI=true (.ci/run installs it), where a skipped check is a failure.
+lint-sh:
 	@if command -v shellcheck >/dev/null; then \
 		echo "shellcheck -S warning (the guest scripts and .ci/run)"; \
 		find cmd internal scripts templates -name '*.sh' -print0 | xargs -0 shellcheck -S warning .ci/run; \
 	elif [ "$$CI" = true ]; then \
-		echo "lint: shellcheck is not installed (Debian package shellcheck; .ci/run installs it)"; exit 1; \
+		echo "lint-sh: shellcheck is not installed (Debian package shellcheck; .ci/run installs it)"; exit 1; \
 	else \
-		echo "lint: WARNING: shellcheck is not installed, the shell scripts were NOT checked (apt-get install shellcheck); CI checks them"; \
+		echo "lint-sh: WARNING: shellcheck is not installed, the shell scripts were NOT checked (apt-get install shellcheck); CI checks them"; \
 	fi
 
 # A few seconds of coverage-guided fuzzing of the lever.yaml loader (its seed corpus in

@@ -187,6 +187,19 @@ func TestDailyLoopNetns(t *testing.T) {
 		"echo T-git; echo evil > /lever/.git/hooks/pre-commit 2>&1; echo ../x > /lever/.git/commondir 2>&1; git -C /lever config core.fsmonitor evil 2>&1; git -C /lever commit --allow-empty -qm x 2>&1",
 		"echo T-end",
 	}, "; ")
+	// The scratch space (issue 28 item 3): mktemp and a file in $HOME work on the read-only
+	// root (/tmp is a tmpfs and HOME=/tmp), a write past the tmpfs's 256 MiB is refused
+	// with ENOSPC, and the root beside it stays read-only (the control that the write
+	// reached a filesystem that refuses).
+	scratch := strings.Join([]string{
+		"echo T-scratch",
+		`f=$(mktemp) && echo tmp-ok > "$f" && cat "$f"`,
+		`echo home-ok > "$HOME/probe" && cat "$HOME/probe"`,
+		"dd if=/dev/zero of=/tmp/fill bs=1M count=300 2>&1 | grep -o 'No space left on device'",
+		"rm -f /tmp/fill",
+		"{ echo x > /etc/probe; } 2>&1 | grep -o 'Read-only file system'",
+		"echo T-scratch-end",
+	}, "; ")
 	cfgBefore, err := os.ReadFile(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +209,7 @@ func TestDailyLoopNetns(t *testing.T) {
 	task := &testutil.StandIn{
 		Steps: []testutil.Step{
 			{Tool: "shell", Args: map[string]string{"command": "git status --short && git log --oneline"}},
-			{Tool: "shell", Args: map[string]string{"command": "make build && cat build/SUMS"}},
+			{Tool: "shell", Args: map[string]string{"command": "make build && cat build/SUMS; " + scratch}},
 			{Tool: "shell", Args: map[string]string{"command": attack}},
 			{Tool: "write_file", Args: map[string]string{"path": "NOTES.md", "content": "built " + sfx + "\n"}},
 			{Tool: "read_file", Args: map[string]string{"path": "NOTES.md"}},
@@ -306,6 +319,11 @@ func TestDailyLoopNetns(t *testing.T) {
 	}
 	if !strings.Contains(results[1], "project.tar.gz") {
 		t.Errorf("make build in the workbench: %q", results[1])
+	}
+	for _, want := range []string{"T-scratch\ntmp-ok\nhome-ok\nNo space left on device\n", "Read-only file system\nT-scratch-end"} {
+		if !strings.Contains(results[1], want) {
+			t.Errorf("the workbench's scratch from the shell tool: result lacks %q:\n%s", want, results[1])
+		}
 	}
 	att := results[2]
 	for _, tag := range []string{"T-token", "T-key", "T-runlever", "T-home", "T-sock", "T-levps", "T-tcp", "T-broker", "T-cfg", "T-git", "T-end"} {

@@ -232,6 +232,21 @@ lev:
 	}
 
 	// 6. lever shell: each agent's workbench, its view of the tree, exit codes through.
+	// Each verb's exec session is gone when it returns: the run user's exec-session
+	// conmons (counted while one runs: the control) are back to none within 3 s after.
+	runUID := strings.TrimSpace(sh(t, "id", "-u", "lever"))
+	held := make(chan int, 1)
+	go func() {
+		c, _, _ := leverIO("shell", "-c", cfgPath, "--", "sleep", "2")
+		held <- c
+	}()
+	during := 0
+	for end := time.Now().Add(2 * time.Second); during == 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		during = execConmons(t, runUID)
+	}
+	if c := <-held; c != 0 || during == 0 {
+		t.Errorf("control: lever shell -- sleep 2 exit %d, %d exec conmons while it ran (want 1 or more)", c, during)
+	}
 	code, stdout, errs = leverIO("shell", "-c", cfgPath, "manager", "--", "ls", "/")
 	if code != 0 || !strings.Contains(stdout, "lever") || !strings.Contains(stdout, "usr") {
 		t.Errorf("lever shell manager -- ls /: exit %d\n%s%s", code, stdout, errs)
@@ -262,6 +277,33 @@ lev:
 		t.Errorf("control grep for the tree's marker printed %q", got)
 	}
 	refused("up", []string{"shell", "-c", cfgPath, "nope", "--", "ls"}, `worker "nope"`, "manager, w1")
+	left := execConmons(t, runUID)
+	for end := time.Now().Add(3 * time.Second); left > 0 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		left = execConmons(t, runUID)
+	}
+	if left != 0 {
+		t.Errorf("%d exec sessions' conmon processes left 3 s after the lever shell verbs returned (podman's exit delay not 0?)", left)
+	}
+	// lever doctor on the running jail: its firewall verified, no leftover process, no
+	// blocker on this host, exit 0.
+	code, stdout, errs = leverIO("doctor", "--json", "-c", cfgPath)
+	var doc struct {
+		Schema   int `json:"schema"`
+		Blockers int `json:"blockers"`
+		Checks   []struct{ ID, Status, Detail string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc.Schema != 1 {
+		t.Fatalf("lever doctor --json: exit %d, %v:\n%s%s", code, err, stdout, errs)
+	}
+	for _, c := range doc.Checks {
+		if (c.ID == "jail" && (c.Status != "ok" || !strings.Contains(c.Detail, "firewall verified"))) ||
+			(c.ID == "leftover processes" && c.Status != "ok") || c.Status == "blocker" {
+			t.Errorf("lever doctor on the running jail: %s %s: %s", c.ID, c.Status, c.Detail)
+		}
+	}
+	if code != 0 || doc.Blockers != 0 {
+		t.Errorf("lever doctor on the running jail: exit %d, %d blockers\n%s", code, doc.Blockers, stdout)
+	}
 
 	// 7. Interactive: lever run on a pseudo-terminal (this binary as lever, no human).
 	// lev's ask for write_file reaches the host terminal; "n" refuses it (the file is not
@@ -292,4 +334,31 @@ lev:
 func ptyLever(t *testing.T, answer string, args ...string) (string, int) {
 	t.Helper()
 	return ptyAnswers(t, []ptyAnswer{{prompt: "? ", answer: answer}}, args...)
+}
+
+// execConmons counts the conmon processes of exec sessions (conmon --exec-attach) run by
+// uid.
+func execConmons(t *testing.T, uid string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil || !strings.HasPrefix(string(st), "Name:\tconmon\n") {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if !strings.Contains(string(cmd), "\x00--exec-attach\x00") {
+			continue
+		}
+		for _, l := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" && f[1] == uid {
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -49,6 +49,7 @@ var jailCalls = []struct {
 	{[]string{"broker", "revoke", "CFG", "--agent", "w1"}, "lever broker revoke -c CFG --agent w1"},
 	{[]string{"broker", "rotate", "CFG"}, "lever broker rotate -c CFG"},
 	{[]string{"broker", "ticket", "--agent", "w1", "CFG"}, "lever broker ticket -c CFG --agent w1"},
+	{[]string{"doctor", "CFG", "--json"}, "lever doctor -c CFG --json"},
 }
 
 // TestGrammarEveryCommand: every command that works on a jail takes -c and no positional

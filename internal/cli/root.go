@@ -54,6 +54,7 @@ guest under rootless podman.`,
 		newResultCmd(),
 		newResumeCmd(),
 		newShellCmd(),
+		newDoctorCmd(),
 	)
 	guardConfigArgs(root)
 	root.PersistentFlags().Bool(acceptConfigFlag, false, "take a lever.yaml in the tree that changed since the jail was last brought up as yours (the agents write the tree; see docs/config.md, tree)")

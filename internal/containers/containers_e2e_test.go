@@ -75,9 +75,9 @@ func TestHardenedLevContainer(t *testing.T) {
 	// The workbenches: the probe stands in for `lev bench serve` (the entrypoint stays
 	// /lev; only its arguments change) and attacks lev's files from the bench's side.
 	mb.Command = []string{"ls:/lever", "write:/lever/bench.out", "ls:/run/lever", "ls:/var/lib/lev", "read:/run/lever/ticket",
-		"ls:/run/lever-bench", "write:/run/lever-bench/sock", "env", "find:ticket-manager", "find:lev-state-manager"}
+		"ls:/run/lever-bench", "write:/run/lever-bench/sock", "write:/tmp/scratch", "env", "find:ticket-manager", "find:lev-state-manager"}
 	wb.Command = []string{"ls:/lever", "read:/lever/manager-secret.txt", "ls:/run/lever", "ls:/var/lib/lev",
-		"write:/lever/w1/bench.out", "find:ticket-worker-w1", "find:lev-state-worker-w1", "env"}
+		"write:/lever/w1/bench.out", "write:/tmp/scratch", "write:/etc/scratch", "find:ticket-worker-w1", "find:lev-state-worker-w1", "env"}
 	for _, c := range []Container{mgr, w1, mb, wb} {
 		c.Rehash()
 		ch, err := g.client.Ensure(c, false)
@@ -139,6 +139,11 @@ func TestHardenedLevContainer(t *testing.T) {
 		{"worker bench: no enrolment dir", wb.Name, "ls /run/lever [] "},
 		{"worker bench: no lev home", wb.Name, "ls /var/lib/lev [] refused("},
 		{"worker bench: own dir writable", wb.Name, "write /lever/w1/bench.out ok"},
+		// /tmp (HOME) is a writable tmpfs on the read-only root; the root beside it stays
+		// read-only (the control that the write reached a filesystem that refuses)
+		{"manager bench: /tmp writable", mb.Name, "write /tmp/scratch ok"},
+		{"worker bench: /tmp writable", wb.Name, "write /tmp/scratch ok"},
+		{"worker bench: /etc still read-only", wb.Name, "write /etc/scratch refused("},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

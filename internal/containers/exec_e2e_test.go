@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -213,5 +214,72 @@ func TestExecTTYE2E(t *testing.T) {
 	after, _ := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
 	if after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
 		t.Errorf("host terminal not restored: lflag %#x -> %#x", before.Lflag, after.Lflag)
+	}
+}
+
+// conmons counts the conmon processes running as uid (the run user's: one per running
+// container, one per live exec session).
+func conmons(t *testing.T, uid int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil || !strings.HasPrefix(string(st), "Name:\tconmon\n") {
+			continue
+		}
+		for _, l := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestExecLeavesNoConmon: an exec session's conmon is gone when Exec returns (within the
+// cleanup's own run, polled for 3 s), not 300 s later: the provisioned containers.conf sets
+// exit_command_delay = 0. The control: while a session runs, its conmon is counted, so the
+// count sees what it claims to; and the exit codes still come back after the immediate
+// cleanup.
+func TestExecLeavesNoConmon(t *testing.T) {
+	g, name := execContainer(t)
+	ctx := context.Background()
+	base := conmons(t, g.uid)
+	if base < 1 {
+		t.Fatalf("%d conmon processes for the run user with its container running, want at least 1", base)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.client.Exec(ctx, name, ExecOptions{Argv: []string{"sleep", "2"}})
+		done <- err
+	}()
+	during := base
+	for end := time.Now().Add(2 * time.Second); during == base && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		during = conmons(t, g.uid)
+	}
+	if during <= base {
+		t.Errorf("control: %d conmon processes while an exec runs, want more than %d", during, base)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		code, err := g.client.Exec(ctx, name, ExecOptions{Argv: []string{"sh", "-c", "exit " + strconv.Itoa(i)}})
+		if err != nil || code != i {
+			t.Fatalf("exec %d: exit %d, %v", i, code, err)
+		}
+	}
+	start := time.Now()
+	n := conmons(t, g.uid)
+	for ; n > base && time.Since(start) < 3*time.Second; n = conmons(t, g.uid) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("6 exec sessions: %d conmon processes before, %d during one, %d %v after the last returned", base, during, n, time.Since(start).Round(10*time.Millisecond))
+	if n != base {
+		t.Errorf("%d conmon processes 3 s after 6 exec sessions ended, want %d (the container's own): sessions leave theirs behind", n, base)
 	}
 }

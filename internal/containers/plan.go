@@ -124,11 +124,14 @@ type Container struct {
 	Mounts     []Mount           `json:"mounts"`
 	// Devices are create-time only: a manager gains or loses /dev/kvm only at a fresh
 	// create, so they are left out of the spec hash.
-	Devices     []string          `json:"-"`
-	PidsLimit   int64             `json:"pids_limit"`
-	MemoryBytes int64             `json:"memory_bytes"`
-	Runtime     string            `json:"runtime"`
-	Labels      map[string]string `json:"-"`
+	Devices     []string `json:"-"`
+	PidsLimit   int64    `json:"pids_limit"`
+	MemoryBytes int64    `json:"memory_bytes"`
+	// ScratchBytes sizes the writable tmpfs at ScratchDir (scratch.go). In the hash, so
+	// containers made before it (whose /tmp was read-only) are replaced.
+	ScratchBytes int64             `json:"scratch_bytes"`
+	Runtime      string            `json:"runtime"`
+	Labels       map[string]string `json:"-"`
 }
 
 // Hash identifies the container's settings; a running container whose label carries the
@@ -239,7 +242,7 @@ func Plan(p Params) ([]Container, error) {
 		c := Container{
 			Name: name, Role: role, Image: p.Image,
 			Command: append([]string(nil), p.Command...), Env: env, WorkDir: TreeDir,
-			PidsLimit: p.PidsLimit, MemoryBytes: p.MemoryBytes, Runtime: p.Runtime,
+			PidsLimit: p.PidsLimit, MemoryBytes: p.MemoryBytes, ScratchBytes: DefaultScratchBytes, Runtime: p.Runtime,
 			Labels: map[string]string{LabelInstance: p.Instance, LabelRole: string(role)},
 		}
 		if path.IsAbs(p.Image) {
@@ -348,7 +351,7 @@ func bench(lev Container, p Params, tree []Mount) Container {
 		Command:    []string{"bench", "serve", "--socket", BenchSocket},
 		Env:        env, WorkDir: lev.WorkDir,
 		Mounts:    append(append([]Mount(nil), tree...), Mount{Source: path.Join(p.BenchRoot, agent), Dest: BenchMount}),
-		PidsLimit: p.PidsLimit, MemoryBytes: p.MemoryBytes, Runtime: p.Runtime,
+		PidsLimit: p.PidsLimit, MemoryBytes: p.MemoryBytes, ScratchBytes: DefaultScratchBytes, Runtime: p.Runtime,
 		Labels: map[string]string{LabelInstance: p.Instance, LabelRole: string(Bench)},
 	}
 }

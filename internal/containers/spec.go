@@ -8,8 +8,9 @@ import (
 
 // Spec turns a planned container into podman's create request, with the hardening that is
 // not negotiable: every capability dropped, no-new-privileges, pids and memory limits, the
-// jail's own network namespace (the guest's "host" network), a read-only root, the run user
-// kept as the container's user, and only the planned mounts.
+// jail's own network namespace (the guest's "host" network), a read-only root with a
+// size-limited writable tmpfs at /tmp (scratch.go), the run user kept as the container's
+// user, and only the planned mounts.
 func Spec(c Container) *specgen.SpecGenerator {
 	s := specgen.NewSpecGenerator(c.Image, false)
 	if c.Rootfs != "" {
@@ -32,7 +33,6 @@ func Spec(c Container) *specgen.SpecGenerator {
 	s.NoNewPrivileges = &t
 	s.Privileged = &f
 	s.ReadOnlyFilesystem = &t
-	s.ReadWriteTmpfs = &t
 	s.NetNS = specgen.Namespace{NSMode: specgen.Host}
 	s.UserNS = specgen.Namespace{NSMode: specgen.KeepID}
 	s.OCIRuntime = c.Runtime
@@ -46,6 +46,11 @@ func Spec(c Container) *specgen.SpecGenerator {
 		Pids:   &spec.LinuxPids{Limit: pids},
 		Memory: &spec.LinuxMemory{Limit: &mem, Swap: &mem},
 	}
+	scratch := c.ScratchBytes
+	if scratch <= 0 {
+		scratch = DefaultScratchBytes
+	}
+	s.Mounts = append(s.Mounts, scratchMount(scratch))
 	for _, m := range c.Mounts {
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if m.ReadOnly {

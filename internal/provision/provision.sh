@@ -126,6 +126,11 @@ fi
 
 # 5. the run user's podman engine: crun on cgroup v2, runc where crun cannot run (hybrid
 # cgroup v1 hosts); cgroupfs and a file event log when there is no user systemd.
+# exit_command_delay 0: every exec session (lever shell, lever run, the observation's
+# probes) has a conmon that, by default, sleeps 300 s after the command ends before it runs
+# podman's cleanup of the session; each verb left one behind for five minutes. With 0 the
+# cleanup runs as the command ends and conmon exits with it. Podman 4.3's cleanup keeps the
+# session's record (lever reads the exit code, then removes it: containers.Exec).
 runtime=runc
 if [ -e /sys/fs/cgroup/cgroup.controllers ] && command -v crun >/dev/null 2>&1; then runtime=crun; fi
 cgm=cgroupfs
@@ -135,6 +140,7 @@ want="[engine]
 runtime = \"$runtime\"
 cgroup_manager = \"$cgm\"
 events_logger = \"file\"
+exit_command_delay = 0
 "
 if [ "$(cat "$conf" 2>/dev/null)
 " != "$want" ]; then
