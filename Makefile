@@ -72,8 +72,10 @@ sdk-peers:
 		echo "$(SDK_PEERS)" > $(SDK_PEERS_DIR)/.stamp; \
 	else echo "sdk peers: up to date in $(SDK_PEERS_DIR)"; fi
 
+# BENCH_ARGS="-pkgs ./internal/brokerctl -bench BrokerOverhead -merge" reruns one benchmark
+# and keeps every other table (and the goals table over all of them) from earlier runs.
 bench: build
-	$(GO) run ./tools/benchtable -out docs/benchmarks.md
+	$(GO) run ./tools/benchtable -out docs/benchmarks.md $(BENCH_ARGS)
 
 # staticcheck and deadcode are Go tools pinned in tools/lint/go.mod (`go get -tool` there;
 # the Go module proxy serves them and `go tool` builds them on first use). They are a module

@@ -42,17 +42,25 @@ type CertResponse struct {
 	NotAfter time.Time `json:"not_after"`
 }
 
+// sessionCacheSize is how many broker sessions a client remembers (one broker, a few
+// server names at most).
+const sessionCacheSize = 8
+
 // maxAnswer bounds what a client reads of the broker's answer.
 const maxAnswer = 64 << 10
 
 // ClientTLSConfig trusts only lever's CA (caPEM) and, when certPEM/keyPEM are given,
 // presents that client certificate. It is what lev and bring-up use to talk to the broker.
+// It keeps a TLS session cache, so a new connection resumes the session instead of a full
+// handshake (BenchmarkBrokerOverhead: resumed against newconn); the broker still checks
+// the certificate the session carries on every resumption (revoked: refused, see
+// TestRevokedCertCannotResumeSession).
 func ClientTLSConfig(caPEM, certPEM, keyPEM []byte) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("broker client: no CA certificate in the given PEM")
 	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13, ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize)}
 	if certPEM != nil {
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {

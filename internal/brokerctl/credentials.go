@@ -65,6 +65,11 @@ func (c *Credentials) TLSConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No session resumption: a resumed session carries the certificate of the handshake
+	// that made it, so after a renewal (which retires the old certificate) every new
+	// connection would resume with the retired one and be refused, never presenting the
+	// new one (TestCredentialsRenewBeforeExpiry).
+	tc.ClientSessionCache = nil
 	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 		c.swap.RLock()
 		defer c.swap.RUnlock()

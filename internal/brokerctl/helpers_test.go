@@ -80,6 +80,13 @@ func writeKey(t testing.TB, dir string) string {
 // test dials, as an agent dials the alias IP) in front of upstream (nil: a default fake).
 func newHarness(t testing.TB, upstream http.Handler, edit func(*Options)) *harness {
 	t.Helper()
+	return newHarnessTLS(t, upstream, nil, edit)
+}
+
+// newHarnessTLS is newHarness with the fake upstream's TLS configuration (nil: httptest's
+// own certificate).
+func newHarnessTLS(t testing.TB, upstream http.Handler, upTLS *tls.Config, edit func(*Options)) *harness {
+	t.Helper()
 	h := &harness{t: t, root: t.TempDir(), log: &logBuf{}, seen: &seenHeaders{}}
 	h.state = filepath.Join(h.root, "state")
 	h.keyFile = writeKey(t, h.root)
@@ -91,6 +98,7 @@ func newHarness(t testing.TB, upstream http.Handler, edit func(*Options)) *harne
 		upstream.ServeHTTP(w, r)
 	}))
 	h.upstream.EnableHTTP2 = true
+	h.upstream.TLS = upTLS
 	// net/http logs a client's dropped handshake ("TLS handshake error ... EOF") to
 	// stderr, where it landed inside a benchmark's result line (make bench lost that row):
 	// the fake upstream's own errors say nothing about the broker.

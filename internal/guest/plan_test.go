@@ -18,7 +18,7 @@ func TestPlanEgressAlias(t *testing.T) {
 	}
 	c4, c6 := live(closed)
 	o4, o6 := live(open)
-	failed := "getent ahostsv4 host.lever.internal: no IPv4 address (exit 2)"
+	failed := "getent ahosts host.lever.internal: no IPv4 address (exit 2)"
 	for _, tc := range []struct {
 		name      string
 		posture   egress.Posture

@@ -166,8 +166,8 @@ const marker = "@@lever-"
 var snapshotPart string
 
 // The snapshot's sections another reader of the same call may take (Lima's post-boot
-// facts, read from the snapshot its EnsureUp carries): the host alias as `getent ahostsv4`
-// answers it, and `iptables -t nat -S LIMADNS`.
+// facts, read from the snapshot its EnsureUp carries): the host alias's IPv4 lines of
+// `getent ahosts` (as `getent ahostsv4` answers them), and `iptables -t nat -S LIMADNS`.
 const (
 	SectionAliasV4 = "alias4"
 	SectionLimaDNS = "limadns"
@@ -295,7 +295,7 @@ func ParseSnapshot(secs Sections, req SnapshotRequest) (Snapshot, error) {
 		s.ResolvedV4 = firstAddr(sec.Out, egress.V4)
 	}
 	if !s.ResolvedV4.IsValid() {
-		s.LookupError = fmt.Sprintf("getent ahostsv4 %s: no IPv4 address (exit %d)", req.Alias, secs[SectionAliasV4].RC)
+		s.LookupError = fmt.Sprintf("getent ahosts %s: no IPv4 address (exit %d)", req.Alias, secs[SectionAliasV4].RC)
 		if e := strings.TrimSpace(secs["alias4.stderr"].Out); e != "" {
 			s.LookupError += ": " + e
 		}

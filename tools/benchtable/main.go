@@ -4,6 +4,11 @@
 // namespaces, iptables or podman run too.
 //
 //	go run ./tools/benchtable -out docs/benchmarks.md
+//
+// It opens the document with the goals table (goals.go: each goal next to what was
+// measured) and prints that table when done. -merge keeps the tables of benchmarks a run did
+// not run (a subset given with -pkgs and -bench) from the existing document, marked with
+// the run they come from.
 package main
 
 import (
@@ -25,6 +30,7 @@ func main() {
 	pkgs := flag.String("pkgs", "./...", "packages to benchmark")
 	bench := flag.String("bench", ".", "benchmark regexp")
 	from := flag.String("from", "", "parse this saved `go test -bench` output instead of running")
+	merge := flag.Bool("merge", false, "keep the tables of benchmarks this run did not run from the existing -out file (run a subset with -pkgs and -bench)")
 	flag.Parse()
 
 	var raw []byte
@@ -37,7 +43,10 @@ func main() {
 		}
 		raw = b
 	} else {
-		args := []string{"test", "-run", "^$", "-bench", *bench, "-benchmem", "-count", "1", "-timeout", "60m"}
+		// -p 1: one package's benchmarks at a time; two packages benchmarked at once (go
+		// test's default on 2 cores) measured each other (a bring-up beside the broker's
+		// handshakes made them 50x slower).
+		args := []string{"test", "-p", "1", "-run", "^$", "-bench", *bench, "-benchmem", "-count", "1", "-timeout", "60m"}
 		if os.Geteuid() == 0 {
 			// A -tags flag replaces the one in GOFLAGS (the Makefile puts the podman
 			// bindings' tags there), so carry those along.
@@ -58,7 +67,15 @@ func main() {
 	}
 	res := Parse(bytes.NewReader(raw))
 	m := Machine()
-	doc := Render(res, m, time.Now().UTC(), tags)
+	var old Doc
+	if *merge {
+		if b, err := os.ReadFile(*out); err == nil {
+			old = ParseDoc(string(b))
+		} else if !os.IsNotExist(err) {
+			fatal(err)
+		}
+	}
+	doc := Merge(old, res, m, time.Now().UTC(), tags)
 	// Figures no Go benchmark can take here (a real VM's bring-up, minutes per sample) are
 	// kept by hand in <out>-vm.md, written from the e2e tests' logs, and carried along so a
 	// regeneration never drops them.
@@ -70,10 +87,22 @@ func main() {
 		fatal(err)
 	}
 	fmt.Fprintf(os.Stderr, "benchtable: wrote %s (%d benchmarks in %d packages)\n", *out, res.Count(), len(res.Packages))
+	// The goals next to what was measured, on stdout (the benchmarks' own output went to
+	// stderr as they ran).
+	fmt.Print("\nGoals (docs/benchmarks.md opens with the same table):\n" + PrintGoals(EvalGoals(Goals, goalInput(doc))))
 	if runErr != nil || len(res.Failed) > 0 {
 		fmt.Fprintf(os.Stderr, "benchtable: some packages failed: %v %s\n", runErr, strings.Join(res.Failed, ", "))
 		os.Exit(1)
 	}
+}
+
+// goalInput is every row of the document just written, the kept ones included.
+func goalInput(doc string) map[string][]Bench {
+	byPkg := map[string][]Bench{}
+	for _, s := range ParseDoc(doc).Sections {
+		byPkg[s.Pkg] = s.Benches()
+	}
+	return byPkg
 }
 
 func fatal(err error) {

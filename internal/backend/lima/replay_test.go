@@ -92,6 +92,9 @@ func verifiedBringUp(ctx context.Context, r guest.Runner, spec guest.EgressSpec)
 // recording is what the e2e test saves: the egress spec lever derived from its lever.yaml
 // and the guest exchanges of one verified bring-up.
 type recording struct {
+	// Converted says how a recording was brought to a changed script without a VM (a new
+	// recording from TestLimaE2E has none).
+	Converted string           `json:"converted,omitempty"`
 	Spec      guest.EgressSpec `json:"spec"`
 	Tree      string           `json:"tree,omitempty"` // the host tree the VM mounts at /lever
 	Exchanges []exchange       `json:"exchanges"`

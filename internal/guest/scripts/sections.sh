@@ -23,7 +23,18 @@ secv() {
 }
 # errsec: the stderr block of section $n, when its command wrote to stderr.
 errsec() {
-	if [ -s "$E" ]; then echo "${M}begin $n.stderr"; cat "$E"; echo "${M}end $n.stderr 0"; fi
+	if [ -s "$E" ]; then echo "${M}begin $n.stderr"; rd "$E"; echo "${M}end $n.stderr 0"; fi
+}
+# rd FILE: a small text file's lines, as cat prints them (a last line without its newline
+# gets one), read by the shell itself: under emulation every process costs 0.1-0.2 s, and
+# a warm bring-up's one guest call reads several such files. Fails (status 1, a message
+# on stderr) when FILE cannot be opened, as cat does.
+rd() {
+	{ while IFS= read -r l || [ -n "$l" ]; do printf '%s\n' "$l"; done; } 2>/dev/null <"$1" || { echo "rd: cannot read $1" >&2; return 1; }
+}
+# putrc NAME RC TEXT: TEXT (nothing when empty) as section NAME, with exit status RC.
+putrc() {
+	echo "${M}begin $1"; [ -z "$3" ] || printf '%s\n' "$3"; echo "${M}end $1 $2"
 }
 # put NAME LINE...: the lines given, as section NAME (status 0).
 put() {

@@ -22,7 +22,10 @@ func NewHTTPClient(tf TLSFiles, timeout time.Duration) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // the jail's egress is the firewall's business, not an env var's
 	if tf.Cert != "" || tf.CA != "" {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		// The session cache lets a new connection to the broker resume its TLS session
+		// rather than repeat the full mTLS handshake (issue 30: ~0.4 ms less per new
+		// connection here); the broker re-checks the certificate on every resumption.
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ClientSessionCache: tls.NewLRUClientSessionCache(16)}
 		if tf.Cert != "" {
 			kp, err := tls.LoadX509KeyPair(tf.Cert, tf.Key)
 			if err != nil {
