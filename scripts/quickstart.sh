@@ -147,7 +147,9 @@ export LEVER_STATE_DIR=$WORK/state LEVER_LEV_BINARY=$WORK.bin/lev
 cfg=$WORK/project/lever.yaml
 
 say "lever up"
-lv up -c "$cfg"
+# A script confirms the config's grants with --yes (a person at a terminal is asked);
+# lever prints what it confirms.
+lv up --yes -c "$cfg"
 
 acc=()
 if [ "$backend" = netns ]; then

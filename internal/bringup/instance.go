@@ -174,6 +174,9 @@ func New(o Options) (*Instance, error) {
 }
 
 // Agents are the enrolment dir names: manager, worker-<name>...
+// Config is the lever.yaml the instance was made from.
+func (in *Instance) Config() *config.Config { return in.cfg }
+
 func (in *Instance) Agents() []string {
 	out := []string{containers.AgentDir(containers.Manager, "")}
 	for _, w := range in.cfg.Workers {

@@ -129,6 +129,9 @@ func (e *limaUp) as(t *testing.T, argv ...string) (string, int) {
 func (e *limaUp) lever(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	s := time.Now()
+	if len(args) > 0 && (args[0] == "up" || args[0] == "apply") {
+		args = append([]string{args[0], "--yes"}, args[1:]...) // the test's own config: confirmed as a script does
+	}
 	out, code := e.as(t, append([]string{e.bin + "/lever"}, append(args, "-c", e.dir+"/lever.yaml")...)...)
 	t.Logf("TIMING lever %s: exit %d in %.1fs\n%s", strings.Join(args, " "), code, time.Since(s).Seconds(), out)
 	return out, code

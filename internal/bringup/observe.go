@@ -79,6 +79,11 @@ type Observed struct {
 	// start's proof, else why not), from the same helper.
 	ChannelProofs map[string]string
 	MountsErr     error
+	// TreeChecked: the observation tried, as the run user, to create and remove a file in
+	// the tree (the run user exists); TreeWritable is the outcome, TreeWriteErr what the
+	// failed attempt said.
+	TreeChecked, TreeWritable bool
+	TreeWriteErr              string
 	// Facts are what the observation found that the steps use: the run user's uid, the
 	// package-state digest, the podman connection (when its service is up).
 	Facts Facts
@@ -89,6 +94,9 @@ type Observed struct {
 func (in *Instance) observeScript(eg *guest.SnapshotRequest) (guest.Script, guest.Cmd) {
 	parts := []string{provision.StampPart, debroot.StateDigestPart, observePart}
 	env := []string{"LEVER_TREES=" + in.treesRoot()}
+	if in.TreeSrc != "" {
+		env = append(env, "LEVER_TREE_PROBE="+in.TreeSrc)
+	}
 	if p := in.helperPath(); p != "" {
 		env = append(env, "LEVER_HELPER="+p)
 	}
@@ -150,6 +158,13 @@ func (in *Instance) observe(ctx context.Context, eg *guest.SnapshotRequest) Obse
 		o.Trees[t] = true
 	}
 	o.HelperPresent = strings.TrimSpace(secs["helper"].Out) == "present"
+	if secs.Has("treewrite") {
+		out := strings.TrimSpace(secs["treewrite"].Out)
+		o.TreeChecked, o.TreeWritable = true, out == "ok"
+		if !o.TreeWritable {
+			o.TreeWriteErr = out
+		}
+	}
 	caPEM, _ := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir()))
 	for _, a := range in.Agents() {
 		cert := secs["cert."+a]

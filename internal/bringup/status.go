@@ -41,7 +41,10 @@ type Status struct {
 	Mounts      map[string]string `json:"mounts,omitempty"`
 	Channels    map[string]string `json:"channels,omitempty"`
 	MountsError string            `json:"mounts_error,omitempty"`
-	Healthy     bool              `json:"healthy"`
+	// TreeWarning: the run user could not write the tree, with the fix (treewrite.go). A
+	// warning, not ill health: the jail runs, the agents' writes fail.
+	TreeWarning string `json:"tree_warning,omitempty"`
+	Healthy     bool   `json:"healthy"`
 }
 
 // Status reads everything without changing anything: one guest call (the observation
@@ -65,6 +68,7 @@ func (in *Instance) statusFrom(obs Observed) *Status {
 	s.Guest.RunUser = in.RunUser
 	s.Egress.Posture = string(in.Spec.Posture)
 	s.Guest.Reachable, s.Guest.Provisioned, s.Guest.PodmanUp = obs.GuestReachable, obs.StampCurrent, obs.ServiceUp
+	s.TreeWarning = in.treeWarning(obs)
 	switch {
 	case !obs.GuestReachable:
 	case obs.EgressErr != nil:
@@ -146,6 +150,9 @@ func (s *Status) Text() string {
 	}
 	if s.MountsError != "" {
 		fmt.Fprintf(&b, "lev:     mounts and exec channels not proven: %q\n", s.MountsError)
+	}
+	if s.TreeWarning != "" {
+		fmt.Fprintf(&b, "tree:    WARNING: %s\n", s.TreeWarning)
 	}
 	return b.String()
 }

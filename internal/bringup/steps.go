@@ -206,6 +206,9 @@ func (in *Instance) Execute(ctx context.Context) (*Result, error) {
 	obs := in.observe(ctx, &rebuild)
 	res.obs = &obs
 	f := obs.Facts
+	if w := in.treeWarning(obs); w != "" && in.opts.Out != nil {
+		fmt.Fprintf(in.opts.Out, "warning: %s\n", w)
+	}
 	p := newProgress(in.opts.Out, len(Steps))
 	early := map[int]*run{}
 	var install chan struct{}

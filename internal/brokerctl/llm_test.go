@@ -134,13 +134,25 @@ func TestAPIKeyFileChecked(t *testing.T) {
 		{"group-readable", testKey, 0o640, "has mode 0640"},
 		{"empty", "\n", 0o600, "one non-empty line"},
 		{"two lines", testKey + "\n" + testKey, 0o600, "one non-empty line"},
+		// The broker refuses what lever up refuses, should it be started on its own.
+		{"in the tree", testKey, 0o600, "lies in the tree"},
+		{"two hard links", testKey, 0o600, "has 2 hard links"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
 			os.WriteFile(p, []byte(tc.content), tc.mode)
 			os.Chmod(p, tc.mode)
+			tree := filepath.Join(dir, "tree")
+			os.MkdirAll(tree, 0o755)
+			switch tc.name {
+			case "in the tree":
+				p = filepath.Join(tree, "key")
+				os.WriteFile(p, []byte(tc.content), tc.mode)
+			case "two hard links":
+				os.Link(p, p+".2")
+			}
 			_, err := New(Options{StateDir: filepath.Join(dir, "s-"+tc.name), Listen: "127.0.0.1:0", SANNames: []string{"x"},
-				Upstream: "http://127.0.0.1:1", APIKeyFile: p})
+				Upstream: "http://127.0.0.1:1", APIKeyFile: p, Tree: tree})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
 				t.Fatalf("got %v, want an error naming %s and %q", err, p, tc.want)
 			}

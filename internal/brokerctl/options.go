@@ -93,8 +93,11 @@ type Options struct {
 	SANNames    []string // DNS SANs (the alias name)
 	SANIPs      []net.IP // IP SANs (the alias IP, which agents dial under closed egress)
 	Upstream    string   // LLM API base URL; empty disables /llm/
-	APIKeyFile  string   // mode 0600; required when Upstream is set
-	AuthHeader  string   // AuthBearer or AuthXAPIKey
+	APIKeyFile  string   // mode 0600, the user's own, one hard link; required when Upstream is set
+	// Tree is the jail's tree: an APIKeyFile in it by any spelling is refused (keyfile),
+	// since the agents read the tree. Empty: no tree to refuse against.
+	Tree       string
+	AuthHeader string // AuthBearer or AuthXAPIKey
 	// LLMRoutes are the "METHOD /path" requests /llm/ forwards (broker.llm_routes); nil:
 	// config.DefaultLLMRoutes of the API kind the auth header implies (x-api-key:
 	// anthropic, bearer: openai).

@@ -24,6 +24,7 @@ import (
 	"github.com/lever-jail/lever/internal/cap/ticket"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/containers"
+	"github.com/lever-jail/lever/internal/keyfile"
 )
 
 // aliasNames are the alias names each backend's guest resolves to the host.
@@ -40,7 +41,7 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	o := Options{StateDir: cfg.StateDir()}
+	o := Options{StateDir: cfg.StateDir(), Tree: cfg.TreePath}
 	jailPort, admin := cfg.Broker.JailPort, cfg.Broker.AdminPort
 	if jailPort == 0 || admin == 0 {
 		return o, fmt.Errorf("broker.jail_port and broker.admin_port must be set (got %d and %d)", jailPort, admin)
@@ -138,7 +139,7 @@ type Server struct {
 
 // New loads (or makes) the CA, mints the server certificate for the configured SANs
 // (passing the alias IP from $LEVER_HOST_ALIAS_IP through OptionsFromConfig), reads the
-// API key (mode 0600 checked) and opens the audit log. It does not listen yet.
+// API key (keyfile: the user's own file, outside the tree) and opens the audit log. It does not listen yet.
 func New(opts Options) (*Server, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -163,7 +164,8 @@ func New(opts Options) (*Server, error) {
 		if s.upstream, err = url.Parse(opts.Upstream); err != nil {
 			return nil, fmt.Errorf("broker: llm_upstream: %w", err)
 		}
-		key, err := ca.ReadPrivateFile(opts.APIKeyFile)
+		// Checked and read on one descriptor: the user's own file, outside the tree.
+		key, err := keyfile.Read(opts.APIKeyFile, opts.Tree)
 		if err != nil {
 			return nil, fmt.Errorf("broker: api_key_file: %w", err)
 		}

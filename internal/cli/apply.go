@@ -40,6 +40,8 @@ func bringupTarget(cmd *cobra.Command, configPath string, fresh bool) (in *bring
 type applyOptions struct {
 	config              string
 	dryRun, fresh, json bool
+	// yes confirms the config's grants without asking (trust.go).
+	yes bool
 }
 
 // run is apply: the plan with --dry-run, else the bring-up.
@@ -52,13 +54,20 @@ func (o *applyOptions) run(cmd *cobra.Command) (*bringup.Instance, *bringup.Resu
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if err := checkKeyFile(in.Config()); err != nil {
+		return in, nil, err
+	}
 	if o.dryRun {
 		plan := in.DryRun(ctx)
 		if o.json {
 			return in, nil, writeJSON(cmd.OutOrStdout(), plan)
 		}
 		bringup.PrintPlan(cmd.OutOrStdout(), plan)
+		printGrants(cmd.OutOrStdout(), in.Config())
 		return in, nil, nil
+	}
+	if err := confirmGrants(cmd, in.Config(), o.yes); err != nil {
+		return in, nil, err
 	}
 	res, err := in.Execute(ctx)
 	// The copy is what the agents run on: kept after a bring-up that reached the lev step
@@ -89,7 +98,9 @@ provisioning (skipped when the root-owned stamp names these scripts and this boo
 run user's podman service, the broker (IP SAN from the resolved alias), in-guest
 enrolment of every agent, the lev image (built from the static lev binary, no registry),
 and the lev containers. A second run on a healthy jail changes nothing and says so.
---dry-run prints the plan.`,
+--dry-run prints the plan and what the config grants the jail (key file, upstream,
+llm_routes, egress, allowed ports). The first bring-up of a config asks to confirm those
+grants on a terminal ([y/N]; --yes confirms for scripts), and asks again when they change.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, _, err := o.run(cmd)
@@ -100,6 +111,7 @@ and the lev containers. A second run on a healthy jail changes nothing and says 
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().BoolVar(&o.fresh, "fresh", false, "recreate the lev containers (discards the manager's conversation; needed to add or drop /dev/kvm)")
 	c.Flags().BoolVar(&o.json, "json", false, "print the result (or plan) as JSON")
+	c.Flags().BoolVar(&o.yes, "yes", false, "confirm the config's grants (key file, upstream, routes, egress, ports) without asking")
 	return c
 }
 
@@ -121,6 +133,7 @@ func newUpCmd() *cobra.Command {
 	addConfigFlag(c, &o.config)
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
 	c.Flags().BoolVar(&o.fresh, "fresh", false, "recreate the lev containers")
+	c.Flags().BoolVar(&o.yes, "yes", false, "confirm the config's grants (key file, upstream, routes, egress, ports) without asking")
 	return c
 }
 

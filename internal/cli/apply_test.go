@@ -53,7 +53,12 @@ func TestApplyDryRunFromNothing(t *testing.T) {
 		"7. image     create load localhost/lever/lev:",
 		"8. lev       create lever-dryrun-manager (create)",
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	// The plan, then what the config grants (trust.go).
+	plan, grants, ok := strings.Cut(out.String(), "grants of "+cfg)
+	if !ok || !strings.Contains(grants, "api key file:        "+key) || !strings.Contains(grants, "allowed ports:       7443") {
+		t.Fatalf("no grants block naming the key and the port after the plan:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(plan), "\n")
 	if len(lines) != len(want) {
 		t.Fatalf("plan:\n%s", out.String())
 	}

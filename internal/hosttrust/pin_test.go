@@ -57,3 +57,32 @@ func TestConfigPin(t *testing.T) {
 		t.Errorf("the old bytes pass after the new were accepted")
 	}
 }
+
+// TestKeptGrants: no block before the first confirmation; Keep makes the block Kept
+// returns, in a 0600 file of a 0700 directory, replaced whole by the next Keep; a block
+// kept for one lever.yaml is not another's.
+func TestKeptGrants(t *testing.T) {
+	root := t.TempDir()
+	a, b := "/p/a/lever.yaml", "/p/b/lever.yaml"
+	if k, err := Kept(root, a); err != nil || k != nil {
+		t.Fatalf("before any confirmation: %q, %v", k, err)
+	}
+	for _, block := range []string{"  egress: open\n", "  egress: closed\n"} {
+		if err := Keep(root, a, []byte(block)); err != nil {
+			t.Fatal(err)
+		}
+		if k, err := Kept(root, a); err != nil || string(k) != block {
+			t.Fatalf("Kept = %q, %v; want %q", k, err, block)
+		}
+	}
+	if k, _ := Kept(root, b); k != nil {
+		t.Fatalf("another lever.yaml's block: %q", k)
+	}
+	st, err := os.Stat(GrantsPin(root, a))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("kept block: %v %v", st.Mode(), err)
+	}
+	if dst, err := os.Stat(filepath.Dir(GrantsPin(root, a))); err != nil || dst.Mode().Perm() != 0o700 {
+		t.Fatalf("kept block's directory: %v %v", dst.Mode(), err)
+	}
+}

@@ -69,7 +69,7 @@ func TestLeverUpAccelE2E(t *testing.T) {
 			os.Remove(marker)
 			cfg := string(example) + "lima:\n  image: " + w + "/img/disk.qcow2\n  limactl: " + w + "/limactl\n  accel: " + tc.accel + "\n"
 			os.WriteFile(filepath.Join(w, "project/lever.yaml"), []byte(cfg), 0o644)
-			cmd := exec.Command(filepath.Join(w, "lever"), "up", "-c", "lever.yaml")
+			cmd := exec.Command(filepath.Join(w, "lever"), "up", "--yes", "-c", "lever.yaml")
 			cmd.Dir = filepath.Join(w, "project")
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + w + "/home", "LEVER_STATE_DIR=" + w + "/state", "LEVER_LEV_BINARY=" + w + "/lev"}
 			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}

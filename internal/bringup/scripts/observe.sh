@@ -5,7 +5,8 @@
 # debroot/statedigest.sh: the default workbench's tag derives from it), lever's trees
 # ($LEVER_TREES: lev's and the workbench's), and per agent
 # whether its lev home and bench dir exist, the hash of its pushed lev settings and its
-# client certificate. The egress snapshot (guest/scripts/snapshot.sh) may follow in the
+# client certificate; and whether the run user can write the tree (the one write it makes:
+# a probe file, removed at once). The egress snapshot (guest/scripts/snapshot.sh) may follow in the
 # same call.
 # $1 the stamp, $2 the run user, $3 the lev home root, then the agents' dir names.
 stamp=$1; user=$2; levhome=$3; shift 3
@@ -59,6 +60,15 @@ if [ "$uid" != none ]; then
 		sec "cert.$a" rd "/run/user/$uid/lever/agents/$a/client.crt"
 	done
 fi
+# whether the run user can write the tree ($LEVER_TREE_PROBE, the tree as the guest sees
+# it): a file made under a name no one had (mktemp) and removed at once, as that user. The
+# agents write the tree as the run user; this is the warning before their first write fails.
+tree_write() {
+	err=$(runuser -u "$user" -- sh -c 'f=$(mktemp -p "$1" .lever-write-probe.XXXXXX) && rm -f -- "$f"' sh "$LEVER_TREE_PROBE" 2>&1) && { echo ok; return 0; }
+	printf '%s\n' "$err" | head -c 300
+}
+# (no runuser: no verdict, rather than a false warning)
+if [ -n "${LEVER_TREE_PROBE:-}" ] && [ "$uid" != none ] && command -v runuser >/dev/null 2>&1; then sec treewrite tree_write; fi
 # the running containers' in-tree mounts proven again ($LEVER_MOUNTS_REQ, for the helper
 # function the host put before this part: lever_mounts_live): a rename-save on the host
 # detaches a read-only mount in a running container
