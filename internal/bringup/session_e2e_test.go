@@ -123,7 +123,7 @@ func TestSessionTranscript(t *testing.T) {
 	fmt.Fprintf(&transcript, "# (edited lever.yaml: api_key_file %s; llm_upstream, the test's stand-in model; jail_port, admin_port, allow_ports: free ports)\n\n", keyFile)
 	t.Cleanup(func() { cli.Main([]string{"destroy", "-c", cfgPath}, &bytes.Buffer{}, &bytes.Buffer{}) })
 
-	step(0, "up")
+	step(0, "up", "--yes")
 	t.Chdir(filepath.Join(proj, "src"))
 	out := step(0, "run", "--input", "Write NOTES.md saying what this project is.")
 	const result = "Wrote NOTES.md: the project is one C file, src/main.c.\n"

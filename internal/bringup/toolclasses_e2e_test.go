@@ -237,11 +237,7 @@ max_turns = 12
 		lever(t, "destroy", "-c", cfgPath)
 		bringup.TeardownInPlace(context.Background(), be)
 	})
-	up := []string{"up", "-c", cfgPath}
-	if help, _ := lever(t, "up", "--help"); strings.Contains(help, "--yes") {
-		up = append(up, "--yes") // the first up of a config confirms its grants
-	}
-	out, code := lever(t, up...)
+	out, code := lever(t, "up", "-c", cfgPath) // lever() confirms the grants (--yes)
 	if code != 0 {
 		t.Fatalf("lever up: exit %d\n%s", code, out)
 	}

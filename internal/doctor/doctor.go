@@ -418,7 +418,7 @@ func leftoverCheck(ps []Process, err error) Check {
 		s = append(s, fmt.Sprintf("%d (%s, %s)", p.PID, p.User, p.What))
 	}
 	c.Status, c.Detail = Warn, fmt.Sprintf("%d finished exec sessions' conmon processes waiting out podman's exit delay: %s", len(ps), strings.Join(s, ", "))
-	c.Fix = "they exit by themselves within 300 s; for good: lever stop, then lever up (the run user's podman service reads exit_command_delay = 0 from the containers.conf lever provisions when it starts)"
+	c.Fix = "they exit by themselves within 300 s; for good: lever stop, then lever up (the run user's podman service reads exit_command_delay = 10 from the containers.conf lever provisions when it starts)"
 	return c
 }
 

@@ -136,7 +136,7 @@ func TestChecks(t *testing.T) {
 		{"namespaces unreadable", func(f *fake) { f.nsErr = errors.New("permission denied") }, "leftover namespaces", Warn, "permission denied", "as root", 0},
 		{"leftover conmon", func(f *fake) {
 			f.leftovers = []Process{{PID: 42, User: "lever", What: "conmon of a finished exec session"}}
-		}, "leftover processes", Warn, "42 (lever, conmon", "exit_command_delay = 0", 0},
+		}, "leftover processes", Warn, "42 (lever, conmon", "exit_command_delay = 10", 0},
 		{"macOS: no Linux-only checks", func(f *fake) { f.goos = "darwin"; f.kvm = KVM{} }, "kvm", "absent", "", "", 0},
 	}
 	for _, tc := range cases {

@@ -200,7 +200,8 @@ func (h HostProbe) Namespaces() ([]Namespace, error) {
 }
 
 // Leftovers finds exec sessions' conmon processes (conmon --exec-attach) whose command has
-// ended (no child left) and which only wait out podman's exit delay.
+// ended (no child left) and which only wait out a podman exit delay longer than the one
+// lever provisions (ProvisionedExitDelay: those exit by themselves within seconds).
 func (h HostProbe) Leftovers() ([]Process, error) {
 	_, procDir := h.dirs()
 	procs, err := os.ReadDir(procDir)
@@ -223,7 +224,7 @@ func (h HostProbe) Leftovers() ([]Process, error) {
 			continue
 		}
 		args := strings.Split(string(cmd), "\x00")
-		if !contains(args, "--exec-attach") || !contains(args, "--exit-delay") {
+		if !contains(args, "--exec-attach") || exitDelay(args) <= ProvisionedExitDelay {
 			continue
 		}
 		kids, err := os.ReadFile(filepath.Join(dir, "task", p.Name(), "children"))
@@ -233,6 +234,23 @@ func (h HostProbe) Leftovers() ([]Process, error) {
 		out = append(out, Process{PID: pid, User: owner(dir), What: "conmon of a finished exec session"})
 	}
 	return out, nil
+}
+
+// ProvisionedExitDelay is the exit_command_delay (seconds) of the containers.conf lever
+// provisions for the run user (internal/provision/provision.sh).
+const ProvisionedExitDelay = 10
+
+// exitDelay is the value of conmon's --exit-delay argument, 0 when it has none.
+func exitDelay(args []string) int {
+	for i, a := range args {
+		if a == "--exit-delay" && i+1 < len(args) {
+			n, err := strconv.Atoi(args[i+1])
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 func contains(ss []string, s string) bool {

@@ -29,7 +29,7 @@ func fakeProc(t *testing.T, dir, pid, comm string, args []string, children strin
 
 // TestLeftovers: only an exec session's conmon (--exec-attach) with an exit delay and no
 // child left is a leftover; a container's conmon, a session still running its command and
-// a conmon without a delay (exit_command_delay = 0: it is about to exit) are not.
+// a conmon without a delay or with lever's own 10 s (about to exit) are not.
 func TestLeftovers(t *testing.T) {
 	proc := t.TempDir()
 	exec := []string{"/usr/bin/conmon", "--api-version", "1", "-e", "--exec-attach", "--exit-delay", "300"}
@@ -38,6 +38,7 @@ func TestLeftovers(t *testing.T) {
 	fakeProc(t, proc, "103", "conmon", []string{"/usr/bin/conmon", "--api-version", "1"}, "") // a container's conmon
 	fakeProc(t, proc, "104", "conmon", exec[:5], "")                                          // no delay
 	fakeProc(t, proc, "105", "sleep", exec, "")                                               // not conmon
+	fakeProc(t, proc, "106", "conmon", append(exec[:6:6], "10"), "")                          // lever's delay
 	os.MkdirAll(filepath.Join(proc, "self"), 0o755)
 	ps, err := HostProbe{ProcDir: proc}.Leftovers()
 	if err != nil {

@@ -126,11 +126,12 @@ fi
 
 # 5. the run user's podman engine: crun on cgroup v2, runc where crun cannot run (hybrid
 # cgroup v1 hosts); cgroupfs and a file event log when there is no user systemd.
-# exit_command_delay 0: every exec session (lever shell, lever run, the observation's
+# exit_command_delay 10: every exec session (lever shell, lever run, the observation's
 # probes) has a conmon that, by default, sleeps 300 s after the command ends before it runs
-# podman's cleanup of the session; each verb left one behind for five minutes. With 0 the
-# cleanup runs as the command ends and conmon exits with it. Podman 4.3's cleanup keeps the
-# session's record (lever reads the exit code, then removes it: containers.Exec).
+# podman's cleanup of the session; each verb left one behind for five minutes. Not 0: the
+# cleanup then races lever for the session's record, and lever (which reads the exit code
+# over the API once the output ends: containers.Exec) was seen to find it gone ("no exec
+# session ... found"). 10 s leaves the record for that read and the conmon gone soon after.
 runtime=runc
 if [ -e /sys/fs/cgroup/cgroup.controllers ] && command -v crun >/dev/null 2>&1; then runtime=crun; fi
 cgm=cgroupfs
@@ -140,7 +141,7 @@ want="[engine]
 runtime = \"$runtime\"
 cgroup_manager = \"$cgm\"
 events_logger = \"file\"
-exit_command_delay = 0
+exit_command_delay = 10
 "
 if [ "$(cat "$conf" 2>/dev/null)
 " != "$want" ]; then
