@@ -35,7 +35,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 }).ParseFS(templateFS, "templates/*.html"))
 
 // page is what every template gets.
-type page struct {
+type pageData struct {
 	Title string
 	Nav   string
 	CSRF  string
@@ -45,7 +45,7 @@ type page struct {
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, name, title string, data any, err error) {
 	csrf, _ := s.session(r)
-	p := page{Title: title, Nav: name, CSRF: csrf, Data: data}
+	p := pageData{Title: title, Nav: name, CSRF: csrf, Data: data}
 	if err != nil {
 		p.Err = err.Error()
 	}
