@@ -50,6 +50,7 @@ var jailCalls = []struct {
 	{[]string{"broker", "rotate", "CFG"}, "lever broker rotate -c CFG"},
 	{[]string{"broker", "ticket", "--agent", "w1", "CFG"}, "lever broker ticket -c CFG --agent w1"},
 	{[]string{"doctor", "CFG", "--json"}, "lever doctor -c CFG --json"},
+	{[]string{"dashboard", "CFG", "--no-open"}, "lever dashboard -c CFG --no-open"},
 }
 
 // TestGrammarEveryCommand: every command that works on a jail takes -c and no positional

@@ -55,6 +55,7 @@ guest under rootless podman.`,
 		newResumeCmd(),
 		newShellCmd(),
 		newDoctorCmd(),
+		newDashboardCmd(),
 	)
 	guardConfigArgs(root)
 	root.PersistentFlags().Bool(acceptConfigFlag, false, "take a lever.yaml in the tree that changed since the jail was last brought up as yours (the agents write the tree; see docs/config.md, tree)")

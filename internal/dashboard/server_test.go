@@ -103,7 +103,7 @@ func newJailSource(t *testing.T) *runFiles {
 // page; the positive control (the printed URL, then the cookie) gets the jail page.
 func TestTokenRequired(t *testing.T) {
 	s := serve(t, newJailSource(t))
-	for _, path := range []string{"/", "/broker", "/runs", "/prompts", "/runs/manager/"+rid1+"/events", "/static/app.js"} {
+	for _, path := range []string{"/", "/broker", "/runs", "/prompts", "/runs/manager/" + rid1 + "/events", "/static/app.js"} {
 		if resp, body := s.do(t, "GET", path, "", nil, nil); resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "proj-7f3a") {
 			t.Errorf("GET %s without a session: %d %q, want 401", path, resp.StatusCode, body)
 		}
@@ -223,9 +223,9 @@ func TestAnswerSemantics(t *testing.T) {
 		{"a run of another agent", "docs", rid1, "q1", "once", 409, ""},
 		{"operator: blank text", "docs", rid2, "q3", "  ", 400, ""},
 		{"operator: over the cap", "docs", rid2, "q3", strings.Repeat("x", MaxOperatorAnswer+1), 400, ""},
-		{"gate: session", "manager", rid1, "q1", "session", 303, "manager/"+rid1+"/q1=session"},
+		{"gate: session", "manager", rid1, "q1", "session", 303, "manager/" + rid1 + "/q1=session"},
 		{"answered already", "manager", rid1, "q1", "once", 409, ""},
-		{"operator: text", "docs", rid2, "q3", "main, please", 303, "docs/"+rid2+"/q3=main, please"},
+		{"operator: text", "docs", rid2, "q3", "main, please", 303, "docs/" + rid2 + "/q3=main, please"},
 	}
 	n := 0
 	for _, c := range cases {
