@@ -21,7 +21,7 @@ SDK_PEERS_DIR := $(CURDIR)/.cache/sdk
 SDK_PEERS     := openai@7.60.0 @anthropic-ai/sdk@1.17.0 typescript@7.0.2
 export LEV_SDK_PEERS := $(SDK_PEERS_DIR)
 
-.PHONY: build test e2e bench lint lint-sh fuzz ci clean mcp-servers sdk-peers cross dist transcript
+.PHONY: build test e2e bench lint lint-sh fuzz ci clean mcp-servers sdk-peers cross dist transcript screenshots
 
 # lever sends the guest a Linux lev for the guest's architecture (the enrol and acceptance
 # helpers are `lev __guest ...`; the lev and workbench images carry it) and finds it beside
@@ -55,6 +55,12 @@ e2e: build
 # test without -update-session, in make e2e, fails when the page and lever differ.
 transcript:
 	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 20m -run '^TestSessionTranscript$$' ./internal/bringup/ -update-session
+
+# docs/dashboard/*.png: each page of lever dashboard in headless Chromium (Debian's chromium
+# package), rewritten from the browser test. The same test without -update-screenshots, in
+# make e2e, holds the pages to loading with no console error.
+screenshots:
+	$(GO) test -count=1 -tags $(E2E_TAGS) -timeout 5m -run '^TestBrowserPages$$' ./internal/dashboard/ -update-screenshots
 
 # Idempotent: npm is asked only when the pinned list changed (the stamp holds it).
 mcp-servers:

@@ -214,7 +214,8 @@ func TestBrowserPages(t *testing.T) {
 		}
 		if *updateScreenshots {
 			ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+			// Quality 100 is a PNG; under 100 Chromium sends a JPEG.
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 			cancel()
 			if err != nil {
 				t.Fatal(err)
