@@ -274,20 +274,29 @@ func (s *jailSource) Events(ctx context.Context, agent, run string, send func(ev
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()
+	// Whatever ends the stream (the run's end, the page gone, a bad line), the exec is
+	// stopped and waited for: its writes never block on a reader that left.
+	stopExec := func() error {
+		cancel()
+		pr.Close()
+		return <-done
+	}
 	sc := bufio.NewScanner(pr)
 	sc.Buffer(make([]byte, 64<<10), events.MaxLine)
 	for sc.Scan() {
 		var ev events.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			cancel()
+			stopExec()
 			return fmt.Errorf("run %s/%s: lev logs printed a line that is not an event: %w", ag, id, err)
 		}
 		if err := send(ev); err != nil {
-			cancel()
-			pr.Close()
-			<-done
+			stopExec()
 			return err
 		}
+	}
+	if err := sc.Err(); err != nil {
+		stopExec()
+		return fmt.Errorf("run %s/%s: reading lev logs: %w", ag, id, err)
 	}
 	pr.Close()
 	return <-done

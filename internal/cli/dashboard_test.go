@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lever-jail/lever/internal/dashboard"
+	"github.com/lever-jail/lever/internal/lev/events"
 )
 
 // TestDashboardCommand: lever dashboard prints a 127.0.0.1 URL with a token, serves the
@@ -163,5 +164,56 @@ func TestReadAuditTail(t *testing.T) {
 	all, _ := readAuditTail(p, 1<<20)
 	if len(all) != 50 {
 		t.Fatalf("whole log: %d lines, want 50", len(all))
+	}
+}
+
+// TestDashboardEvents: the run page's stream is lev logs --follow --json of the run, in
+// the container of the agent named; a run reference that is no run of this jail is
+// refused before any exec, and a line that is no event ends the stream naming the run.
+func TestDashboardEvents(t *testing.T) {
+	const id = "r-20261130-090000-bbbbbb"
+	good := `{"id":1,"type":"run_start","run":"` + id + `"}` + "\n" + `{"id":2,"type":"tool_call","tool":"<b>shell</b>","decision":"allowed"}` + "\n"
+	cases := []struct {
+		name, agent, run, logs string
+		types                  []string
+		err                    string
+		execs                  int
+	}{
+		{"the run's events", "docs", id, good, []string{"run_start", "tool_call"}, "", 1},
+		{"a line that is no event", "docs", id, good + "not json\n", []string{"run_start", "tool_call"}, "run docs/" + id + ": lev logs printed a line that is not an event", 1},
+		{"an agent not in lever.yaml", "nope", id, good, nil, `worker "nope"`, 0},
+		{"an id that is no run id", "docs", "--all", good, nil, "is not a lev run id", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{logs: map[string]string{docsC: c.logs}}
+			cfgPath := unitJail(t, rec)
+			cmd := newDashboardCmd()
+			cfg, err := loadConfig(cmd, cfgPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, _ := newJailSource(cmd, cfg)
+			var types []string
+			err = src.Events(context.Background(), c.agent, c.run, func(ev events.Event) error {
+				types = append(types, string(ev.Type))
+				return nil
+			})
+			if (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("error %v, want %q", err, c.err)
+			}
+			if strings.Join(types, ",") != strings.Join(c.types, ",") {
+				t.Errorf("events %v, want %v", types, c.types)
+			}
+			if len(rec.calls) != c.execs {
+				t.Fatalf("%d execs, want %d: %v", len(rec.calls), c.execs, rec.calls)
+			}
+			if c.execs == 1 {
+				want := []string{levPath, "logs", "--follow", "--json", "--", id}
+				if got := rec.calls[0]; got.container != docsC || strings.Join(got.argv, " ") != strings.Join(want, " ") || got.tty || got.stdin {
+					t.Errorf("exec %+v, want %v in %s without a terminal or stdin", got, want, docsC)
+				}
+			}
+		})
 	}
 }
