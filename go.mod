@@ -3,6 +3,8 @@ module github.com/lever-jail/lever
 go 1.26.8
 
 require (
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/containers/buildah v1.42.0
 	github.com/containers/podman/v5 v5.7.0
 	github.com/creack/pty v1.1.18
@@ -19,11 +21,7 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require (
-	github.com/chromedp/cdproto v0.160.1 // indirect
-	github.com/chromedp/chromedp v0.23.1 // indirect
-	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
-)
+require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
