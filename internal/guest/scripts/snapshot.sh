@@ -38,7 +38,10 @@ if [ "${LEVER_READBACK:-0}" != 1 ]; then
 	IFS=$oifs; set +f
 	r4a=$arc; [ -n "$a4" ] || [ "$arc" != 0 ] || r4a=2
 	r6a=$arc; [ -n "$a6" ] || [ "$arc" != 0 ] || r6a=2
-	putrc alias4 "$r4a" "${a4#"$nl"}"; n=alias4; errsec
+	putrc alias4 "$r4a" "${a4#"$nl"}"
+	# shellcheck disable=SC2034 # n names the section errsec (sections.sh) writes stderr under
+	n=alias4
+	errsec
 	putrc alias6 "$r6a" "${a6#"$nl"}"
 	if [ "$LEVER_LIMADNS" = 1 ]; then sec limadns "$LEVER_IPT" -w -t nat -S LIMADNS; fi
 fi

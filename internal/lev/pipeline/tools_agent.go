@@ -131,7 +131,7 @@ func agentTools() []*Tool {
 					return nil, errors.New("spawn_agent: this lev runs no sub-agents here")
 				}
 				a := c.Args.(spawnAgentArgs)
-				return p.SubAgents.SpawnAgent(ctx, c, SubAgentRequest{Task: a.Task, Tools: a.Tools, ReadPaths: a.ReadPaths, Network: a.Network, Label: a.Label})
+				return p.SubAgents.SpawnAgent(ctx, c, SubAgentRequest(a))
 			},
 			deadline: func(Args) time.Duration { return SubAgentDeadline },
 		},

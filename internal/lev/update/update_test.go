@@ -92,7 +92,7 @@ func TestCachedForAnHour(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		if fail.Load() {
-			http.Error(w, "down", 503)
+			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprint(w, `{"tag_name":"v2.0.0"}`)
