@@ -83,6 +83,8 @@ func main() {
 	if extra, err := os.ReadFile(vm); err == nil {
 		doc += "\n" + string(extra)
 	}
+	// the goals again, now with the VM document's figures
+	doc = WithGoals(doc, RenderGoals(EvalGoals(Goals, goalInput(doc))))
 	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 		fatal(err)
 	}
@@ -96,9 +98,10 @@ func main() {
 	}
 }
 
-// goalInput is every row of the document just written, the kept ones included.
+// goalInput is every row of the document just written, the kept ones included, and the
+// VM document's figures.
 func goalInput(doc string) map[string][]Bench {
-	byPkg := map[string][]Bench{}
+	byPkg := map[string][]Bench{VMDoc: VMFigures(doc)}
 	for _, s := range ParseDoc(doc).Sections {
 		byPkg[s.Pkg] = s.Benches()
 	}

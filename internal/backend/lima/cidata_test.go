@@ -41,7 +41,7 @@ type (
 		UpgradePackages, RosettaEnabled, BootScripts                         bool
 		CACerts                                                              cidataCACerts
 		BootCmds                                                             []cidataLines
-		Param                                                                map[string]string
+		Param, Env                                                           map[string]string
 	}
 )
 
@@ -79,7 +79,7 @@ func writeSeed(t *testing.T, args *cidataArgs, edit func(name, body string) stri
 		t.Fatalf("finding Lima's module: %v", err)
 	}
 	dir := t.TempDir()
-	for _, name := range []string{"user-data", "meta-data", "network-config", "boot.sh"} {
+	for _, name := range []string{"user-data", "meta-data", "network-config", "etc_environment", "boot.sh"} {
 		src, err := os.ReadFile(filepath.Join(tdir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +148,20 @@ key ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB lvtl@host
 key ecdsa-sha2-nistp256 AAAAE2VjZHNh second
 bootscript /var/lib/cloud/scripts/per-boot/00-lima.boot.sh
 hostname lima-lever-p
+`},
+		// Lima's env block for /etc/environment (its template sorts the keys)
+		{"environment values", func(a *cidataArgs) {
+			a.Env = map[string]string{"LANG": "C.UTF-8", "FOO": "a b"}
+		}, `user lvtl
+uid 1001
+home /home/lvtl.linux
+shell /bin/bash
+key ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB lvtl@host
+bootscript /var/lib/cloud/scripts/per-boot/00-lima.boot.sh
+nameserver 192.168.5.3
+hostname lima-lever-p
+env FOO=a b
+env LANG=C.UTF-8
 `},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -230,6 +244,24 @@ func TestCidataSeedRefused(t *testing.T) {
 			}
 			return strings.Replace(body, "#cloud-config", "#!/bin/sh", 1)
 		}, "not a #cloud-config"},
+		{"an environment value with a command substitution", func(a *cidataArgs) {
+			a.Env = map[string]string{"PS1": "$(reboot)"}
+		}, nil, "etc_environment line 2: not a KEY=VALUE line"},
+		{"an environment value smuggling a second line", func(a *cidataArgs) {
+			a.Env = map[string]string{"A": "1\nnot an assignment"}
+		}, nil, "etc_environment line 3: not a KEY=VALUE line"},
+		{"a line after Lima's environment block", nil, func(name, body string) string {
+			if name != "etc_environment" {
+				return body
+			}
+			return body + "\nLD_PRELOAD=/tmp/x.so\n"
+		}, "a line after #LIMA-END"},
+		{"not Lima's environment block", nil, func(name, body string) string {
+			if name != "etc_environment" {
+				return body
+			}
+			return "LD_PRELOAD=/tmp/x.so\n"
+		}, "not Lima's block"},
 		{"no meta-data hostname", nil, func(name, body string) string {
 			if name != "meta-data" {
 				return body
@@ -257,6 +289,13 @@ func TestCidataSeedRefused(t *testing.T) {
 		os.Remove(filepath.Join(dir, "network-config"))
 		if _, stderr, err := parseSeed(t, dir); err == nil || !strings.Contains(stderr, "has no network-config") {
 			t.Errorf("err %v, stderr %q: want a refusal naming network-config", err, stderr)
+		}
+	})
+	t.Run("a seed without etc_environment", func(t *testing.T) {
+		dir := writeSeed(t, seedArgs(), nil)
+		os.Remove(filepath.Join(dir, "etc_environment"))
+		if _, stderr, err := parseSeed(t, dir); err == nil || !strings.Contains(stderr, "has no etc_environment") {
+			t.Errorf("err %v, stderr %q: want a refusal naming etc_environment", err, stderr)
 		}
 	})
 }
