@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 )
 
 // targetKeys are the arguments a tool lev does not know (an MCP or script tool) may name
@@ -33,12 +35,13 @@ func Target(tool string, args map[string]any) (target, unclear string) {
 		}
 		return ""
 	}
-	switch tool {
-	case "web_fetch", "http_get", "http_post":
+	row, _ := toolcat.Lookup(tool) // a tool with no row has its target read from its arguments
+	switch row.Target {
+	case toolcat.TargetHost:
 		return capUnclear(hostOf(str("url")))
-	case "web_search":
+	case toolcat.TargetQuery:
 		return str("query"), ""
-	case "shell":
+	case toolcat.TargetCommand:
 		if c := str("command"); c != "" {
 			return c, ""
 		}
@@ -50,7 +53,7 @@ func Target(tool string, args map[string]any) (target, unclear string) {
 			return strings.Join(parts, " "), ""
 		}
 		return "", ""
-	case "submit_output":
+	case toolcat.TargetResult:
 		return "result", ""
 	}
 	return otherTarget(args)
@@ -286,14 +289,10 @@ func joinable(s string) bool {
 // (urlShaped: "https:evil.test") is read as a URL too, as the live gate reads such a value
 // in any argument of a tool it does not know.
 func GivenTarget(tool, t string) (target, unclear string) {
-	hostTargeted := false
-	switch tool {
-	case "web_fetch", "http_get", "http_post":
-		hostTargeted = true
-	default:
-		if _, known := builtin[tool]; known {
-			return t, ""
-		}
+	row, known := toolcat.Lookup(tool)
+	hostTargeted := row.Target == toolcat.TargetHost
+	if known && !hostTargeted {
+		return t, ""
 	}
 	switch {
 	case strings.Contains(t, "://") || urlShaped(t):

@@ -7,6 +7,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/pipeline"
 	"github.com/lever-jail/lever/internal/lev/taint"
 	"github.com/lever-jail/lever/internal/lev/taint/labels"
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
@@ -34,7 +35,7 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 	// A refusal or error names paths and what they resolve to (a symlink's target is data
 	// a run wrote): it reads at least at the label of the workdir's names.
 	named := taint.Public
-	if r.Refusal != nil || (r.IsError && c.Tool != "shell") {
+	if r.Refusal != nil || (r.IsError && !sandboxed(c.Tool)) {
 		named = g.namesLevel()
 	}
 	if r.Refusal != nil {
@@ -79,7 +80,7 @@ func (g *Gate) Observe(_ context.Context, c *pipeline.Call, r *pipeline.Result) 
 // writesAnywhere: the tool runs a process that can create, copy, rename and link files
 // anywhere in the workdir, out of sight of the file tools (shell, and what seesWorkdir
 // names).
-func (g *Gate) writesAnywhere(tool string) bool { return tool == "shell" || g.seesWorkdir(tool) }
+func (g *Gate) writesAnywhere(tool string) bool { return sandboxed(tool) || g.seesWorkdir(tool) }
 
 // noteStart snapshots the workdir before a call that writes anywhere runs, when what
 // the call could read is above Internal (else nothing it writes needs a label).
@@ -175,7 +176,7 @@ func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
 		l = taint.Max(l, x)
 	}
 	switch {
-	case c.Tool == "shell" || g.seesWorkdir(c.Tool):
+	case sandboxed(c.Tool) || g.seesWorkdir(c.Tool):
 		raise(ls.Tree(g.env.Workdir, true))
 	case c.Tool == "list_dir" || c.Tool == "glob":
 		for _, a := range c.Reads {
@@ -195,6 +196,13 @@ func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
 	return l
 }
 
+// sandboxed: a built-in that runs a process in the run's sandbox (the shell, by its
+// catalogue row), which sees and may change every file of the workdir.
+func sandboxed(tool string) bool {
+	row, ok := toolcat.Lookup(tool)
+	return ok && row.Sandbox
+}
+
 // seesWorkdir reports whether a tool lev did not build in may return any file of the
 // workdir. A stdio MCP server does: lev starts it in the run's sandbox exactly as it runs
 // a shell command (on the host or in a namespace it sees the host's files, in a container
@@ -206,7 +214,7 @@ func (g *Gate) storedLevel(c *pipeline.Call) taint.Level {
 // server that can open the workdir has a use for. Anything else not built in (a server
 // the config no longer names) fails closed: it counts as seeing the workdir.
 func (g *Gate) seesWorkdir(tool string) bool {
-	if pipeline.Known(tool) {
+	if toolcat.Known(tool) {
 		return false
 	}
 	if srv, _, ok := toolnames.SplitMCP(tool); ok && g.cfg() != nil {
