@@ -188,7 +188,9 @@ func TestWhatGoesBackToTheModel(t *testing.T) {
 				return pipeline.Decision{Allow: false, Reason: "test says no", Source: string(taint.SourceAutoBlock)}, nil
 			}, "read_file: blocked by the taint gate: test says no", true},
 		{"the gate fails: the call is blocked, not run", tcall("1", "read_file", `{"path":"in.txt"}`),
-			func(c *pipeline.Call) (pipeline.Decision, error) { return pipeline.Decision{}, errors.New("gate broke") },
+			func(c *pipeline.Call) (pipeline.Decision, error) {
+				return pipeline.Decision{}, errors.New("gate broke")
+			},
 			"read_file: blocked by the taint gate: gate broke", true},
 		{"control: a call that runs", tcall("1", "read_file", `{"path":"in.txt"}`), nil, "hello", false},
 	}
