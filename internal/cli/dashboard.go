@@ -147,7 +147,7 @@ func (s *jailSource) Jail(ctx context.Context) (dashboard.Jail, error) {
 	if err != nil {
 		return dashboard.Jail{Instance: s.cfg.Name}, err
 	}
-	in, err := bringup.New(bringup.Options{Cfg: s.cfg, Backend: b, Exe: exe, Out: io.Discard})
+	in, err := bringup.Load(ctx, bringup.Options{Cfg: s.cfg, Backend: b, Exe: exe, Out: io.Discard})
 	if err != nil {
 		return dashboard.Jail{Instance: s.cfg.Name, Backend: b.Name()}, err
 	}
