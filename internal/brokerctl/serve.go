@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,13 +77,7 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 	o.AdminListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(admin))
 	if cfg.Broker.LLMAuth != "subscription" {
 		o.Upstream = cfg.Broker.LLMUpstream
-		o.APIKeyFile = cfg.Broker.APIKeyPath
-		if o.APIKeyFile == "" {
-			o.APIKeyFile = cfg.Broker.APIKeyFile
-		}
-		if o.APIKeyFile != "" && !filepath.IsAbs(o.APIKeyFile) {
-			o.APIKeyFile = filepath.Join(cfg.Dir, o.APIKeyFile)
-		}
+		o.APIKeyFile = cfg.APIKeyPath()
 	}
 	o.LLMRoutes = cfg.Broker.LLMRoutes
 	o.LLMExtraHeaders = cfg.Broker.LLMExtraHeaders
