@@ -150,4 +150,41 @@ echo $! >`+units+`/"$unit".pid
 	if p := pid(); p <= 0 || syscall.Kill(p, 0) != nil {
 		t.Fatalf("the detached service's pid %d is not alive", p)
 	}
+
+	// Stop, then start at once (what moving the service, a restart or a test does): the
+	// stop returns with the service gone and its socket removed, so the start launches a new
+	// service. The stand-in, like a podman killed mid-shutdown, leaves its socket when it
+	// dies of SIGTERM; a stop that only signalled left that socket without a pid file, which
+	// the start takes for systemd's podman.socket and answers "ready" with nothing serving.
+	stopScript, err := os.ReadFile("scripts/stop-service.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", string(stopScript))
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LEVER_RUNTIME_DIR=" + run}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("stop-service.sh: %v\n%s", err, out)
+		}
+	}
+	old := pid()
+	stop()
+	if st, err := os.ReadFile("/proc/" + strconv.Itoa(old) + "/status"); err == nil && !strings.Contains(string(st), "\nState:\tZ") {
+		t.Fatalf("stop returned with the service %d still running", old)
+	}
+	for _, f := range []string{run + "/podman/podman.sock", run + "/podman/lever-service.pid"} {
+		if _, err := os.Lstat(f); err == nil {
+			t.Fatalf("stop left %s", f)
+		}
+	}
+	if got := start("0"); got != "started" {
+		t.Fatalf("start right after a stop: %q (want started: a new service)", got)
+	}
+	if p := pid(); p <= 0 || p == old || syscall.Kill(p, 0) != nil {
+		t.Fatalf("the service started after the stop: pid %d (stopped: %d)", p, old)
+	}
+	// control: stopping when nothing was started is a no-op that succeeds
+	stop()
+	stop()
 }
