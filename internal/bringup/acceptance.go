@@ -37,6 +37,7 @@ func (p podmanView) Logs(_ context.Context, name string) (string, error) { retur
 // which takes the egress snapshot and finds lev's containers itself) and podman over its
 // socket.
 func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acceptance.Report, error) {
+	in.mustBePrepared("Acceptance")
 	if in.levErr != nil {
 		return nil, in.levErr
 	}

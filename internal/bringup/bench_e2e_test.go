@@ -55,7 +55,7 @@ func benchInstance(b *testing.B) (func() *bringup.Instance, func()) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		in, err := bringup.New(bringup.Options{Cfg: cfg, Backend: be, Exe: exe})
+		in, err := bringup.Load(context.Background(), bringup.Options{Cfg: cfg, Backend: be, Exe: exe})
 		if err != nil {
 			b.Fatal(err)
 		}

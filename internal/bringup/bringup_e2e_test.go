@@ -315,7 +315,7 @@ lev:
 		t.Fatal(err)
 	}
 	exe, _ := os.Executable()
-	inst, err := bringup.New(bringup.Options{Cfg: cfg, Backend: be, Exe: exe})
+	inst, err := bringup.Load(context.Background(), bringup.Options{Cfg: cfg, Backend: be, Exe: exe})
 	if err != nil {
 		t.Fatal(err)
 	}

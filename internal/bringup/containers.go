@@ -36,6 +36,7 @@ func (in *Instance) managerKVM() bool {
 // Containers is the plan for this instance from the facts found so far: each agent's lev
 // container and its bench.
 func (in *Instance) Containers(f Facts) ([]containers.Container, error) {
+	in.mustBePrepared("Containers")
 	image := f.ImageRef
 	if image == "" {
 		image = in.imageRef

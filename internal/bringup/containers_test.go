@@ -20,7 +20,7 @@ func TestContainersHonourImageAndBlueprintKeys(t *testing.T) {
 		Lev:     config.Lev{Blueprint: "agents/cto.toml"},
 		Broker:  config.Broker{JailPort: 7443},
 	}
-	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", prepared: true}
 	cs, err := in.Containers(Facts{AliasV4: "10.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestContainersEnvAndImages(t *testing.T) {
 		Broker:  config.Broker{JailPort: 7443},
 	}
 	mk := func(b *levsettings.Bundle, inPlace bool) *Instance {
-		return &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever",
+		return &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", prepared: true,
 			settings: b, settingsHash: b.Hash(), InPlace: inPlace}
 	}
 	plain := &levsettings.Bundle{Config: []byte("[provider]\nmodel = \"m\"\n"), Agents: map[string][]byte{}}
@@ -150,7 +150,7 @@ func TestContainersProtectWhatTheHostTrusts(t *testing.T) {
 			Workers: []config.Worker{{Name: "a", Dir: "wa"}, {Name: "b", Dir: "wb"}},
 			Broker:  config.Broker{JailPort: 7443},
 		}
-		in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+		in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", prepared: true}
 		cs, err := in.Containers(Facts{AliasV4: "10.0.0.1"})
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +188,7 @@ func TestContainersProtectWhatTheHostTrusts(t *testing.T) {
 	}
 	cfg := &config.Config{Name: "t", Egress: "open", Git: config.GitReadOnly, TreePath: tree,
 		Workers: []config.Worker{{Name: "b", Dir: "wb"}}, Broker: config.Broker{JailPort: 7443}}
-	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+	in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", prepared: true}
 	if _, err := in.Containers(Facts{AliasV4: "10.0.0.1"}); err == nil || !strings.Contains(err.Error(), "wb/.git is a symlink") {
 		t.Errorf("a symlinked .git: err %v", err)
 	}
@@ -204,7 +204,7 @@ func TestTreeNamesIgnoreMountsInsideMounts(t *testing.T) {
 	mk := func(workers ...config.Worker) (string, string) {
 		cfg := &config.Config{Name: "t", Egress: "open", Git: config.GitReadOnly, TreePath: tree, ConfigInTree: "lever.yaml",
 			Workers: workers, Broker: config.Broker{JailPort: 7443}}
-		in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+		in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", prepared: true}
 		return in.levTree(), in.benchTree("localhost/lever/workbench:1")
 	}
 	lev0, bench0 := mk()

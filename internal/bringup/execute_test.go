@@ -364,38 +364,72 @@ func TestDryRunAndUpPrintTheSameSteps(t *testing.T) {
 }
 
 // TestStepTable: the order docs/bringup.md gives (the guest, then egress before anything that
-// starts a process in it), each step complete, and Needs/Gives naming real Facts fields.
+// starts a process in it), each step complete, and Needs/Gives naming facts an earlier step
+// (or the observation) gives. Each Fact names a Facts field, one to one, and with copies
+// that field and no other.
 func TestStepTable(t *testing.T) {
 	if got := strings.Join(stepIDs(), ","); got != "jail,egress,provision,broker,podman,enrol,image,lev" {
 		t.Fatalf("steps %s", got)
 	}
-	fields := map[string]bool{}
-	for i, ft := 0, reflect.TypeOf(Facts{}); i < ft.NumField(); i++ {
-		fields[ft.Field(i).Name] = true
+	ft := reflect.TypeOf(Facts{})
+	if ft.NumField() != int(numFacts) {
+		t.Fatalf("Facts has %d fields, %d Fact constants", ft.NumField(), numFacts)
 	}
-	given := map[string]bool{"UID": true, "StatusSum": true, "ImageRef": true, "Podman": true} // the observation's
+	for n := Fact(0); n < numFacts; n++ {
+		field, ok := ft.FieldByName(n.String())
+		if !ok {
+			t.Fatalf("%v names no Facts field", n)
+		}
+		// set every field of g to a non-zero value; with(g, n) must change exactly field n
+		var g Facts
+		gv := reflect.ValueOf(&g).Elem()
+		for i := 0; i < gv.NumField(); i++ {
+			setNonZero(t, gv.Field(i))
+		}
+		got := reflect.ValueOf(Facts{}.with(g, []Fact{n}))
+		for i := 0; i < got.NumField(); i++ {
+			if changed := !got.Field(i).IsZero(); changed != (i == field.Index[0]) {
+				t.Errorf("with(%v) changed %s: %v", n, ft.Field(i).Name, changed)
+			}
+		}
+	}
+	given := map[Fact]bool{FactUID: true, FactStatusSum: true, FactImageRef: true, FactPodman: true} // the observation's
 	for _, s := range Steps {
 		if s.Plan == nil || s.Run == nil {
 			t.Errorf("%s: no plan or run", s.ID)
 		}
 		for _, n := range s.Needs {
-			if !fields[n] || !given[n] {
-				t.Errorf("%s needs %s, which no earlier step (or the observation) gives", s.ID, n)
+			if !given[n] {
+				t.Errorf("%s needs %v, which no earlier step (or the observation) gives", s.ID, n)
 			}
 		}
 		for _, n := range s.Gives {
-			if !fields[n] {
-				t.Errorf("%s gives %s, not a Facts field", s.ID, n)
-			}
 			given[n] = true
 		}
 	}
 	keys := make([]string, 0, len(given))
 	for k := range given {
-		keys = append(keys, k)
+		keys = append(keys, k.String())
 	}
 	sort.Strings(keys)
 	t.Logf("facts handed on: %v", keys)
+}
+
+// setNonZero gives v a non-zero value of its kind (a Facts field).
+func setNonZero(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Int:
+		v.SetInt(1)
+	case reflect.String:
+		v.SetString("x")
+	case reflect.Interface:
+		v.Set(reflect.ValueOf(&fakePodman{}))
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+	default:
+		t.Fatalf("no non-zero value for a %s field", v.Kind())
+	}
 }
 
 // TestOverlaps: on a cold up the steps that need nothing from the steps before them run

@@ -366,7 +366,7 @@ func healthyJail(t *testing.T) *tjail {
 	pod := &fakePodman{images: map[string]bool{"localhost/lever/lev:test": true, testBaseRef: true}, containers: map[string]containers.State{}}
 	br := &fakeBroker{running: true, sans: []string{testAlias}}
 	out := &strings.Builder{}
-	in, err := New(Options{Cfg: cfg, Backend: be, Exe: exe, LevBinary: exe, Out: out, Podman: pod, Broker: br})
+	in, err := Load(context.Background(), Options{Cfg: cfg, Backend: be, Exe: exe, LevBinary: exe, Out: out, Podman: pod, Broker: br})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestHelperIsLevForGuestArch(t *testing.T) {
 			r := (&guesttest.Runner{}).
 				On("cached", guesttest.Script("no cached lev"), guesttest.Exit(113, "lever: no cached lev")).
 				On("install", guesttest.Script("sha256sum -c"), guesttest.OK(""))
-			in, err := New(Options{Cfg: cfg, Backend: vmBackend{arch: tc.guestArch, r: r}, Exe: self})
+			in, err := Load(context.Background(), Options{Cfg: cfg, Backend: vmBackend{arch: tc.guestArch, r: r}, Exe: self})
 			var argv []string
 			var stdin []byte
 			if err == nil {

@@ -38,9 +38,10 @@ type Options struct {
 }
 
 // Instance is a configured jail with everything derived from its config and backend.
-// Nothing on it changes after New: what the steps find on the way (the run user's uid,
-// the alias, the image refs, the podman connection) is a Facts value the steps return
-// and hand on.
+// New derives it without I/O; Prepare adds what bring-up reads from the host (the user's
+// lev settings, lev's binary and image, digests); Load is both. Nothing on it changes
+// after that: what the steps find on the way (the run user's uid, the alias, the image
+// refs, the podman connection) is a Facts value the steps return and hand on.
 type Instance struct {
 	opts    Options
 	cfg     *config.Config
@@ -73,9 +74,14 @@ type Instance struct {
 	broker        BrokerControl
 	// protection is what bring-up mounts read-only for the agents (containers.go).
 	protection *protection
+	// prepared: Prepare has run (the fields above it read from the host are set).
+	prepared bool
 }
 
-// New derives an Instance. Nothing is touched.
+// New derives an Instance from the config and the backend alone: it reads no file, calls
+// neither the guest nor the backend, and builds nothing. That is all the commands that
+// attach to a running jail need (Attach: lever run, logs, ps, shell); bring-up, its plan,
+// status and acceptance need Prepare too (Load).
 func New(o Options) (*Instance, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
@@ -109,30 +115,64 @@ func New(o Options) (*Instance, error) {
 	if in.broker == nil {
 		in.broker = hostBroker{in: in}
 	}
+	return in, nil
+}
+
+// mustBePrepared stops a caller that skipped Prepare: without it the plan, the image refs
+// and the settings' digest are empty, and a plan or bring-up from them would be wrong, not
+// merely slow. Only Attach (and Observe under it) works on an Instance from New alone.
+func (in *Instance) mustBePrepared(what string) {
+	if !in.prepared {
+		panic("bringup: " + what + " on an Instance that was not prepared (use Load, or Prepare after New)")
+	}
+}
+
+// Load is New and Prepare: the Instance bring-up, its plan, status and acceptance use.
+func Load(ctx context.Context, o Options) (*Instance, error) {
+	in, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.Prepare(ctx); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// Prepare reads what bring-up needs from the host, once: the user's lev settings (checked
+// with lev's own loaders, so a bad file fails before any step runs and changes nothing),
+// the guest's architecture, the static Linux lev for it and the lev image made from it,
+// their digests, and what in the tree is mounted read-only for the agents. A lev that
+// cannot be found is not an error here: the steps that need it say why.
+func (in *Instance) Prepare(ctx context.Context) error {
+	if in.prepared {
+		return nil
+	}
+	o := in.opts
 	// The user's lev settings are checked here, before any step runs, with lev's own
 	// loaders: a bad file fails up and apply --dry-run alike and changes nothing.
 	bundle, err := levsettings.Load(levsettings.Paths{Config: o.Cfg.Lev.Config, Agents: o.Cfg.Lev.Agents, Policy: o.Cfg.Lev.Policy})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	in.settings, in.settingsHash = bundle, bundle.Hash()
 	// One Linux lev, for the guest's architecture, goes into the lev image and the
 	// workbench and serves the guest-side helpers (lev __guest): the host's own executable
 	// never enters the guest (a Mac's lever could not run there).
-	arch, archErr := backend.GuestArch(context.Background(), o.Backend)
+	arch, archErr := backend.GuestArch(ctx, o.Backend)
 	src, err := levimage.Resolve(o.Cfg, o.LevBinary, arch)
 	if err != nil {
 		if archErr != nil {
-			return nil, archErr
+			return archErr
 		}
-		return nil, err
+		return err
 	}
 	in.source = src
 	switch src.Kind {
 	case levimage.Built:
 		im, err := levimage.Build(levimage.Spec{LevBinary: src.Path, Arch: arch})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		in.imageRef = im.Ref
 	case levimage.Configured:
@@ -170,7 +210,8 @@ func New(o Options) (*Instance, error) {
 			in.tarballErr = fmt.Errorf("lev.base_tarball: %w", in.tarballErr)
 		}
 	}
-	return in, nil
+	in.prepared = true
+	return nil
 }
 
 // Agents are the enrolment dir names: manager, worker-<name>...

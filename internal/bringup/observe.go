@@ -115,7 +115,9 @@ func (in *Instance) observeScript(eg *guest.SnapshotRequest) (guest.Script, gues
 
 // Observe looks without changing anything: one guest call (when the guest is reachable),
 // the broker's state file, and the podman socket. It reads no egress state (the host
-// commands that attach to a running jail use it).
+// commands that attach to a running jail use it). On an Instance from New alone (Attach)
+// it reports the guest, the podman service and the containers; what it judges against
+// Prepare's facts (the images, the settings' digest) reads as absent.
 func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ctx, nil) }
 
 // ObserveWithEgress is Observe with the egress snapshot and the backend's in-guest
@@ -124,6 +126,7 @@ func (in *Instance) Observe(ctx context.Context) Observed { return in.observe(ct
 // observation asks for guest.EgressSpec.RebuildRequest: its egress step rebuilds on any
 // drift, so a guest with no chain is read short.)
 func (in *Instance) ObserveWithEgress(ctx context.Context) Observed {
+	in.mustBePrepared("ObserveWithEgress")
 	req := in.Spec.SnapshotRequest()
 	return in.observe(ctx, &req)
 }

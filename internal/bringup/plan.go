@@ -31,6 +31,7 @@ func Plan(agents []string, containers []string, o Observed) []Planned {
 
 // Plan is the plan for this instance from an observation (with egress, for a dry run).
 func (in *Instance) Plan(o Observed) []Planned {
+	in.mustBePrepared("Plan")
 	var cs []string
 	if plan, err := in.Containers(o.Facts); err == nil {
 		for _, c := range plan {

@@ -43,8 +43,8 @@ func (h hostBroker) Stop(ctx context.Context) error {
 // and its certificate names the alias the egress step verified.
 var brokerStep = Step{
 	ID:    StepBroker,
-	Needs: []string{"AliasV4", "AliasV6"},
-	Gives: []string{"Broker"},
+	Needs: []Fact{FactAliasV4, FactAliasV6},
+	Gives: []Fact{FactBroker},
 	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
 		case o.BrokerRunning && o.BrokerSANOK:

@@ -15,8 +15,8 @@ import (
 // first. Never skipped: ActionKeep means the snapshot matched.
 var egressStep = Step{
 	ID:    StepEgress,
-	Needs: []string{"BootSnapshot"},
-	Gives: []string{"AliasV4", "AliasV6"},
+	Needs: []Fact{FactBootSnapshot},
+	Gives: []Fact{FactAliasV4, FactAliasV6},
 	Plan: func(p PlanInput) (Action, string) {
 		switch o := p.Obs; {
 		case !o.GuestReachable:

@@ -24,7 +24,7 @@ import (
 // there), not podman, so it runs beside the podman step.
 var enrolStep = Step{
 	ID:      StepEnrol,
-	Needs:   []string{"UID", "AliasV4", "Broker"},
+	Needs:   []Fact{FactUID, FactAliasV4, FactBroker},
 	Overlap: true,
 	Plan: func(p PlanInput) (Action, string) {
 		var missing, stale []string

@@ -17,16 +17,16 @@ import (
 // afterwards. Skipped (no guest call, no image write) when the observation found both.
 var imageStep = Step{
 	ID:    StepImage,
-	Needs: []string{"UID", "StatusSum", "ImageRef"},
+	Needs: []Fact{FactUID, FactStatusSum, FactImageRef},
 	// podman only for an image (a configured or loaded lev image, a workbench on a user's
 	// base); lever's trees are made by the guest helper alone.
-	NeedsFor: func(in *Instance) []string {
+	NeedsFor: func(in *Instance) []Fact {
 		if in.usesImages() {
-			return []string{"Podman"}
+			return []Fact{FactPodman}
 		}
 		return nil
 	},
-	Gives: []string{"ImageRef", "BenchRef", "StatusSum"},
+	Gives: []Fact{FactImageRef, FactBenchRef, FactStatusSum},
 	// The slowest step of a cold up (the trees made in the guest): with lever's trees it
 	// starts as soon as provisioning is done and runs beside broker, podman and enrol,
 	// which neither need nor change anything it uses.

@@ -13,7 +13,7 @@ import (
 // reads the egress snapshot in that call, and hands it on as BootSnapshot.
 var jailStep = Step{
 	ID:    StepJail,
-	Gives: []string{"BootSnapshot"},
+	Gives: []Fact{FactBootSnapshot},
 	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.GuestReachable {
 			return ActionKeep, "guest is up"

@@ -15,7 +15,7 @@ import (
 // planned container runs (podman is still asked; no guest call unless one starts).
 var levStep = Step{
 	ID:    StepLev,
-	Needs: []string{"Podman", "UID", "AliasV4", "ImageRef", "BenchRef"},
+	Needs: []Fact{FactPodman, FactUID, FactAliasV4, FactImageRef, FactBenchRef},
 	Plan: func(p PlanInput) (Action, string) {
 		var todo []string
 		for _, c := range p.Containers {

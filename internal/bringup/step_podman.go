@@ -10,8 +10,8 @@ import (
 // the observation found the service up (its connection is reused).
 var podmanStep = Step{
 	ID:    StepPodman,
-	Needs: []string{"UID", "Podman"},
-	Gives: []string{"Podman"},
+	Needs: []Fact{FactUID, FactPodman},
+	Gives: []Fact{FactPodman},
 	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.ServiceUp {
 			return ActionKeep, "run user's podman service is up"

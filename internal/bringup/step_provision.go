@@ -14,8 +14,8 @@ import (
 // root-owned stamp names these scripts and this boot (read in the observation call).
 var provisionStep = Step{
 	ID:    StepProvision,
-	Needs: []string{"UID", "StatusSum"},
-	Gives: []string{"UID", "StatusSum"},
+	Needs: []Fact{FactUID, FactStatusSum},
+	Gives: []Fact{FactUID, FactStatusSum},
 	Plan: func(p PlanInput) (Action, string) {
 		if p.Obs.StampCurrent {
 			return ActionKeep, "stamp names these scripts and this boot"

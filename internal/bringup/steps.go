@@ -51,15 +51,43 @@ type Facts struct {
 	BootSnapshot guest.Sections
 }
 
+// Fact names one Facts field, so a step's Needs and Gives are checked by the compiler
+// (a misspelt field no longer compiles) and copied by with without reflection.
+type Fact int
+
+// The facts, one per Facts field.
+const (
+	FactUID Fact = iota
+	FactAliasV4
+	FactAliasV6
+	FactStatusSum
+	FactImageRef
+	FactBenchRef
+	FactPodman
+	FactBroker
+	FactBootSnapshot
+	numFacts // not a fact: the count, for the tests
+)
+
+var factNames = [numFacts]string{"UID", "AliasV4", "AliasV6", "StatusSum", "ImageRef", "BenchRef", "Podman", "Broker", "BootSnapshot"}
+
+// String is the Facts field's name.
+func (f Fact) String() string {
+	if f >= 0 && f < numFacts {
+		return factNames[f]
+	}
+	return fmt.Sprintf("Fact(%d)", int(f))
+}
+
 // Step is one row of the table.
 type Step struct {
 	ID string
 	// Needs and Gives name the Facts fields the step reads and returns; only the fields
 	// in Gives are taken from what it returns.
-	Needs, Gives []string
+	Needs, Gives []Fact
 	// NeedsFor adds needs that depend on the configuration (the image step needs podman
 	// only for an image, not for lever's trees).
-	NeedsFor func(in *Instance) []string
+	NeedsFor func(in *Instance) []Fact
 	// Overlap: the step may start as soon as the steps that give its Needs (and egress)
 	// are done, running beside the steps in between (its guest calls too: the guest
 	// serves them concurrently); its line still prints in its place and the steps after
@@ -115,39 +143,39 @@ type Result struct {
 }
 
 // with returns f with the fields named in gives taken from g.
-func (f Facts) with(g Facts, gives []string) Facts {
+func (f Facts) with(g Facts, gives []Fact) Facts {
 	for _, n := range gives {
 		switch n {
-		case "UID":
+		case FactUID:
 			f.UID = g.UID
-		case "AliasV4":
+		case FactAliasV4:
 			f.AliasV4 = g.AliasV4
-		case "AliasV6":
+		case FactAliasV6:
 			f.AliasV6 = g.AliasV6
-		case "StatusSum":
+		case FactStatusSum:
 			f.StatusSum = g.StatusSum
-		case "ImageRef":
+		case FactImageRef:
 			f.ImageRef = g.ImageRef
-		case "BenchRef":
+		case FactBenchRef:
 			f.BenchRef = g.BenchRef
-		case "Podman":
+		case FactPodman:
 			f.Podman = g.Podman
-		case "Broker":
+		case FactBroker:
 			f.Broker = g.Broker
-		case "BootSnapshot":
+		case FactBootSnapshot:
 			f.BootSnapshot = g.BootSnapshot
 		default:
-			panic("bringup: step gives unknown fact " + n)
+			panic("bringup: step gives unknown fact " + n.String())
 		}
 	}
 	return f
 }
 
 // needs are Steps[i]'s needs for this instance.
-func (in *Instance) needs(i int) []string {
+func (in *Instance) needs(i int) []Fact {
 	n := Steps[i].Needs
 	if Steps[i].NeedsFor != nil {
-		n = append(append([]string(nil), n...), Steps[i].NeedsFor(in)...)
+		n = append(append([]Fact(nil), n...), Steps[i].NeedsFor(in)...)
 	}
 	return n
 }
@@ -199,6 +227,7 @@ func (in *Instance) start(ctx context.Context, s Step, obs Observed, f Facts) *r
 // (an Overlap step started early, beside the steps before it). Progress goes to
 // Options.Out, one line per step, in the table's order.
 func (in *Instance) Execute(ctx context.Context) (*Result, error) {
+	in.mustBePrepared("Execute")
 	start := time.Now()
 	in.Runner.Reset()
 	res := &Result{}

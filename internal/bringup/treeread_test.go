@@ -61,7 +61,7 @@ func TestUpTrustCheckBoundedReads(t *testing.T) {
 			tc.plant(t, wb)
 			cfg := &config.Config{Name: "t", Egress: "open", Git: config.GitReadOnly, TreePath: tree,
 				Workers: []config.Worker{{Name: "b", Dir: "wb"}}, Broker: config.Broker{JailPort: 7443}}
-			in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever"}
+			in := &Instance{cfg: cfg, imageRef: "localhost/lever/lev:abc", TreeSrc: "/lever", prepared: true}
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)

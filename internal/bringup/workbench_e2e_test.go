@@ -103,7 +103,7 @@ func (j *wbJail) mk(t testing.TB) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := New(Options{Cfg: cfg, Backend: be, Exe: j.exe})
+	in, err := Load(context.Background(), Options{Cfg: cfg, Backend: be, Exe: j.exe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	cfg := mk().cfg
 	cfg.Lev.BaseImage = baseRef
 	be, _ := backend.New(cfg)
-	ub, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	ub, err := Load(context.Background(), Options{Cfg: cfg, Backend: be, Exe: exe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	cfg = mk().cfg
 	cfg.Lev.BaseTarball = tarPath
 	be, _ = backend.New(cfg)
-	tb, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	tb, err := Load(context.Background(), Options{Cfg: cfg, Backend: be, Exe: exe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestWorkbenchImageE2E(t *testing.T) {
 	}
 	// a new instance from the same config (New digests the tarball once)
 	be, _ = backend.New(cfg)
-	tb2, err := New(Options{Cfg: cfg, Backend: be, Exe: exe})
+	tb2, err := Load(context.Background(), Options{Cfg: cfg, Backend: be, Exe: exe})
 	if err != nil {
 		t.Fatal(err)
 	}

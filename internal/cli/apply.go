@@ -31,7 +31,7 @@ func bringupTarget(cmd *cobra.Command, configPath string, fresh bool) (in *bring
 	if err != nil {
 		return nil, nil, err
 	}
-	in, err = bringup.New(bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh,
+	in, err = bringup.Load(ctx(cmd), bringup.Options{Cfg: cfg, Backend: b, Exe: exe, Out: cmd.OutOrStdout(), Fresh: fresh,
 		BrokerEnv: configDigest(cfg, data)})
 	return in, func() error { return keepConfig(cfg, data) }, err
 }

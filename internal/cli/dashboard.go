@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -146,7 +147,7 @@ func (s *jailSource) Jail(ctx context.Context) (dashboard.Jail, error) {
 	if err != nil {
 		return dashboard.Jail{Instance: s.cfg.Name}, err
 	}
-	in, err := bringup.New(bringup.Options{Cfg: s.cfg, Backend: b, Exe: exe, Out: io.Discard})
+	in, err := bringup.Load(ctx, bringup.Options{Cfg: s.cfg, Backend: b, Exe: exe, Out: io.Discard})
 	if err != nil {
 		return dashboard.Jail{Instance: s.cfg.Name, Backend: b.Name()}, err
 	}
@@ -361,10 +362,33 @@ func pendingAsks(agent, run string, raw []byte) []dashboard.Prompt {
 	return out
 }
 
-// errNoHostAnswer: lev takes an answer only from the lev run that asked (its terminal,
-// over lev's API); lev has no command through which lever could pass one on.
-var errNoHostAnswer = errors.New("lev takes an answer only at the terminal of the lever run that asked; answering from the dashboard is not wired to lev yet")
+// answerArgv is lev answer of one run's question: the terminal's answer, sent through
+// the daemon's API as lev run's prompter sends it. The operands follow "--", so an
+// operator's text starting with "-" is never read as a flag.
+func answerArgv(run, question, answer string) []string {
+	return []string{levPath, "answer", "--", run, question, answer}
+}
 
+// Answer is lev answer in the run's agent's lev container, through the same exec as
+// lever logs: lev checks the answer against the question pending now, as the terminal's
+// prompt does, and the run records it as an answer event.
 func (s *jailSource) Answer(ctx context.Context, p dashboard.Prompt, answer string) error {
-	return errNoHostAnswer
+	ag, id, err := parseRunRef(s.cfg, p.Agent+"/"+p.Run)
+	if err != nil {
+		return err
+	}
+	a, err := attachJail(s.cmd, s.cfg)
+	if err != nil {
+		return err
+	}
+	var stdout, stderr limitedBuffer
+	code, err := a.c.Exec(ctx, levContainer(s.cfg, ag), containers.ExecOptions{Argv: answerArgv(id, p.ID, answer), Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		return fmt.Errorf("run %s/%s: lev answer: %w", ag, id, err)
+	}
+	if code != 0 {
+		// Quoted: lev's words, shown on the page as text.
+		return fmt.Errorf("run %s/%s: lev answer exited %d: %q", ag, id, code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }

@@ -90,7 +90,8 @@ type execer interface {
 var attachHook func(cfg *config.Config) (execer, error)
 
 // attachJail derives the instance and reaches it without changing anything. Anything
-// short of a running jail is exit 2 with bring-up's "jail NAME is not up" line.
+// short of a running jail is exit 2 with bring-up's "jail NAME is not up" line. bringup.New
+// alone: attaching reads no lev binary, settings or image (Prepare's), only the guest.
 func attachJail(cmd *cobra.Command, cfg *config.Config) (*attached, error) {
 	if attachHook != nil {
 		c, err := attachHook(cfg)

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lever-jail/lever/internal/lev/events"
+	"github.com/lever-jail/lever/internal/lev/runner"
 )
 
 //go:embed templates/*.html
@@ -143,7 +144,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("no pending prompt %q in run %s/%s", q, agent, run), http.StatusConflict)
 		return
 	}
-	if err := checkAnswer(ps[i], ans); err != nil {
+	ans, err = checkAnswer(ps[i], ans)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -154,21 +156,25 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/prompts", http.StatusSeeOther)
 }
 
-// checkAnswer holds an answer to what the terminal takes for that prompt.
-func checkAnswer(p Prompt, ans string) error {
+// checkAnswer holds an answer to what the terminal takes for that prompt (lev run's
+// prompter, lev answer): a permission prompt yes or no (once or deny), a taint-gate
+// prompt once, session or deny, an ask_operator question the operator's text, where an
+// empty answer is the terminal's empty line: runner.NoOperatorAnswer. It returns the
+// answer to send.
+func checkAnswer(p Prompt, ans string) (string, error) {
 	if !p.Operator {
-		if !slices.Contains(promptAnswers, ans) {
-			return fmt.Errorf("bad answer %q (want %s)", ans, strings.Join(promptAnswers, ", "))
+		if want := p.Answers(); !slices.Contains(want, ans) {
+			return "", fmt.Errorf("bad answer %q to a %s prompt (want %s)", ans, p.Kind(), strings.Join(want, ", "))
 		}
-		return nil
+		return ans, nil
 	}
 	switch {
 	case strings.TrimSpace(ans) == "":
-		return errors.New("bad answer: an ask_operator question is answered with text, and this is empty")
+		return runner.NoOperatorAnswer, nil
 	case len(ans) > MaxOperatorAnswer:
-		return fmt.Errorf("bad answer: %d bytes, over the %d KiB cap for an operator's answer", len(ans), MaxOperatorAnswer>>10)
+		return "", fmt.Errorf("bad answer: %d bytes, over the %d KiB cap for an operator's answer", len(ans), MaxOperatorAnswer>>10)
 	case !utf8.ValidString(ans):
-		return errors.New("bad answer: not UTF-8")
+		return "", errors.New("bad answer: not UTF-8")
 	}
-	return nil
+	return ans, nil
 }

@@ -202,4 +202,5 @@ func hostileJSON() json.RawMessage {
 const (
 	rid1 = "r-20261205-090000-a1b2c3"
 	rid2 = "r-20261205-090100-d4e5f6"
+	rid3 = "r-20261205-090200-0a1b2c"
 )

@@ -195,9 +195,10 @@ func TestPostNeedsOriginAndCSRF(t *testing.T) {
 	}
 }
 
-// TestAnswerSemantics: the page takes what the terminal takes: once, session or deny for
-// a permission or gate prompt, non-empty text for ask_operator, and only for the question
-// pending now. A refused answer changes nothing.
+// TestAnswerSemantics: the page takes what the terminal takes (lev run's prompter, lev
+// answer): once or deny for a permission prompt, once, session or deny for a gate
+// prompt, text for ask_operator (empty: the terminal's empty line, "the operator gave no
+// answer"), and only for the question pending now. A refused answer changes nothing.
 func TestAnswerSemantics(t *testing.T) {
 	src := newJailSource(t)
 	s := serve(t, src)
@@ -205,6 +206,8 @@ func TestAnswerSemantics(t *testing.T) {
 	src.ask("manager", rid1, runner.Question{ID: "q1", Tool: "web_fetch", Reason: "the context is tainted", Gate: true})
 	src.start("docs", rid2, "writer")
 	src.ask("docs", rid2, runner.Question{ID: "q3", Tool: "ask_operator", Reason: "which branch?", Operator: true})
+	src.start("manager", rid3, "coder")
+	src.ask("manager", rid3, runner.Question{ID: "q1", Tool: "shell", Reason: `permission is "ask"`})
 	cookie, csrf := s.login(t)
 	hdr := map[string]string{"Cookie": cookie, "Origin": "http://" + s.addr}
 	post := func(agent, run, q, ans string) int {
@@ -221,14 +224,19 @@ func TestAnswerSemantics(t *testing.T) {
 		{"empty gate answer", "manager", rid1, "q1", "", 400, ""},
 		{"a question not pending", "manager", rid1, "q2", "once", 409, ""},
 		{"a run of another agent", "docs", rid1, "q1", "once", 409, ""},
-		{"operator: blank text", "docs", rid2, "q3", "  ", 400, ""},
+		{"session to a permission prompt", "manager", rid3, "q1", "session", 400, ""},
+		{"permission: once", "manager", rid3, "q1", "once", 303, "manager/" + rid3 + "/q1=once"},
 		{"operator: over the cap", "docs", rid2, "q3", strings.Repeat("x", MaxOperatorAnswer+1), 400, ""},
 		{"gate: session", "manager", rid1, "q1", "session", 303, "manager/" + rid1 + "/q1=session"},
 		{"answered already", "manager", rid1, "q1", "once", 409, ""},
 		{"operator: text", "docs", rid2, "q3", "main, please", 303, "docs/" + rid2 + "/q3=main, please"},
+		{"operator: blank text is no answer", "docs", rid2, "q4", "  ", 303, "docs/" + rid2 + "/q4=" + runner.NoOperatorAnswer},
 	}
 	n := 0
 	for _, c := range cases {
+		if c.q == "q4" {
+			src.ask("docs", rid2, runner.Question{ID: "q4", Tool: "ask_operator", Reason: "and the tag?", Operator: true})
+		}
 		if got := post(c.agent, c.run, c.q, c.a); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}

@@ -102,8 +102,25 @@ type Prompt struct {
 	Asked    time.Time
 }
 
-// Answers a permission or gate prompt takes, as at the terminal.
-var promptAnswers = []string{"once", "session", "deny"}
+// Answers is what the prompt takes at the terminal: a permission prompt is yes or no
+// (once or deny); only the taint gate offers session.
+func (p Prompt) Answers() []string {
+	if p.Gate {
+		return []string{"once", "session", "deny"}
+	}
+	return []string{"once", "deny"}
+}
+
+// Kind names the prompt as the page does.
+func (p Prompt) Kind() string {
+	switch {
+	case p.Operator:
+		return "ask_operator"
+	case p.Gate:
+		return "taint-gate"
+	}
+	return "permission"
+}
 
 // MaxOperatorAnswer caps an ask_operator answer (lev's own cap).
 const MaxOperatorAnswer = 16 << 10

@@ -3,13 +3,9 @@ package cli
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"net"
 
@@ -92,33 +88,6 @@ func TestValidateReport(t *testing.T) {
 	}
 }
 
-func buildLev(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "lev")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/lever-jail/lever/cmd/lev")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func runLev(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
-
 // TestBinary drives the real lev binary: serve refuses without a token or on a
 // non-loopback address; run starts the daemon, completes a run, ps lists it.
 func TestBinary(t *testing.T) {
@@ -175,17 +144,7 @@ args = '{"output": "{{last}}"}'
 	mustWrite(t, filepath.Join(levHome, "agents", "builder.toml"), "name = \"builder\"\nversion = \"2.0.0\"\n[stages.build]\ntools = [\"shell\", \"submit_output\"]\n")
 	wd := filepath.Join(root, "wd")
 	os.MkdirAll(wd, 0o755)
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(levHome, "daemon.pid")); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGTERM)
-				for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
-					time.Sleep(100 * time.Millisecond)
-				}
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	t.Cleanup(func() { stopDaemon(filepath.Join(levHome, "daemon.pid")) })
 
 	out, _, code := runLev(t, bin, base, "validate", "builder")
 	if code != 0 || out != "✓ Blueprint 'builder' is valid.\n  1 stage, version 2.0.0\n  file "+filepath.Join(levHome, "agents", "builder.toml")+", installed as 'builder': per-agent grants come from [agent_read_paths.builder]\n" {
@@ -229,14 +188,6 @@ args = '{"output": "{{last}}"}'
 	_, stderr, code = runLev(t, bin, base, "policy", "list")
 	if code != 2 && code != 0 {
 		t.Fatalf("policy: %d %s", code, stderr)
-	}
-}
-
-func mustWrite(t *testing.T, p, s string) {
-	t.Helper()
-	os.MkdirAll(filepath.Dir(p), 0o755)
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -65,7 +65,7 @@ turn = 2
 tool = "read_file"
 args = '{"path": "`+filepath.Join(j.root, "vault")+`/{{last}}.txt"}'
 `)
-			_, errs, _ := levIn(t, bin, j.wd, j.env, "run", tc.agent)
+			_, errs, _ := runLevIn(t, bin, j.wd, j.env, "run", tc.agent)
 			id := regexpRunID(t, errs)
 			rec, err := client.Get(context.Background(), id)
 			if err != nil {
@@ -74,12 +74,12 @@ args = '{"path": "`+filepath.Join(j.root, "vault")+`/{{last}}.txt"}'
 			if rec.Status != "refused" || rec.Refusal == nil || rec.Refusal.Code != "not-granted" {
 				t.Fatalf("run %s: %s %+v %q, want refused not-granted", id, rec.Status, rec.Refusal, rec.Error)
 			}
-			out, _, _ := levIn(t, bin, j.wd, j.env, "result", id, "--json")
+			out, _, _ := runLevIn(t, bin, j.wd, j.env, "result", id, "--json")
 			var res daemon.Result
 			if err := json.Unmarshal([]byte(out), &res); err != nil {
 				t.Fatalf("lev result --json: %q: %v", out, err)
 			}
-			out, _, code := levIn(t, bin, j.wd, j.env, "ps", "--json")
+			out, _, code := runLevIn(t, bin, j.wd, j.env, "ps", "--json")
 			var rows []psRow
 			if code != 0 || json.Unmarshal([]byte(out), &rows) != nil {
 				t.Fatalf("lev ps --json: %d %q", code, out)

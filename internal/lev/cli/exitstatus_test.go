@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,21 +81,4 @@ func TestBinaryExitStatuses(t *testing.T) {
 			}
 		})
 	}
-}
-
-// runLevIn is runLev started in dir.
-func runLevIn(t *testing.T, bin, dir string, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env, cmd.Dir = env, dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
 }

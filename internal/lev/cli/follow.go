@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -135,16 +136,93 @@ func oneLine(s string, max int) string {
 }
 
 // prompter answers an interactive run's questions on the terminal, as their ask events
-// arrive.
+// arrive. A question can also be answered elsewhere (lever dashboard, through lev answer):
+// then the terminal's prompt is withdrawn, and a line typed for it answers nothing.
 type prompter struct {
 	c   *daemon.Client
 	in  *bufio.Reader
 	out io.Writer
+
+	mu      sync.Mutex
+	want    *lineWant     // the prompt waiting for a line now, if any
+	wake    chan struct{} // tells the line reader a prompt waits
+	started bool
+}
+
+// lineWant is one prompt's wait for its line: only a line read after the prompt was shown
+// answers it, so a line typed for a withdrawn prompt never answers the next one.
+type lineWant struct {
+	shown time.Time
+	got   chan string // buffered 1
+}
+
+// readLine shows nothing itself: it waits for the line typed after shown, or for done
+// (the question answered elsewhere, the run gone), and says which.
+func (p *prompter) readLine(ctx context.Context, done <-chan struct{}) (string, bool) {
+	w := &lineWant{shown: time.Now(), got: make(chan string, 1)}
+	p.mu.Lock()
+	if !p.started {
+		p.started, p.wake = true, make(chan struct{}, 1)
+		go p.reader()
+	}
+	p.want = w
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	withdraw := func() {
+		p.mu.Lock()
+		if p.want == w {
+			p.want = nil
+		}
+		p.mu.Unlock()
+	}
+	select {
+	case l := <-w.got:
+		return l, true
+	case <-done:
+		withdraw()
+		return "", false
+	case <-ctx.Done():
+		withdraw()
+		return "", false
+	}
+}
+
+// reader reads the terminal a line at a time, only while a prompt waits, and hands each
+// line to the prompt shown before it was read (none: the line is dropped).
+func (p *prompter) reader() {
+	for range p.wake {
+		line, _ := p.in.ReadString('\n')
+		read := time.Now()
+		p.mu.Lock()
+		w := p.want
+		if w != nil && !read.Before(w.shown) {
+			p.want = nil
+			w.got <- line
+		}
+		again := p.want != nil
+		p.mu.Unlock()
+		if again {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 func (p *prompter) handle(ctx context.Context, ev *events.Event) error {
+	return p.handleUnless(ctx, ev, nil)
+}
+
+// handleUnless puts ev's question to the terminal and sends the answer typed there, unless
+// answered closes first (the question was answered elsewhere): then the prompt is
+// withdrawn and nothing is sent.
+func (p *prompter) handleUnless(ctx context.Context, ev *events.Event, answered <-chan struct{}) error {
 	if ev.Operator {
-		return p.answerOperator(ctx, ev)
+		return p.answerOperator(ctx, ev, answered)
 	}
 	opts := "[y]es / [N]o"
 	if ev.GatePrompt {
@@ -155,7 +233,11 @@ func (p *prompter) handle(ctx context.Context, ev *events.Event) error {
 	// question's one line; the layout around it is the prompter's own.
 	q := fmt.Sprintf("lev: %s wants %s %s (%s)", ev.Run, ev.Tool, string(ev.Args), fold(ev.Message))
 	fmt.Fprintf(p.out, "%s\n     %s? ", hostterm.EscapeLine(q), opts)
-	line, _ := p.in.ReadString('\n')
+	line, ok := p.readLine(ctx, answered)
+	if !ok {
+		fmt.Fprintf(p.out, "\n     (%s has its answer: this prompt is withdrawn)\n", ev.Question)
+		return nil
+	}
 	ans := runner.AnswerDeny
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes", "o", "once":
@@ -168,19 +250,19 @@ func (p *prompter) handle(ctx context.Context, ev *events.Event) error {
 	return p.c.Answer(ctx, ev.Run, ev.Question, ans)
 }
 
-// noOperatorAnswer is what an empty line at the terminal answers ask_operator with: the
-// agent learns that the person chose not to answer, rather than waiting 10 minutes.
-const noOperatorAnswer = "(the operator gave no answer)"
-
 // answerOperator puts ask_operator's question to the person at the terminal and sends
 // their line of text back. The question is the agent's text: shown with controls escaped.
-func (p *prompter) answerOperator(ctx context.Context, ev *events.Event) error {
+func (p *prompter) answerOperator(ctx context.Context, ev *events.Event, answered <-chan struct{}) error {
 	q := fmt.Sprintf("lev: %s's agent asks you: %s", ev.Run, ev.Message)
 	fmt.Fprintf(p.out, "%s\n     your answer (one line; empty: no answer)? ", hostterm.EscapeLine(q))
-	line, _ := p.in.ReadString('\n')
+	line, ok := p.readLine(ctx, answered)
+	if !ok {
+		fmt.Fprintf(p.out, "\n     (%s has its answer: this prompt is withdrawn)\n", ev.Question)
+		return nil
+	}
 	ans := strings.TrimRight(line, "\r\n")
 	if strings.TrimSpace(ans) == "" {
-		ans = noOperatorAnswer
+		ans = runner.NoOperatorAnswer
 	}
 	return p.c.Answer(ctx, ev.Run, ev.Question, ans)
 }
@@ -197,17 +279,42 @@ func follow(ctx context.Context, c *daemon.Client, p *prompter, rec *runner.Reco
 	if after < 0 {
 		after = 0
 	}
+	pending := map[string]chan struct{}{}
+	var asking sync.WaitGroup
 	_, err := c.Events(ctx, rec.ID, after, func(ev *events.Event) error {
 		if err := pr.print(ev); err != nil {
 			return err
 		}
-		if ev.Type == events.Ask && p != nil {
-			if err := p.handle(ctx, ev); err != nil {
-				fmt.Fprintln(stderr, "lev:", hostterm.EscapeLine(err.Error()))
+		if p == nil {
+			return nil
+		}
+		// The prompt runs beside the stream, so that an answer given elsewhere (its
+		// answer event) withdraws it.
+		switch ev.Type {
+		case events.Ask:
+			done := make(chan struct{})
+			pending[ev.Question] = done
+			asking.Add(1)
+			go func(ev events.Event) {
+				defer asking.Done()
+				if err := p.handleUnless(ctx, &ev, done); err != nil {
+					fmt.Fprintln(stderr, "lev:", hostterm.EscapeLine(err.Error()))
+				}
+			}(*ev)
+		case events.AnswerT, events.RunEnd:
+			for q, done := range pending {
+				if ev.Type == events.RunEnd || q == ev.Question {
+					close(done)
+					delete(pending, q)
+				}
 			}
 		}
 		return nil
 	})
+	for _, done := range pending {
+		close(done)
+	}
+	asking.Wait()
 	if err != nil && !errors.Is(err, daemon.ErrStreamEnded) {
 		fmt.Fprintf(stderr, "lev: event stream: %s; waiting for the result\n", hostterm.EscapeLine(err.Error()))
 	}

@@ -4,11 +4,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // TestGrantsKeyedOnInstallName (docs/lev.md, "Blueprints from the tree") drives the real lev binary: config
@@ -46,17 +43,7 @@ args = '{"output": "{{last}}"}'
 	const ctoBP = "name = \"cto\"\nversion = \"1\"\n[read_paths]\nallow = [\"~/docs\"]\n[stages.read]\ntools = [\"read_file\", \"submit_output\"]\n"
 	wd := filepath.Join(root, "wd")
 	os.MkdirAll(wd, 0o755)
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(levHome, "daemon.pid")); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				syscall.Kill(pid, syscall.SIGTERM)
-				for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
-					time.Sleep(100 * time.Millisecond)
-				}
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	t.Cleanup(func() { stopDaemon(filepath.Join(levHome, "daemon.pid")) })
 
 	for _, tc := range []struct {
 		name, file, invoke string

@@ -1,17 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // levBox is one lev installation driven through the real binary: its own LEV_HOME, config,
@@ -54,36 +49,11 @@ func newBox(t *testing.T, bin, levHome, config string, extraEnv ...string) *levB
 	return b
 }
 
-func (b *levBox) stop() {
-	data, err := os.ReadFile(filepath.Join(b.home, "daemon.pid"))
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return
-	}
-	syscall.Kill(pid, syscall.SIGTERM)
-	for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
-	syscall.Kill(pid, syscall.SIGKILL)
-}
+func (b *levBox) stop() { stopDaemon(filepath.Join(b.home, "daemon.pid")) }
 
 func (b *levBox) lev(args ...string) (string, string, int) {
 	b.t.Helper()
-	cmd := exec.Command(b.bin, args...)
-	cmd.Env, cmd.Dir = b.env, b.dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		b.t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return runLevIn(b.t, b.bin, b.dir, b.env, args...)
 }
 
 func (b *levBox) agent(name, text string) {
@@ -101,8 +71,6 @@ version = "1"
 [stages.probe]
 tools = ["read_file", "list_dir", "write_file", "shell", "submit_output"]
 `
-
-func jsonArg(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // TestSeedScriptsAnswerToShell: a blueprint's script seed is a shell call at spawn: the
 // user's shell permission refuses it (deny, and ask with nobody to answer; --yolo never

@@ -48,9 +48,9 @@ func TestBinaryMCPCommands(t *testing.T) {
 	js := filepath.Join(root, "echo.js")
 	os.WriteFile(js, []byte(echoJS), 0o644)
 	cfg := "[tool_permissions]\nmcp__echo__echo = \"allow\"\n\"mcp__shut__*\" = \"deny\"\n" +
-		"[mcp.servers.echo]\ncommand = " + qs(node) + "\nargs = [" + qs(js) + "]\nclassification = \"local\"\nagents = [\"a\"]\n" +
-		"[mcp.servers.ask]\ncommand = " + qs(node) + "\nargs = [" + qs(js) + "]\nclassification = \"local\"\n" +
-		"[mcp.servers.shut]\ncommand = " + qs(node) + "\nargs = [" + qs(js) + "]\n" +
+		"[mcp.servers.echo]\ncommand = " + jsonArg(node) + "\nargs = [" + jsonArg(js) + "]\nclassification = \"local\"\nagents = [\"a\"]\n" +
+		"[mcp.servers.ask]\ncommand = " + jsonArg(node) + "\nargs = [" + jsonArg(js) + "]\nclassification = \"local\"\n" +
+		"[mcp.servers.shut]\ncommand = " + jsonArg(node) + "\nargs = [" + jsonArg(js) + "]\n" +
 		"[mcp.servers.gone]\nurl = \"http://127.0.0.1:9/mcp\"\ntimeout_seconds = 2\n"
 	os.WriteFile(filepath.Join(levHome, "config.toml"), []byte(cfg), 0o600)
 	os.WriteFile(filepath.Join(levHome, "agents", "a.toml"), []byte("name = \"a\"\nversion = \"1\"\n[mcp]\nservers = [\"echo\", \"slack\"]\n[stages.s]\nprompt = \"p\"\ntools = [\"mcp__echo__*\"]\n"), 0o644)
@@ -107,5 +107,3 @@ func TestBinaryMCPCommands(t *testing.T) {
 		})
 	}
 }
-
-func qs(s string) string { b, _ := json.Marshal(s); return string(b) }

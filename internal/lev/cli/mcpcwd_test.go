@@ -39,8 +39,8 @@ func TestBinaryMCPServerNotStartedInCwd(t *testing.T) {
 	os.WriteFile(filepath.Join(project, file), []byte(levtest.PlantedModule(marker)), 0o644)
 	os.WriteFile(filepath.Join(payloadLib, file), []byte(levtest.PlantedModule(payloadMarker)), 0o644)
 	server := func(name, pythonPath string) string {
-		return "[mcp.servers." + name + "]\ncommand = " + qs(py) + "\nargs = [\"-m\", " + qs(levtest.PyMCPModule) + "]\n" +
-			"env = { PYTHONPATH = " + qs(pythonPath) + ", PYTHONSAFEPATH = \"\" }\nclassification = \"local\"\ntimeout_seconds = 20\n"
+		return "[mcp.servers." + name + "]\ncommand = " + jsonArg(py) + "\nargs = [\"-m\", " + jsonArg(levtest.PyMCPModule) + "]\n" +
+			"env = { PYTHONPATH = " + jsonArg(pythonPath) + ", PYTHONSAFEPATH = \"\" }\nclassification = \"local\"\ntimeout_seconds = 20\n"
 	}
 	cfg := "[tool_permissions]\n\"mcp__py__*\" = \"allow\"\n" + server("py", lib) + server("payload", payloadLib)
 	os.WriteFile(filepath.Join(levHome, "config.toml"), []byte(cfg), 0o600)

@@ -100,7 +100,7 @@ func hostileMCPBox(t *testing.T, marker string, timeout int, modes ...string) (b
 		fmt.Fprintf(&cfg, "\"mcp__srv-%s__*\" = \"allow\"\n", m)
 	}
 	for _, m := range modes {
-		fmt.Fprintf(&cfg, "[mcp.servers.srv-%s]\ncommand = %s\nargs = [%s, %q, %q]\nclassification = \"local\"\ntimeout_seconds = %d\n", m, qs(node), qs(js), m, marker, timeout)
+		fmt.Fprintf(&cfg, "[mcp.servers.srv-%s]\ncommand = %s\nargs = [%s, %q, %q]\nclassification = \"local\"\ntimeout_seconds = %d\n", m, jsonArg(node), jsonArg(js), m, marker, timeout)
 	}
 	b = newBox(t, bin, filepath.Join(t.TempDir(), "lev"), cfg.String())
 	os.MkdirAll(filepath.Join(b.home, "agents"), 0o755)

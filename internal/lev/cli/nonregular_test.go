@@ -39,9 +39,7 @@ func startDaemon(t *testing.T, bin, extraConfig string) *levDaemon {
 	d := &levDaemon{root: root, levHome: filepath.Join(root, "lev"), wd: filepath.Join(root, "wd"), scriptFile: filepath.Join(root, "script.toml"),
 		exited: make(chan struct{}), log: &strings.Builder{}}
 	os.MkdirAll(d.wd, 0o755)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	mustWrite(t, filepath.Join(d.levHome, "config.toml"), "[daemon]\nlisten = \""+addr+"\"\n[provider]\nkind = \"scripted\"\nscript = \""+d.scriptFile+"\"\n"+extraConfig)
 	d.cmd = exec.Command(bin, "serve")
 	d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root, "LEV_HOME=" + d.levHome, "LEV_TOKEN=" + daemonToken}

@@ -119,22 +119,6 @@ func tcpListeners(t *testing.T, pid int) int {
 	return n
 }
 
-func levIn(t *testing.T, bin, dir string, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env, cmd.Dir = env, dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
-
 const hello = `name = "hello"
 version = "1"
 [stages.s]
@@ -176,18 +160,18 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 		t.Fatalf("control: a TCP daemon shows %d TCP listeners, want 1 (the check is blind)", n)
 	}
 
-	out, errs, code := levIn(t, bin, j.wd, j.env, "ps")
+	out, errs, code := runLevIn(t, bin, j.wd, j.env, "ps")
 	if code != 0 || !strings.HasPrefix(out, "RUN") {
 		t.Fatalf("lev ps: %d %q %q", code, out, errs)
 	}
-	out, errs, code = levIn(t, bin, j.wd, j.env, "validate", "hello")
+	out, errs, code = runLevIn(t, bin, j.wd, j.env, "validate", "hello")
 	if code != 0 || !strings.Contains(out, "is valid") {
 		t.Fatalf("lev validate: %d %q %q", code, out, errs)
 	}
 
 	// lev run: readable lines on stderr in order, the result on stdout.
 	t0 := time.Now()
-	out, errs, code = levIn(t, bin, j.wd, j.env, "run", "hello")
+	out, errs, code = runLevIn(t, bin, j.wd, j.env, "run", "hello")
 	t.Logf("lev run of a 3-turn scripted run over the unix socket: %s, process start to exit", time.Since(t0))
 	if code != 0 || out != "hello from the jail\n" {
 		t.Fatalf("lev run: %d stdout %q stderr %q", code, out, errs)
@@ -204,7 +188,7 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	id := regexpRunID(t, errs)
 
 	// --json: every event a JSON line on stdout, ids 1..n, ending in run_end.
-	out, errs, code = levIn(t, bin, j.wd, j.env, "run", "hello", "--json")
+	out, errs, code = runLevIn(t, bin, j.wd, j.env, "run", "hello", "--json")
 	if code != 0 {
 		t.Fatalf("lev run --json: %d %s", code, errs)
 	}
@@ -226,24 +210,24 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	}
 
 	// logs, result, ps --json of the first run.
-	out, _, code = levIn(t, bin, j.wd, j.env, "logs", id)
+	out, _, code = runLevIn(t, bin, j.wd, j.env, "logs", id)
 	if code != 0 || !strings.Contains(out, "tool read_file") || !strings.Contains(out, "run completed") {
 		t.Fatalf("lev logs: %d %q", code, out)
 	}
-	out, _, code = levIn(t, bin, j.wd, j.env, "logs", id, "--json", "--follow")
+	out, _, code = runLevIn(t, bin, j.wd, j.env, "logs", id, "--json", "--follow")
 	if code != 0 || strings.Count(out, "\n") != len(evs) || !strings.Contains(out, `"type":"run_end"`) {
 		t.Fatalf("lev logs --json --follow: %d %q", code, out)
 	}
-	out, _, code = levIn(t, bin, j.wd, j.env, "result", id)
+	out, _, code = runLevIn(t, bin, j.wd, j.env, "result", id)
 	if code != 0 || out != "hello from the jail\n" {
 		t.Fatalf("lev result: %d %q", code, out)
 	}
-	out, _, code = levIn(t, bin, j.wd, j.env, "result", id, "--json")
+	out, _, code = runLevIn(t, bin, j.wd, j.env, "result", id, "--json")
 	var res daemon.Result
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Status != "completed" {
 		t.Fatalf("lev result --json: %d %q", code, out)
 	}
-	out, _, code = levIn(t, bin, j.wd, j.env, "ps", "--json")
+	out, _, code = runLevIn(t, bin, j.wd, j.env, "ps", "--json")
 	var rows []psRow
 	if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 || rows[0].Status != "completed" {
 		t.Fatalf("lev ps --json: %d %q", code, out)
@@ -252,11 +236,11 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	// A blueprint in the tree, not in the agents directory: found, validated and run as
 	// the tree's (somebody else's).
 	mustWrite(t, filepath.Join(j.wd, ".lev", "agents", "mine.toml"), strings.Replace(hello, `name = "hello"`, `name = "mine"`, 1))
-	out, errs, code = levIn(t, bin, j.wd, j.env, "validate", "mine")
+	out, errs, code = runLevIn(t, bin, j.wd, j.env, "validate", "mine")
 	if code != 0 || !strings.Contains(out, "from the run's tree") {
 		t.Fatalf("lev validate of a tree blueprint: %d %q %q", code, out, errs)
 	}
-	out, errs, code = levIn(t, bin, j.wd, j.env, "run", "mine")
+	out, errs, code = runLevIn(t, bin, j.wd, j.env, "run", "mine")
 	if code != 0 || out != "hello from the jail\n" {
 		t.Fatalf("lev run of a tree blueprint: %d %q %q", code, out, errs)
 	}
@@ -268,13 +252,13 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 	// Unknown run ids: one line naming the id, exit 2, for every command that takes one.
 	for _, args := range [][]string{{"logs", "r-20260101-000000-abcdef"}, {"logs", "nope", "--follow"}, {"result", "r-20260101-000000-abcdef"}, {"resume", "r-20260101-000000-abcdef"}, {"result", "../../etc"}} {
 		bad := args[1]
-		out, errs, code := levIn(t, bin, j.wd, j.env, args...)
+		out, errs, code := runLevIn(t, bin, j.wd, j.env, args...)
 		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, bad) {
 			t.Errorf("lev %v: exit %d stdout %q stderr %q, want one line naming %s and exit 2", args, code, out, errs, bad)
 		}
 	}
 	// An unknown agent: exit 2, naming it and where it was looked for.
-	_, errs, code = levIn(t, bin, j.wd, j.env, "run", "nosuch")
+	_, errs, code = runLevIn(t, bin, j.wd, j.env, "run", "nosuch")
 	if code != 2 || !strings.Contains(errs, "nosuch") || !strings.Contains(errs, ".lev/agents/nosuch.toml") {
 		t.Errorf("lev run nosuch: %d %q", code, errs)
 	}
@@ -305,13 +289,13 @@ func TestBinaryNoSetupInTheJailEnv(t *testing.T) {
 
 	// No token file: the client says which file, exit 2.
 	noTok := append(append([]string(nil), j.env...), "LEV_TOKEN_FILE="+filepath.Join(j.root, "missing-token"))
-	_, errs, code = levIn(t, bin, j.wd, noTok, "ps")
+	_, errs, code = runLevIn(t, bin, j.wd, noTok, "ps")
 	if code != 2 || !strings.Contains(errs, "missing-token") {
 		t.Fatalf("lev ps without its token file: %d %q", code, errs)
 	}
 	// A relative socket path is refused, naming it.
 	rel := append(append([]string(nil), j.env...), "LEV_LISTEN=unix:rel.sock")
-	_, errs, code = levIn(t, bin, j.wd, rel, "ps")
+	_, errs, code = runLevIn(t, bin, j.wd, rel, "ps")
 	if code != 2 || !strings.Contains(errs, "unix:rel.sock") {
 		t.Fatalf("lev ps with LEV_LISTEN=unix:rel.sock: %d %q", code, errs)
 	}

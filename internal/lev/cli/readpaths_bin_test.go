@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // TestReadPathAttacksBinary drives the built lev through `lev validate` and `lev run`
@@ -151,31 +148,3 @@ allow = ["glob:~/pub/a[!x]*"]
 		t.Fatalf("validate with a bad grant: exit %d\n%s", code, stderr)
 	}
 }
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := netListen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func stopDaemon(pidFile string) {
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return
-	}
-	syscall.Kill(pid, syscall.SIGTERM)
-	for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
-	syscall.Kill(pid, syscall.SIGKILL)
-}
-
-func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

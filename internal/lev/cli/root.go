@@ -40,7 +40,7 @@ required); lev run spawns a run on it, starting it if needed. State lives in $LE
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCmd(), newRunCmd(), newResumeCmd(), newPsCmd(), newLogsCmd(), newResultCmd(), newValidateCmd(), newPolicyCmd(), newBenchCmd(), newMCPCmd(), newGuestCmd(), newUpdateCmd(), newToolsCmd())
+	root.AddCommand(newServeCmd(), newRunCmd(), newResumeCmd(), newPsCmd(), newLogsCmd(), newResultCmd(), newValidateCmd(), newPolicyCmd(), newBenchCmd(), newMCPCmd(), newGuestCmd(), newUpdateCmd(), newToolsCmd(), newAnswerCmd())
 	return root
 }
 

@@ -55,7 +55,7 @@ func TestRunUsageRecorded(t *testing.T) {
 			mustWrite(t, filepath.Join(j.runLever, "agents", "counter.toml"), "name = \"counter\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = [\"list_dir\", \"submit_output\"]\n")
 			env := append(append([]string(nil), j.env...), tc.env...)
 			serveWith(t, bin, env, "unix:"+j.sock)
-			_, errs, code := levIn(t, bin, j.wd, env, "run", "counter")
+			_, errs, code := runLevIn(t, bin, j.wd, env, "run", "counter")
 			if code != 0 {
 				t.Fatalf("lev run: %d %s", code, errs)
 			}
@@ -68,7 +68,7 @@ func TestRunUsageRecorded(t *testing.T) {
 				Usage *provider.Usage `json:"usage"`
 			}
 			json.Unmarshal(raw, &rec)
-			out, _, code := levIn(t, bin, j.wd, env, "ps", "--json")
+			out, _, code := runLevIn(t, bin, j.wd, env, "ps", "--json")
 			var rows []psRow
 			if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 {
 				t.Fatalf("lev ps --json: %d %q", code, out)

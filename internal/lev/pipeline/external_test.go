@@ -11,6 +11,7 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/provider"
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 )
 
 // TestExternalToolOutputCapped: whatever an external tool hands back, its result's
@@ -39,7 +40,7 @@ func TestExternalToolOutputCapped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ran := false
-			tool, err := NewExternalTool("mcp__s__t", "test", ClassLocal, json.RawMessage(`{"type":"object"}`), DefaultDeadline,
+			tool, err := NewExternalTool("mcp__s__t", "test", toolcat.Local, json.RawMessage(`{"type":"object"}`), DefaultDeadline,
 				func(context.Context, ObjectArgs) (*Result, error) { ran = true; return tc.res, tc.err })
 			if err != nil {
 				t.Fatal(err)

@@ -4,28 +4,26 @@ import (
 	"fmt"
 
 	"github.com/lever-jail/lever/internal/lev/blueprint"
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
-// Defaults are the permissions of built-in tools nobody configured: reading and searching,
-// writing in the workdir, the run's own todo list and context, and submitting run; anything that runs commands or reaches the network asks.
-// Tools with no default (MCP, scripts) ask.
-var Defaults = map[string]blueprint.Permission{
-	"read_file": blueprint.Allow, "read_files": blueprint.Allow, "list_dir": blueprint.Allow,
-	"write_file": blueprint.Allow, "edit_file": blueprint.Allow, "submit_output": blueprint.Allow,
-	"glob": blueprint.Allow, "grep": blueprint.Allow,
-	"todo_write": blueprint.Allow, "todo_read": blueprint.Allow,
-	"context_list": blueprint.Allow, "context_drop": blueprint.Allow,
-	"shell": blueprint.Ask, "web_fetch": blueprint.Ask, "web_search": blueprint.Ask,
-	"http_get": blueprint.Ask, "http_post": blueprint.Ask,
-	// Asking the operator and running a sub-agent within the parent's own permissions
-	// reach nothing new; installing a tool leaves a script behind for later runs: ask.
-	"ask_operator": blueprint.Allow, "spawn_agent": blueprint.Allow, "install_tool": blueprint.Ask,
+// defaultPermission is a built-in tool's own default (its catalogue row: reading and
+// searching, writing in the workdir, the run's own todo list and context, submitting,
+// asking the operator and a sub-agent are allowed; anything that runs commands, reaches
+// the network or installs a script asks). ok is false for a tool with none (MCP,
+// scripts), which asks.
+func defaultPermission(tool string) (p blueprint.Permission, ok bool) {
+	row, ok := toolcat.Lookup(tool)
+	return blueprint.Permission(row.Permission), ok
 }
 
-// preAllowable are the tools a blueprint may loosen, and only when the user configured
-// neither (docs/lev.md, "Blueprints": the one narrow exception).
-var preAllowable = map[string]bool{"web_search": true, "web_fetch": true}
+// preAllowable: a tool a blueprint may loosen, and only when the user configured none of
+// them (docs/lev.md, "Blueprints": the one narrow exception; web_search and web_fetch).
+func preAllowable(tool string) bool {
+	row, ok := toolcat.Lookup(tool)
+	return ok && row.PreAllowable
+}
 
 // Permissions resolves a tool's effective permission for one run.
 type Permissions struct {
@@ -41,7 +39,7 @@ type Permissions struct {
 // For returns the effective permission and where it came from.
 func (p *Permissions) For(tool string) (blueprint.Permission, string) {
 	base, src := blueprint.Ask, "default for tools without one"
-	if d, ok := Defaults[tool]; ok {
+	if d, ok := defaultPermission(tool); ok {
 		base, src = d, "built-in default"
 	}
 	u, userSet, ukey := lookupPerm(p.User, tool)
@@ -53,7 +51,7 @@ func (p *Permissions) For(tool string) (blueprint.Permission, string) {
 	}
 	if b, ok, _ := lookupPerm(p.Blueprint, tool); ok {
 		switch {
-		case preAllowable[tool] && !userSet && !p.anyUserSetFor() && !p.Foreign:
+		case preAllowable(tool) && !userSet && !p.anyUserSetFor() && !p.Foreign:
 			base, src = b, "blueprint (pre-allowed: your config sets neither web_search nor web_fetch)"
 		case b.Rank() > base.Rank():
 			base, src = b, "blueprint tightens "+src
@@ -101,8 +99,8 @@ func lookupPerm(table map[string]blueprint.Permission, tool string) (blueprint.P
 
 // anyUserSetFor: the exception applies only when the user configured neither tool.
 func (p *Permissions) anyUserSetFor() bool {
-	for t := range preAllowable {
-		if _, ok := p.User[t]; ok {
+	for _, t := range toolcat.Tools() {
+		if _, ok := p.User[t.Name]; ok && t.PreAllowable {
 			return true
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/blueprint"
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/sandbox"
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 	"github.com/lever-jail/lever/internal/lev/workfs"
 )
@@ -263,7 +264,7 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 		for _, r := range reads {
 			a, err := p.files().ResolveRead(tc.Name, r)
 			var nr *workfs.Refusal
-			if spec.workdirOnly && errors.As(err, &nr) && nr.Code == workfs.CodeNotGranted {
+			if spec.fence == toolcat.Workdir && errors.As(err, &nr) && nr.Code == workfs.CodeNotGranted {
 				// No grant would let this tool out: not the refusal that stops the run to
 				// wait for one (and a lev resume).
 				return c, refused(StepFence, workfs.CodeOutside, fmt.Sprintf("%s: refused: %s is outside the workdir; %s searches only the workdir, whatever [read_paths] grants", tc.Name, r, tc.Name))
@@ -271,7 +272,7 @@ func (p *Pipeline) Prepare(ctx context.Context, st Stage, tc provider.ToolCall) 
 			if err != nil {
 				return c, fenceRefusal(err)
 			}
-			if a.Outside && spec.workdirOnly {
+			if a.Outside && spec.fence == toolcat.Workdir {
 				return c, refused(StepFence, workfs.CodeOutside, fmt.Sprintf("%s: refused: %s resolves to %s, outside the workdir; %s searches only the workdir, whatever [read_paths] grants (read a granted path with read_file, read_files or list_dir)", tc.Name, r, a.Real, tc.Name))
 			}
 			c.Reads = append(c.Reads, a)

@@ -8,38 +8,23 @@ import (
 
 	"github.com/lever-jail/lever/internal/lev/provider"
 	"github.com/lever-jail/lever/internal/lev/strictjson"
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 )
 
-// Class says what a tool can do, for the taint gate.
-type Class string
-
-const (
-	ClassRead     Class = "read"     // file reads: may leave the workdir through a grant
-	ClassWrite    Class = "write"    // file writes: confined to the workdir
-	ClassOutbound Class = "outbound" // can send bytes off the machine: shell, HTTP tools
-	ClassOutput   Class = "output"   // submit_output: the final answer leaves the machine
-	// ClassState: the run's own state (the todo list, the conversation's context): kept
-	// on the machine, read and written by nothing but these tools.
-	ClassState Class = "state"
-	// ClassLocal: an MCP server the user classified as unable to send data off the machine.
-	ClassLocal Class = "local"
-	// ClassInteraction: talks to the person running the agent (ask_operator).
-	ClassInteraction Class = "interaction"
-	// ClassSubAgent: runs a child run, within the parent's permissions (spawn_agent).
-	ClassSubAgent Class = "subagent"
-)
-
-// Tool is a built-in tool.
+// Tool is a tool the pipeline can dispatch to: a built-in (its facts are its row of the
+// tool catalogue, toolcat) or a run's own (an MCP server's, NewExternalTool).
 type Tool struct {
 	Name        string
 	Description string
-	Class       Class
-	Schema      json.RawMessage
-	parse       func(json.RawMessage) (Args, error)
-	run         func(ctx context.Context, p *Pipeline, c *Call) (*Result, error)
-	// workdirOnly: the tool's reads never leave the workdir, whatever [read_paths] grants
-	// (glob, grep); the fence step refuses a path that resolves outside it.
-	workdirOnly bool
+	// Class is what the tool touches: a built-in's from its catalogue row, an external
+	// tool's as the user classified its server (toolcat.Outbound or toolcat.Local).
+	Class  toolcat.Class
+	Schema json.RawMessage
+	parse  func(json.RawMessage) (Args, error)
+	run    func(ctx context.Context, p *Pipeline, c *Call) (*Result, error)
+	// fence is how the fence step treats the tool's paths (a built-in's catalogue row;
+	// toolcat.Workdir: its reads never leave the workdir, whatever [read_paths] grants).
+	fence toolcat.Fence
 	// deadline is how long one call may take (default DefaultDeadline): the pipeline
 	// abandons a call that runs past it.
 	deadline func(Args) time.Duration
@@ -110,6 +95,11 @@ func table(families ...[]*Tool) map[string]*Tool {
 			if m[t.Name] != nil {
 				panic("pipeline: tool " + t.Name + " defined twice")
 			}
+			row, ok := toolcat.Lookup(t.Name)
+			if !ok {
+				panic("pipeline: tool " + t.Name + " has no row in the tool catalogue (toolcat)")
+			}
+			t.Class, t.fence = row.Class, row.Fence
 			m[t.Name] = t
 		}
 	}
@@ -164,7 +154,7 @@ func required(name, v string) error {
 // external tool's bytes can reach the model around it, and an error carries the peer's own
 // words (an MCP server's JSON-RPC error message, up to its transport's cap) as surely as a
 // result does.
-func NewExternalTool(name, description string, class Class, schema json.RawMessage, deadline time.Duration,
+func NewExternalTool(name, description string, class toolcat.Class, schema json.RawMessage, deadline time.Duration,
 	run func(ctx context.Context, args ObjectArgs) (*Result, error)) (*Tool, error) {
 	if Known(name) {
 		return nil, fmt.Errorf("tool %q: the name of a built-in tool", name)

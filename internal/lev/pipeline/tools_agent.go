@@ -105,7 +105,7 @@ func (a spawnAgentArgs) validate() error {
 func agentTools() []*Tool {
 	return []*Tool{
 		{
-			Name: "ask_operator", Class: ClassInteraction,
+			Name:        "ask_operator",
 			Description: "Ask the person running this agent a question and wait for their answer (up to 10 minutes). Only they can answer; on an unattended run there is nobody to ask.",
 			Schema:      schemaFor[askOperatorArgs](),
 			parse:       strict[askOperatorArgs],
@@ -122,7 +122,7 @@ func agentTools() []*Tool {
 			deadline: func(Args) time.Duration { return OperatorDeadline },
 		},
 		{
-			Name: "spawn_agent", Class: ClassSubAgent,
+			Name:        "spawn_agent",
 			Description: "Run a worker sub-agent on a task and return its final output. It gets only the tools, read paths and network listed, each of which must be the calling stage's own; it starts with this run's taint, and its result carries the worker's.",
 			Schema:      schemaFor[spawnAgentArgs](),
 			parse:       strict[spawnAgentArgs],

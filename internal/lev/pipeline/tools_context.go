@@ -78,7 +78,7 @@ func ContextOnly(tool string, raw []byte) bool {
 
 func contextTools() []*Tool {
 	return []*Tool{{
-		Name: "context_list", Class: ClassState,
+		Name:        "context_list",
 		Description: "List what this stage's conversation holds: one entry per message, with its id (for context_drop), what it is and its taint label.",
 		Schema:      schemaFor[noArgs](),
 		parse:       strict[noArgs],
@@ -100,7 +100,7 @@ func contextTools() []*Tool {
 			return &Result{Content: b.String()}, nil
 		},
 	}, {
-		Name: "context_drop", Class: ClassState,
+		Name:        "context_drop",
 		Description: "Drop entries (ids from context_list) from this stage's conversation: they are gone from every later turn. The stage's input cannot be dropped.",
 		Schema:      schemaFor[contextDropArgs](),
 		parse:       strict[contextDropArgs],

@@ -100,7 +100,7 @@ func applyEdits(path string, data string, ops []editOp) (string, int, error) {
 
 func editTools() []*Tool {
 	return []*Tool{{
-		Name: "edit_file", Class: ClassWrite,
+		Name:        "edit_file",
 		Description: "Edit a workdir file by exact string replacement: old_string must occur exactly once (or set replace_all). For several changes pass edits, a list of {old_string, new_string, replace_all} applied in order; if any edit fails, nothing is written.",
 		Schema:      schemaFor[editFileArgs](),
 		parse:       strict[editFileArgs],

@@ -102,7 +102,7 @@ func pathArg(name, v string) error {
 func fileTools() []*Tool {
 	var out []*Tool
 	out = append(out, &Tool{
-		Name: "read_file", Class: ClassRead,
+		Name:        "read_file",
 		Description: "Read a file (relative paths are in the workdir).",
 		Schema:      schemaFor[readFileArgs](),
 		parse:       strict[readFileArgs],
@@ -126,7 +126,7 @@ func fileTools() []*Tool {
 		},
 	})
 	out = append(out, &Tool{
-		Name: "read_files", Class: ClassRead,
+		Name:        "read_files",
 		Description: "Read several files at once.",
 		Schema:      schemaFor[readFilesArgs](),
 		parse:       strict[readFilesArgs],
@@ -148,7 +148,7 @@ func fileTools() []*Tool {
 		},
 	})
 	out = append(out, &Tool{
-		Name: "list_dir", Class: ClassRead,
+		Name:        "list_dir",
 		Description: "List a directory (default: the workdir).",
 		Schema:      schemaFor[listDirArgs](),
 		parse:       strict[listDirArgs],
@@ -180,7 +180,7 @@ func fileTools() []*Tool {
 		},
 	})
 	out = append(out, &Tool{
-		Name: "write_file", Class: ClassWrite,
+		Name:        "write_file",
 		Description: "Write a file in the workdir, creating parent directories.",
 		Schema:      schemaFor[writeFileArgs](),
 		parse:       strict[writeFileArgs],

@@ -61,7 +61,7 @@ func (p *Pipeline) toolsDirRefusal(tool string, a workfs.Access) *Result {
 
 func installTools() []*Tool {
 	return []*Tool{{
-		Name: "install_tool", Class: ClassWrite,
+		Name:        "install_tool",
 		Description: "Install a shell script as .lev/tools/NAME.sh, stamped with this run, its workdir and the time. An installed tool is replaced only with replace: true.",
 		Schema:      schemaFor[installToolArgs](),
 		parse:       strict[installToolArgs],

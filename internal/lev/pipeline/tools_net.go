@@ -98,12 +98,12 @@ func netTools() []*Tool {
 			return doHTTP(ctx, p, tool, http.MethodGet, u, "", "", hdr)
 		}
 	}
-	out = append(out, &Tool{Name: "web_fetch", Class: ClassOutbound, Description: "Fetch a web page.",
+	out = append(out, &Tool{Name: "web_fetch", Description: "Fetch a web page.",
 		Schema: schemaFor[webFetchArgs](), parse: strict[webFetchArgs], run: get("web_fetch"), deadline: httpDeadline})
-	out = append(out, &Tool{Name: "http_get", Class: ClassOutbound, Description: "HTTP GET a URL.",
+	out = append(out, &Tool{Name: "http_get", Description: "HTTP GET a URL.",
 		Schema: schemaFor[fetchArgs](),
 		parse:  strict[fetchArgs], run: get("http_get"), deadline: httpDeadline})
-	out = append(out, &Tool{Name: "http_post", Class: ClassOutbound, Description: "HTTP POST a body to a URL.",
+	out = append(out, &Tool{Name: "http_post", Description: "HTTP POST a body to a URL.",
 		Schema: schemaFor[postArgs](),
 		parse:  strict[postArgs], deadline: httpDeadline,
 		run: func(ctx context.Context, p *Pipeline, c *Call) (*Result, error) {

@@ -98,13 +98,13 @@ func orDot(p string) string {
 
 func searchTools() []*Tool {
 	return []*Tool{{
-		Name: "glob", Class: ClassRead, workdirOnly: true,
+		Name:        "glob",
 		Description: "Find paths under path (default: the workdir) matching a glob pattern: * ? [...] within one component, ** across components (e.g. **/*.go). Symlinks are listed (suffix @), never followed; directories end in /.",
 		Schema:      schemaFor[globArgs](),
 		parse:       strict[globArgs],
 		run:         runGlob,
 	}, {
-		Name: "grep", Class: ClassRead, workdirOnly: true,
+		Name:        "grep",
 		Description: "Search file contents under path (default: the workdir) for a regular expression (RE2 syntax); glob filters files (a pattern with / matches the path under path, else the file name). Prints path:line:text; context adds lines around each match. Binary files and symlinks are skipped.",
 		Schema:      schemaFor[grepArgs](),
 		parse:       strict[grepArgs],

@@ -34,7 +34,7 @@ func (a shellArgs) validate() error {
 func shellTools() []*Tool {
 	var out []*Tool
 	out = append(out, &Tool{
-		Name: "shell", Class: ClassOutbound,
+		Name:        "shell",
 		Description: "Run a shell command (sh -c) in the workdir.",
 		Schema:      schemaFor[shellArgs](),
 		parse:       strict[shellArgs],

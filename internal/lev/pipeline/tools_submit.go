@@ -27,7 +27,7 @@ func (a submitArgs) validate() error {
 func submitTools() []*Tool {
 	var out []*Tool
 	out = append(out, &Tool{
-		Name: "submit_output", Class: ClassOutput,
+		Name:        "submit_output",
 		Description: "Submit the stage's final output; the stage ends.",
 		Schema:      schemaFor[submitArgs](),
 		parse:       strict[submitArgs],

@@ -65,7 +65,7 @@ func (noArgs) validate() error { return nil }
 
 func todoTools() []*Tool {
 	return []*Tool{{
-		Name: "todo_write", Class: ClassState,
+		Name:        "todo_write",
 		Description: "Replace the run's todo list: todos is the whole list, each {content, status: pending|in_progress|completed}.",
 		Schema:      schemaFor[todoWriteArgs](),
 		parse:       strict[todoWriteArgs],
@@ -77,7 +77,7 @@ func todoTools() []*Tool {
 			return &Result{Content: fmt.Sprintf("todo list saved (%d item(s))\n%s", len(a.Todos), renderTodos(a.Todos))}, nil
 		},
 	}, {
-		Name: "todo_read", Class: ClassState,
+		Name:        "todo_read",
 		Description: "Read the run's todo list.",
 		Schema:      schemaFor[noArgs](),
 		parse:       strict[noArgs],

@@ -43,7 +43,7 @@ const NotAvailable = "web_search is not available: the run's provider has no web
 const SearchDeadline = 3 * time.Minute
 
 func webSearchTools() []*Tool {
-	return []*Tool{{Name: "web_search", Class: ClassOutbound,
+	return []*Tool{{Name: "web_search",
 		Description: "Search the web (the model provider runs the search) and return a summary with its sources.",
 		Schema:      schemaFor[webSearchArgs](), parse: strict[webSearchArgs],
 		deadline: func(Args) time.Duration { return SearchDeadline },

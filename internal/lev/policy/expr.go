@@ -29,8 +29,8 @@ type env struct {
 
 func newEnv(r taint.Request) env {
 	return env{
-		Tool: r.Tool, Target: r.Target, Taint: r.Taint.String(), Clearance: r.Class.Clearance.String(),
-		TaintLevel: int(r.Taint), ClearanceLevel: int(r.Class.Clearance), Classified: r.Class.Known,
+		Tool: r.Tool, Target: r.Target, Taint: r.Taint.String(), Clearance: r.Gating.Clearance.String(),
+		TaintLevel: int(r.Taint), ClearanceLevel: int(r.Gating.Clearance), Classified: r.Gating.Known,
 		Stage: r.Stage, PUBLIC: int(taint.Public), INTERNAL: int(taint.Internal), PRIVATE: int(taint.Private),
 	}
 }

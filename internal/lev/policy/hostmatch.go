@@ -31,7 +31,7 @@ const (
 type hostMatch struct{ allow bool }
 
 func (m *hostMatch) hostCall(tool, target string) bool {
-	if m.allow && !hostTargeted[tool] {
+	if m.allow && !hostTargeted(tool) {
 		return false
 	}
 	return taint.CanonicalTarget(target)

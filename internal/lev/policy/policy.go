@@ -23,6 +23,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/taint"
 	"github.com/lever-jail/lever/internal/lev/tomlx"
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
@@ -31,13 +32,13 @@ type File struct {
 	// Default is the verdict when no entry or rule decides: ask (the default), deny, allow.
 	Default string `toml:"default,omitempty"`
 	// Tools classifies MCP and script tools (or changes a built-in's clearance).
-	Tools map[string]ToolClass `toml:"tools,omitempty"`
-	Allow []AllowEntry         `toml:"allow,omitempty"`
-	Rules []Rule               `toml:"rule,omitempty"`
+	Tools map[string]ToolGating `toml:"tools,omitempty"`
+	Allow []AllowEntry          `toml:"allow,omitempty"`
+	Rules []Rule                `toml:"rule,omitempty"`
 }
 
-// ToolClass is a [tools.NAME] table.
-type ToolClass struct {
+// ToolGating is a [tools.NAME] table: how the gate treats an MCP or script tool.
+type ToolGating struct {
 	Outbound  *bool  `toml:"outbound,omitempty"`
 	Clearance string `toml:"clearance,omitempty"`
 }
@@ -70,8 +71,12 @@ type Policy struct {
 	table      *taint.Table
 }
 
-// hostTargeted tools have a host as their target, which is matched lower-case.
-var hostTargeted = map[string]bool{"web_fetch": true, "http_get": true, "http_post": true}
+// hostTargeted reports whether tool's target is a host (the web and HTTP tools, by their
+// catalogue row), which is matched in its canonical, lower-case spelling.
+func hostTargeted(tool string) bool {
+	row, ok := toolcat.Lookup(tool)
+	return ok && row.Target == toolcat.TargetHost
+}
 
 // Resolve is the one resolution of the taint policy file, used by live runs (the taint
 // gate, and the file tools' write protection) and by `lev policy` alike:
@@ -187,10 +192,10 @@ func compile(f File) (*Policy, error) {
 	default:
 		return nil, fmt.Errorf("default: %q is not ask, deny or allow", f.Default)
 	}
-	over := map[string]taint.Class{}
-	prefixes := map[string]taint.Class{}
+	over := map[string]taint.Gating{}
+	prefixes := map[string]taint.Gating{}
 	for name, tc := range f.Tools {
-		c := taint.Class{Outbound: true, Clearance: taint.Public}
+		c := taint.Gating{Outbound: true, Clearance: taint.Public}
 		if tc.Outbound != nil {
 			c.Outbound = *tc.Outbound
 		}
@@ -226,7 +231,7 @@ func compile(f File) (*Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("allow[%d].max_sensitivity: %w", i, err)
 		}
-		if hostTargeted[a.Tool] && a.Target != "" {
+		if hostTargeted(a.Tool) && a.Target != "" {
 			// Calls are matched by their host's one spelling (taint.canonicalHost), so the
 			// entry is written in it too: 0x7f.1 is the 127.0.0.1 every spelling reaches.
 			h, err := taint.CanonicalHostLiteral(a.Target)
@@ -524,13 +529,13 @@ func (p *Policy) withMCPClasses(cfg *levconfig.Config) *Policy {
 		s := cfg.MCP.Servers[name]
 		switch s.Classification {
 		case "local":
-			q.table = q.table.WithPrefix(toolnames.MCPName(name, ""), taint.Class{})
+			q.table = q.table.WithPrefix(toolnames.MCPName(name, ""), taint.Gating{})
 		case "outbound":
 			l, err := taint.ParseLevel(s.Clearance)
 			if err != nil {
 				continue // levconfig refused it already
 			}
-			q.table = q.table.WithPrefix(toolnames.MCPName(name, ""), taint.Class{Outbound: true, Clearance: l})
+			q.table = q.table.WithPrefix(toolnames.MCPName(name, ""), taint.Gating{Outbound: true, Clearance: l})
 		}
 	}
 	return &q

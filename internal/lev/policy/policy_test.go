@@ -110,7 +110,7 @@ func TestGlob(t *testing.T) {
 func TestDecide(t *testing.T) {
 	p := mustParse(t, sample)
 	req := func(tool, target string, l taint.Level, stage int) taint.Request {
-		return taint.Request{Tool: tool, Target: target, Taint: l, Class: p.Table().Classify(tool), Stage: stage}
+		return taint.Request{Tool: tool, Target: target, Taint: l, Gating: p.Table().Gating(tool), Stage: stage}
 	}
 	for _, tc := range []struct {
 		name string
@@ -137,10 +137,10 @@ func TestDecide(t *testing.T) {
 		})
 	}
 	// [tools] classifies MCP tools.
-	if c := p.Table().Classify("mcp__docs__search"); c.Outbound {
+	if c := p.Table().Gating("mcp__docs__search"); c.Outbound {
 		t.Error("mcp__docs__search should be ungated")
 	}
-	if c := p.Table().Classify("mcp__slack__post"); !c.Outbound || c.Clearance != taint.Internal {
+	if c := p.Table().Gating("mcp__slack__post"); !c.Outbound || c.Clearance != taint.Internal {
 		t.Errorf("mcp__slack__post: %+v", c)
 	}
 	// default = "deny"
@@ -201,7 +201,7 @@ func mustRead(t *testing.T, p string) []byte {
 func TestSettingsAndTighten(t *testing.T) {
 	p := mustParse(t, "")
 	req := func(p *Policy, tool string, l taint.Level) taint.Request {
-		return taint.Request{Tool: tool, Taint: l, Class: p.Table().Classify(tool)}
+		return taint.Request{Tool: tool, Taint: l, Gating: p.Table().Gating(tool)}
 	}
 	// The user's on_violation replaces the default, in either direction.
 	if d := p.WithSettings(taint.VerdictAllow, nil).Decide(req(p, "shell", taint.Private)); d.Verdict != taint.VerdictAllow {
@@ -218,20 +218,20 @@ func TestSettingsAndTighten(t *testing.T) {
 	}
 	// Clearances: the user sets, the blueprint only lowers.
 	u := p.WithSettings("", map[string]taint.Level{"http_post": taint.Private, "mcp__x": taint.Internal})
-	if c := u.Table().Classify("http_post"); c.Clearance != taint.Private {
+	if c := u.Table().Gating("http_post"); c.Clearance != taint.Private {
 		t.Errorf("user clearance: %+v", c)
 	}
-	if c := u.Table().Classify("mcp__x"); !c.Outbound || !c.Known || c.Clearance != taint.Internal {
+	if c := u.Table().Gating("mcp__x"); !c.Outbound || !c.Known || c.Clearance != taint.Internal {
 		t.Errorf("user classifies mcp tool: %+v", c)
 	}
 	b := u.Tighten("", map[string]taint.Level{"http_post": taint.Public, "mcp__x": taint.Private, "read_file": taint.Public, "mcp__y": taint.Private})
-	for tool, want := range map[string]taint.Class{
+	for tool, want := range map[string]taint.Gating{
 		"http_post": {Outbound: true, Clearance: taint.Public, Known: true},
 		"mcp__x":    {Outbound: true, Clearance: taint.Internal, Known: true},
 		"read_file": {Known: true},
 		"mcp__y":    {Outbound: true, Clearance: taint.Public, Known: false},
 	} {
-		if c := b.Table().Classify(tool); c != want {
+		if c := b.Table().Gating(tool); c != want {
 			t.Errorf("tightened %s = %+v, want %+v", tool, c, want)
 		}
 	}
@@ -267,7 +267,7 @@ func TestPathFor(t *testing.T) {
 
 func TestRuleRuntimeErrorDenies(t *testing.T) {
 	p := mustParse(t, "[[allow]]\ntool = \"shell\"\nmax_sensitivity = \"private\"\n[[rule]]\nname = \"bad\"\nwhen = 'stage % (stage - stage) == 0'\naction = \"allow\"\n")
-	d := p.Decide(taint.Request{Tool: "shell", Taint: taint.Private, Class: p.Table().Classify("shell"), Stage: 1})
+	d := p.Decide(taint.Request{Tool: "shell", Taint: taint.Private, Gating: p.Table().Gating("shell"), Stage: 1})
 	if d.Verdict != taint.VerdictDeny || !strings.Contains(d.Reason, "failed to evaluate") {
 		t.Fatalf("runtime error: %+v", d)
 	}
@@ -292,7 +292,7 @@ func TestToolsServerWildcard(t *testing.T) {
 		{"mcp__fs__write", false, 0, true},
 		{"mcp__fsx__read", true, taint.Public, false},
 	} {
-		c := tb.Classify(tc.tool)
+		c := tb.Gating(tc.tool)
 		if c.Outbound != tc.outbound || c.Clearance != tc.clearance || c.Known != tc.known {
 			t.Errorf("%s: %+v", tc.tool, c)
 		}
@@ -352,7 +352,7 @@ action = "deny"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.p.Decide(taint.Request{Tool: tc.tool, Target: tc.target, TargetUnclear: tc.unclear, Taint: taint.Private,
-				Class: tc.p.Table().Classify(tc.tool)})
+				Gating: tc.p.Table().Gating(tc.tool)})
 			if d.Verdict != tc.want {
 				t.Fatalf("got %+v, want %s", d, tc.want)
 			}

@@ -23,7 +23,7 @@ func (p *Policy) List(w io.Writer) error {
 	fmt.Fprintf(w, "default above clearance: %s\n", p.def)
 	fmt.Fprintln(w, "gated tools (clearance):")
 	for _, t := range p.table.Outbound() {
-		fmt.Fprintf(w, "  %-16s %s\n", t, p.table.Classify(t).Clearance)
+		fmt.Fprintf(w, "  %-16s %s\n", t, p.table.Gating(t).Clearance)
 	}
 	fmt.Fprintln(w, "  (any other tool)  public: unclassified tools are treated as outbound")
 	if len(p.File.Tools) > 0 {
@@ -34,7 +34,7 @@ func (p *Policy) List(w io.Writer) error {
 		sort.Strings(names)
 		fmt.Fprintln(w, "classified by this policy:")
 		for _, n := range names {
-			c := p.table.Classify(n)
+			c := p.table.Gating(n)
 			if c.Outbound {
 				fmt.Fprintf(w, "  %s: outbound, clearance %s\n", n, c.Clearance)
 			} else {
@@ -150,7 +150,7 @@ type DryRunResult struct {
 	// TargetUnclear: the target, given as a URL, is one lev cannot read unambiguously.
 	TargetUnclear string                   `json:"target_unclear,omitempty"`
 	Taint         taint.Level              `json:"taint"`
-	Class         taint.Class              `json:"-"`
+	Gating        taint.Gating             `json:"-"`
 	Policy        taint.PolicyDecision     `json:"-"`
 	Modes         map[string]taint.Outcome `json:"modes"`
 	Asked         bool                     `json:"asked"`
@@ -163,8 +163,8 @@ func (p *Policy) DryRun(ctx context.Context, tool, target string, l taint.Level)
 		ctx = context.Background()
 	}
 	target, unclear := taint.GivenTarget(tool, target)
-	res := &DryRunResult{Tool: tool, Target: target, TargetUnclear: unclear, Taint: l, Class: p.table.Classify(tool), Modes: map[string]taint.Outcome{}}
-	res.Policy = p.Decide(taint.Request{Tool: tool, Target: target, TargetUnclear: unclear, Taint: l, Class: res.Class})
+	res := &DryRunResult{Tool: tool, Target: target, TargetUnclear: unclear, Taint: l, Gating: p.table.Gating(tool), Modes: map[string]taint.Outcome{}}
+	res.Policy = p.Decide(taint.Request{Tool: tool, Target: target, TargetUnclear: unclear, Taint: l, Gating: res.Gating})
 	for _, m := range []taint.Mode{taint.Interactive, taint.Headless, taint.Yolo} {
 		g := &taint.Gate{Table: p.table, Policy: p, Mode: m, Audit: &taint.MemAudit{}}
 		if m == taint.Interactive {
@@ -185,20 +185,20 @@ func (p *Policy) DryRun(ctx context.Context, tool, target string, l taint.Level)
 // Print writes the human form.
 func (r *DryRunResult) Print(w io.Writer) {
 	kind := "built-in"
-	if !r.Class.Known {
+	if !r.Gating.Known {
 		kind = "unclassified, so treated as outbound (fails closed)"
 	}
-	if !r.Class.Outbound {
+	if !r.Gating.Outbound {
 		fmt.Fprintf(w, "%s (%s) cannot send data off the machine: not gated, runs in every mode\n", r.Tool, kind)
 		return
 	}
-	fmt.Fprintf(w, "tool:      %s (%s, clearance %s)\n", r.Tool, kind, r.Class.Clearance)
+	fmt.Fprintf(w, "tool:      %s (%s, clearance %s)\n", r.Tool, kind, r.Gating.Clearance)
 	fmt.Fprintf(w, "target:    %q\n", r.Target)
 	if r.TargetUnclear != "" {
 		fmt.Fprintf(w, "           unclear: %s; no target-scoped entry applies\n", r.TargetUnclear)
 	}
 	fmt.Fprintf(w, "taint:     %s\n", r.Taint)
-	if r.Taint <= r.Class.Clearance {
+	if r.Taint <= r.Gating.Clearance {
 		fmt.Fprintf(w, "decision:  runs in every mode: %s\n", r.Modes["headless"].Reason)
 		return
 	}

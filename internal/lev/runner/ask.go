@@ -73,6 +73,11 @@ func (a *apiAsker) AskGate(ctx context.Context, q pipeline.Question) (taint.Answ
 	return taint.AnswerDeny, err
 }
 
+// NoOperatorAnswer is what an empty answer to ask_operator (an empty line at lev run's
+// terminal, an empty answer from lev answer) sends: the agent learns that the person
+// chose not to answer, rather than waiting out AskTimeout.
+const NoOperatorAnswer = "(the operator gave no answer)"
+
 // MaxOperatorAnswer caps the text an operator answers ask_operator with.
 const MaxOperatorAnswer = 16 << 10
 

@@ -1,9 +1,15 @@
 package taint
 
-import "sort"
+import (
+	"sort"
 
-// Class is how the gate treats a tool.
-type Class struct {
+	"github.com/lever-jail/lever/internal/lev/toolcat"
+)
+
+// Gating is how the gate treats a tool (a tool's class, what it touches, is toolcat's:
+// its gating follows from it for a built-in, and from the user's classification for an
+// MCP or script tool).
+type Gating struct {
 	// Outbound tools can carry bytes off the machine and are gated.
 	Outbound bool
 	// Clearance is the highest label an outbound tool may carry without a policy decision.
@@ -18,57 +24,33 @@ type Class struct {
 // without a policy decision.
 const DefaultClearance = Internal
 
-// builtin is the classification table of lev's built-in tools. Every built-in carries its
-// own entry; only the tools that can send bytes off the machine are outbound.
-var builtin = map[string]Class{
-	// Outbound: the network tools, the shell (it can reach anything the sandbox lets it),
-	// and submit_output, because the final result is handed to whoever reads
-	// GET /api/agents/{id}/result.
-	"shell":         {Outbound: true, Clearance: DefaultClearance, Known: true},
-	"web_search":    {Outbound: true, Clearance: DefaultClearance, Known: true},
-	"web_fetch":     {Outbound: true, Clearance: DefaultClearance, Known: true},
-	"http_get":      {Outbound: true, Clearance: DefaultClearance, Known: true},
-	"http_post":     {Outbound: true, Clearance: DefaultClearance, Known: true},
-	"submit_output": {Outbound: true, Clearance: DefaultClearance, Known: true},
-
-	// File tools: confined to the workdir (and read paths) by the pipeline, never gated.
-	"read_file":  {Known: true},
-	"read_files": {Known: true},
-	"list_dir":   {Known: true},
-	"write_file": {Known: true},
-	"edit_file":  {Known: true},
-	// Search tools: reads confined to the workdir.
-	"glob": {Known: true},
-	"grep": {Known: true},
-	// Context tools: the run's own conversation. Dropping an entry evicts its label.
-	"context_list": {Known: true},
-	"context_drop": {Known: true},
-	// Todo tools: the run's own list, labelled like a file the run wrote (taintgate).
-	"todo_read":  {Known: true},
-	"todo_write": {Known: true},
-	// Sub-agent: the child runs under its own gate, starting at this run's taint, and its
-	// result comes back carrying the child's label (pipeline.Result.Label).
-	"spawn_agent": {Known: true},
-	// Interaction: ask_operator talks to the person running the agent, who sees the
-	// context already.
-	"ask_operator": {Known: true},
-	// install_tool writes a stamped script in the workdir's .lev/tools: a file tool.
-	"install_tool": {Known: true},
+// builtin is a built-in tool's gating, from its row of the tool catalogue (toolcat):
+// every built-in has one, and only the classes that can send bytes off the machine
+// (toolcat.Class.Gated: the shell, the network tools, submit_output) are outbound.
+func builtin(tool string) (Gating, bool) {
+	row, ok := toolcat.Lookup(tool)
+	switch {
+	case !ok:
+		return Gating{}, false
+	case row.Gated():
+		return Gating{Outbound: true, Clearance: DefaultClearance, Known: true}, true
+	}
+	return Gating{Known: true}, true
 }
 
 // Table classifies tools: the built-ins, plus classifications the user's policy gives
 // MCP or script tools. The zero value is not usable; use NewTable.
 type Table struct {
-	classes map[string]Class
+	classes map[string]Gating
 	// prefixes classify every tool whose name starts with the key (an MCP server's
 	// mcp__SERVER__, classified in the user's config); an exact entry beats them.
-	prefixes map[string]Class
+	prefixes map[string]Gating
 }
 
 // WithPrefix returns a copy in which every tool named prefix+… that has no entry of its
 // own gets c (Known). Used for the user's per-server MCP classification.
-func (t *Table) WithPrefix(prefix string, c Class) *Table {
-	n := &Table{classes: t.classes, prefixes: make(map[string]Class, len(t.prefixes)+1)}
+func (t *Table) WithPrefix(prefix string, c Gating) *Table {
+	n := &Table{classes: t.classes, prefixes: make(map[string]Gating, len(t.prefixes)+1)}
 	for k, v := range t.prefixes {
 		n.prefixes[k] = v
 	}
@@ -84,14 +66,14 @@ func (t *Table) WithPrefix(prefix string, c Class) *Table {
 // gives an MCP or script tool a classification of its own, or changes a built-in's
 // clearance; it can never make a built-in outbound tool ungated (the gate and its audit
 // would then be skipped for a tool that can send data out).
-func NewTable(overrides map[string]Class) *Table {
-	t := &Table{classes: make(map[string]Class, len(builtin)+len(overrides))}
-	for k, v := range builtin {
-		t.classes[k] = v
+func NewTable(overrides map[string]Gating) *Table {
+	t := &Table{classes: make(map[string]Gating, len(overrides))}
+	for _, name := range toolcat.Names() {
+		t.classes[name], _ = builtin(name)
 	}
 	for k, v := range overrides {
 		v.Known = true
-		if b, ok := builtin[k]; ok && b.Outbound {
+		if b, ok := builtin(k); ok && b.Outbound {
 			v.Outbound = true
 		}
 		if !v.Outbound {
@@ -107,12 +89,12 @@ func NewTable(overrides map[string]Class) *Table {
 // unclassified tool named here becomes outbound with that clearance (never above its
 // fail-closed Public when onlyLower).
 func (t *Table) With(clearances map[string]Level, onlyLower bool) *Table {
-	n := &Table{classes: make(map[string]Class, len(t.classes)+len(clearances)), prefixes: t.prefixes}
+	n := &Table{classes: make(map[string]Gating, len(t.classes)+len(clearances)), prefixes: t.prefixes}
 	for k, v := range t.classes {
 		n.classes[k] = v
 	}
 	for tool, l := range clearances {
-		c := t.Classify(tool)
+		c := t.Gating(tool)
 		if onlyLower {
 			if c.Outbound && l < c.Clearance {
 				c.Clearance = l
@@ -125,9 +107,9 @@ func (t *Table) With(clearances map[string]Level, onlyLower bool) *Table {
 	return n
 }
 
-// Classify returns the class of tool. An unrecognised tool fails closed: outbound, Public
+// Gating returns how the gate treats tool. An unrecognised tool fails closed: outbound, Public
 // clearance, Known false.
-func (t *Table) Classify(tool string) Class {
+func (t *Table) Gating(tool string) Gating {
 	if t != nil {
 		if c, ok := t.classes[tool]; ok {
 			return c
@@ -141,10 +123,10 @@ func (t *Table) Classify(tool string) Class {
 		if best != "" {
 			return t.prefixes[best]
 		}
-	} else if c, ok := builtin[tool]; ok {
+	} else if c, ok := builtin(tool); ok {
 		return c
 	}
-	return Class{Outbound: true, Clearance: Public, Known: false}
+	return Gating{Outbound: true, Clearance: Public, Known: false}
 }
 
 // Outbound lists the tools the table gates, sorted.
@@ -170,21 +152,18 @@ type ResultInfo struct {
 	AgentHasGrant bool
 }
 
-var readTools = map[string]bool{"read_file": true, "read_files": true, "list_dir": true, "glob": true, "grep": true}
-
-var fromOutside = map[string]bool{"web_search": true, "web_fetch": true, "http_get": true, "http_post": true}
-
 // ResultLevel is the label the runtime gives a tool's result when it enters the context.
 // Reads through a grant (and any read by an agent holding a grant) are Private; workdir
 // reads, shell output and unknown tools' output are Internal; what came from the web is
 // Public.
 func ResultLevel(tool string, info ResultInfo) Level {
+	row, _ := toolcat.Lookup(tool) // a tool with no row is labelled as a local one
 	switch {
-	case readTools[tool] && (info.ThroughGrant || info.AgentHasGrant):
+	case row.Label == toolcat.LabelFiles && (info.ThroughGrant || info.AgentHasGrant):
 		return Private
 	case info.ThroughGrant:
 		return Private
-	case fromOutside[tool]:
+	case row.Label == toolcat.LabelWeb:
 		return Public
 	}
 	return Internal

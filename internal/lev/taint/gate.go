@@ -52,7 +52,7 @@ type Request struct {
 	// is then the raw text, and no target-scoped entry may match it.
 	TargetUnclear string
 	Taint         Level
-	Class         Class
+	Gating        Gating
 	Stage         int
 }
 
@@ -201,11 +201,11 @@ func keyOf(c Call) sessionKey {
 // only when Outcome.Allowed. Every decision on an outbound tool is audited before Check
 // returns, and a failure to write the audit record blocks the call.
 func (g *Gate) Check(ctx context.Context, c Call) (Outcome, error) {
-	class := g.Table.Classify(c.Tool)
+	class := g.Table.Gating(c.Tool)
 	if !class.Outbound {
 		return Outcome{Allowed: true, Source: "NotGated", Reason: c.Tool + " cannot send data off the machine"}, nil
 	}
-	req := Request{Tool: c.Tool, Target: c.Target, TargetUnclear: c.TargetUnclear, Taint: c.Taint, Class: class, Stage: c.Stage}
+	req := Request{Tool: c.Tool, Target: c.Target, TargetUnclear: c.TargetUnclear, Taint: c.Taint, Gating: class, Stage: c.Stage}
 	base := Record{
 		Stage: c.Stage, CallID: c.CallID, Tool: c.Tool, Target: c.Target,
 		Classified: class.Known, Taint: c.Taint, Clearance: class.Clearance, Mode: g.Mode.String(),

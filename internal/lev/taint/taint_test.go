@@ -104,24 +104,24 @@ func TestClassificationTable(t *testing.T) {
 		{"mcp__slack__post_message", true, false, Public}, // unknown fails closed
 		{"my_script_tool", true, false, Public},
 	} {
-		c := tab.Classify(tc.tool)
+		c := tab.Gating(tc.tool)
 		if c.Outbound != tc.outbound || c.Known != tc.known || c.Clearance != tc.clr {
 			t.Errorf("%s: got %+v", tc.tool, c)
 		}
 	}
 	// Overrides classify an MCP tool, but cannot make a built-in outbound tool ungated.
-	tab = NewTable(map[string]Class{
+	tab = NewTable(map[string]Gating{
 		"mcp__docs__search": {Outbound: false},
 		"shell":             {Outbound: false},
 		"http_post":         {Outbound: true, Clearance: Public},
 	})
-	if c := tab.Classify("mcp__docs__search"); c.Outbound || !c.Known {
+	if c := tab.Gating("mcp__docs__search"); c.Outbound || !c.Known {
 		t.Errorf("override for mcp tool: %+v", c)
 	}
-	if c := tab.Classify("shell"); !c.Outbound {
+	if c := tab.Gating("shell"); !c.Outbound {
 		t.Errorf("shell made ungated by an override: %+v", c)
 	}
-	if c := tab.Classify("http_post"); c.Clearance != Public {
+	if c := tab.Gating("http_post"); c.Clearance != Public {
 		t.Errorf("http_post clearance override: %+v", c)
 	}
 }

@@ -2,8 +2,8 @@
 // blueprint) may set. A misspelt name would otherwise be accepted and change nothing:
 // `shel = "deny"` denies nothing while the user believes shell is off.
 //
-// Valid names are the built-in tools (Builtin, kept equal to the pipeline's registry plus
-// the tools docs/lev.md names that lev does not offer yet, by a test in package pipeline) and
+// Valid names are the built-in tools (Builtin: the tool catalogue's, toolcat, which a test
+// in package pipeline keeps one-to-one with the tools the pipeline dispatches to) and
 // MCP tool names of the form mcp__SERVER__TOOL. MCP tools do not exist in lev yet; when
 // they do, each is offered, permitted, gated and recorded under exactly that name, so a
 // permission written for one today applies to it then, and no check needs loosening.
@@ -17,14 +17,12 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 )
 
-// Builtin are lev's built-in tool names.
-var Builtin = []string{
-	"ask_operator", "context_drop", "context_list", "edit_file", "glob", "grep", "http_get", "http_post",
-	"install_tool", "list_dir", "read_file", "read_files", "shell", "spawn_agent", "submit_output", "todo_read",
-	"todo_write", "web_fetch", "web_search", "write_file",
-}
+// Builtin are lev's built-in tool names, sorted: the tool catalogue's rows.
+var Builtin = toolcat.Names()
 
 // MCPPrefix starts every MCP tool name.
 const MCPPrefix = "mcp__"
@@ -68,10 +66,8 @@ func IsMCPWildcard(name string) bool { return mcpServerWildcardRe.MatchString(na
 // what is wrong and what the valid names are. mcp__SERVER__* (every tool of that server)
 // is accepted too; it is the only pattern, and an exact name beats it.
 func Check(name string) error {
-	for _, b := range Builtin {
-		if name == b {
-			return nil
-		}
+	if toolcat.Known(name) {
+		return nil
 	}
 	if strings.HasPrefix(name, MCPPrefix) {
 		if mcpRe.MatchString(name) || IsMCPWildcard(name) {

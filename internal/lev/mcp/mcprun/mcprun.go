@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/levconfig"
 	"github.com/lever-jail/lever/internal/lev/mcp"
 	"github.com/lever-jail/lever/internal/lev/pipeline"
+	"github.com/lever-jail/lever/internal/lev/toolcat"
 	"github.com/lever-jail/lever/internal/lev/toolnames"
 )
 
@@ -83,11 +83,11 @@ func Timeout(s *levconfig.MCPServer) time.Duration {
 
 // Class is how the pipeline records a server's tools: outbound unless the user classified
 // the server local.
-func Class(s *levconfig.MCPServer) pipeline.Class {
+func Class(s *levconfig.MCPServer) toolcat.Class {
 	if s.Classification == "local" {
-		return pipeline.ClassLocal
+		return toolcat.Local
 	}
-	return pipeline.ClassOutbound
+	return toolcat.Outbound
 }
 
 // Start starts the granted servers. A server that fails to start (or lists tools lev
@@ -198,7 +198,7 @@ func Tool(sess *mcp.Session, cfg *levconfig.MCPServer, t mcp.Tool) (*pipeline.To
 		// mcp.MaxToolSchema): recorded as refused, with why, like the case below.
 		return nil, errors.New(t.Refused)
 	}
-	if slices.Contains(toolnames.Builtin, t.Name) {
+	if toolcat.Known(t.Name) {
 		// Offered as mcp__SERVER__NAME it would shadow nothing, but a tool named like a
 		// built-in is there to be taken for it (by the model, or by a person reading a
 		// prompt): it is not offered. (The reference filesystem server still lists a
