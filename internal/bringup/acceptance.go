@@ -66,8 +66,8 @@ func (in *Instance) Acceptance(ctx context.Context, t acceptance.Targets) (*acce
 	if ca, err := os.ReadFile(brokerctl.CAPath(in.cfg.StateDir())); err == nil {
 		env.BrokerCA = ca
 	}
-	if in.cfg.Broker.APIKeyPath != "" {
-		if key, err := os.ReadFile(in.cfg.Broker.APIKeyPath); err == nil {
+	if p := in.cfg.APIKeyPath(); p != "" {
+		if key, err := os.ReadFile(p); err == nil {
 			env.Secrets = [][]byte{trimKey(key)}
 		}
 	}

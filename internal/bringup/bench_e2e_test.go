@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,7 +38,9 @@ func benchInstance(b *testing.B) (func() *bringup.Instance, func()) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	jp, ap := freePort(&testing.T{}), freePort(&testing.T{})
 	cfgPath := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf("name: b%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n", sfx, jp, keyFile, srv.URL, jp, ap)), 0o644)
+	y := testutil.NetnsYAML("b"+sfx, keyFile, srv.URL, jp, ap)
+	y.ManagerPorts = []int{jp}
+	y.Write(b, cfgPath)
 	b.Setenv("LEVER_DEV_NETNS", "1")
 	b.Setenv("LEVER_NETNS_PREFIX", "lvtb")
 	b.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))

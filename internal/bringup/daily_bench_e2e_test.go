@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -55,8 +54,10 @@ func BenchmarkLeverRun(b *testing.B) {
 	os.WriteFile(filepath.Join(settings, "agents", "one.toml"), []byte("name = \"one\"\nversion = \"1\"\n[stages.s]\ntools = [\"shell\", \"submit_output\"]\n"), 0o644)
 	jp, ap := freePort(&testing.T{}), freePort(&testing.T{})
 	cfgPath := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf("name: r%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\nlev:\n  config: %s\n  agents: %s\n",
-		sfx, jp, keyFile, srv.URL, jp, ap, filepath.Join(settings, "config.toml"), filepath.Join(settings, "agents"))), 0o644)
+	y := testutil.NetnsYAML("r"+sfx, keyFile, srv.URL, jp, ap)
+	y.ManagerPorts = []int{jp}
+	y.Lev = testutil.YAMLLev{Config: filepath.Join(settings, "config.toml"), Agents: filepath.Join(settings, "agents")}
+	y.Write(b, cfgPath)
 	b.Setenv("LEVER_DEV_NETNS", "1")
 	b.Setenv("LEVER_NETNS_PREFIX", "lvtb")
 	b.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))

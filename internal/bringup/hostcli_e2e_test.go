@@ -79,26 +79,11 @@ func TestHostCommandsNetns(t *testing.T) {
 	os.WriteFile(filepath.Join(settings, "agents", "answer.toml"), []byte("name = \"answer\"\nversion = \"1\"\n[stages.answer]\ntools = [\"submit_output\"]\n"), 0o644)
 	jailPort, adminPort := freePort(t), freePort(t)
 	cfgPath := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`name: t%s
-backend: netns
-tree: tree
-egress: closed
-manager:
-  allow_ports: [%d]
-workers:
-  - name: w1
-    dir: src
-    llm_auth: api-key
-broker:
-  llm_auth: api-key
-  api_key_file: %s
-  llm_upstream: %s/v1
-  jail_port: %d
-  admin_port: %d
-lev:
-  config: %s
-  agents: %s
-`, sfx, jailPort, keyFile, srv.URL, jailPort, adminPort, filepath.Join(settings, "config.toml"), filepath.Join(settings, "agents"))), 0o644)
+	y := testutil.NetnsYAML("t"+sfx, keyFile, srv.URL, jailPort, adminPort)
+	y.ManagerPorts = []int{jailPort}
+	y.Workers = []testutil.YAMLWorker{{Name: "w1", Dir: "src", LLMAuth: "api-key"}}
+	y.Lev = testutil.YAMLLev{Config: filepath.Join(settings, "config.toml"), Agents: filepath.Join(settings, "agents")}
+	y.Write(t, cfgPath)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))

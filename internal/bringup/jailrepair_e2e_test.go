@@ -69,17 +69,9 @@ func repairJail(t *testing.T) (cfgPath, guestNS, mgr string) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(srv.Close)
 	cfgPath = filepath.Join(proj, "lever.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`name: r%s
-backend: netns
-tree: .
-egress: closed
-broker:
-  llm_auth: api-key
-  api_key_file: %s
-  llm_upstream: %s/v1
-  jail_port: %d
-  admin_port: %d
-`, sfx, keyFile, srv.URL, freePort(t), freePort(t))), 0o666)
+	y := testutil.NetnsYAML("r"+sfx, keyFile, srv.URL, freePort(t), freePort(t))
+	y.Tree = "."
+	y.Write(t, cfgPath)
 	// writable by anyone, so that only the read-only mount stands between the agent's
 	// uid and it (the positive control below writes it through a detached mount)
 	os.Chmod(cfgPath, 0o666)

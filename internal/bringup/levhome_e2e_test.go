@@ -107,25 +107,13 @@ func TestLevHomeAndBenchNetns(t *testing.T) {
 	os.WriteFile(filepath.Join(settings, "policy.toml"), []byte("default = \"deny\"\n"), 0o644)
 	jailPort, adminPort := freePort(t), freePort(t)
 	cfgPath := filepath.Join(dir, "lever.yaml")
-	writeCfg := func(levKeys string) {
-		os.WriteFile(cfgPath, []byte(fmt.Sprintf(`name: t%s
-backend: netns
-tree: tree
-egress: closed
-workers:
-  - name: w1
-    dir: src
-    llm_auth: api-key
-broker:
-  llm_auth: api-key
-  api_key_file: %s
-  llm_upstream: %s/v1
-  jail_port: %d
-  admin_port: %d
-lev:
-%s`, sfx, keyFile, srv.URL, jailPort, adminPort, levKeys)), 0o644)
+	writeCfg := func(lev testutil.YAMLLev) {
+		y := testutil.NetnsYAML("t"+sfx, keyFile, srv.URL, jailPort, adminPort)
+		y.Workers = []testutil.YAMLWorker{{Name: "w1", Dir: "src", LLMAuth: "api-key"}}
+		y.Lev = lev
+		y.Write(t, cfgPath)
 	}
-	goodKeys := fmt.Sprintf("  config: %s\n  agents: %s\n  policy: %s\n", levConfig, filepath.Join(settings, "agents"), filepath.Join(settings, "policy.toml"))
+	goodKeys := testutil.YAMLLev{Config: levConfig, Agents: filepath.Join(settings, "agents"), Policy: filepath.Join(settings, "policy.toml")}
 	writeCfg(goodKeys)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
@@ -319,7 +307,9 @@ lev:
 	os.WriteFile(filepath.Join(tree, "lev.toml"), []byte("[provider]\nmodel = \"agent-written\"\n"), 0o666)
 	link := filepath.Join(settings, "via-link.toml")
 	os.Symlink(filepath.Join(tree, "lev.toml"), link)
-	writeCfg(strings.Replace(goodKeys, levConfig, link, 1))
+	linked := goodKeys
+	linked.Config = link
+	writeCfg(linked)
 	out, code = lever(t, "up", "-c", cfgPath)
 	if code == 0 || !strings.Contains(out, "lev.config: ") || !strings.Contains(out, "inside the tree") {
 		t.Errorf("lev.config through a symlink into the tree: exit %d\n%s", code, out)

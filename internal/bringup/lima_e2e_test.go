@@ -291,30 +291,11 @@ func TestLeverUpAcceptanceLima(t *testing.T) {
 	os.WriteFile(filepath.Join(e.dir, "tree/src/main.c"), []byte("int main(void) { return 0; }\n"), 0o644)
 	os.WriteFile(filepath.Join(e.dir, "tree/Makefile"), []byte(dailyMakefile), 0o644)
 	os.WriteFile(filepath.Join(e.dir, "key"), []byte(key+"\n"), 0o600)
-	os.WriteFile(filepath.Join(e.dir, "lever.yaml"), []byte(fmt.Sprintf(`name: %s
-backend: lima
-tree: tree
-egress: closed
-disk: 4GiB
-manager:
-  allow_ports: [%d]
-broker:
-  llm_auth: api-key
-  api_key_file: key
-  llm_upstream: http://%s/v1
-  jail_port: %d
-  admin_port: %d
-lima:
-  image: %s/disk.qcow2
-  kernel: %s/vmlinuz
-  initrd: %s/initrd.img
-  limactl: %s/bin/limactl
-  accel: tcg
-  cpus: 2
-  memory: 2GiB
-lev:
-  agents: lev-agents
-`, name, jailPort, upAddr, jailPort, adminPort, image, image, image, prefix)), 0o644)
+	testutil.LeverYAML{Name: name, Backend: "lima", Tree: "tree", Egress: "closed", Disk: "4GiB", ManagerPorts: []int{jailPort},
+		Broker: testutil.YAMLBroker{LLMAuth: "api-key", APIKeyFile: "key", LLMUpstream: "http://" + upAddr + "/v1", JailPort: jailPort, AdminPort: adminPort},
+		Lima:   &testutil.YAMLLima{Image: image + "/disk.qcow2", Kernel: image + "/vmlinuz", Initrd: image + "/initrd.img", Limactl: prefix + "/bin/limactl", Accel: "tcg", CPUs: 2, Memory: "2GiB"},
+		Lev:    testutil.YAMLLev{Agents: "lev-agents"},
+	}.Write(t, filepath.Join(e.dir, "lever.yaml"))
 	sh(t, "chown", "-R", e.user+":"+e.user, e.dir)
 	t.Logf("TIMING setup (artifacts, builds, user, namespace): %.1fs", time.Since(t0).Seconds())
 

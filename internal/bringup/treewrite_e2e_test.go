@@ -5,7 +5,6 @@ package bringup_test
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,8 +39,7 @@ func TestTreeNotWritableWarnsNetns(t *testing.T) {
 	defer srv.Close()
 	jailPort, adminPort := freePort(t), freePort(t)
 	cfgPath := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf("name: w%s\nbackend: netns\ntree: tree\negress: closed\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n",
-		sfx, keyFile, srv.URL, jailPort, adminPort)), 0o644)
+	testutil.NetnsYAML("w"+sfx, keyFile, srv.URL, jailPort, adminPort).Write(t, cfgPath)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(dir, "state"))

@@ -97,19 +97,10 @@ func TestTwoNetnsJailsE2E(t *testing.T) {
 		os.Chmod(tree, 0o777)
 		cfg := filepath.Join(dir, "lever-"+tag+".yaml")
 		jailPort, adminPort := freePort(t), freePort(t)
-		os.WriteFile(cfg, []byte(fmt.Sprintf(`name: %s
-backend: netns
-tree: tree-%s
-egress: closed
-broker:
-  llm_auth: api-key
-  api_key_file: %s
-  llm_upstream: %s/v1
-  jail_port: %d
-  admin_port: %d
-lev:
-  agents: %s
-`, name, tag, keyFile, srv.URL, jailPort, adminPort, hostAgents)), 0o644)
+		y := testutil.NetnsYAML(name, keyFile, srv.URL, jailPort, adminPort)
+		y.Tree = "tree-" + tag
+		y.Lev.Agents = hostAgents
+		y.Write(t, cfg)
 		return &twoJail{name: name, cfg: cfg, ns: "lvtb" + name, world: newWorld(t, sfx+tag)}
 	}
 	a, b := mk("a"), mk("b")

@@ -81,8 +81,9 @@ func newWBJail(t testing.TB) *wbJail {
 	t.Cleanup(srv.Close)
 	jp, ap := wbFreePort(t), wbFreePort(t)
 	j.cfgPath = filepath.Join(j.dir, "lever.yaml")
-	body := fmt.Sprintf("name: w%s\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [%d]\nbroker:\n  llm_auth: api-key\n  api_key_file: %s\n  llm_upstream: %s/v1\n  jail_port: %d\n  admin_port: %d\n", j.sfx, jp, keyFile, srv.URL, jp, ap)
-	os.WriteFile(j.cfgPath, []byte(body), 0o644)
+	y := testutil.NetnsYAML("w"+j.sfx, keyFile, srv.URL, jp, ap)
+	y.ManagerPorts = []int{jp}
+	y.Write(t, j.cfgPath)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv("LEVER_NETNS_PREFIX", "lvtb")
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(j.dir, "state"))

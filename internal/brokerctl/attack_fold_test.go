@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/brokerctl/bodypolicy"
 )
 
 // goUpstreamRequest is how an upstream (or a proxy in front of the real API) written in Go
@@ -33,7 +35,7 @@ type goUpstreamRequest struct {
 func (g goUpstreamRequest) fetches() []string {
 	var out []string
 	for _, t := range g.Tools {
-		if !clientToolTypes[t.Type] {
+		if !bodypolicy.ClientTool(t.Type) {
 			out = append(out, "server tool "+t.Type)
 		}
 	}

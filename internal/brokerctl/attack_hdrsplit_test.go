@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/brokerctl/keymask"
 )
 
 // headerRuns are the ways a client could run a header block together, given its lines in
@@ -141,8 +143,8 @@ func TestKeySplitBetweenHeaderAndBody(t *testing.T) {
 	}{
 		{"half in a header, half in the body", "", map[string]string{"X-Note": testKey[:cut]}, testKey[cut:],
 			map[string]string{"X-Note": stars(cut)}, stars(len(testKey) - cut), true},
-		{"two characters in a header", "", map[string]string{"X-Note": testKey[:minHold-1]}, testKey[minHold-1:],
-			map[string]string{"X-Note": testKey[:minHold-1]}, stars(len(testKey) - minHold + 1), true},
+		{"two characters in a header", "", map[string]string{"X-Note": testKey[:keymask.MinHold-1]}, testKey[keymask.MinHold-1:],
+			map[string]string{"X-Note": testKey[:keymask.MinHold-1]}, stars(len(testKey) - keymask.MinHold + 1), true},
 		{"two headers' values, then the body", "", map[string]string{"X-A": testKey[:10], "X-B": testKey[10:20]}, testKey[20:],
 			map[string]string{"X-A": stars(10), "X-B": stars(10)}, stars(len(testKey) - 20), true},
 		{"half in a header, half in an event stream", "text/event-stream", map[string]string{"X-Note": testKey[:cut]}, testKey[cut:] + "\n\ndata: {}\n\n",
@@ -203,7 +205,7 @@ func TestKeySplitBetweenHeaderAndBody(t *testing.T) {
 				t.Errorf("body %q, want %q", body, rw.want)
 			}
 			for _, v := range append(sortedLines(hdr), headerRuns(sortedLines(hdr))["values"]) {
-				if strings.Contains(v+body, testKey[minHold-1:]) {
+				if strings.Contains(v+body, testKey[keymask.MinHold-1:]) {
 					t.Errorf("%q and the body %q rebuild the key", v, body)
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/brokerctl/limits"
 )
 
 // TestConnectionQuotaPerIdentity: one client identity opens as many connections as the
@@ -71,17 +73,10 @@ func TestConnectionQuotaPerIdentityAllBusy(t *testing.T) {
 		// A renewal whose body never completes keeps the connection serving a request.
 		fmt.Fprintf(r.c, "POST /renew HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
 	}
-	l := h.srv.jailLn.(*limitListener)
+	l := h.srv.jailLn.(*limits.Listener)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		l.mu.Lock()
-		busy := 0
-		for _, c := range l.byWho["w1"] {
-			if c.busy {
-				busy++
-			}
-		}
-		l.mu.Unlock()
+		busy := l.Busy("w1")
 		if busy == perWho {
 			break
 		}

@@ -7,7 +7,6 @@ import (
 	"compress/gzip"
 	"crypto/tls"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/brokerctl/keymask/keymasktest"
 )
 
 // recorder is a fake upstream that remembers every request it received.
@@ -76,50 +77,7 @@ func gz(s string) []byte {
 }
 
 // The forms of the key a hostile upstream echoes; every one must reach the client masked.
-func keyForms() map[string]string {
-	jsonEsc := ""
-	for i, c := range testKey {
-		if i%2 == 0 {
-			jsonEsc += fmt.Sprintf(`\u%04x`, c)
-		} else {
-			jsonEsc += string(c)
-		}
-	}
-	urlEnc := ""
-	for _, c := range testKey {
-		urlEnc += fmt.Sprintf("%%%02X", c)
-	}
-	entities := ""
-	for _, c := range testKey {
-		entities += fmt.Sprintf("&#%d;", c)
-	}
-	urlDouble, jsonDouble := "", ""
-	for _, c := range testKey {
-		urlDouble += fmt.Sprintf("%%25%02x", c)
-		jsonDouble += fmt.Sprintf(`\\u%04x`, c)
-	}
-	utf16 := ""
-	for _, c := range testKey {
-		utf16 += string([]byte{byte(c), 0})
-	}
-	return map[string]string{
-		"utf-16le":     utf16,
-		"raw":          testKey,
-		"upper-case":   strings.ToUpper(testKey),
-		"url-double":   urlDouble,
-		"json-double":  jsonDouble,
-		"json-escaped": jsonEsc,
-		"url-encoded":  urlEnc,
-		"url-lower":    strings.ToLower(urlEnc),
-		"html-entity":  entities,
-		"base64-a0":    base64.StdEncoding.EncodeToString([]byte(testKey)),
-		"base64-a1":    base64.StdEncoding.EncodeToString([]byte("x" + testKey)),
-		"base64-a2":    base64.URLEncoding.EncodeToString([]byte("xy" + testKey)),
-		"hex":          hex.EncodeToString([]byte(testKey)),
-		"hex-upper":    strings.ToUpper(hex.EncodeToString([]byte(testKey))),
-		"slash-escape": strings.ReplaceAll(testKey, "-", `\-`),
-	}
-}
+func keyForms() map[string]string { return keymasktest.Forms(testKey) }
 
 // Item 1: encodings. The jail cannot make the upstream encode the body (its Range,
 // If-Range, Accept-Encoding, TE and spellings of them are never forwarded); the broker

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/brokerctl/keymask"
 )
 
 // TestKeySplitAcrossManyKeysPlainJSON: a plain JSON answer (read whole and masked with its
@@ -25,7 +27,7 @@ func TestKeySplitAcrossManyKeysPlainJSON(t *testing.T) {
 		}
 		var b strings.Builder
 		b.WriteString(`{"meta":{`)
-		for i := 0; i < 3*maxChannels; i++ {
+		for i := 0; i < 3*keymask.MaxChannels; i++ {
 			fmt.Fprintf(&b, `"k%d":"v",`, i)
 		}
 		b.WriteString(`"z":"v"},"content":[`)
@@ -58,7 +60,7 @@ func TestKeySplitAcrossManyKeysPlainJSON(t *testing.T) {
 	if got := join("?benign=1"); got != benign {
 		t.Fatalf("control: benign body joins to %q", got)
 	}
-	if got := join(""); strings.Contains(got, testKey[minHold-1:]) || !strings.Contains(got, "****") {
+	if got := join(""); strings.Contains(got, testKey[keymask.MinHold-1:]) || !strings.Contains(got, "****") {
 		t.Errorf("joined text values rebuild the key: %q", got)
 	}
 }

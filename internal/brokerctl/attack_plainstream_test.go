@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/brokerctl/keymask"
 )
 
 // TestUnlabelledBodyThroughTheStreamMasker: every body not labelled text/event-stream now
@@ -24,13 +26,13 @@ func TestUnlabelledBodyThroughTheStreamMasker(t *testing.T) {
 	const frameCap = 64 << 10
 	var pretty strings.Builder
 	pretty.WriteString("{\n")
-	for i := 0; pretty.Len() < 2*joinLimit; i++ {
+	for i := 0; pretty.Len() < 2*keymask.JoinLimit; i++ {
 		fmt.Fprintf(&pretty, "  \"k%d\": \"value %d sk-\",\n", i, i)
 	}
 	pretty.WriteString("  \"end\": true\n}\n")
 	var keys strings.Builder
 	keys.WriteString("data: {")
-	for i := 0; i < 2*maxChannels; i++ {
+	for i := 0; i < 2*keymask.MaxChannels; i++ {
 		fmt.Fprintf(&keys, "\"k%d\":\"v\",", i)
 	}
 	keys.WriteString("\"z\":\"v\"}\n\n")
@@ -40,9 +42,9 @@ func TestUnlabelledBodyThroughTheStreamMasker(t *testing.T) {
 		audit          string // the audit line's detail for an abort
 	}{
 		{"one-line JSON of 1 MiB", "application/json", `{"a":"` + strings.Repeat("x", 1<<20) + `"}`, true, ""},
-		{"pretty-printed JSON past joinLimit", "application/json", pretty.String(), true, ""},
+		{"pretty-printed JSON past keymask.JoinLimit", "application/json", pretty.String(), true, ""},
 		{"bare CR lines", "text/plain", strings.Repeat("line sk-\r", 20000) + "end", true, ""},
-		{"no line end", "application/octet-stream", strings.Repeat("z", 3*joinLimit), true, ""},
+		{"no line end", "application/octet-stream", strings.Repeat("z", 3*keymask.JoinLimit), true, ""},
 		{"a data line just under the frame cap", "text/plain", "data: " + strings.Repeat("d", frameCap-100) + "\n\n", true, ""},
 		{"a data line past the frame cap", "text/plain", "data: " + strings.Repeat("d", frameCap+1) + "\n\n", false, "upstream response line exceeds the 64 KiB frame cap; connection aborted"},
 		{"more keys than the masker follows", "text/plain", keys.String() + "data: {\"text\":\"after\"}\n\n", false, "more than the key masker follows; connection aborted"},

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lever-jail/lever/internal/brokerctl/keymask"
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/config"
 )
@@ -66,7 +67,7 @@ func TestKeySplitAcrossSSEEvents(t *testing.T) {
 		return joined.String(), string(raw)
 	}
 	got, raw := join("")
-	if strings.Contains(got, testKey) || strings.Contains(got, testKey[minHold:]) {
+	if strings.Contains(got, testKey) || strings.Contains(got, testKey[keymask.MinHold:]) {
 		t.Errorf("joined deltas leak the key: %q", got)
 	}
 	if !strings.HasPrefix(got, "the answer is ") || !strings.HasSuffix(got, " done") || !strings.Contains(got, "****************") {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/brokerctl/keymask"
 )
 
 // sseJoins parses an event stream the way the EventSource specification does (a leading
@@ -193,7 +195,7 @@ func TestKeySplitAcrossSSEFraming(t *testing.T) {
 		{"80 line breaks first, labelled text/plain", "text", func(s string) string { return strings.Repeat("\n", 80) + deltas(s) }, "text/plain"},
 		// Past joinLimit, so the joined-JSON masking of plain bodies does not reach the events.
 		{"a JSON document first, labelled application/json", "text", func(s string) string {
-			return `{"id":"msg_1","pad":"` + strings.Repeat("p", joinLimit) + `"}` + "\n" + deltas(s)
+			return `{"id":"msg_1","pad":"` + strings.Repeat("p", keymask.JoinLimit) + `"}` + "\n" + deltas(s)
 		}, "application/json"},
 		{"unknown field first, bare CR line endings", "text", func(s string) string {
 			return strings.ReplaceAll("x: y\n"+deltas(s), "\n", "\r")
@@ -302,8 +304,8 @@ func TestKeySplitAcrossSSEFraming(t *testing.T) {
 // a longer piece is a leak. (The streams' own text, "the answer is", "content_block_delta",
 // holds no such piece.)
 func keyPiece(s string) string {
-	for i := 0; i+minHold <= len(testKey); i++ {
-		if p := testKey[i : i+minHold]; strings.Contains(s, p) {
+	for i := 0; i+keymask.MinHold <= len(testKey); i++ {
+		if p := testKey[i : i+keymask.MinHold]; strings.Contains(s, p) {
 			return p
 		}
 	}

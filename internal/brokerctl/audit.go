@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/lever-jail/lever/internal/brokerctl/keymask"
 )
 
 // Record is one line of the audit log. It names who did what and how it went; it never
@@ -116,12 +118,12 @@ type Audit struct {
 	size     int64
 	maxBytes int64
 	keep     int
-	mask     *masker // scrubs the key, in every form, from every line (last line of defence)
+	mask     *keymask.Masker // scrubs the key, in every form, from every line (last line of defence)
 	logf     func(string, ...any)
 }
 
 func openAudit(path string, maxBytes int64, keep int) (*Audit, error) {
-	a := &Audit{path: path, maxBytes: maxBytes, keep: keep, mask: newMasker(nil), logf: func(string, ...any) {}}
+	a := &Audit{path: path, maxBytes: maxBytes, keep: keep, mask: keymask.New(nil), logf: func(string, ...any) {}}
 	if err := a.open(); err != nil {
 		return nil, err
 	}
@@ -196,7 +198,7 @@ func (a *Audit) Log(r Record) error {
 	if err != nil {
 		return err
 	}
-	a.mask.maskInPlace(line)
+	a.mask.MaskInPlace(line)
 	line = append(line, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()

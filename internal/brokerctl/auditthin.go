@@ -3,10 +3,13 @@ package brokerctl
 import (
 	"context"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lever-jail/lever/internal/brokerctl/limits"
 )
 
 // auditThinner bounds the audit lines any one client can make the broker write. Every
@@ -120,7 +123,7 @@ func (t *auditThinner) drop(r *Record) {
 func (t *auditThinner) keyLocked(key, who, remote string, now time.Time) *thinKey {
 	k := t.keys[key]
 	if k == nil {
-		if len(t.keys) >= maxTracked {
+		if len(t.keys) >= limits.MaxTracked {
 			t.evictLocked(now)
 		}
 		k = &thinKey{who: who, remote: remote, tokens: t.burst, last: now}
@@ -143,7 +146,7 @@ func (t *auditThinner) evictLocked(now time.Time) {
 			delete(t.keys, key)
 		}
 	}
-	if len(t.keys) >= maxTracked {
+	if len(t.keys) >= limits.MaxTracked {
 		// Every entry is busy: the counts still to report move to one shared entry, so
 		// the table stays bounded and no count is lost.
 		other := t.keys[otherKey]
@@ -181,7 +184,7 @@ func (t *auditThinner) flush(a *Audit, force bool) {
 		}
 		out = append(out, Record{Time: now, Who: k.who, Remote: k.remote, Listener: "jail", Route: "audit-thinning", Outcome: "thinned", Detail: t.countText(k)})
 		k.dropped = 0
-		if len(t.keys) > maxTracked/2 {
+		if len(t.keys) > limits.MaxTracked/2 {
 			delete(t.keys, key)
 		}
 	}
@@ -204,4 +207,12 @@ func (t *auditThinner) run(ctx context.Context, a *Audit) {
 			t.flush(a, false)
 		}
 	}
+}
+
+// remoteIP is the address part of a host:port.
+func remoteIP(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }

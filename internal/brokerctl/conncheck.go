@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/lever-jail/lever/internal/brokerctl/limits"
 	"github.com/lever-jail/lever/internal/cap/ca"
 )
 
@@ -119,7 +120,7 @@ func (s *Server) inflightRefusal(c *x509.Certificate) error {
 
 // checkConns closes, every ConnCheckEvery until ctx ends, each idle jail connection
 // whose certificate has expired or been revoked since its handshake.
-func (s *Server) checkConns(ctx context.Context, l *limitListener) {
+func (s *Server) checkConns(ctx context.Context, l *limits.Listener) {
 	t := time.NewTicker(s.opts.ConnCheckEvery)
 	defer t.Stop()
 	for {
@@ -134,25 +135,26 @@ func (s *Server) checkConns(ctx context.Context, l *limitListener) {
 
 // closeRefusedConns is one sweep of checkConns. Each distinct certificate is looked up
 // once; every closed connection leaves an audit line (one per certificate and sweep).
-func (s *Server) closeRefusedConns(l *limitListener) {
+func (s *Server) closeRefusedConns(l *limits.Listener) {
 	verdict := map[*x509.Certificate]*peerError{}
 	closed := map[*x509.Certificate]int{}
 	var order []*x509.Certificate
-	for _, c := range l.certified() {
-		e, seen := verdict[c.cert]
+	for _, c := range l.Certified() {
+		cert := c.Cert()
+		e, seen := verdict[cert]
 		if !seen {
-			e = s.peerRefusal(c.cert)
-			verdict[c.cert] = e
+			e = s.peerRefusal(cert)
+			verdict[cert] = e
 		}
 		// An unreadable registry closes nothing: it refuses each request instead.
-		if e == nil || e.typ == "internal" || !l.idle(c) {
+		if e == nil || e.typ == "internal" || !l.Idle(c) {
 			continue
 		}
 		c.Close()
-		if closed[c.cert] == 0 {
-			order = append(order, c.cert)
+		if closed[cert] == 0 {
+			order = append(order, cert)
 		}
-		closed[c.cert]++
+		closed[cert]++
 	}
 	for _, c := range order {
 		s.audit.Log(Record{Who: c.Subject.CommonName, Serial: ca.SerialHex(c.SerialNumber), Listener: "jail", Route: "connection", Outcome: "closed",

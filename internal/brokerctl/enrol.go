@@ -142,7 +142,7 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := peerCert(r)
-	if !s.renewLim.allow(c.Subject.CommonName) {
+	if !s.renewLim.Allow(c.Subject.CommonName) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(1/s.opts.RenewRate)))
 		jsonError(w, r, http.StatusTooManyRequests, "renew_rate", fmt.Sprintf("agent %s renews too often (at most %d at once, then one per %s)", c.Subject.CommonName, s.opts.RenewBurst, time.Duration(float64(time.Second)/s.opts.RenewRate)))
 		return

@@ -119,13 +119,13 @@ type Options struct {
 	UnauthBurst       int           // their burst
 	// MaxPendingHandshakes and MaxUnauthConns bound, within MaxConns, the connections
 	// still in their handshake and those without a client certificate; when one is full
-	// its oldest connection is closed (limits.go).
+	// its oldest connection is closed (limits.Listener).
 	MaxPendingHandshakes int
 	MaxUnauthConns       int
 	RenewRate            float64 // renewals per second per agent
 	RenewBurst           int     // their burst
 	// MaxConnsPerIdentity bounds, within MaxConns, the connections one client certificate
-	// CN may hold; beyond it its oldest idle one is closed (limits.go).
+	// CN may hold; beyond it its oldest idle one is closed (limits.Listener).
 	MaxConnsPerIdentity int
 	// ConnCheckEvery is how often open connections are re-checked for an expired or
 	// revoked certificate, and closed when idle (conncheck.go).

@@ -14,12 +14,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/lever-jail/lever/internal/brokerctl/keymask"
+	"github.com/lever-jail/lever/internal/brokerctl/limits"
 	"github.com/lever-jail/lever/internal/cap/ca"
 	"github.com/lever-jail/lever/internal/cap/ticket"
 	"github.com/lever-jail/lever/internal/config"
@@ -78,13 +79,7 @@ func OptionsFromConfig(cfg *config.Config, getenv func(string) string) (Options,
 	o.AdminListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(admin))
 	if cfg.Broker.LLMAuth != "subscription" {
 		o.Upstream = cfg.Broker.LLMUpstream
-		o.APIKeyFile = cfg.Broker.APIKeyPath
-		if o.APIKeyFile == "" {
-			o.APIKeyFile = cfg.Broker.APIKeyFile
-		}
-		if o.APIKeyFile != "" && !filepath.IsAbs(o.APIKeyFile) {
-			o.APIKeyFile = filepath.Join(cfg.Dir, o.APIKeyFile)
-		}
+		o.APIKeyFile = cfg.APIKeyPath()
 	}
 	o.LLMRoutes = cfg.Broker.LLMRoutes
 	o.LLMExtraHeaders = cfg.Broker.LLMExtraHeaders
@@ -110,13 +105,13 @@ type Server struct {
 	apiKey   []byte
 	upstream *url.URL
 	client   *http.Client
-	mask     *masker         // finds the API key in every form (redact.go)
+	mask     *keymask.Masker // finds the API key in every form (keymask)
 	routes   map[string]bool // "METHOD /path" allowed below /llm/
 	headers  *headerPolicy   // client request headers /llm/ forwards (reqheaders.go)
 	noLLM    map[string]bool // agents refused at /llm/
-	unauth   *rateLimiter    // requests without a client certificate, per source IP
-	hsLog    *rateLimiter    // audit lines for failed TLS handshakes, per source IP
-	renewLim *rateLimiter    // renewals per agent
+	unauth   *limits.Rate    // requests without a client certificate, per source IP
+	hsLog    *limits.Rate    // audit lines for failed TLS handshakes, per source IP
+	renewLim *limits.Rate    // renewals per agent
 	inflight *inflightSet    // /llm/ requests in flight, re-checked for revocation (inflight.go)
 	thin     *auditThinner   // repeatable audit lines, per identity or address (auditthin.go)
 
@@ -178,7 +173,7 @@ func New(opts Options) (*Server, error) {
 		}
 		s.apiKey = []byte(k)
 	}
-	s.mask = newMasker(s.apiKey)
+	s.mask = keymask.New(s.apiKey)
 	// Operational messages can quote upstream errors: they are masked like everything else.
 	logf := opts.Logf
 	s.opts.Logf = func(format string, args ...any) { logf("%s", logSafe(s.mask.String(fmt.Sprintf(format, args...)))) }
@@ -193,9 +188,9 @@ func New(opts Options) (*Server, error) {
 	for _, a := range opts.NoLLMAgents {
 		s.noLLM[a] = true
 	}
-	s.unauth = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
-	s.hsLog = newRateLimiter(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
-	s.renewLim = newRateLimiter(opts.RenewRate, opts.RenewBurst, 0)
+	s.unauth = limits.NewRate(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
+	s.hsLog = limits.NewRate(opts.UnauthRate, opts.UnauthBurst, 10*time.Second)
+	s.renewLim = limits.NewRate(opts.RenewRate, opts.RenewBurst, 0)
 	s.inflight = newInflightSet()
 	s.thin = newAuditThinner(opts.AuditRate, opts.AuditBurst, opts.Now)
 	s.enrolFails = map[string]int{}
@@ -287,10 +282,10 @@ func (s *Server) TLSConfig() *tls.Config {
 		VerifyConnection: s.verifyPeer,
 	}
 	// Each connection of the jail listener reports the end of its handshake to the
-	// listener's quotas (limits.go): with a verified certificate it joins its identity's,
+	// listener's quotas (limits.Listener): with a verified certificate it joins its identity's,
 	// without one the quota of unauthenticated connections.
 	base.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		lc, ok := hello.Conn.(*limitConn)
+		lc, ok := hello.Conn.(*limits.Conn)
 		if !ok {
 			return nil, nil
 		}
@@ -300,7 +295,7 @@ func (s *Server) TLSConfig() *tls.Config {
 			if err := s.verifyPeer(cs); err != nil {
 				return err
 			}
-			if leaf := leafOf(cs); !lc.l.handshook(lc, leaf) {
+			if leaf := leafOf(cs); !lc.Handshook(leaf) {
 				return fmt.Errorf("client identity %s already holds %d connections, all serving requests (the per-identity connection cap)", leaf.Subject.CommonName, s.opts.MaxConnsPerIdentity)
 			}
 			return nil
@@ -323,7 +318,7 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("broker: listening on %s: %w", s.opts.Listen, err)
 	}
-	jailLn := newLimitListener(quickAckListener{ln}, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns, s.opts.MaxConnsPerIdentity)
+	jailLn := limits.NewListener(quickAckListener{ln}, s.opts.MaxConns, s.opts.MaxPendingHandshakes, s.opts.MaxUnauthConns, s.opts.MaxConnsPerIdentity)
 	s.jailLn = jailLn
 	if s.opts.AdminListen != "" {
 		if s.adminLn, err = listen("tcp", s.opts.AdminListen); err != nil {
@@ -346,7 +341,7 @@ func (s *Server) Start() error {
 		// With the connection cap, this bounds the requests in flight over HTTP/2 too.
 		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
 		// The connection quotas never evict a connection serving a request.
-		ConnState: jailLn.connState,
+		ConnState: jailLn.ConnState,
 	}
 	go s.jailSrv.ServeTLS(s.jailLn, "", "")
 	if s.adminLn != nil {
@@ -488,8 +483,8 @@ func (l *serverLog) Write(p []byte) (int, error) {
 		// Past the burst, one line per 10 s; the others are counted (auditthin.go).
 		ip := remoteIP(remote)
 		r := Record{Listener: "jail", Route: "tls-handshake", Outcome: "refused", Remote: remote, Detail: detail}
-		if !l.s.hsLog.allow(ip) {
-			if logged, _ := l.s.hsLog.logRefusal(ip); !logged {
+		if !l.s.hsLog.Allow(ip) {
+			if logged, _ := l.s.hsLog.LogRefusal(ip); !logged {
 				l.s.thin.drop(&r)
 				return len(p), nil
 			}
@@ -500,8 +495,8 @@ func (l *serverLog) Write(p []byte) (int, error) {
 	}
 	// Other net/http messages (a malformed request, an HTTP/2 preface error) can also be
 	// provoked by any client: capped and thinned like handshake lines.
-	if !l.s.hsLog.allow("server-log") {
-		logged, left := l.s.hsLog.logRefusal("server-log")
+	if !l.s.hsLog.Allow("server-log") {
+		logged, left := l.s.hsLog.LogRefusal("server-log")
 		if !logged {
 			return len(p), nil
 		}

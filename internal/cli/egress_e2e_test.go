@@ -28,7 +28,8 @@ func TestEgressCommandsE2E(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "tree"), 0o755)
 	os.WriteFile(filepath.Join(dir, "key"), []byte("sk-test\n"), 0o600)
 	cfg := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfg, []byte("name: "+name+"\nbackend: netns\ntree: tree\negress: open\nmanager:\n  allow_ports: [7443]\nbroker:\n  llm_auth: api-key\n  api_key_file: key\n"), 0o644)
+	testutil.LeverYAML{Name: name, Backend: "netns", Tree: "tree", Egress: "open", ManagerPorts: []int{7443},
+		Broker: testutil.YAMLBroker{LLMAuth: "api-key", APIKeyFile: "key"}}.Write(t, cfg)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv(netns.PrefixEnv, "lvt-e")
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(t.TempDir(), "state"))
@@ -105,7 +106,7 @@ func TestEgressCommandsE2E(t *testing.T) {
 	}
 	// Bad input: a config the loader refuses is exit 2 naming the key, and nothing runs.
 	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("name: "+name+"\nbackend: netns\ntree: tree\negress: ajar\n"), 0o644)
+	testutil.LeverYAML{Name: name, Backend: "netns", Tree: "tree", Egress: "ajar"}.Write(t, bad)
 	if code, _, e := lever("egress", "verify", "-c", bad); code != 2 || !strings.Contains(e, "egress") {
 		t.Errorf("bad config: exit %d, %q", code, e)
 	}
@@ -123,7 +124,8 @@ func TestEgressCommandsNFTRuleE2E(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "tree"), 0o755)
 	os.WriteFile(filepath.Join(dir, "key"), []byte("sk-test\n"), 0o600)
 	cfg := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfg, []byte("name: "+name+"\nbackend: netns\ntree: tree\negress: open\nmanager:\n  allow_ports: [7443]\nbroker:\n  llm_auth: api-key\n  api_key_file: key\n"), 0o644)
+	testutil.LeverYAML{Name: name, Backend: "netns", Tree: "tree", Egress: "open", ManagerPorts: []int{7443},
+		Broker: testutil.YAMLBroker{LLMAuth: "api-key", APIKeyFile: "key"}}.Write(t, cfg)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv(netns.PrefixEnv, "lvt-e")
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(t.TempDir(), "state"))

@@ -35,7 +35,8 @@ func TestEgressForeignRedirectE2E(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "tree"), 0o755)
 	os.WriteFile(filepath.Join(dir, "key"), []byte("sk-test\n"), 0o600)
 	cfg := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfg, []byte("name: "+name+"\nbackend: netns\ntree: tree\negress: closed\nmanager:\n  allow_ports: [7443]\nbroker:\n  llm_auth: api-key\n  api_key_file: key\n"), 0o644)
+	testutil.LeverYAML{Name: name, Backend: "netns", Tree: "tree", Egress: "closed", ManagerPorts: []int{7443},
+		Broker: testutil.YAMLBroker{LLMAuth: "api-key", APIKeyFile: "key"}}.Write(t, cfg)
 	t.Setenv("LEVER_DEV_NETNS", "1")
 	t.Setenv(netns.PrefixEnv, "lvt-f")
 	t.Setenv("LEVER_STATE_DIR", filepath.Join(t.TempDir(), "state"))

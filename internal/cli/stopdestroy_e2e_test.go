@@ -38,7 +38,7 @@ func TestStopDestroyNetnsE2E(t *testing.T) {
 	proj := t.TempDir()
 	name := fmt.Sprintf("sd%d", os.Getpid())
 	cfgPath := filepath.Join(proj, "lever.yaml")
-	os.WriteFile(cfgPath, []byte("name: "+name+"\nbackend: netns\nbroker:\n  llm_auth: subscription\n"), 0o644)
+	testutil.LeverYAML{Name: name, Backend: "netns", Broker: testutil.YAMLBroker{LLMAuth: "subscription"}}.Write(t, cfgPath)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)

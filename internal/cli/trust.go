@@ -39,7 +39,7 @@ func grantsOf(cfg *config.Config) []grant {
 	g = append(g, grant{"git", gitv})
 	key, up, routes := "none (llm_auth: subscription)", "none", "none"
 	if cfg.Broker.LLMAuth != config.AuthSubscription {
-		key = cfg.Broker.APIKeyPath + " (the broker reads it and sends the key upstream)"
+		key = cfg.APIKeyPath() + " (the broker reads it and sends the key upstream)"
 		up = cfg.Broker.LLMUpstream
 		kind, dflt := config.LLMKindOpenAI, ""
 		if brokerctl.DefaultAuthHeader(up) == brokerctl.AuthXAPIKey {
@@ -101,10 +101,10 @@ func printGrants(w io.Writer, cfg *config.Config) {
 // checkKeyFile refuses an api_key_file the agents could read or that is not the user's
 // own (keyfile): before anything is planned or brought up.
 func checkKeyFile(cfg *config.Config) error {
-	if cfg.Broker.LLMAuth == config.AuthSubscription || cfg.Broker.APIKeyPath == "" {
+	if cfg.Broker.LLMAuth == config.AuthSubscription || cfg.APIKeyPath() == "" {
 		return nil
 	}
-	if err := keyfile.Check(cfg.Broker.APIKeyPath, cfg.TreePath); err != nil {
+	if err := keyfile.Check(cfg.APIKeyPath(), cfg.TreePath); err != nil {
 		return fmt.Errorf("broker.api_key_file: %w", err)
 	}
 	return nil

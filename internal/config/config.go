@@ -77,9 +77,6 @@ type Broker struct {
 	// defaults of the upstream's API kind (DefaultLLMHeaders): names, or "prefix-*"
 	// families. Every other header is dropped (its name audited).
 	LLMExtraHeaders []string `yaml:"llm_extra_headers"`
-
-	// APIKeyPath is api_key_file resolved to an absolute host path (set by Load).
-	APIKeyPath string `yaml:"-"`
 }
 
 // Lev is how lev is started inside the jail.

@@ -105,6 +105,16 @@ func parse(path string, data []byte, check func(*Config, string, keyLines, resol
 // of lever.yaml, an absolute path is itself.
 func (c *Config) HostPath(p string) string { return hostPath(c, p) }
 
+// APIKeyPath is the absolute host path of the broker's API key file (broker.api_key_file
+// resolved as HostPath resolves it), "" when none is set. Every reader of the key file
+// takes its path from here, whether or not the Config came through Load.
+func (c *Config) APIKeyPath() string {
+	if c.Broker.APIKeyFile == "" {
+		return ""
+	}
+	return hostPath(c, c.Broker.APIKeyFile)
+}
+
 // LoadIdentity loads lever.yaml for teardown (lever stop, lever destroy): it decodes as
 // strictly as Load but validates only what names the instance and its backend (name,
 // backend). A jail whose api_key_file or tree has since gone must still be removable;

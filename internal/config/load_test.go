@@ -370,7 +370,7 @@ func TestLoadAccepts(t *testing.T) {
 			want := Config{
 				Name: "demo", Backend: "lima", Tree: "proj", Egress: "open", Git: "read-only", Disk: "20GiB",
 				Broker: Broker{LLMAuth: "api-key", APIKeyFile: filepath.Join(c.Dir, "key"), LLMUpstream: "https://api.anthropic.com",
-					JailPort: 7443, AdminPort: 7444, APIKeyPath: filepath.Join(c.Dir, "key")},
+					JailPort: 7443, AdminPort: 7444},
 				Lima: Lima{CPUs: 2, Memory: "4GiB", Accel: "auto"},
 				Path: filepath.Join(c.Dir, "lever.yaml"), Dir: c.Dir, TreePath: filepath.Join(c.Dir, "proj"),
 			}
@@ -489,8 +489,8 @@ func TestDefaultLoads(t *testing.T) {
 	if c.Egress != DefaultEgress || c.Broker.JailPort != DefaultJailPort || c.Broker.AdminPort != DefaultAdminPort || c.Backend != "lima" {
 		t.Errorf("default config %+v", c)
 	}
-	if c.Broker.APIKeyPath != filepath.Join(home, ".config", "lever", "api-key") {
-		t.Errorf("api key path %q", c.Broker.APIKeyPath)
+	if c.APIKeyPath() != filepath.Join(home, ".config", "lever", "api-key") {
+		t.Errorf("api key path %q", c.APIKeyPath())
 	}
 }
 

@@ -63,8 +63,7 @@ func resolve(c *Config) resolution {
 	}
 
 	if c.Broker.APIKeyFile != "" {
-		c.Broker.APIKeyFile = hostPath(c, c.Broker.APIKeyFile)
-		c.Broker.APIKeyPath = c.Broker.APIKeyFile
+		c.Broker.APIKeyFile = c.APIKeyPath()
 	}
 	for _, p := range []*string{&c.Lev.ImageTarball, &c.Lev.BaseTarball, &c.Lima.Image, &c.Lima.Kernel, &c.Lima.Initrd} {
 		if *p != "" {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -192,7 +193,10 @@ func TestBrowserPages(t *testing.T) {
 	src.emit("manager", rid1, events.Event{Type: events.StageStart, Stage: "plan"})
 	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c1", Tool: "read_file", Args: json.RawMessage(`{"path":"src/main.go"}`), Decision: events.Allowed})
 	src.emit("manager", rid1, events.Event{Type: events.ToolResult, Call: "c1", Tool: "read_file", Status: events.StatusOK, Bytes: 2048})
-	src.emit("manager", rid1, events.Event{Type: events.Gate, Tool: "web_fetch", Decision: events.Gated, Source: "secret (read_file .env)", Message: "the context carries secret data"})
+	src.emit("manager", rid1, events.Event{Type: events.Ask, Question: "q1", Tool: "web_fetch", Args: json.RawMessage(`{"url":"https://docs.example/api"}`), GatePrompt: true, Message: "taint gate: web_fetch to docs.example: data is private, above web_fetch's clearance (public)"})
+	src.emit("manager", rid1, events.Event{Type: events.AnswerT, Question: "q1", Tool: "web_fetch", Answer: "deny", GatePrompt: true, Message: "answered"})
+	src.emit("manager", rid1, events.Event{Type: events.Gate, Call: "c2", Tool: "web_fetch", Decision: events.Refused, Step: "gate", Source: "UserDeny", Taint: "private", Clearance: "public", Answer: "deny", Message: "data is private, above web_fetch's clearance (public); no policy rule matched; the default is ask; you denied it"})
+	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c2", Tool: "web_fetch", Args: json.RawMessage(`{"url":"https://docs.example/api"}`), Decision: events.Refused, Step: "gate", Source: `permission allow (blueprint coder)`, Taint: "private", Clearance: "public", Message: "refused by the taint gate"})
 	src.start("docs", rid2, "writer")
 	src.ask("docs", rid2, runner.Question{ID: "q1", Tool: "shell", Args: json.RawMessage(`{"command":"make docs"}`), Reason: "shell is ask in the writer blueprint"})
 	b := newBrowser(t)
@@ -201,7 +205,7 @@ func TestBrowserPages(t *testing.T) {
 		{"jail", "/", "#verified", "drifted"},
 		{"broker", "/broker", "#audit", "/llm/v1/messages"},
 		{"runs", "/runs", "#runs", rid2},
-		{"run", "/runs/manager/" + rid1, "#events", "secret (read_file .env)"},
+		{"run", "/runs/manager/" + rid1, "#events", "taint private, clearance public / UserDeny / at gate"},
 		{"prompts", "/prompts", "#prompts", "make docs"},
 	}
 	for _, p := range pages {
@@ -259,6 +263,30 @@ func TestBrowserLiveEvents(t *testing.T) {
 	b.clean(t)
 }
 
+// TestBrowserGateLabels: a tool call's gate decision shows on the run page with the
+// labels that drove it (the context's taint against the tool's clearance), its source
+// and the step that refused; a call the gate passed within clearance shows its labels
+// too (the control: no refusal step on it).
+func TestBrowserGateLabels(t *testing.T) {
+	src := demo(t)
+	s := serve(t, src)
+	src.start("manager", rid1, "coder")
+	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c1", Tool: "http_get", Decision: events.Allowed, Taint: "internal", Clearance: "internal"})
+	src.emit("manager", rid1, events.Event{Type: events.Gate, Call: "c2", Tool: "http_post", Decision: events.Refused, Step: "gate", Source: "UserDeny", Taint: "private", Clearance: "public", Answer: "deny"})
+	b := newBrowser(t)
+	login(t, b, s)
+	b.do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
+	b.waitText(t, "#events", "UserDeny", 5*time.Second)
+	rows := eval[[]string](t, b, `Array.from(document.querySelectorAll("#events tbody tr")).map(tr => tr.cells[3].textContent + "|" + tr.cells[4].textContent + "|" + tr.cells[5].textContent)`)
+	want := []string{"http_get|allowed|taint internal, clearance internal", "http_post|refused|taint private, clearance public / UserDeny / at gate"}
+	for _, w := range want {
+		if !slices.Contains(rows, w) {
+			t.Errorf("no row %q on the run page; rows: %q", w, rows)
+		}
+	}
+	b.clean(t)
+}
+
 // TestBrowserAnswer: a pending prompt is answered from the page; the answer reaches the
 // run (its record and its events) as the terminal's would.
 func TestBrowserAnswer(t *testing.T) {
@@ -293,7 +321,7 @@ func TestBrowserHostileText(t *testing.T) {
 	s := serve(t, src)
 	src.start("manager", rid1, hostile[4])
 	out, _ := json.Marshal(strings.Join(hostile, " ") + ` <script>alert(1)</script>`)
-	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c1", Tool: hostile[0], Args: hostileJSON(), Decision: events.Allowed, Source: hostile[3]})
+	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c1", Tool: hostile[0], Args: hostileJSON(), Decision: events.Allowed, Source: hostile[3], Taint: hostile[1], Clearance: hostile[2]})
 	src.emit("manager", rid1, events.Event{Type: events.ToolResult, Call: "c1", Tool: "read_file", Status: events.StatusOK, Output: out, Message: hostile[2]})
 	src.ask("manager", rid1, runner.Question{ID: "q1", Tool: "shell", Args: hostileJSON(), Reason: hostile[0]})
 	b := newBrowser(t)

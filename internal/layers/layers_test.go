@@ -18,7 +18,7 @@ type layer struct {
 // layers listed before it. The last layer, tests and tools, may import anything and no
 // other layer may import it.
 var layers = []layer{
-	{"leaves", []string{"internal/tail", "internal/fspath", "internal/exitcode", "internal/hostterm", "internal/version", "internal/beneath", "templates"}},
+	{"leaves", []string{"internal/tail", "internal/fspath", "internal/exitcode", "internal/hostterm", "internal/version", "internal/beneath", "internal/secretfile", "templates"}},
 	{"egress", []string{"internal/egress"}},
 	{"host inputs", []string{"internal/config", "internal/keyfile", "internal/hosttrust"}},
 	{"cap", []string{"internal/cap/ca", "internal/cap/ticket", "internal/brokerclient"}},
@@ -31,7 +31,7 @@ var layers = []layer{
 	{"settings", []string{"internal/levsettings"}},
 	{"guest helpers", []string{"internal/guestside", "internal/guestside/enrol", "internal/guestside/imagebuild", "internal/guestside/mountcheck", "internal/guestside/probes", "internal/guestside/runas"}},
 	{"lev", []string{"internal/lev/cli", "cmd/lev"}},
-	{"broker", []string{"internal/brokerctl"}},
+	{"broker", []string{"internal/brokerctl", "internal/brokerctl/keymask", "internal/brokerctl/keymask/keymasktest", "internal/brokerctl/bodypolicy", "internal/brokerctl/limits"}},
 	{"acceptance", []string{"internal/acceptance"}},
 	{"doctor", []string{"internal/doctor"}},
 	{"dashboard", []string{"internal/dashboard"}},

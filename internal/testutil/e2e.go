@@ -1,6 +1,7 @@
 // Package testutil holds what the end-to-end tests share: the root and tool gates (a skip,
-// or under CI=true a failure), the lock that serialises the tests that boot a VM, and
-// StandIn, a scripted model upstream for tests that run a real agent behind the broker.
+// or under CI=true a failure), the lock that serialises the tests that boot a VM,
+// StandIn, a scripted model upstream for tests that run a real agent behind the broker,
+// and LeverYAML, the one builder of the lever.yaml files the tests write.
 //
 // It must never be imported by non-test code, and must not create or change anything on
 // the host beyond its lock file: namespaces and rules belong to the test that makes them.

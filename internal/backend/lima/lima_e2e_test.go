@@ -128,21 +128,9 @@ func newLimaEnv(t *testing.T) *limaEnv {
 	e.dir = filepath.Join(e.home, "proj")
 	e.asOK(t, "mkdir", "-p", e.dir+"/tree")
 	e.asOK(t, "sh", "-c", "umask 077; printf 'sk-test\\n' > "+e.dir+"/key")
-	cfg := fmt.Sprintf(`name: %s
-backend: lima
-tree: tree
-disk: 4GiB
-broker:
-  api_key_file: key
-lima:
-  image: %s/disk.qcow2
-  kernel: %s/vmlinuz
-  initrd: %s/initrd.img
-  limactl: %s/bin/limactl
-  accel: tcg
-  cpus: 2
-  memory: 2GiB
-`, e.user, image, image, image, prefix)
+	cfg := testutil.LeverYAML{Name: e.user, Backend: "lima", Tree: "tree", Disk: "4GiB", Broker: testutil.YAMLBroker{APIKeyFile: "key"},
+		Lima: &testutil.YAMLLima{Image: image + "/disk.qcow2", Kernel: image + "/vmlinuz", Initrd: image + "/initrd.img", Limactl: prefix + "/bin/limactl", Accel: "tcg", CPUs: 2, Memory: "2GiB"},
+	}.String()
 	e.writeFile(t, filepath.Join(e.dir, "lever.yaml"), cfg)
 	return e
 }

@@ -55,6 +55,18 @@ func TestLoadRefusesBadKeyFile(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"does not match"}},
+		// The key file read through a symlink: the link is refused, not followed, even to a
+		// good key (the other rows' control is the CA loaded before the edit).
+		{"symlinked key", 0o600, func(t *testing.T, dir string) {
+			key := filepath.Join(dir, KeyFile)
+			moved := filepath.Join(t.TempDir(), "moved.key")
+			if err := os.Rename(key, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, key); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{KeyFile, "symbolic link"}},
 		{"key without cert", 0o600, func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, CertFile)) }, []string{CertFile}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

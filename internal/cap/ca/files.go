@@ -11,33 +11,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/lever-jail/lever/internal/secretfile"
 )
 
-// ReadPrivateFile reads a secret file (a private key, the API key) after checking that
-// only its owner can read or write it. A looser mode is refused with the file named and
-// its mode shown, rather than silently tightened: a secret that was world-readable may
-// already be copied, and the operator should know.
+// ReadPrivateFile reads a secret file (a private key, a token) after checking that it is a
+// regular file of the effective user's own that only its owner can read or write
+// (secretfile: opened once without following a symlink, checked and read on that one
+// descriptor). A looser mode is refused with the file named and its mode shown, rather
+// than silently tightened: a secret that was world-readable may already be copied, and the
+// operator should know.
 func ReadPrivateFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("%s has mode %04o; a private file must be 0600 (run: chmod 600 %s)", path, perm, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return data, nil
+	return secretfile.Read(path)
 }
 
 // WritePrivateFileExcl creates path with mode 0600, failing with os.ErrExist when it is

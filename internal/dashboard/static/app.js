@@ -22,6 +22,16 @@
     if (ev.status) { parts.push("status: " + ev.status); }
     return parts.join("\n");
   };
+  // The gate's decision and what drove it: the context's label against the tool's
+  // clearance, the decision's source (UserDeny, SessionAllow, a permission), the step
+  // that refused.
+  const labels = function (ev) {
+    const parts = [];
+    if (ev.taint) { parts.push("taint " + ev.taint + (ev.clearance ? ", clearance " + ev.clearance : "")); }
+    if (ev.source) { parts.push(ev.source); }
+    if (ev.step) { parts.push("at " + ev.step); }
+    return parts.join(" / ");
+  };
   const es = new EventSource(table.dataset.src);
   es.onopen = function () { state.textContent = "live"; };
   es.addEventListener("lev", function (m) {
@@ -33,7 +43,7 @@
     cell(tr, ev.type);
     cell(tr, ev.tool);
     cell(tr, ev.decision);
-    cell(tr, [ev.source, ev.step].filter(Boolean).join(" / "));
+    cell(tr, labels(ev), "labels");
     cell(tr, detail(ev), "detail");
     body.appendChild(tr);
   });

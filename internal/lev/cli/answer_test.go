@@ -20,7 +20,8 @@ import (
 // TestBinaryRunOnATerminalAnswersAskAndGate: a permission ask (answered once by lev
 // answer), a gate prompt (answered no at the terminal), a gate prompt (answered once by
 // lev answer), so the events record the same trail as when the terminal answers all
-// three. Refused, changing nothing: session to a permission prompt (the terminal offers
+// three, and each gate event carries the labels that drove it (the context's taint, the
+// tool's clearance), which lever dashboard's run page shows. Refused, changing nothing: session to a permission prompt (the terminal offers
 // yes or no only), an answer outside the prompt's set, a question that is not pending, a
 // run that does not exist.
 func TestBinaryAnswerFromElsewhere(t *testing.T) {
@@ -117,10 +118,10 @@ func TestBinaryAnswerFromElsewhere(t *testing.T) {
 		case events.AnswerT:
 			trail = append(trail, "answer:"+ev.Answer)
 		case events.Gate:
-			trail = append(trail, "gate:"+ev.Tool+":"+ev.Source)
+			trail = append(trail, "gate:"+ev.Tool+":"+ev.Source+":"+ev.Taint+"/"+ev.Clearance)
 		}
 	}
-	want := "ask:shell:permission answer:once ask:shell:gate answer:deny gate:shell:UserDeny ask:submit_output:gate answer:once gate:submit_output:UserAllowOnce"
+	want := "ask:shell:permission answer:once ask:shell:gate answer:deny gate:shell:UserDeny:private/internal ask:submit_output:gate answer:once gate:submit_output:UserAllowOnce:private/internal"
 	if got := strings.Join(trail, " "); got != want {
 		t.Fatalf("events trail\n got %s\nwant %s\nterminal:\n%s", got, want, out.buf.String())
 	}

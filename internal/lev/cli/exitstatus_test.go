@@ -33,7 +33,7 @@ func TestBinaryExitStatuses(t *testing.T) {
 	mustWrite(t, filepath.Join(home, "agents", "ok.toml"), "name = \"ok\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = [\"read_file\"]\n")
 	pol := filepath.Join(root, "pol.toml")
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + root, "LEV_HOME=" + home}
-	noToken := "no bearer token: set LEV_TOKEN or write one to ROOT/lev/token (stat ROOT/lev/token: no such file or directory)"
+	noToken := "no bearer token: set LEV_TOKEN or write one to ROOT/lev/token (open ROOT/lev/token: no such file or directory)"
 	cases := []struct {
 		name  string
 		token bool

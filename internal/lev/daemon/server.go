@@ -25,6 +25,7 @@ import (
 	"github.com/lever-jail/lever/internal/lev/runner"
 	"github.com/lever-jail/lever/internal/lev/strictjson"
 	"github.com/lever-jail/lever/internal/lev/update"
+	"github.com/lever-jail/lever/internal/secretfile"
 	"github.com/lever-jail/lever/internal/version"
 )
 
@@ -261,22 +262,20 @@ func CheckListen(addr string, allowRemote bool) error {
 	return nil
 }
 
-// ReadToken returns LEV_TOKEN, else the token file's content. The file must not be
-// readable by group or others.
+// ReadToken returns LEV_TOKEN, else the token file's content. The file must be a regular
+// file of the user's own, not readable by group or others.
 func ReadToken(file string) (string, error) {
 	if t := strings.TrimSpace(os.Getenv("LEV_TOKEN")); t != "" {
 		return t, nil
 	}
-	st, err := os.Stat(file)
-	if err != nil {
-		return "", fmt.Errorf("no bearer token: set LEV_TOKEN or write one to %s (%v)", file, err)
+	// One open, checked and read on the same descriptor (secretfile): a name checked and
+	// then read again could be swapped in between.
+	data, err := secretfile.Read(file)
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) && errors.Is(pe, os.ErrNotExist) {
+		return "", fmt.Errorf("no bearer token: set LEV_TOKEN or write one to %s (%v)", file, pe)
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s is mode %v; it must be readable by its owner only (chmod 600)", file, st.Mode().Perm())
-	}
-	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("token file: %w", err)
 	}
 	t := strings.TrimSpace(string(data))
 	if len(t) < 16 {

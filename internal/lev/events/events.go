@@ -93,6 +93,10 @@ type Event struct {
 	Decision   Decision        `json:"decision,omitempty"`
 	Step       string          `json:"step,omitempty"`
 	Source     string          `json:"source,omitempty"`
+	// Taint and Clearance are the labels a taint-gate decision compared (tool_call and
+	// gate events of a call the gate decided on).
+	Taint      string          `json:"taint,omitempty"`
+	Clearance  string          `json:"clearance,omitempty"`
 	Question   string          `json:"question,omitempty"`
 	GatePrompt bool            `json:"gate_prompt,omitempty"` // an ask from the taint gate: once / session / deny
 	Operator   bool            `json:"operator,omitempty"`    // an ask_operator question: the answer is the operator's text

@@ -164,6 +164,11 @@ type Decision struct {
 	Allow  bool   `json:"allow"`
 	Reason string `json:"reason,omitempty"`
 	Source string `json:"source,omitempty"` // e.g. "AutoBlock", "YoloAutoApprove", "no-gate"
+	// Taint and Clearance are the labels that drove a taint-gate decision: the context's
+	// label when the call was made and the tool's clearance ("" when the gate compared
+	// none, e.g. a tool it does not treat as outbound).
+	Taint     string `json:"taint,omitempty"`
+	Clearance string `json:"clearance,omitempty"`
 }
 
 // Gate is the taint gate hook (step 4). Check runs after the fence and before execution;

@@ -84,6 +84,9 @@ func callEvent(c *pipeline.Call, res *pipeline.Result) events.Event {
 	if c.Permission != "" {
 		ev.Source = "permission " + string(c.Permission) + " (" + c.PermissionSource + ")"
 	}
+	if c.Gate != nil {
+		ev.Taint, ev.Clearance = c.Gate.Taint, c.Gate.Clearance
+	}
 	switch {
 	case res != nil && res.Refusal != nil:
 		ev.Decision, ev.Step, ev.Message = events.Refused, res.Refusal.Step, res.Refusal.Msg
@@ -121,7 +124,7 @@ func gateEvent(c *pipeline.Call) (events.Event, bool) {
 		return events.Event{}, false
 	}
 	ev := events.Event{Type: events.Gate, Stage: c.Stage.Name, StageIndex: intp(c.Stage.Index), Call: c.ID, Tool: c.Tool,
-		Source: d.Source, Message: d.Reason, Decision: events.Allowed}
+		Source: d.Source, Message: d.Reason, Decision: events.Allowed, Taint: d.Taint, Clearance: d.Clearance}
 	if !d.Allow {
 		ev.Decision, ev.Step = events.Refused, pipeline.StepGate
 	}

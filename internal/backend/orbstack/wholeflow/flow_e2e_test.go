@@ -182,21 +182,11 @@ func TestOrbStackWholeFlow(t *testing.T) {
 		}
 	}()
 	cfgPath := filepath.Join(dir, "lever.yaml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`name: %s
-backend: orbstack
-tree: tree
-egress: closed
-manager:
-  allow_ports: [%d]
-broker:
-  llm_auth: api-key
-  api_key_file: %s
-  llm_upstream: %s/v1
-  jail_port: %d
-  admin_port: %d
-lev:
-  agents: %s
-`, instance, allowPort, keyFile, srv.URL, jailPort, adminPort, agents)), 0o644)
+	y := testutil.NetnsYAML(instance, keyFile, srv.URL, jailPort, adminPort)
+	y.Backend = "orbstack"
+	y.ManagerPorts = []int{allowPort}
+	y.Lev.Agents = agents
+	y.Write(t, cfgPath)
 
 	// The substrate's network: the netns backend's namespace and veth; the machine resolves
 	// host.orb.internal to the veth's host side, where the broker listens.

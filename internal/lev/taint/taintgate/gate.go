@@ -330,7 +330,11 @@ func (g *Gate) check(ctx context.Context, c *pipeline.Call, noAsk bool) (pipelin
 	if err != nil {
 		return pipeline.Decision{Allow: false, Reason: err.Error(), Source: "AuditError"}, nil
 	}
-	return pipeline.Decision{Allow: out.Allowed, Reason: out.Reason, Source: string(out.Source)}, nil
+	d := pipeline.Decision{Allow: out.Allowed, Reason: out.Reason, Source: string(out.Source)}
+	if n := len(out.Records); n > 0 {
+		d.Taint, d.Clearance = out.Records[n-1].Taint.String(), out.Records[n-1].Clearance.String()
+	}
+	return d, nil
 }
 
 func (g *Gate) logf(format string, args ...any) {

@@ -1,4 +1,4 @@
-package brokerctl
+package bodypolicy
 
 import (
 	"strings"

@@ -1,11 +1,11 @@
-package brokerctl
+package keymask
 
 import (
 	"bytes"
 	"unicode/utf8"
 )
 
-// sseMasker catches the key when an upstream spreads it over several SSE events, as a
+// SSE catches the key when an upstream spreads it over several SSE events, as a
 // model's streamed text naturally is (one delta per few characters): a client that joins
 // the deltas would rebuild a key that no single frame holds. It keeps the text of the
 // stream (the decoded JSON strings of each data line, or the line itself when it is not
@@ -13,13 +13,13 @@ import (
 // the masker knows, including escapes nested inside JSON strings.
 //
 // To mask a part before it is sent, frames are held back while the text so far ends in
-// at least minHold characters that could begin the key; the frame that completes or
+// at least MinHold characters that could begin the key; the frame that completes or
 // breaks the match releases them. A shorter tail is released at once (an ordinary stream
-// is never delayed by a stray "s"), so at most minHold-1 characters of the key can reach
+// is never delayed by a stray "s"), so at most MinHold-1 characters of the key can reach
 // a client before the rest is masked. Held frames are bounded (maxHeld bytes): past it,
 // the held tail is masked and everything released.
-type sseMasker struct {
-	m       *masker
+type SSE struct {
+	m       *Masker
 	pending []*sseFrame
 	base    int // sequence number of pending[0]; frames before it are sent
 	// Text is kept per channel: "" joins every string value of the stream, and "k:<name>"
@@ -34,7 +34,7 @@ type sseMasker struct {
 	started bool
 	// unbounded: no channel cap (one whole body, whose size bounds the channels).
 	unbounded bool
-	// overflow: a value needed a channel past maxChannels. Its text would be joined only
+	// overflow: a value needed a channel past MaxChannels. Its text would be joined only
 	// on the all-values channel, which other values interleave, so the stream must end.
 	overflow bool
 }
@@ -62,22 +62,22 @@ type sseSpan struct {
 }
 
 const (
-	minHold = 3
+	MinHold = 3
 	maxHeld = 256 << 10
-	// maxChannels bounds the channels of one stream (each keeps up to about twice the
+	// MaxChannels bounds the channels of one stream (each keeps up to about twice the
 	// masker's longest match of context). A stream that needs more ends (ErrSSEKeys):
 	// a value with no channel of its own would only join on the all-values channel, where
 	// other values come between its parts.
-	maxChannels = 128
+	MaxChannels = 128
 )
 
-func (s *sseMasker) channel(name string) *sseChannel {
+func (s *SSE) channel(name string) *sseChannel {
 	if s.ch == nil {
 		s.ch = map[string]*sseChannel{}
 	}
 	c := s.ch[name]
 	if c == nil {
-		if len(s.ch) >= maxChannels && !s.unbounded {
+		if len(s.ch) >= MaxChannels && !s.unbounded {
 			s.overflow = true
 			return nil
 		}
@@ -87,13 +87,13 @@ func (s *sseMasker) channel(name string) *sseChannel {
 	return c
 }
 
-func (s *sseMasker) appendText(key string, text []byte, spans []sseSpan) {
+func (s *SSE) appendText(key string, text []byte, spans []sseSpan) {
 	s.appendTo("", text, spans)
 	s.appendTo("k:"+key, text, spans)
 }
 
 // appendTo adds text to one channel.
-func (s *sseMasker) appendTo(ch string, text []byte, spans []sseSpan) {
+func (s *SSE) appendTo(ch string, text []byte, spans []sseSpan) {
 	if c := s.channel(ch); c != nil {
 		c.text = append(c.text, text...)
 		c.spans = append(c.spans, spans...)
@@ -106,7 +106,7 @@ func (s *sseMasker) appendTo(ch string, text []byte, spans []sseSpan) {
 // CRLF, CR or LF, as the SSE format has it, and a byte order mark before the stream's first
 // line is skipped, as a client skips it: a client reads every one of these, so each is
 // text it could join across events.
-func (s *sseMasker) addFrame(f *sseFrame, seq int) {
+func (s *SSE) addFrame(f *sseFrame, seq int) {
 	b := f.b
 	off := 0
 	if !s.started {
@@ -159,7 +159,7 @@ func (s *sseMasker) addFrame(f *sseFrame, seq int) {
 
 // appendRaw adds f.b[from:to] as it is, to the all-values channel ("") or to one of its
 // own (a field's).
-func (s *sseMasker) appendRaw(ch string, f *sseFrame, seq, from, to int) {
+func (s *SSE) appendRaw(ch string, f *sseFrame, seq, from, to int) {
 	if from >= to {
 		return
 	}
@@ -181,7 +181,7 @@ func (s *sseMasker) appendRaw(ch string, f *sseFrame, seq, from, to int) {
 // the all-values channel and to the channel of the key it belongs to, and every object
 // name to the names channel. Names stay off the all-values channel: between two values
 // they would break the join of a key spread over values of different keys.
-func (s *sseMasker) jsonStrings(f *sseFrame, seq, from, to int) {
+func (s *SSE) jsonStrings(f *sseFrame, seq, from, to int) {
 	b := f.b
 	key := ""
 	text, spans := s.tmpText[:0], s.tmpSpans[:0]
@@ -270,7 +270,7 @@ func hex4(b []byte, at, to int) (int, bool) {
 }
 
 // maskRange masks the frame bytes behind c.text[i:j] that are not sent yet.
-func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
+func (s *SSE) maskRange(c *sseChannel, i, j int) {
 	for k := i; k < j; k++ {
 		sp := c.spans[k]
 		if sp.seq < s.base {
@@ -291,7 +291,7 @@ func (s *sseMasker) maskRange(c *sseChannel, i, j int) {
 // partial is an occurrence of a needle that the end of the text cuts off.
 type partial struct {
 	n    int // needle bytes matched (0: none); a cut-off escape counts as one
-	bits int // bits of the key they carry, matched whole (masker.bits)
+	bits int // bits of the key they carry, matched whole (Masker.bits)
 	cut  int // bits of the key an escape cut off by the end could still carry
 }
 
@@ -306,13 +306,13 @@ func (p partial) keyBits(sure bool) int {
 }
 
 // holdBits: a partial occurrence is held (and, when cut off for good, masked) once it
-// carries more than minHold-1 whole characters of the key, so at most that much of the
+// carries more than MinHold-1 whole characters of the key, so at most that much of the
 // key, in any form, reaches a client before the rest is masked.
-const holdBits = 8*(minHold-1) + 1
+const holdBits = 8*(MinHold-1) + 1
 
 // partialAt reports how much of needle ni text[i:] matches when it runs out before the
 // needle does (n 0: no partial match).
-func (m *masker) partialAt(b []byte, i, ni int) partial {
+func (m *Masker) partialAt(b []byte, i, ni int) partial {
 	return partialLen(b, i, m.needles[ni], m.bits[ni], 0, 0)
 }
 
@@ -340,7 +340,7 @@ func partialLen(b []byte, i int, needle []byte, bits []uint8, j, got int) partia
 
 // maskWhole masks every whole occurrence in the channel's text. Only starts from which
 // a match could reach the new text are searched again.
-func (s *sseMasker) maskWhole(c *sseChannel) {
+func (s *SSE) maskWhole(c *sseChannel) {
 	m := s.m
 	// A whole occurrence not found before either lies in the new text or starts in the
 	// partial occurrence that ran to the old end (tail): no start before it can reach
@@ -366,13 +366,13 @@ func (s *sseMasker) maskWhole(c *sseChannel) {
 }
 
 // holdPos is the earliest start of a partial occurrence at the end of the text holding
-// more than minHold-1 characters of the key, by the bits it carries (holdBits;
+// more than MinHold-1 characters of the key, by the bits it carries (holdBits;
 // len(text) when there is none): its frame and every later one are held. sure: count
 // only what is matched whole, for a caller about to mask it (a cut-off escape is worth
 // waiting for, not masking). Zero padding of the UTF-16 and UTF-32 forms counts for
 // nothing either way.
 // It also records the channel's tail (see sseChannel.tail) for the next frame.
-func (c *sseChannel) holdPos(m *masker, sure bool) int {
+func (c *sseChannel) holdPos(m *Masker, sure bool) int {
 	from := max(len(c.text)-m.maxLen, c.from, 0)
 	tail := len(c.text)
 	for i := from; i < len(c.text); i++ {
@@ -394,8 +394,8 @@ func (c *sseChannel) holdPos(m *masker, sure bool) int {
 	return len(c.text)
 }
 
-// push adds one complete frame and returns the frames that may be sent now, in order.
-func (s *sseMasker) push(frame []byte) [][]byte {
+// Push adds one complete frame and returns the frames that may be sent now, in order.
+func (s *SSE) Push(frame []byte) [][]byte {
 	f := &sseFrame{b: append([]byte(nil), frame...)}
 	s.pending = append(s.pending, f)
 	s.addFrame(f, s.base+len(s.pending)-1)
@@ -422,7 +422,7 @@ func (s *sseMasker) push(frame []byte) [][]byte {
 			continue
 		}
 		// The first unsent frame with a part of the partial occurrence (its start may be
-		// in a frame already sent, up to minHold-1 characters).
+		// in a frame already sent, up to MinHold-1 characters).
 		for k := hold; k < len(c.spans); k++ {
 			if seq := c.spans[k].seq; seq >= s.base {
 				first = min(first, seq-s.base)
@@ -461,19 +461,19 @@ func (c *sseChannel) trim(base int) {
 	}
 }
 
-// finish releases what is held at the end of the stream, masking a held partial
+// Finish releases what is held at the end of the stream, masking a held partial
 // occurrence: nothing more can complete it, and it is a piece of the key.
-func (s *sseMasker) finish() [][]byte {
-	out := s.release()
+func (s *SSE) Finish() [][]byte {
+	out := s.Release()
 	s.pending, s.ch = nil, nil
 	return out
 }
 
-// release sends every held frame now, its part of a held partial occurrence masked as at
+// Release sends every held frame now, its part of a held partial occurrence masked as at
 // the end of the stream. The channels keep their text, so text pushed later that
 // completes the occurrence is still found and masked in its own frames. For a caller
 // that must send something it cannot push (a line too long to hold) in order.
-func (s *sseMasker) release() [][]byte {
+func (s *SSE) Release() [][]byte {
 	for _, c := range s.ch {
 		s.maskRange(c, c.holdPos(s.m, true), len(c.text))
 	}
@@ -489,13 +489,13 @@ func (s *sseMasker) release() [][]byte {
 	return out
 }
 
-// joinLimit is the largest plain response whose JSON string values are joined and masked
-// as one text (maskJoinedJSON); a larger body is masked per form in its bytes only.
-const joinLimit = 256 << 10
+// JoinLimit is the largest plain response whose JSON string values are joined and masked
+// as one text (MaskJoinedJSON); a larger body is masked per form in its bytes only.
+const JoinLimit = 256 << 10
 
-// maskJoinedJSON masks, in place, the key spread over several string values of one JSON
+// MaskJoinedJSON masks, in place, the key spread over several string values of one JSON
 // document ({"a":"sk-lev","b":"er-..."}), as push does for the events of a stream.
-func maskJoinedJSON(m *masker, body []byte) {
+func MaskJoinedJSON(m *Masker, body []byte) {
 	if len(m.needles) == 0 {
 		return
 	}
@@ -503,12 +503,26 @@ func maskJoinedJSON(m *masker, body []byte) {
 	if len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
 		return
 	}
-	// Every key gets its channel: the body is at most joinLimit, and each text byte sits
+	// Every key gets its channel: the body is at most JoinLimit, and each text byte sits
 	// in two channels (all values, its key's) however many there are.
-	s := &sseMasker{m: m, pending: []*sseFrame{{b: body}}, unbounded: true}
+	s := &SSE{m: m, pending: []*sseFrame{{b: body}}, unbounded: true}
 	s.jsonStrings(s.pending[0], 0, 0, len(body))
 	for _, c := range s.ch {
 		s.maskWhole(c)
 	}
-	s.finish()
+	s.Finish()
 }
+
+// NewSSE masks a stream of frames (Push) for m.
+func NewSSE(m *Masker) *SSE { return &SSE{m: m} }
+
+// Overflow reports that a value needed a channel past MaxChannels: the stream must end.
+func (s *SSE) Overflow() bool { return s.overflow }
+
+// Started reports whether a frame was pushed (or MarkStarted called): a byte order mark
+// counts only before the first line.
+func (s *SSE) Started() bool { return s.started }
+
+// MarkStarted notes that the stream's first bytes went out past the masker (a long line
+// sent as it came), so a byte order mark after them is no longer the stream's first.
+func (s *SSE) MarkStarted() { s.started = true }

@@ -1,4 +1,4 @@
-package brokerctl
+package keymask
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lever-jail/lever/internal/brokerctl/keymask/keymasktest"
 )
 
 // TestSSEMaskerRandomSplits: the key, in every form the masker knows, split at random
@@ -19,8 +21,8 @@ import (
 // outside it. Control: the same streams through a masker without the key rebuild it.
 func TestSSEMaskerRandomSplits(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
-	run := func(m *masker, text string) string {
-		sm := &sseMasker{m: m}
+	run := func(m *Masker, text string) string {
+		sm := NewSSE(m)
 		var out [][]byte
 		pos := 0
 		for pos < len(text) {
@@ -28,12 +30,12 @@ func TestSSEMaskerRandomSplits(t *testing.T) {
 			piece := text[pos:min(pos+n, len(text))]
 			pos += len(piece)
 			q, _ := json.Marshal(piece)
-			out = append(out, sm.push([]byte(fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":%s}}\n\n", q)))...)
+			out = append(out, sm.Push([]byte(fmt.Sprintf("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":%s}}\n\n", q)))...)
 			if rng.Intn(3) == 0 {
-				out = append(out, sm.push([]byte("event: ping\ndata: {\"type\": \"ping\", \"n\": \"s\"}\n\n"))...)
+				out = append(out, sm.Push([]byte("event: ping\ndata: {\"type\": \"ping\", \"n\": \"s\"}\n\n"))...)
 			}
 		}
-		out = append(out, sm.finish()...)
+		out = append(out, sm.Finish()...)
 		var joined strings.Builder
 		for _, f := range out {
 			for _, line := range strings.Split(string(f), "\n") {
@@ -45,19 +47,19 @@ func TestSSEMaskerRandomSplits(t *testing.T) {
 		}
 		return joined.String()
 	}
-	m := newMasker([]byte(testKey))
-	off := newMasker(nil)
+	m := New([]byte(testKey))
+	off := New(nil)
 	start := time.Now()
 	// The forms in a fixed order: ranging over the map would hand each form a different
 	// stretch of the seeded rng on every run, so a failing split could not be reproduced.
-	forms := keyForms()
+	forms := keymasktest.Forms(testKey)
 	for _, name := range slices.Sorted(maps.Keys(forms)) {
 		enc := forms[name]
 		for i := 0; i < 60; i++ {
 			pre := strings.Repeat("s", rng.Intn(4)) + fmt.Sprintf(" item %d: ", i)
 			text := pre + enc + " end"
 			got := run(m, text)
-			if strings.Contains(got, enc[minHold-1:]) || !strings.HasPrefix(got, pre[:len(pre)-2]) || !strings.HasSuffix(got, " end") {
+			if strings.Contains(got, enc[MinHold-1:]) || !strings.HasPrefix(got, pre[:len(pre)-2]) || !strings.HasSuffix(got, " end") {
 				t.Fatalf("%s split %d: joined %q", name, i, got)
 			}
 			if got := run(off, text); got != text {

@@ -1,13 +1,18 @@
-package brokerctl
+// Package keymask finds the broker's API key in what goes back to the jail and overwrites
+// it: in any form a client could turn back into the key (Masker), in a byte stream however
+// it is cut into writes (Stream), spread over the events of an SSE stream or the string
+// values of a JSON document (SSE, MaskJoinedJSON), and in response header names and values,
+// joined onto the body's first bytes (MaskHeader). It knows nothing of HTTP routing; the
+// broker's jail writer drives it.
+package keymask
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
-	"io"
 )
 
-// masker finds the API key in the forms a hostile or careless upstream could echo it in
+// Masker finds the API key in the forms a hostile or careless upstream could echo it in
 // and that a client in the jail could turn back into the key:
 //
 //   - raw bytes;
@@ -26,7 +31,7 @@ import (
 // A match never spans a raw CR or LF: none of the forms contains one and the key cannot
 // (New refuses a key file with a line break), which lets a stream release everything up
 // to its last line break at once (an SSE frame is never held back).
-type masker struct {
+type Masker struct {
 	needles [][]byte
 	// bits[i][j] is how many bits of the key needles[i][j] carries: 8 for a raw or
 	// UTF-16/32 character, 6 for base64, 4 for hex, 0 for the zero padding of UTF-16/32.
@@ -41,8 +46,9 @@ type masker struct {
 // maxToken is the longest escaped form of one byte the masker decodes (&#0000115;).
 const maxToken = 10
 
-func newMasker(secret []byte) *masker {
-	m := &masker{}
+// New returns the masker of secret (none: masks nothing).
+func New(secret []byte) *Masker {
+	m := &Masker{}
 	if len(secret) == 0 {
 		return m
 	}
@@ -230,8 +236,8 @@ func matchAt(b []byte, i int, needle []byte) int {
 	return -1
 }
 
-// maskInPlace overwrites every occurrence in b; it reports whether it found one.
-func (m *masker) maskInPlace(b []byte) bool {
+// MaskInPlace overwrites every occurrence in b; it reports whether it found one.
+func (m *Masker) MaskInPlace(b []byte) bool {
 	if len(m.needles) == 0 {
 		return false
 	}
@@ -264,12 +270,12 @@ func (m *masker) maskInPlace(b []byte) bool {
 }
 
 // String masks s.
-func (m *masker) String(s string) string {
+func (m *Masker) String(s string) string {
 	if len(m.needles) == 0 {
 		return s
 	}
 	b := []byte(s)
-	if !m.maskInPlace(b) {
+	if !m.MaskInPlace(b) {
 		return s
 	}
 	return string(b)
@@ -278,7 +284,7 @@ func (m *masker) String(s string) string {
 // hold is how many bytes at the end of b a stream must keep back: a match that starts
 // there could still be completed by the next write. Nothing before the last line break
 // is ever held.
-func (m *masker) hold(b []byte) int {
+func (m *Masker) hold(b []byte) int {
 	n := m.maxLen - 1
 	if n < 0 {
 		n = 0
@@ -298,13 +304,13 @@ func (m *masker) hold(b []byte) int {
 // more than least-1 whole characters of the key, by the bits it carries (sure: matched
 // whole; else an escape cut off counts too, for a caller deciding whether to wait, not
 // whether to mask), or -1. Only the last maxLen bytes can hold one.
-func (m *masker) cutAt(b []byte, least int, sure bool) int {
+func (m *Masker) cutAt(b []byte, least int, sure bool) int {
 	for i := max(len(b)-m.maxLen, 0); i < len(b); i++ {
 		c := b[i]
 		if !m.first[c] {
 			continue
 		}
-		// As in maskInPlace, only needles that can start here are tried: a plain byte
+		// As in MaskInPlace, only needles that can start here are tried: a plain byte
 		// starts only those that begin with it (an escape, any).
 		esc := c == '%' || c == '\\' || c == '&'
 		for ni, n := range m.needles {
@@ -317,92 +323,4 @@ func (m *masker) cutAt(b []byte, least int, sure bool) int {
 		}
 	}
 	return -1
-}
-
-// maskStream masks a byte stream, however it is cut into writes. Flush writes out all
-// that can no longer be part of a match; Close writes the rest.
-type maskStream struct {
-	w   io.Writer
-	m   *masker
-	buf []byte
-	// join holds texts a client has just before the stream's first byte (header values,
-	// see jailWriter), each ending in a possible start of the key. Until the first byte
-	// is released a match may begin in one and end in buf; both parts are masked (the
-	// caller sends a held text's masked bytes). After it, none can: released bytes lie
-	// beyond a line break or maxLen-1 bytes of hold, which no match spans.
-	join [][]byte
-	tmp  []byte
-}
-
-func (s *maskStream) Write(p []byte) (int, error) {
-	if len(s.m.needles) == 0 {
-		return s.w.Write(p)
-	}
-	// In slices, so the buffer never holds more than one slice and the hold-back, however
-	// large the write.
-	const slice = 32 << 10
-	for off := 0; off < len(p); off += slice {
-		s.buf = append(s.buf, p[off:min(off+slice, len(p))]...)
-		s.m.maskInPlace(s.buf)
-		for _, j := range s.join {
-			s.tmp = append(append(s.tmp[:0], j...), s.buf...)
-			if s.m.maskInPlace(s.tmp) {
-				copy(j, s.tmp)
-				copy(s.buf, s.tmp[len(j):])
-			}
-		}
-		if err := s.release(len(s.buf) - s.m.hold(s.buf)); err != nil {
-			return off, err
-		}
-	}
-	return len(p), nil
-}
-
-// joinLive reports whether an occurrence of at least least characters that begins in a
-// joined text still runs to the end of what is held, so the next bytes could complete it.
-func (s *maskStream) joinLive(least int) bool {
-	for _, j := range s.join {
-		s.tmp = append(append(s.tmp[:0], j...), s.buf...)
-		if i := s.m.cutAt(s.tmp, least, false); i >= 0 && i < len(j) {
-			return true
-		}
-	}
-	return false
-}
-
-// maskJoinCut masks an occurrence of at least least characters that begins in a joined
-// text and is cut off by the end of the stream, in the text and in buf: nothing can
-// complete it any more, and it is a piece of the key.
-func (s *maskStream) maskJoinCut(least int) {
-	for _, j := range s.join {
-		s.tmp = append(append(s.tmp[:0], j...), s.buf...)
-		if i := s.m.cutAt(s.tmp, least, true); i >= 0 && i < len(j) {
-			for k := i; k < len(s.tmp); k++ {
-				s.tmp[k] = '*'
-			}
-			copy(j, s.tmp)
-			copy(s.buf, s.tmp[len(j):])
-		}
-	}
-}
-
-func (s *maskStream) release(n int) error {
-	if n <= 0 {
-		return nil
-	}
-	s.join = nil
-	_, err := s.w.Write(s.buf[:n])
-	rest := copy(s.buf, s.buf[n:])
-	s.buf = s.buf[:rest]
-	if cap(s.buf) > 1<<20 && rest < 64<<10 {
-		// Do not keep a large body's buffer for the life of a long stream.
-		s.buf = append([]byte(nil), s.buf...)
-	}
-	return err
-}
-
-// Close writes what is held back: at the end of the stream a held prefix can no longer
-// grow into a match.
-func (s *maskStream) Close() error {
-	return s.release(len(s.buf))
 }

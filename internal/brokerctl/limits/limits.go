@@ -1,4 +1,8 @@
-package brokerctl
+// Package limits holds the broker's connection and request limits: a listener that caps
+// open connections and keeps quotas per handshake state and per client identity, and a
+// per-key token bucket that also thins out the audit lines of what it refuses. Neither
+// knows HTTP routes or the audit log: the broker wires them in.
+package limits
 
 import (
 	"crypto/tls"
@@ -9,7 +13,7 @@ import (
 	"time"
 )
 
-// limitListener lets at most n accepted connections be open at once: Accept waits for
+// Listener lets at most n accepted connections be open at once: Accept waits for
 // one to close, so the excess waits in the kernel's backlog (and, since TLS runs after
 // Accept, does not even get a handshake) instead of costing the broker a goroutine, a
 // TLS state and buffers each.
@@ -24,7 +28,7 @@ import (
 // Connections with a verified certificate count against n and against the quota of
 // their identity (the certificate's CN, maxPerWho): one agent, or one stolen certificate,
 // cannot take the slots of the others either.
-type limitListener struct {
+type Listener struct {
 	net.Listener
 	sem  chan struct{}
 	done chan struct{}
@@ -34,16 +38,19 @@ type limitListener struct {
 	maxPending int
 	maxUnauth  int
 	maxPerWho  int
-	pending    []*limitConn            // accepted, handshake not finished; oldest first
-	unauth     []*limitConn            // handshake finished without a client certificate; oldest first
-	byWho      map[string][]*limitConn // handshake finished with a verified certificate, per CN; oldest first
+	pending    []*Conn            // accepted, handshake not finished; oldest first
+	unauth     []*Conn            // handshake finished without a client certificate; oldest first
+	byWho      map[string][]*Conn // handshake finished with a verified certificate, per CN; oldest first
 }
 
-func newLimitListener(l net.Listener, n, maxPending, maxUnauth, maxPerWho int) *limitListener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), maxPending: maxPending, maxUnauth: maxUnauth, maxPerWho: maxPerWho, byWho: map[string][]*limitConn{}}
+// NewListener wraps l: at most n connections open, at most maxPending whose handshake has
+// not finished, maxUnauth that finished it without a certificate, maxPerWho per verified
+// identity.
+func NewListener(l net.Listener, n, maxPending, maxUnauth, maxPerWho int) *Listener {
+	return &Listener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{}), maxPending: maxPending, maxUnauth: maxUnauth, maxPerWho: maxPerWho, byWho: map[string][]*Conn{}}
 }
 
-func (l *limitListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case l.sem <- struct{}{}:
 	case <-l.done:
@@ -54,7 +61,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	lc := &limitConn{Conn: c, l: l}
+	lc := &Conn{Conn: c, l: l}
 	l.mu.Lock()
 	l.pending = append(l.pending, lc)
 	evict := l.overflow(&l.pending, l.maxPending)
@@ -68,7 +75,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // overflow removes and returns a connection of *q to close when it holds more than max:
 // the oldest one not serving a request (one in the middle of an enrolment is never cut),
 // or, when every other one is, the newest. Called with mu held.
-func (l *limitListener) overflow(q *[]*limitConn, max int) *limitConn {
+func (l *Listener) overflow(q *[]*Conn, max int) *Conn {
 	if len(*q) <= max {
 		return nil
 	}
@@ -84,13 +91,13 @@ func (l *limitListener) overflow(q *[]*limitConn, max int) *limitConn {
 	return old
 }
 
-// connState follows net/http's view of each jail connection: one serving a request
+// ConnState follows net/http's view of each jail connection: one serving a request
 // (StateActive) is not evicted from a quota.
-func (l *limitListener) connState(c net.Conn, st http.ConnState) {
+func (l *Listener) ConnState(c net.Conn, st http.ConnState) {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
-	lc, ok := c.(*limitConn)
+	lc, ok := c.(*Conn)
 	if !ok {
 		return
 	}
@@ -99,15 +106,16 @@ func (l *limitListener) connState(c net.Conn, st http.ConnState) {
 	l.mu.Unlock()
 }
 
-// handshook moves c out of the pending quota once its TLS handshake succeeded: into the
+// Handshook moves c out of the pending quota once its TLS handshake succeeded: into the
 // unauthenticated one when it presented no certificate (leaf nil), else into its
 // identity's. When that identity already holds maxPerWho connections its oldest idle one
 // is closed; when all are serving requests c itself is refused (handshook returns false
 // and the caller fails the handshake with an error naming the cap).
-func (l *limitListener) handshook(c *limitConn, leaf *x509.Certificate) bool {
+func (c *Conn) Handshook(leaf *x509.Certificate) bool {
+	l := c.l
 	l.mu.Lock()
 	l.pending = remove(l.pending, c)
-	var evict *limitConn
+	var evict *Conn
 	switch {
 	case c.closed:
 	case leaf == nil:
@@ -129,25 +137,25 @@ func (l *limitListener) handshook(c *limitConn, leaf *x509.Certificate) bool {
 	return true
 }
 
-// certified returns the open connections that presented a verified certificate.
-func (l *limitListener) certified() []*limitConn {
+// Certified returns the open connections that presented a verified certificate.
+func (l *Listener) Certified() []*Conn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*limitConn
+	var out []*Conn
 	for _, q := range l.byWho {
 		out = append(out, q...)
 	}
 	return out
 }
 
-// idle reports whether c is serving no request.
-func (l *limitListener) idle(c *limitConn) bool {
+// Idle reports whether c is serving no request.
+func (l *Listener) Idle(c *Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !c.busy
 }
 
-func remove(q []*limitConn, c *limitConn) []*limitConn {
+func remove(q []*Conn, c *Conn) []*Conn {
 	for i, x := range q {
 		if x == c {
 			return append(q[:i], q[i+1:]...)
@@ -156,14 +164,15 @@ func remove(q []*limitConn, c *limitConn) []*limitConn {
 	return q
 }
 
-func (l *limitListener) Close() error {
+func (l *Listener) Close() error {
 	l.once.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
 
-type limitConn struct {
+// Conn is a connection Listener accepted.
+type Conn struct {
 	net.Conn
-	l      *limitListener
+	l      *Listener
 	once   sync.Once
 	closed bool // guarded by l.mu
 	busy   bool // serving a request (guarded by l.mu)
@@ -172,7 +181,7 @@ type limitConn struct {
 	who  string
 }
 
-func (c *limitConn) Close() error {
+func (c *Conn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
 		c.l.mu.Lock()
@@ -192,10 +201,10 @@ func (c *limitConn) Close() error {
 	return err
 }
 
-// rateLimiter is a token bucket per source IP. It also thins out the audit lines of what
-// it refuses: at most one per IP per logEvery, carrying the count of those left out, so a
+// Rate is a token bucket per key (a source IP, an identity). It also thins out the audit lines of what
+// it refuses: at most one per key per logEvery, carrying the count of those left out, so a
 // flood costs the audit log a line every few seconds rather than one per request.
-type rateLimiter struct {
+type Rate struct {
 	mu       sync.Mutex
 	rate     float64 // tokens per second
 	burst    float64
@@ -211,23 +220,26 @@ type bucket struct {
 	suppressed int
 }
 
-// maxTracked bounds the limiter's memory; beyond it, idle entries are dropped.
-const maxTracked = 4096
+// MaxTracked bounds the keys a Rate keeps (and the audit thinner, keyed the same way);
+// beyond it, idle entries are dropped.
+const MaxTracked = 4096
 
-func newRateLimiter(rate float64, burst int, logEvery time.Duration) *rateLimiter {
-	return &rateLimiter{rate: rate, burst: float64(burst), logEvery: logEvery, ips: map[string]*bucket{}, now: time.Now}
+// NewRate allows rate requests per second per key, burst at once; LogRefusal lets one
+// refusal per key and logEvery through.
+func NewRate(rate float64, burst int, logEvery time.Duration) *Rate {
+	return &Rate{rate: rate, burst: float64(burst), logEvery: logEvery, ips: map[string]*bucket{}, now: time.Now}
 }
 
-func (l *rateLimiter) get(ip string, now time.Time) *bucket {
+func (l *Rate) get(ip string, now time.Time) *bucket {
 	b := l.ips[ip]
 	if b == nil {
-		if len(l.ips) >= maxTracked {
+		if len(l.ips) >= MaxTracked {
 			for k, v := range l.ips {
 				if now.Sub(v.last) > time.Minute {
 					delete(l.ips, k)
 				}
 			}
-			if len(l.ips) >= maxTracked {
+			if len(l.ips) >= MaxTracked {
 				// Every entry is busy: forget them all rather than grow; a flood from this
 				// many addresses is refused by the connection cap anyway.
 				l.ips = map[string]*bucket{}
@@ -239,8 +251,8 @@ func (l *rateLimiter) get(ip string, now time.Time) *bucket {
 	return b
 }
 
-// allow takes a token for ip.
-func (l *rateLimiter) allow(ip string) bool {
+// Allow takes a token for ip.
+func (l *Rate) Allow(ip string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -257,9 +269,9 @@ func (l *rateLimiter) allow(ip string) bool {
 	return false
 }
 
-// logRefusal says whether a refusal for ip gets an audit line, and how many refusals
+// LogRefusal says whether a refusal for ip gets an audit line, and how many refusals
 // since the last line did not.
-func (l *rateLimiter) logRefusal(ip string) (bool, int) {
+func (l *Rate) LogRefusal(ip string) (bool, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -273,10 +285,23 @@ func (l *rateLimiter) logRefusal(ip string) (bool, int) {
 	return true, n
 }
 
-// remoteIP is the address part of a host:port.
-func remoteIP(addr string) string {
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return h
+// Cert is the verified client certificate c presented at its handshake (nil: none, or
+// not finished).
+func (c *Conn) Cert() *x509.Certificate {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	return c.cert
+}
+
+// Busy counts the connections of identity who that are serving a request.
+func (l *Listener) Busy(who string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.byWho[who] {
+		if c.busy {
+			n++
+		}
 	}
-	return addr
+	return n
 }
