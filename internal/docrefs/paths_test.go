@@ -41,8 +41,14 @@ var foreign = map[string]string{
 // repository directory or under a testdata directory.
 var sourceExt = map[string]bool{".go": true, ".sh": true, ".tmpl": true, ".js": true, ".restore": true}
 
+// buildOutput are the top-level directories `make build` and `make dist` write (gitignored):
+// what they hold depends on what was built in this checkout (CI builds before it tests), so
+// a citation of them (`bin/limactl`) is not a repository file either way.
+var buildOutput = map[string]bool{"bin": true, "dist": true}
+
 // repoFiles lists every file and directory of the module, slash-separated and relative to
-// root, skipping hidden and generated trees (but keeping .ci, which documents cite).
+// root, skipping hidden and generated trees (but keeping .ci, which documents cite) and the build
+// outputs.
 func repoFiles(t *testing.T, root string) []string {
 	t.Helper()
 	var out []string
@@ -54,7 +60,7 @@ func repoFiles(t *testing.T, root string) []string {
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() && p != root {
 			name := d.Name()
-			if (strings.HasPrefix(name, ".") && name != ".ci") || name == "node_modules" {
+			if (strings.HasPrefix(name, ".") && name != ".ci") || name == "node_modules" || (buildOutput[name] && path.Dir(rel) == ".") {
 				return filepath.SkipDir
 			}
 		}
