@@ -14,13 +14,13 @@ package keyfile
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/lever-jail/lever/internal/fspath"
+	"github.com/lever-jail/lever/internal/secretfile"
 )
 
 // Max caps what is read: an API key is a line; a bigger file is not one.
@@ -29,9 +29,12 @@ const Max = 64 << 10
 // ErrInTree is wrapped by the refusal of a key file the agents could reach.
 var ErrInTree = errors.New("the agents read the tree")
 
+// keyKind words the private-file refusals for an API key file.
+var keyKind = secretfile.Kind{Noun: "a key file", Own: "lever reads an API key only from a file of your own"}
+
 // Check opens path and refuses it as Read would, reading nothing.
 func Check(path, tree string) error {
-	f, err := open(path)
+	f, err := secretfile.Open(path, true)
 	if err != nil {
 		return err
 	}
@@ -41,9 +44,10 @@ func Check(path, tree string) error {
 
 // Read returns the contents of the key file at path after the checks, read from the
 // descriptor the checks were made on, at most Max bytes. tree is the jail's tree ("" for
-// none).
+// none). A symlink is followed (a key kept behind a link is fine: what is checked is the
+// file it lands on).
 func Read(path, tree string) ([]byte, error) {
-	f, err := open(path)
+	f, err := secretfile.Open(path, true)
 	if err != nil {
 		return nil, err
 	}
@@ -51,39 +55,15 @@ func Read(path, tree string) ([]byte, error) {
 	if err := check(f, path, tree); err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, Max+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(data) > Max {
-		return nil, fmt.Errorf("%s is larger than %d KiB; an API key file holds one line", path, Max>>10)
-	}
-	return data, nil
+	return secretfile.ReadCapped(f, path, Max, "an API key file holds one line")
 }
 
-// open follows symlinks (a key kept behind a link is fine: what is checked is the file it
-// lands on) and does not block on a FIFO put in its place.
-func open(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
-
+// check adds to the private-file checks what a key file named by a lever.yaml needs: one
+// name only, and outside the tree.
 func check(f *os.File, path, tree string) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fmt.Errorf("reading %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("%s is not a regular file", path)
-	}
-	if euid := os.Geteuid(); int(st.Uid) != euid {
-		return fmt.Errorf("%s is owned by uid %d, not by you (uid %d): lever reads an API key only from a file of your own", path, st.Uid, euid)
-	}
-	if perm := st.Mode & 0o777; perm&0o077 != 0 {
-		return fmt.Errorf("%s has mode %04o; a key file must be mode 0600 (chmod 600 %s)", path, perm, path)
+	st, err := secretfile.Check(f, path, keyKind)
+	if err != nil {
+		return err
 	}
 	if st.Nlink != 1 {
 		return fmt.Errorf("%s has %d hard links: another name of it could lie where the agents read; remove its other names (find / -xdev -samefile %s lists them), or keep the key in a new file of its own", path, st.Nlink, path)
@@ -91,7 +71,7 @@ func check(f *os.File, path, tree string) error {
 	if tree == "" {
 		return nil
 	}
-	return outside(&st, path, tree)
+	return outside(st, path, tree)
 }
 
 // outside refuses the file (stat st, opened from path) when it lies in tree: by its real

@@ -78,7 +78,7 @@ func TestReadIsFromTheCheckedDescriptor(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "key")
 	write(t, p, "checked", 0o600)
-	f, err := open(p)
+	f, err := Open(p, false)
 	if err != nil {
 		t.Fatal(err)
 	}
