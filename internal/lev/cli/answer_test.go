@@ -2,13 +2,10 @@ package cli
 
 import (
 	"bytes"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/lever-jail/lever/internal/lev/events"
 )
@@ -37,34 +34,9 @@ func TestBinaryAnswerFromElsewhere(t *testing.T) {
 	mustWrite(t, filepath.Join(j.runLever, "agents", "gate.toml"), gateBlueprint)
 	serveWith(t, bin, j.env, "unix:"+j.sock)
 
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	cmd := exec.Command(bin, "run", "gate")
-	cmd.Env, cmd.Dir = j.env, j.wd
 	var stdout bytes.Buffer
-	cmd.Stdin, cmd.Stderr, cmd.Stdout = tty, tty, &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	out := &ptyOutput{}
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	r := startOnPty(t, bin, j.env, j.wd, &stdout, "run", "gate")
+	cmd, ptmx, out, exited := r.cmd, r.ptmx, r.out, r.exited
 
 	out.waitFor(t, "[y]es / [N]o? ", 1, 30*time.Second)
 	out.mu.Lock()

@@ -2,13 +2,10 @@ package cli
 
 import (
 	"bytes"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // TestBinaryAskOperatorOnATerminal: the agent's ask_operator question is put to the person
@@ -35,34 +32,9 @@ args = '{"output": "{{last}}"}'
 	mustWrite(t, filepath.Join(j.runLever, "agents", "asker.toml"), "name = \"asker\"\nversion = \"1\"\n[stages.s]\ntools = [\"ask_operator\", \"submit_output\"]\n")
 	serveWith(t, bin, j.env, "unix:"+j.sock)
 
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	cmd := exec.Command(bin, "run", "asker")
-	cmd.Env, cmd.Dir = j.env, j.wd
 	var stdout bytes.Buffer
-	cmd.Stdin, cmd.Stderr, cmd.Stdout = tty, tty, &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	out := &ptyOutput{}
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	r := startOnPty(t, bin, j.env, j.wd, &stdout, "run", "asker")
+	cmd, ptmx, out, exited := r.cmd, r.ptmx, r.out, r.exited
 	out.waitFor(t, "your answer (one line; empty: no answer)? ", 1, 30*time.Second)
 	ptmx.Write([]byte("blue, from the terminal\n"))
 	select {

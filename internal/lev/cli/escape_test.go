@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -225,35 +224,8 @@ func TestBinaryRunOnATerminalNeutralised(t *testing.T) {
 	mustWrite(t, filepath.Join(j.runLever, "agents", "sh.toml"), "name = \"sh\"\nversion = \"1\"\n[stages.s]\nprompt = \"p\"\ntools = [\"shell\"]\n")
 	serveWith(t, bin, j.env, "unix:"+j.sock)
 
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	cmd := exec.Command(bin, "run", "sh")
-	cmd.Env, cmd.Dir = j.env, j.wd
-	cmd.Stdin, cmd.Stderr, cmd.Stdout = tty, tty, tty
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	out := &ptyOutput{}
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		b := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	r := startOnPty(t, bin, j.env, j.wd, nil, "run", "sh")
+	cmd, ptmx, out, exited, drained := r.cmd, r.ptmx, r.out, r.exited, r.drained
 	out.waitFor(t, "[y]es / [N]o? ", 1, 30*time.Second)
 	ptmx.Write([]byte("y\n"))
 	select {

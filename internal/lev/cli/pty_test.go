@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,53 @@ func (p *ptyOutput) waitFor(t *testing.T, s string, n int, d time.Duration) {
 	t.Fatalf("no %d× %q on the terminal; it shows:\n%s", n, s, p.buf.String())
 }
 
+// ptyRun is a lev command started on a pseudo-terminal: the terminal is its stdin and
+// stderr (and its stdout unless the test takes that apart), read into out as it shows.
+type ptyRun struct {
+	cmd     *exec.Cmd
+	ptmx    *os.File      // the test's end: what it writes is typed
+	out     *ptyOutput    // what the terminal has shown
+	exited  chan error    // cmd.Wait's result
+	drained chan struct{} // closed once the terminal is read to its end (EIO)
+}
+
+// startOnPty starts `bin args...` in dir with env on a new pseudo-terminal; stdout nil
+// sends the command's stdout to the terminal too. The terminal is closed when the test ends.
+func startOnPty(t *testing.T, bin string, env []string, dir string, stdout io.Writer, args ...string) *ptyRun {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	cmd := exec.Command(bin, args...)
+	cmd.Env, cmd.Dir = env, dir
+	cmd.Stdin, cmd.Stderr, cmd.Stdout = tty, tty, tty
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	r := &ptyRun{cmd: cmd, ptmx: ptmx, out: &ptyOutput{}, exited: make(chan error, 1), drained: make(chan struct{})}
+	go func() {
+		defer close(r.drained)
+		b := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(b)
+			r.out.mu.Lock()
+			r.out.buf.Write(b[:n])
+			r.out.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { r.exited <- cmd.Wait() }()
+	return r
+}
+
 // TestBinaryRunOnATerminalAnswersAskAndGate drives `lev run` on a pseudo-terminal, no
 // human: the prompts come from the live event stream; the test answers the shell's ask
 // permission "y", the taint gate's prompt for the same call "n" (deny), and the gate's
@@ -74,34 +122,9 @@ func TestBinaryRunOnATerminalAnswersAskAndGate(t *testing.T) {
 	mustWrite(t, filepath.Join(j.runLever, "agents", "gate.toml"), gateBlueprint)
 	serveWith(t, bin, j.env, "unix:"+j.sock)
 
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	cmd := exec.Command(bin, "run", "gate")
-	cmd.Env, cmd.Dir = j.env, j.wd
 	var stdout bytes.Buffer
-	cmd.Stdin, cmd.Stderr, cmd.Stdout = tty, tty, &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	tty.Close()
-	out := &ptyOutput{}
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	r := startOnPty(t, bin, j.env, j.wd, &stdout, "run", "gate")
+	cmd, ptmx, out, exited := r.cmd, r.ptmx, r.out, r.exited
 
 	out.waitFor(t, "[y]es / [N]o? ", 1, 30*time.Second)
 	ptmx.Write([]byte("y\n"))
