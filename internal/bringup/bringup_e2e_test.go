@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -489,4 +490,23 @@ func resultOf(out string) (bringup.Result, error) {
 		return res, errors.New("no JSON result in the output")
 	}
 	return res, json.Unmarshal([]byte(out[i:]), &res)
+}
+
+// yamlEdit replaces what a pattern matches in lever init's lever.yaml.
+type yamlEdit struct{ re, with string }
+
+// editInitYAML applies edits to lever init's lever.yaml (yml), in order. Each must match:
+// a template that no longer has the line fails here, naming the pattern, rather than
+// leaving the default in place for a later step to trip on.
+func editInitYAML(t *testing.T, yml string, edits []yamlEdit) string {
+	t.Helper()
+	edited := yml
+	for _, e := range edits {
+		re := regexp.MustCompile(e.re)
+		if !re.MatchString(edited) {
+			t.Fatalf("lever init's lever.yaml has no line matching %s:\n%s", e.re, yml)
+		}
+		edited = re.ReplaceAllLiteralString(edited, e.with)
+	}
+	return edited
 }

@@ -83,8 +83,7 @@ func TestDailyLoopNetns(t *testing.T) {
 	os.WriteFile(filepath.Join(settings, "agents", "task.toml"), []byte("name = \"task\"\nversion = \"1\"\n[stages.work]\ntools = [\"shell\", \"write_file\", \"read_file\", \"submit_output\"]\nmax_turns = 12\n"), 0o644)
 	os.WriteFile(filepath.Join(settings, "agents", "gate.toml"), []byte("name = \"gate\"\nversion = \"1\"\n[read_paths]\nallow = [\"/etc/passwd\"]\n[stages.s]\ntools = [\"read_file\", \"shell\", \"submit_output\"]\n"), 0o644)
 	jailPort, adminPort := freePort(t), freePort(t)
-	edited := string(yml)
-	for _, r := range []struct{ re, with string }{
+	edited := editInitYAML(t, string(yml), []yamlEdit{
 		{`(?m)^name: .*$`, "name: d" + sfx},
 		{`(?m)^backend: .*$`, "backend: netns"},
 		{`(?m)^  allow_ports: .*$`, fmt.Sprintf("  allow_ports: [%d]", jailPort)},
@@ -94,13 +93,7 @@ func TestDailyLoopNetns(t *testing.T) {
 		{`(?m)^  jail_port: .*$`, fmt.Sprintf("  jail_port: %d", jailPort)},
 		{`(?m)^  admin_port: .*$`, fmt.Sprintf("  admin_port: %d", adminPort)},
 		{`(?m)^lev:$`, "lev:\n  config: " + filepath.Join(settings, "config.toml") + "\n  agents: " + filepath.Join(settings, "agents")},
-	} {
-		re := regexp.MustCompile(r.re)
-		if !re.MatchString(edited) {
-			t.Fatalf("lever init's lever.yaml has no line matching %s:\n%s", r.re, yml)
-		}
-		edited = re.ReplaceAllLiteralString(edited, r.with)
-	}
+	})
 	os.WriteFile(cfgPath, []byte(edited), 0o644)
 	os.MkdirAll(filepath.Join(proj, "src"), 0o777)
 	os.Chmod(filepath.Join(proj, "src"), 0o777)

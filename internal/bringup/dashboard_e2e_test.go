@@ -180,8 +180,7 @@ func TestDashboardNetns(t *testing.T) {
 	os.MkdirAll(filepath.Join(settings, "agents"), 0o755)
 	os.WriteFile(filepath.Join(settings, "config.toml"), []byte("[provider]\nmodel = \"stand-in\"\n"), 0o644)
 	os.WriteFile(filepath.Join(settings, "agents", "dash.toml"), []byte("name = \"dash\"\nversion = \"1\"\n[stages.s]\nprompt = \"Say hello.\"\ntools = [\"shell\", \"submit_output\"]\n"), 0o644)
-	edited := string(yml)
-	for _, r := range []struct{ re, with string }{
+	edited := editInitYAML(t, string(yml), []yamlEdit{
 		{`(?m)^name: .*$`, "name: d" + sfx},
 		{`(?m)^backend: .*$`, "backend: netns"},
 		{`(?m)^  allow_ports: .*$`, fmt.Sprintf("  allow_ports: [%d]", jailPort)},
@@ -190,13 +189,7 @@ func TestDashboardNetns(t *testing.T) {
 		{`(?m)^  jail_port: .*$`, fmt.Sprintf("  jail_port: %d", jailPort)},
 		{`(?m)^  admin_port: .*$`, fmt.Sprintf("  admin_port: %d", adminPort)},
 		{`(?m)^lev:$`, "lev:\n  config: " + filepath.Join(settings, "config.toml") + "\n  agents: " + filepath.Join(settings, "agents")},
-	} {
-		re := regexp.MustCompile(r.re)
-		if !re.MatchString(edited) {
-			t.Fatalf("lever init's lever.yaml has no line matching %s:\n%s", r.re, yml)
-		}
-		edited = re.ReplaceAllLiteralString(edited, r.with)
-	}
+	})
 	os.WriteFile(cfgPath, []byte(edited), 0o644)
 	cfg, err := config.Load(cfgPath)
 	if err != nil {

@@ -102,20 +102,13 @@ func TestSessionTranscript(t *testing.T) {
 	srv := httptest.NewServer(model)
 	defer srv.Close()
 	jailPort, adminPort := freePort(t), freePort(t)
-	edited := string(yml)
-	for _, r := range []struct{ re, with string }{
+	edited := editInitYAML(t, string(yml), []yamlEdit{
 		{`(?m)^  allow_ports: .*$`, fmt.Sprintf("  allow_ports: [%d]", jailPort)},
 		{`(?m)^  api_key_file: .*$`, "  api_key_file: " + keyFile},
 		{`(?m)^  llm_upstream: .*$`, "  llm_upstream: " + srv.URL + "/v1"},
 		{`(?m)^  jail_port: .*$`, fmt.Sprintf("  jail_port: %d", jailPort)},
 		{`(?m)^  admin_port: .*$`, fmt.Sprintf("  admin_port: %d", adminPort)},
-	} {
-		re := regexp.MustCompile(r.re)
-		if !re.MatchString(edited) {
-			t.Fatalf("lever init's lever.yaml has no line matching %s", r.re)
-		}
-		edited = re.ReplaceAllLiteralString(edited, r.with)
-	}
+	})
 	os.WriteFile(cfgPath, []byte(edited), 0o644)
 	os.MkdirAll(filepath.Join(proj, "src"), 0o777)
 	os.Chmod(filepath.Join(proj, "src"), 0o777)

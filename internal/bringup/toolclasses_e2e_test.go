@@ -198,8 +198,7 @@ prompt = "[[act]] Make the change and report it."
 tools = ["read_file", "edit_file", "http_post", "context_list", "context_drop", "todo_write", "submit_output"]
 max_turns = 12
 `), 0o644)
-	edited := string(yml)
-	for _, r := range []struct{ re, with string }{
+	edited := editInitYAML(t, string(yml), []yamlEdit{
 		{`(?m)^name: .*$`, "name: k" + sfx},
 		{`(?m)^backend: .*$`, "backend: netns"},
 		{`(?m)^  allow_ports: .*$`, fmt.Sprintf("  allow_ports: [%d, %d]", jailPort, sinkPort)},
@@ -208,13 +207,7 @@ max_turns = 12
 		{`(?m)^  jail_port: .*$`, fmt.Sprintf("  jail_port: %d", jailPort)},
 		{`(?m)^  admin_port: .*$`, fmt.Sprintf("  admin_port: %d", adminPort)},
 		{`(?m)^lev:$`, "lev:\n  config: " + filepath.Join(settings, "config.toml") + "\n  agents: " + filepath.Join(settings, "agents")},
-	} {
-		re := regexp.MustCompile(r.re)
-		if !re.MatchString(edited) {
-			t.Fatalf("lever init's lever.yaml has no line matching %s:\n%s", r.re, yml)
-		}
-		edited = re.ReplaceAllLiteralString(edited, r.with)
-	}
+	})
 	os.WriteFile(cfgPath, []byte(edited), 0o644)
 	// The jail's run user is another uid here: what the agents write must be writable by it
 	// (src for edit_file, .lev, which lever init made, for install_tool's .lev/tools).
