@@ -12,30 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/testutil"
 )
 
 // cited matches a test or fuzz target named in prose, optionally qualified by its package
 // (`brokerctl.TestX`); a subtest suffix (`TestX/row`) is not part of the match.
 var cited = regexp.MustCompile(`\b(?:([a-z][a-z0-9_]*)\.)?((?:Test|Fuzz)[A-Z0-9_][A-Za-z0-9_]*)`)
-
-// repoRoot walks up from the test's directory to the module root.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-}
 
 // definedTests maps each top-level Test/Fuzz function in the module's _test.go files to
 // the names a document may qualify it with: its package clause and its directory's name.
@@ -97,7 +80,7 @@ func documents(t *testing.T, root string) []string {
 }
 
 func TestCitedTestsExist(t *testing.T) {
-	root := repoRoot(t)
+	root := testutil.RepoRoot(t)
 	defs := definedTests(t, root)
 	if len(defs) < 100 {
 		// Positive control: the walk found the module's tests (this very test among them).

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/testutil"
 )
 
 // quoted is a code span in prose; link is a markdown link's target.
@@ -125,7 +127,7 @@ func citedPath(span string, top map[string]bool) (pattern string, rooted, ok boo
 // path under a top-level directory, any Go file or script by name or tail, and a relative
 // markdown link) to the tree: a renamed file leaves a map that points nowhere.
 func TestCitedPathsExist(t *testing.T) {
-	root := repoRoot(t)
+	root := testutil.RepoRoot(t)
 	files := repoFiles(t, root)
 	top := map[string]bool{}
 	for _, f := range files {

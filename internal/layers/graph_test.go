@@ -1,13 +1,13 @@
 package layers
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/testutil"
 )
 
 const mod = "github.com/lever-jail/lever/"
@@ -28,7 +28,7 @@ func moduleGraph(t *testing.T) graph {
 	t.Helper()
 	graphOnce.Do(func() {
 		cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
-		cmd.Dir = repoRoot(t)
+		cmd.Dir = testutil.RepoRoot(t)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			graphErr = "go list ./...: " + err.Error() + "\n" + string(out)
@@ -55,23 +55,4 @@ func moduleGraph(t *testing.T) graph {
 		t.Fatal(graphErr)
 	}
 	return graphVal
-}
-
-// repoRoot walks up from the test's directory to the module root.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/lever-jail/lever/internal/testutil"
 )
 
 var updateMap = flag.Bool("update-map", false, "rewrite docs/architecture.md's generated import map from the real graph")
@@ -105,7 +107,7 @@ var ownsRow = regexp.MustCompile("(?m)^\\| ([a-z -]+) \\| ((?:`[^`]+`(?:, )?)+) 
 // order with exactly their packages.
 func TestArchitectureMap(t *testing.T) {
 	g := moduleGraph(t)
-	path := filepath.Join(repoRoot(t), "docs", "architecture.md")
+	path := filepath.Join(testutil.RepoRoot(t), "docs", "architecture.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
