@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/creack/pty"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/lever-jail/lever/internal/bringup"
 	"github.com/lever-jail/lever/internal/config"
 	"github.com/lever-jail/lever/internal/testutil"
+	"github.com/lever-jail/lever/internal/testutil/browser"
 )
 
 // heldModel is the stand-in model upstream for the dashboard test: its first answer (a
@@ -57,95 +57,6 @@ func (m *heldModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":"stand-in","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_%s","type":"function","function":{"name":%q,"arguments":%s}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, tool, tool, a)
 }
 
-// dashBrowser is headless Chromium for the dashboard, collecting what its pages report.
-type dashBrowser struct {
-	ctx      context.Context
-	mu       sync.Mutex
-	problems []string
-}
-
-func newDashBrowser(t *testing.T) *dashBrowser {
-	t.Helper()
-	path := ""
-	for _, n := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(n); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("chromium is not installed (CI installs Debian's chromium package)")
-		}
-		t.Skip("chromium is not installed")
-	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1200, 900))
-	t.Cleanup(cancel)
-	b := &dashBrowser{}
-	ctx, cancel2 := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-		if e, ok := ev.(*page.EventJavascriptDialogOpening); ok {
-			b.mu.Lock()
-			b.problems = append(b.problems, "dialog: "+e.Message)
-			b.mu.Unlock()
-		}
-	}))
-	t.Cleanup(cancel2)
-	b.ctx = ctx
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	msgs := chromedp.Console(ctx)
-	go func() {
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
-				b.mu.Lock()
-				b.problems = append(b.problems, m.String()+" at "+m.URL)
-				b.mu.Unlock()
-			}
-		}
-	}()
-	return b
-}
-
-func (b *dashBrowser) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func dashEval[T any](t *testing.T, b *dashBrowser, expr string) T {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("%s: %v", expr, err)
-	}
-	return v
-}
-
-func (b *dashBrowser) waitText(t *testing.T, sel, want string, within time.Duration) {
-	t.Helper()
-	expr := fmt.Sprintf(`(function(){const e=document.querySelector(%q);return e?e.textContent:""})()`, sel)
-	deadline := time.Now().Add(within)
-	got := ""
-	for time.Now().Before(deadline) {
-		if got = dashEval[string](t, b, expr); strings.Contains(got, want) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s never showed %q within %s (last: %q)", sel, want, within, got)
-}
-
 // TestDashboardNetns is lever dashboard against a real jail on the netns substrate:
 // `lever dashboard` (the command, its printed URL) in headless Chromium while `lever run`
 // runs an agent on a terminal. The run page is open before the model answers: each
@@ -159,7 +70,7 @@ func TestDashboardNetns(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireTool(t, "podman")
 	testutil.RequireTool(t, "iptables")
-	b := newDashBrowser(t) // skips before any jail is made when there is no Chromium
+	b := browser.New(t) // skips before any jail is made when there is no Chromium
 	dir, proj, sfx := netnsProject(t, "lvdb")
 	t.Setenv(netns.RunUserEnv, "lever-db")
 	if code, out, errs := leverIO("init", proj); code != 0 {
@@ -264,18 +175,18 @@ func TestDashboardNetns(t *testing.T) {
 		t.Fatalf("lever run printed no run id:\n%s", terminal())
 	}
 
-	b.do(t, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("nav")))
-	b.do(t, chromedp.Navigate(base+"/runs"))
-	b.waitText(t, "#runs", id, 30*time.Second)
-	b.do(t, chromedp.Navigate(base+"/runs/manager/"+id))
-	b.waitText(t, "#state", "live", 30*time.Second)
-	b.waitText(t, "#events", "run_start", 30*time.Second)
+	b.Do(t, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS("nav")))
+	b.Do(t, chromedp.Navigate(base+"/runs"))
+	b.WaitText(t, "#runs", id, 30*time.Second)
+	b.Do(t, chromedp.Navigate(base+"/runs/manager/"+id))
+	b.WaitText(t, "#state", "live", 30*time.Second)
+	b.WaitText(t, "#events", "run_start", 30*time.Second)
 	// Each row's arrival time, against the event's own (the jail's clock is the host's).
-	dashEval[bool](t, b, `(function(){window.__arrived=[];new MutationObserver(function(ms){for(const m of ms){for(const n of m.addedNodes){if(n.cells){window.__arrived.push([n.cells[1].textContent,n.cells[2].textContent,Date.now()]);}}}}).observe(document.querySelector("#events tbody"),{childList:true});return true})()`)
+	browser.Eval[bool](t, b, `(function(){window.__arrived=[];new MutationObserver(function(ms){for(const m of ms){for(const n of m.addedNodes){if(n.cells){window.__arrived.push([n.cells[1].textContent,n.cells[2].textContent,Date.now()]);}}}}).observe(document.querySelector("#events tbody"),{childList:true});return true})()`)
 	release()
-	b.waitText(t, "#events", "ask", 60*time.Second)
+	b.WaitText(t, "#events", "ask", 60*time.Second)
 	var rows [][]any
-	raw := dashEval[string](t, b, `JSON.stringify(window.__arrived)`)
+	raw := browser.Eval[string](t, b, `JSON.stringify(window.__arrived)`)
 	json.Unmarshal([]byte(raw), &rows)
 	var worst time.Duration
 	var seen []string
@@ -295,34 +206,30 @@ func TestDashboardNetns(t *testing.T) {
 	}
 
 	// The pending prompt, on the page and at the terminal.
-	b.do(t, chromedp.Navigate(base+"/prompts"))
-	b.waitText(t, "#prompts", "shell", 30*time.Second)
+	b.Do(t, chromedp.Navigate(base+"/prompts"))
+	b.WaitText(t, "#prompts", "shell", 30*time.Second)
 	if !strings.Contains(terminal(), "[y]es / [N]o? ") {
 		t.Fatalf("no permission prompt at the terminal:\n%s", terminal())
 	}
 	// The control: an answer POST without the session's CSRF token changes nothing.
-	status := dashEval[float64](t, b, fmt.Sprintf(`(function(){const x=new XMLHttpRequest();x.open("POST","/prompts/answer",false);x.setRequestHeader("Content-Type","application/x-www-form-urlencoded");x.send("agent=manager&run=%s&question=q1&answer=once");return x.status})()`, id))
+	status := browser.Eval[float64](t, b, fmt.Sprintf(`(function(){const x=new XMLHttpRequest();x.open("POST","/prompts/answer",false);x.setRequestHeader("Content-Type","application/x-www-form-urlencoded");x.send("agent=manager&run=%s&question=q1&answer=once");return x.status})()`, id))
 	if status != 403 {
 		t.Errorf("an answer without the CSRF token: %v, want 403", status)
 	}
 	time.Sleep(2 * time.Second)
 	// Chromium logs the refused POST's 403 as a console error: that one is the control's.
-	b.mu.Lock()
-	kept := b.problems[:0]
-	for _, p := range b.problems {
+	for _, p := range b.TakeProblems() {
 		if !strings.Contains(p, "status of 403 (Forbidden)") {
-			kept = append(kept, p)
+			t.Errorf("the page reported: %s", p)
 		}
 	}
-	b.problems = kept
-	b.mu.Unlock()
-	b.do(t, chromedp.Navigate(base+"/prompts"))
-	b.waitText(t, "#prompts", "shell", 10*time.Second)
+	b.Do(t, chromedp.Navigate(base+"/prompts"))
+	b.WaitText(t, "#prompts", "shell", 10*time.Second)
 	if strings.Contains(terminal(), "has its answer") {
 		t.Fatalf("the refused POST answered the prompt:\n%s", terminal())
 	}
 	// The page's own button.
-	b.do(t, chromedp.Click(chromedp.CSS(`#prompts button[value="once"]`)))
+	b.Do(t, chromedp.Click(chromedp.CSS(`#prompts button[value="once"]`)))
 	select {
 	case err := <-exited:
 		if err != nil {
@@ -340,14 +247,10 @@ func TestDashboardNetns(t *testing.T) {
 	if !strings.Contains(out, "tool shell: ok") {
 		t.Errorf("the shell call did not run after the answer")
 	}
-	b.do(t, chromedp.Navigate(base+"/prompts"))
-	b.waitText(t, "#prompts", "No prompt is waiting", 30*time.Second)
-	b.do(t, chromedp.Navigate(base+"/runs/manager/"+id))
-	b.waitText(t, "#events", "answer: once", 30*time.Second)
-	b.waitText(t, "#events", model.output, 30*time.Second)
-	b.mu.Lock()
-	for _, p := range b.problems {
-		t.Errorf("the page reported: %s", p)
-	}
-	b.mu.Unlock()
+	b.Do(t, chromedp.Navigate(base+"/prompts"))
+	b.WaitText(t, "#prompts", "No prompt is waiting", 30*time.Second)
+	b.Do(t, chromedp.Navigate(base+"/runs/manager/"+id))
+	b.WaitText(t, "#events", "answer: once", 30*time.Second)
+	b.WaitText(t, "#events", model.output, 30*time.Second)
+	b.Clean(t)
 }

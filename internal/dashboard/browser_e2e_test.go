@@ -8,150 +8,21 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/lever-jail/lever/internal/lev/events"
 	"github.com/lever-jail/lever/internal/lev/runner"
+	"github.com/lever-jail/lever/internal/testutil/browser"
 )
 
 // -update-screenshots rewrites docs/dashboard/*.png from TestBrowserPages (make screenshots).
 var updateScreenshots = flag.Bool("update-screenshots", false, "write docs/dashboard/*.png from the browser test")
-
-// browser is one headless Chromium with a fresh profile, and what its pages reported:
-// console errors, uncaught exceptions and browser log errors (CSP violations are reported
-// there), and JavaScript dialogs (an alert() from a payload).
-type browser struct {
-	ctx context.Context
-
-	mu       sync.Mutex
-	problems []string
-	dialogs  []string
-}
-
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("chromium is not installed (CI installs Debian's chromium package)")
-	}
-	t.Skip("chromium is not installed")
-	return ""
-}
-
-func newBrowser(t *testing.T) *browser {
-	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)),
-		chromedp.Headless,
-		chromedp.NoSandbox, // tests run as root, where Chromium's sandbox will not start
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1200, 900),
-	}
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	b := &browser{}
-	ctx, cancel2 := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
-		if e, ok := ev.(*page.EventJavascriptDialogOpening); ok {
-			b.mu.Lock()
-			b.dialogs = append(b.dialogs, e.Message)
-			b.mu.Unlock()
-		}
-	}))
-	t.Cleanup(cancel2)
-	b.ctx = ctx
-	// The first Run starts the browser and lives as long as ctx: no timeout on it.
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	msgs := chromedp.Console(ctx)
-	go func() {
-		for m, err := range msgs {
-			if err != nil {
-				return
-			}
-			if m.Type == chromedp.ConsoleError || m.IsException() || m.Type == "assert" {
-				b.mu.Lock()
-				b.problems = append(b.problems, m.String()+" at "+m.URL)
-				b.mu.Unlock()
-			}
-		}
-	}()
-	return b
-}
-
-func (b *browser) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func eval[T any](t *testing.T, b *browser, expr string) T {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("%s: %v", expr, err)
-	}
-	return v
-}
-
-// clean fails the test with whatever the pages reported.
-func (b *browser) clean(t *testing.T) {
-	t.Helper()
-	time.Sleep(200 * time.Millisecond) // the last page's messages on their way
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, p := range b.problems {
-		t.Errorf("the page reported: %s", p)
-	}
-	for _, d := range b.dialogs {
-		t.Errorf("a payload opened a dialog: %q", d)
-	}
-}
-
-// textOf is the text of the first element sel matches ("" when none does).
-func textOf(t *testing.T, b *browser, sel string) string {
-	t.Helper()
-	return eval[string](t, b, fmt.Sprintf(`(function(){const e=document.querySelector(%q);return e?e.textContent:""})()`, sel))
-}
-
-// waitText polls until sel's text contains want, and returns how long it took.
-func (b *browser) waitText(t *testing.T, sel, want string, within time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var got string
-	for time.Since(start) < within {
-		if got = textOf(t, b, sel); strings.Contains(got, want) {
-			return time.Since(start)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s never showed %q within %s (last: %q)", sel, want, within, got)
-	return 0
-}
 
 // demo is a jail with a run in each state the pages show.
 func demo(t *testing.T) *runFiles {
@@ -176,10 +47,10 @@ func demo(t *testing.T) *runFiles {
 }
 
 // login opens the printed URL: the token is exchanged and leaves the address bar.
-func login(t *testing.T, b *browser, s *served) {
+func login(t *testing.T, b *browser.Browser, s *served) {
 	t.Helper()
-	b.do(t, chromedp.Navigate(s.srv.URL()), chromedp.WaitVisible(chromedp.CSS("nav")))
-	if loc := eval[string](t, b, "location.href"); loc != "http://"+s.addr+"/" {
+	b.Do(t, chromedp.Navigate(s.srv.URL()), chromedp.WaitVisible(chromedp.CSS("nav")))
+	if loc := browser.Eval[string](t, b, "location.href"); loc != "http://"+s.addr+"/" {
 		t.Fatalf("after the token exchange the address is %q, want the token gone", loc)
 	}
 }
@@ -199,7 +70,7 @@ func TestBrowserPages(t *testing.T) {
 	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c2", Tool: "web_fetch", Args: json.RawMessage(`{"url":"https://docs.example/api"}`), Decision: events.Refused, Step: "gate", Source: `permission allow (blueprint coder)`, Taint: "private", Clearance: "public", Message: "refused by the taint gate"})
 	src.start("docs", rid2, "writer")
 	src.ask("docs", rid2, runner.Question{ID: "q1", Tool: "shell", Args: json.RawMessage(`{"command":"make docs"}`), Reason: "shell is ask in the writer blueprint"})
-	b := newBrowser(t)
+	b := browser.New(t)
 	login(t, b, s)
 	pages := []struct{ name, path, sel, want string }{
 		{"jail", "/", "#verified", "drifted"},
@@ -209,15 +80,15 @@ func TestBrowserPages(t *testing.T) {
 		{"prompts", "/prompts", "#prompts", "make docs"},
 	}
 	for _, p := range pages {
-		b.do(t, chromedp.Navigate("http://"+s.addr+p.path))
-		b.waitText(t, p.sel, p.want, 5*time.Second)
+		b.Do(t, chromedp.Navigate("http://"+s.addr+p.path))
+		b.WaitText(t, p.sel, p.want, 5*time.Second)
 		if p.name == "jail" {
-			if n := eval[int](t, b, `document.querySelectorAll("#diff .dadd").length`); n != 1 {
+			if n := browser.Eval[int](t, b, `document.querySelectorAll("#diff .dadd").length`); n != 1 {
 				t.Errorf("the ruleset diff shows %d added lines, want 1", n)
 			}
 		}
 		if *updateScreenshots {
-			ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+			ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
 			// Quality 100 is a PNG; under 100 Chromium sends a JPEG.
 			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 			cancel()
@@ -233,7 +104,7 @@ func TestBrowserPages(t *testing.T) {
 			}
 		}
 	}
-	b.clean(t)
+	b.Clean(t)
 }
 
 // TestBrowserLiveEvents: an event a run writes appears on its open page within 1 s.
@@ -241,17 +112,17 @@ func TestBrowserLiveEvents(t *testing.T) {
 	src := demo(t)
 	s := serve(t, src)
 	src.start("manager", rid1, "coder")
-	b := newBrowser(t)
+	b := browser.New(t)
 	login(t, b, s)
-	b.do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
-	b.waitText(t, "#state", "live", 5*time.Second)
-	b.waitText(t, "#events", "run_start", 5*time.Second)
+	b.Do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
+	b.WaitText(t, "#state", "live", 5*time.Second)
+	b.WaitText(t, "#events", "run_start", 5*time.Second)
 	var worst time.Duration
 	for i := range 5 {
 		tool := fmt.Sprintf("tool_%d", i)
 		start := time.Now()
 		src.emit("manager", rid1, events.Event{Type: events.ToolCall, Tool: tool, Decision: events.Allowed})
-		b.waitText(t, "#events tbody", tool, 5*time.Second)
+		b.WaitText(t, "#events tbody", tool, 5*time.Second)
 		worst = max(worst, time.Since(start))
 	}
 	t.Logf("slowest of 5 live events to appear: %s", worst)
@@ -259,8 +130,8 @@ func TestBrowserLiveEvents(t *testing.T) {
 		t.Errorf("a live event took %s to appear, want under 1 s", worst)
 	}
 	src.emit("manager", rid1, events.Event{Type: events.RunEnd, Status: "succeeded"})
-	b.waitText(t, "#state", "the run's events ended", 5*time.Second)
-	b.clean(t)
+	b.WaitText(t, "#state", "the run's events ended", 5*time.Second)
+	b.Clean(t)
 }
 
 // TestBrowserGateLabels: a tool call's gate decision shows on the run page with the
@@ -273,18 +144,18 @@ func TestBrowserGateLabels(t *testing.T) {
 	src.start("manager", rid1, "coder")
 	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c1", Tool: "http_get", Decision: events.Allowed, Taint: "internal", Clearance: "internal"})
 	src.emit("manager", rid1, events.Event{Type: events.Gate, Call: "c2", Tool: "http_post", Decision: events.Refused, Step: "gate", Source: "UserDeny", Taint: "private", Clearance: "public", Answer: "deny"})
-	b := newBrowser(t)
+	b := browser.New(t)
 	login(t, b, s)
-	b.do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
-	b.waitText(t, "#events", "UserDeny", 5*time.Second)
-	rows := eval[[]string](t, b, `Array.from(document.querySelectorAll("#events tbody tr")).map(tr => tr.cells[3].textContent + "|" + tr.cells[4].textContent + "|" + tr.cells[5].textContent)`)
+	b.Do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
+	b.WaitText(t, "#events", "UserDeny", 5*time.Second)
+	rows := browser.Eval[[]string](t, b, `Array.from(document.querySelectorAll("#events tbody tr")).map(tr => tr.cells[3].textContent + "|" + tr.cells[4].textContent + "|" + tr.cells[5].textContent)`)
 	want := []string{"http_get|allowed|taint internal, clearance internal", "http_post|refused|taint private, clearance public / UserDeny / at gate"}
 	for _, w := range want {
 		if !slices.Contains(rows, w) {
 			t.Errorf("no row %q on the run page; rows: %q", w, rows)
 		}
 	}
-	b.clean(t)
+	b.Clean(t)
 }
 
 // TestBrowserAnswer: a pending prompt is answered from the page; the answer reaches the
@@ -294,21 +165,21 @@ func TestBrowserAnswer(t *testing.T) {
 	s := serve(t, src)
 	src.start("manager", rid1, "coder")
 	src.ask("manager", rid1, runner.Question{ID: "q1", Tool: "web_fetch", Reason: "the context carries secret data", Gate: true})
-	b := newBrowser(t)
+	b := browser.New(t)
 	login(t, b, s)
-	b.do(t, chromedp.Navigate("http://"+s.addr+"/prompts"))
-	b.waitText(t, "#prompts", "Taint gate: web_fetch", 5*time.Second)
+	b.Do(t, chromedp.Navigate("http://"+s.addr+"/prompts"))
+	b.WaitText(t, "#prompts", "Taint gate: web_fetch", 5*time.Second)
 	if got := src.answered(); len(got) != 0 {
 		t.Fatalf("answered before the click: %v", got)
 	}
-	b.do(t, chromedp.Click(chromedp.CSS(`#prompts button[value="session"]`)))
-	b.waitText(t, "#prompts", "No prompt is waiting", 5*time.Second)
+	b.Do(t, chromedp.Click(chromedp.CSS(`#prompts button[value="session"]`)))
+	b.WaitText(t, "#prompts", "No prompt is waiting", 5*time.Second)
 	if got := src.answered(); len(got) != 1 || got[0] != "manager/"+rid1+"/q1=session" {
 		t.Fatalf("answered %v, want the session answer", got)
 	}
-	b.do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
-	b.waitText(t, "#events", "answer: session", 5*time.Second)
-	b.clean(t)
+	b.Do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
+	b.WaitText(t, "#events", "answer: session", 5*time.Second)
+	b.Clean(t)
 }
 
 // TestBrowserHostileText: a tool result, arguments and a blueprint name carrying a
@@ -324,46 +195,46 @@ func TestBrowserHostileText(t *testing.T) {
 	src.emit("manager", rid1, events.Event{Type: events.ToolCall, Call: "c1", Tool: hostile[0], Args: hostileJSON(), Decision: events.Allowed, Source: hostile[3], Taint: hostile[1], Clearance: hostile[2]})
 	src.emit("manager", rid1, events.Event{Type: events.ToolResult, Call: "c1", Tool: "read_file", Status: events.StatusOK, Output: out, Message: hostile[2]})
 	src.ask("manager", rid1, runner.Question{ID: "q1", Tool: "shell", Args: hostileJSON(), Reason: hostile[0]})
-	b := newBrowser(t)
+	b := browser.New(t)
 	login(t, b, s)
 	for _, path := range []string{"/runs/manager/" + rid1, "/runs", "/prompts", "/"} {
-		b.do(t, chromedp.Navigate("http://"+s.addr+path))
-		b.waitText(t, "main", "window.__pwned", 5*time.Second)
-		pwned := eval[bool](t, b, `window.__pwned !== undefined`)
-		scripts := eval[int](t, b, `document.querySelectorAll("main script").length`)
-		links := eval[int](t, b, `Array.from(document.querySelectorAll("a")).filter(a => a.href.startsWith("javascript:")).length`)
-		svgs := eval[int](t, b, `document.querySelectorAll("main svg[onload], main svg script").length`)
-		imgs := eval[int](t, b, `document.querySelectorAll("img").length`)
+		b.Do(t, chromedp.Navigate("http://"+s.addr+path))
+		b.WaitText(t, "main", "window.__pwned", 5*time.Second)
+		pwned := browser.Eval[bool](t, b, `window.__pwned !== undefined`)
+		scripts := browser.Eval[int](t, b, `document.querySelectorAll("main script").length`)
+		links := browser.Eval[int](t, b, `Array.from(document.querySelectorAll("a")).filter(a => a.href.startsWith("javascript:")).length`)
+		svgs := browser.Eval[int](t, b, `document.querySelectorAll("main svg[onload], main svg script").length`)
+		imgs := browser.Eval[int](t, b, `document.querySelectorAll("img").length`)
 		if pwned || scripts != 0 || links != 0 || svgs != 0 || imgs != 0 {
 			t.Errorf("%s: pwned %v, %d scripts, %d javascript: links, %d svg payloads, %d images made from the payloads", path, pwned, scripts, links, svgs, imgs)
 		}
 	}
 	// The payloads are there, as text (positive control).
-	b.do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
+	b.Do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
 	for _, h := range []string{`<script>window.__pwned=1</script>`, `<svg onload=`, `javascript:window.__pwned=2`, `<script>alert(1)</script>`} {
-		b.waitText(t, "#events", h, 5*time.Second)
+		b.WaitText(t, "#events", h, 5*time.Second)
 	}
-	b.clean(t)
+	b.Clean(t)
 }
 
 // TestBrowserTokenRequired: without the token the browser gets no page; the printed URL
 // works once, and a second browser with the same URL is refused.
 func TestBrowserTokenRequired(t *testing.T) {
 	s := serve(t, demo(t))
-	b := newBrowser(t)
-	b.do(t, chromedp.Navigate("http://"+s.addr+"/"))
-	body := textOf(t, b, "body")
+	b := browser.New(t)
+	b.Do(t, chromedp.Navigate("http://"+s.addr+"/"))
+	body := b.Text(t, "body")
 	if !strings.Contains(body, "no dashboard session") || strings.Contains(body, "proj-7f3a") {
 		t.Fatalf("without the token: %q", body)
 	}
 	login(t, b, s)
-	body = textOf(t, b, "body")
+	body = b.Text(t, "body")
 	if !strings.Contains(body, "proj-7f3a") {
 		t.Fatalf("with the token the jail page is missing (positive control): %q", body)
 	}
-	other := newBrowser(t)
-	other.do(t, chromedp.Navigate(s.srv.URL()))
-	body = textOf(t, other, "body")
+	other := browser.New(t)
+	other.Do(t, chromedp.Navigate(s.srv.URL()))
+	body = other.Text(t, "body")
 	if !strings.Contains(body, "wrong or used token") {
 		t.Fatalf("the token used again: %q", body)
 	}
@@ -377,23 +248,20 @@ func TestBrowserCSPBlocksInlineScript(t *testing.T) {
 	src := demo(t)
 	s := serve(t, src)
 	src.start("manager", rid1, "coder")
-	b := newBrowser(t)
+	b := browser.New(t)
 	login(t, b, s)
-	eval[bool](t, b, `(function(){const e=document.createElement("script");e.textContent="window.__inline=1";document.body.appendChild(e);return true})()`)
-	eval[bool](t, b, `(function(){console.error("dashboard-probe");return true})()`)
+	browser.Eval[bool](t, b, `(function(){const e=document.createElement("script");e.textContent="window.__inline=1";document.body.appendChild(e);return true})()`)
+	browser.Eval[bool](t, b, `(function(){console.error("dashboard-probe");return true})()`)
 	time.Sleep(300 * time.Millisecond)
-	if eval[bool](t, b, `window.__inline !== undefined`) {
+	if browser.Eval[bool](t, b, `window.__inline !== undefined`) {
 		t.Fatal("an inline script ran under the dashboard's CSP")
 	}
-	b.mu.Lock()
-	got := strings.Join(b.problems, "\n")
-	b.problems = nil
-	b.mu.Unlock()
+	got := strings.Join(b.TakeProblems(), "\n")
 	if !strings.Contains(got, "Content Security Policy") || !strings.Contains(got, "dashboard-probe") {
 		t.Fatalf("the browser watch saw %q; want the CSP violation and the probe", got)
 	}
 	// The page's own script still runs (positive control): the run page goes live.
-	b.do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
-	b.waitText(t, "#state", "live", 5*time.Second)
-	b.waitText(t, "#events", "run_start", 5*time.Second)
+	b.Do(t, chromedp.Navigate("http://"+s.addr+"/runs/manager/"+rid1))
+	b.WaitText(t, "#state", "live", 5*time.Second)
+	b.WaitText(t, "#events", "run_start", 5*time.Second)
 }

@@ -37,7 +37,7 @@ var layers = []layer{
 	{"dashboard", []string{"internal/dashboard"}},
 	{"bring-up", []string{"internal/bringup"}},
 	{"cli", []string{"internal/cli", "cmd/lever"}},
-	{"tests and tools", []string{"internal/testutil", "internal/guest/guesttest", "internal/levimage/levtest", "internal/lev/levtest", "internal/lev/sandbox/sbxtest", "internal/backend/orbstack/wholeflow", "internal/docrefs", "internal/maketest", "internal/layers", "internal/filesize", "tools/benchtable", "examples/hello/src"}},
+	{"tests and tools", []string{"internal/testutil", "internal/testutil/browser", "internal/guest/guesttest", "internal/levimage/levtest", "internal/lev/levtest", "internal/lev/sandbox/sbxtest", "internal/backend/orbstack/wholeflow", "internal/docrefs", "internal/maketest", "internal/layers", "internal/filesize", "tools/benchtable", "examples/hello/src"}},
 }
 
 // layerOf places a package: an exact entry wins over a "/..." pattern, so lev's CLI and
