@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -218,8 +219,9 @@ func TestExecTTYE2E(t *testing.T) {
 }
 
 // conmons counts the conmon processes running as uid (the run user's: one per running
-// container, one per live exec session).
-func conmons(t *testing.T, uid int) int {
+// container, one per live exec session); with execOnly, the exec sessions' alone (podman
+// starts those with --exec-process-spec).
+func conmons(t *testing.T, uid int, execOnly ...bool) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
@@ -230,6 +232,12 @@ func conmons(t *testing.T, uid int) int {
 		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
 		if err != nil || !strings.HasPrefix(string(st), "Name:\tconmon\n") {
 			continue
+		}
+		if len(execOnly) > 0 && execOnly[0] {
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if !slices.Contains(strings.Split(string(cmdline), "\x00"), "--exec-process-spec") {
+				continue
+			}
 		}
 		for _, l := range strings.Split(string(st), "\n") {
 			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) {
@@ -248,6 +256,11 @@ func conmons(t *testing.T, uid int) int {
 func TestExecLeavesNoConmon(t *testing.T) {
 	g, name := execContainer(t)
 	ctx := context.Background()
+	// An earlier test's exec session may still be within its 10 s delay: the count before
+	// is taken once those have gone, or it would count a conmon that leaves during the test.
+	for end := time.Now().Add(15 * time.Second); conmons(t, g.uid, true) > 0 && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	base := conmons(t, g.uid)
 	if base < 1 {
 		t.Fatalf("%d conmon processes for the run user with its container running, want at least 1", base)
