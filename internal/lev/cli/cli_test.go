@@ -110,7 +110,7 @@ func TestBinary(t *testing.T) {
 	os.MkdirAll(levHome, 0o700)
 	os.WriteFile(filepath.Join(levHome, "token"), []byte("0123456789abcdef0123\n"), 0o644)
 	_, stderr, code = runLev(t, bin, base, "serve")
-	if code != 2 || !strings.Contains(stderr, "readable by its owner only") {
+	if code != 2 || !strings.Contains(stderr, "has mode 0644; a private file must be mode 0600") {
 		t.Fatalf("serve with a world-readable token: %d %s", code, stderr)
 	}
 	os.Remove(filepath.Join(levHome, "token"))
