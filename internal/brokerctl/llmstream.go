@@ -157,6 +157,7 @@ func (s *Server) streamBody(w http.ResponseWriter, r *http.Request, head []byte,
 		}
 		switch {
 		case errors.Is(err, io.EOF):
+			cutIfRevoked(r)
 			if len(acc) > 0 {
 				push(acc)
 			}
@@ -167,6 +168,17 @@ func (s *Server) streamBody(w http.ResponseWriter, r *http.Request, head []byte,
 			noteRevoked(r)
 			panic(http.ErrAbortHandler)
 		}
+	}
+}
+
+// cutIfRevoked aborts the response of a request the watcher cancelled (its certificate
+// revoked or expired in flight) when the upstream body then reads as ended: the transport
+// can report the cancelled read as a clean end of the body, and the response must not
+// then finish as if whole, with an audit line that says "upstream 200".
+func cutIfRevoked(r *http.Request) {
+	if cause := context.Cause(r.Context()); errors.Is(cause, errRevokedInFlight) || errors.Is(cause, errExpiredInFlight) {
+		rec(r).Detail = cause.Error() + "; response cut"
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -256,6 +268,7 @@ func (s *Server) streamSSE(w http.ResponseWriter, r *http.Request, br *bufio.Rea
 		case err == nil, errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case errors.Is(err, io.EOF):
+			cutIfRevoked(r)
 			if frame.Len() > 0 && errors.Is(emit(), errSSEKeys) {
 				end("sse_keys", keysMsg)
 				return

@@ -4,8 +4,9 @@
 // token lets an agent drive the daemon's API, and writing config, policy, blueprints or
 // records changes what a later run loads.
 //
-// Paths are made absolute and symlink-resolved once, when the set is built; files are
-// also remembered by device and inode, so a hard link made elsewhere is still lev's file.
+// Paths are made absolute and symlink-resolved once, when the set is built. A file met
+// under another name is compared by device and inode with lev's files as they are when it
+// is asked about, so a hard link made elsewhere is still lev's file.
 //
 // It only answers; the pipeline, workfs and the sandbox's mask enforce the answer. It must
 // not let a grant open anything but run records, and then only for reading.
@@ -34,7 +35,13 @@ type fileID struct{ dev, ino uint64 }
 type State struct {
 	Home    string
 	entries []Entry
-	ids     map[fileID]string
+	// files are lev's regular files (a protected file, or one directly in a protected
+	// directory), by path: CoversFile stats them when asked, not when the set was built.
+	// lev rewrites some of them by rename (taint-labels.json), which gives the name a new
+	// inode and frees the old one: an identity taken once would miss a link to the new
+	// file, and the filesystem may give the freed inode number to a file the agent then
+	// creates in the tree, which an identity taken once would refuse as lev's.
+	files []Entry
 	// dirs are the protected directories by device and inode: a descriptor's ancestors
 	// are compared with them, so a directory reached under a name the path checks do not
 	// know (a mount made later, another mount namespace's view) is still lev's.
@@ -89,7 +96,7 @@ func Resolve(p string) (string, error) {
 // New builds the set from home (lev's home directory) and other paths, keyed by path,
 // valued by what they are. Empty paths are skipped.
 func New(home string, paths map[string]string) (*State, error) {
-	s := &State{ids: map[fileID]string{}, dirs: map[fileID]string{}}
+	s := &State{dirs: map[fileID]string{}}
 	h, err := Resolve(home)
 	if err != nil {
 		return nil, fmt.Errorf("lev home %q: %w", home, err)
@@ -154,9 +161,7 @@ func (s *State) remember(p, what string) {
 	if err != nil || !fi.Mode().IsRegular() {
 		return
 	}
-	if id, ok := idOf(fi); ok {
-		s.ids[id] = fmt.Sprintf("%s (%s)", p, what)
-	}
+	s.files = append(s.files, Entry{Path: p, What: what})
 }
 
 func idOf(fi os.FileInfo) (fileID, bool) {
@@ -192,8 +197,9 @@ func (s *State) Covers(real string) (string, bool) {
 	return "", false
 }
 
-// CoversFile says whether fi (from stat or fstat) is one of lev's files under another
-// name: a hard link.
+// CoversFile says whether fi (from stat or fstat) is one of lev's files, compared by device
+// and inode with them as they are now: under another name (a hard link), or reached by a
+// descriptor whose name the path checks did not see.
 func (s *State) CoversFile(fi os.FileInfo) (string, bool) {
 	if s == nil || fi == nil {
 		return "", false
@@ -202,8 +208,16 @@ func (s *State) CoversFile(fi os.FileInfo) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	what, ok := s.ids[id]
-	return what, ok
+	// A stat per file of lev's (a few dozen at most) on each call: the identities must be
+	// today's (see files).
+	for _, f := range s.files {
+		if now, err := os.Stat(f.Path); err == nil {
+			if nid, ok := idOf(now); ok && nid == id {
+				return fmt.Sprintf("%s (%s)", f.Path, f.What), true
+			}
+		}
+	}
+	return "", false
 }
 
 // CoversDir says whether the directory with this device and inode is one of lev's

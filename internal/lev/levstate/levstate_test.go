@@ -100,3 +100,50 @@ func TestGrantableRead(t *testing.T) {
 		}
 	}
 }
+
+// TestCoversFileAsTheFilesAreNow: lev rewrites a state file by rename, which gives its name
+// a new inode and frees the old one. A hard link to the new file is lev's; a file that
+// merely got the freed inode number (one name, in the tree) is not: CoversFile compares
+// with lev's files as they are when asked (a set of inodes taken once refused a fresh
+// write_file whose inode the filesystem had reused: TestHostCommandsNetns).
+func TestCoversFileAsTheFilesAreNow(t *testing.T) {
+	root, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(root, "home")
+	os.MkdirAll(home, 0o700)
+	labels := filepath.Join(home, "taint-labels.json")
+	os.WriteFile(labels, []byte("{}"), 0o600)
+	s, err := New(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := func(p string) os.FileInfo {
+		t.Helper()
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	old := stat(labels)
+	// Rewritten by rename, as lev does: a new inode under the same name.
+	tmp := filepath.Join(home, ".labels.tmp")
+	os.WriteFile(tmp, []byte(`{"a":1}`), 0o600)
+	if err := os.Rename(tmp, labels); err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(old, stat(labels)) {
+		t.Fatal("control: the rename kept the inode")
+	}
+	link := filepath.Join(root, "link")
+	if err := os.Link(labels, link); err != nil {
+		t.Fatal(err)
+	}
+	if what, ok := s.CoversFile(stat(link)); !ok || !strings.Contains(what, "taint-labels.json") {
+		t.Errorf("a hard link to the rewritten file: CoversFile = %v (%s), want lev's", ok, what)
+	}
+	// The old identity, now nobody's state: a one-name file with it (a fresh file that got
+	// the freed inode) is not lev's. old still describes the freed inode.
+	if what, ok := s.CoversFile(old); ok {
+		t.Errorf("the replaced file's old identity: CoversFile = true (%s), want false", what)
+	}
+}
